@@ -1,0 +1,31 @@
+# cfeed: PGXS build.  See README.md for the commands that build, install and test.
+
+EXTENSION = cfeed
+MODULE_big = cfeed
+OBJS = \
+	src/cfeed.o \
+	src/catalog.o \
+	src/guard.o \
+	src/feed.o \
+	src/sweep.o \
+	src/read.o
+
+DATA = $(wildcard src/sql/cfeed--*.sql)
+
+REGRESS = catalogs publish sweep read errors security
+REGRESS_OPTS = --inputdir=. --temp-instance=tmp_regress --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
+
+ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation
+ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_iso --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
+
+TAP_TESTS = 1
+PROVE_FLAGS = -I ./test/t
+PROVE_TESTS = test/t/*.pl
+
+CFEED_TEST_PORT ?= 54329
+
+EXTRA_CLEAN = tmp_check tmp_regress tmp_iso output_iso results regression.diffs regression.out
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,261 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  Lookups in cfeed's own catalogs (cfeed.feed, cfeed.shard) by direct
+ *	  index access, for checks that must not depend on the caller's table
+ *	  privileges (a writer publishes without SELECT on the catalogs) and for
+ *	  the hot paths that must not pay for SPI.
+ *
+ *	  The functions that return data to a user check SELECT themselves
+ *	  (cfeed_shard_get with check_select); existence checks do not: they only
+ *	  tell whether a feed or shard exists, which every error message says.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "cfeed.h"
+
+/* Attribute numbers of cfeed.shard, fixed by the install script. */
+#define Anum_shard_feed_id			1
+#define Anum_shard_shard			2
+#define Anum_shard_sweep_group		3
+#define Anum_shard_longpoll			4
+#define Anum_shard_last				5
+#define Anum_shard_start			7
+
+/*
+ * cfeed_schema_oid
+ *		OID of schema cfeed; errors out (or returns InvalidOid) when the
+ *		extension is not installed in this database.
+ */
+Oid
+cfeed_schema_oid(bool missing_ok)
+{
+	Oid			nsp = get_namespace_oid(CFEED_SCHEMA, true);
+
+	if (!OidIsValid(nsp) && !missing_ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"cfeed\" is not installed in this database"),
+				 errhint("Run CREATE EXTENSION cfeed.")));
+	return nsp;
+}
+
+/*
+ * cfeed_relid
+ *		OID of a relation (table, index, sequence) of schema cfeed.
+ */
+Oid
+cfeed_relid(const char *relname)
+{
+	Oid			relid = get_relname_relid(relname, cfeed_schema_oid(false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "relation cfeed.%s is missing", relname);
+	return relid;
+}
+
+/*
+ * cfeed_extension_owner
+ *		The role that owns the cfeed extension in this database.
+ */
+Oid
+cfeed_extension_owner(void)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("cfeed"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"cfeed\" is not installed in this database")));
+	return owner;
+}
+
+/*
+ * cfeed_shard_fetch
+ *		Read the row of one shard as of the given snapshot (a fresh one when
+ *		NULL).  Returns false when there is no such shard.  No privilege check.
+ */
+bool
+cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, CfeedShard *out)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tup;
+	bool		found = false;
+	bool		own_snapshot = (snapshot == NULL);
+
+	if (own_snapshot)
+		snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	rel = table_open(cfeed_relid("shard"), AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_shard_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_shard_shard, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(shard));
+	scan = systable_beginscan(rel, cfeed_relid("shard_pkey"), true,
+							  snapshot, 2, keys);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		Datum		d;
+
+		found = true;
+		out->feed_id = feed_id;
+		out->shard = shard;
+		out->sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group, desc, &isnull));
+		out->longpoll = DatumGetBool(heap_getattr(tup, Anum_shard_longpoll, desc, &isnull));
+		out->last_number = DatumGetInt64(heap_getattr(tup, Anum_shard_last, desc, &isnull));
+		d = heap_getattr(tup, Anum_shard_start, desc, &isnull);
+		out->start_number = isnull ? out->last_number : DatumGetInt64(d);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (own_snapshot)
+		UnregisterSnapshot(snapshot);
+	return found;
+}
+
+/*
+ * feed_exists
+ *		Whether cfeed.feed has a row for feed_id (fresh snapshot).
+ */
+static bool
+feed_exists(int32 feed_id)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	rel = table_open(cfeed_relid("feed"), AccessShareLock);
+	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
+	scan = systable_beginscan(rel, cfeed_relid("feed_pkey"), true, snapshot, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	return found;
+}
+
+/*
+ * cfeed_shard_get
+ *		Like cfeed_shard_fetch with a fresh snapshot, but raises 42704 naming
+ *		the missing feed or shard.  With check_select, the caller must also
+ *		have SELECT on cfeed.shard (the function returns its data).
+ */
+void
+cfeed_shard_get(int32 feed_id, int32 shard, bool check_select, CfeedShard *out)
+{
+	if (check_select)
+		cfeed_check_select("shard");
+
+	if (cfeed_shard_fetch(feed_id, shard, NULL, out))
+		return;
+
+	if (!feed_exists(feed_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("feed %d does not exist", feed_id),
+				 errhint("Create it with cfeed.create_feed().")));
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("shard %d of feed %d does not exist", shard, feed_id),
+			 errhint("Shards are numbered from 0; add one by inserting into cfeed.shard.")));
+}
+
+/*
+ * cfeed_feed_shard_count
+ *		Number of shards of a feed; raises 42704 for an unknown feed and 55000
+ *		when its shards are not numbered 0..n-1 (shard_for needs that).
+ */
+int32
+cfeed_feed_shard_count(int32 feed_id)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	int32		count = 0;
+	int32		max_shard = -1;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	rel = table_open(cfeed_relid("shard"), AccessShareLock);
+	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	scan = systable_beginscan(rel, cfeed_relid("shard_pkey"), true, snapshot, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		bool		isnull;
+		int32		s = DatumGetInt32(heap_getattr(tup, Anum_shard_shard,
+												   RelationGetDescr(rel), &isnull));
+
+		count++;
+		max_shard = Max(max_shard, s);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+
+	if (count == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg(feed_exists(feed_id) ? "feed %d has no shards" : "feed %d does not exist",
+						feed_id),
+				 errhint("Create it with cfeed.create_feed().")));
+	if (max_shard != count - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, count - 1),
+				 errdetail("The feed has %d shards, the highest being %d.", count, max_shard),
+				 errhint("cfeed.shard_for() needs contiguous shard numbers starting at 0.")));
+	return count;
+}
+
+/*
+ * cfeed_check_select
+ *		Raise 42501 unless the current user may SELECT from cfeed.<relname>.
+ */
+void
+cfeed_check_select(const char *relname)
+{
+	Oid			relid = cfeed_relid(relname);
+	AclResult	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+}

@@ -1,0 +1,87 @@
+/*-------------------------------------------------------------------------
+ *
+ * cfeed.h
+ *	  Declarations shared between the files of the cfeed extension.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CFEED_H
+#define CFEED_H
+
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "datatype/timestamp.h"
+#include "utils/snapshot.h"
+
+#include "compat.h"
+
+/* Names of the extension's objects (schema cfeed). */
+#define CFEED_SCHEMA			"cfeed"
+#define CFEED_CHANNEL_PREFIX	"cfeed_"
+
+/* Advisory lock tag field4 values that user-level advisory locks never use. */
+#define CFEED_LOCK_SWEEP		0x6366	/* one sweep of a group at a time */
+#define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
+
+/* A shard's row of cfeed.shard, as the C code needs it. */
+typedef struct CfeedShard
+{
+	int32		feed_id;
+	int32		shard;
+	int32		sweep_group;
+	bool		longpoll;
+	int64		last_number;	/* last_change_sequence_number */
+	int64		start_number;	/* start_sequence_number */
+} CfeedShard;
+
+/* What one sweep did to one shard. */
+typedef struct CfeedSweptShard
+{
+	int32		feed_id;
+	int32		shard;
+	int32		change_count;
+	int64		last_number;
+	int64		lag_ms;
+} CfeedSweptShard;
+
+/* The result of one sweep of a group. */
+typedef struct CfeedSweepResult
+{
+	int			nshards;		/* entries used in shards[] */
+	CfeedSweptShard *shards;	/* palloc'd in the caller's context */
+	int64		change_count;	/* changes stamped, all shards */
+	int64		max_lag_ms;		/* oldest stamped change's age at stamping */
+} CfeedSweepResult;
+
+/* GUCs (cfeed.c) */
+extern int	cfeed_sweep_batch_size;
+
+/* catalog.c */
+extern Oid	cfeed_schema_oid(bool missing_ok);
+extern Oid	cfeed_relid(const char *relname);
+extern Oid	cfeed_extension_owner(void);
+extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
+							  CfeedShard *out);
+extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
+							CfeedShard *out);
+extern int32 cfeed_feed_shard_count(int32 feed_id);
+extern void cfeed_check_select(const char *relname);
+
+/* guard.c */
+extern bool cfeed_stamping;
+
+/* sweep.c */
+extern bool cfeed_sweep_group(int32 sweep_group, bool nowait,
+							  CfeedSweepResult *result);
+extern void cfeed_check_sweep_isolation(void);
+
+/* read.c */
+extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
+								 int timeout_ms);
+
+/* Argument helpers for functions that are not STRICT (SPEC: 22004). */
+extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *argname);
+
+#endif							/* CFEED_H */

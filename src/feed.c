@@ -1,0 +1,244 @@
+/*-------------------------------------------------------------------------
+ *
+ * feed.c
+ *	  The write side: cfeed.create_feed, cfeed.publish, cfeed.shard_for and
+ *	  cfeed.channel.
+ *
+ *	  shard_for's hash is part of the public contract (clients outside the
+ *	  database compute it too): FNV-1a, 32 bits, over the key's UTF-8 bytes
+ *	  (offset basis 2166136261, prime 16777619), taken as an unsigned 32-bit
+ *	  number modulo the feed's shard count.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+
+#include "cfeed.h"
+
+#define CFEED_MAX_SHARDS		65536
+#define CFEED_MAX_NAME			200
+
+PG_FUNCTION_INFO_V1(cfeed_create_feed);
+PG_FUNCTION_INFO_V1(cfeed_publish);
+PG_FUNCTION_INFO_V1(cfeed_shard_for);
+PG_FUNCTION_INFO_V1(cfeed_channel);
+
+static SPIPlanPtr publish_plan = NULL;
+
+/*
+ * check_feed_name
+ *		A feed name is 1..200 characters of [A-Za-z0-9_-] (22023 otherwise).
+ */
+static void
+check_feed_name(const char *name)
+{
+	size_t		len = strlen(name);
+	const char *p;
+
+	if (len == 0 || len > CFEED_MAX_NAME)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("feed name must have 1 to %d characters", CFEED_MAX_NAME)));
+	for (p = name; *p; p++)
+	{
+		if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+			  (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("invalid feed name \"%s\"", name),
+					 errdetail("A feed name may contain only letters A-Z and a-z, digits, \"_\" and \"-\".")));
+	}
+}
+
+/*
+ * spi_exec
+ *		Run a statement with arguments through SPI; errors out unless it
+ *		returns the expected SPI code.
+ */
+static void
+spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
+		 int expected)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
+}
+
+/*
+ * cfeed_create_feed
+ *		SQL: cfeed.create_feed(name, shards, feed_id, sweep_group, longpoll,
+ *		comment) returns int.  Creates the feed and shards 0..shards-1 with the
+ *		caller's privileges; feed_id defaults to one above the highest.
+ */
+Datum
+cfeed_create_feed(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	int32		shards;
+	int32		feed_id;
+	bool		isnull;
+	Oid			types[6] = {INT4OID, TEXTOID, TEXTOID, INT4OID, INT4OID, BOOLOID};
+	Datum		values[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+
+	cfeed_require_arg(fcinfo, 0, "name");
+	cfeed_require_arg(fcinfo, 1, "shards");
+	cfeed_require_arg(fcinfo, 3, "sweep_group");
+	cfeed_require_arg(fcinfo, 4, "longpoll");
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	shards = PG_GETARG_INT32(1);
+	check_feed_name(name);
+	if (shards < 1 || shards > CFEED_MAX_SHARDS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a feed must have 1 to %d shards, not %d", CFEED_MAX_SHARDS, shards)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* Concurrent create_feed calls pick feed ids and names one at a time. */
+	spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
+			 SPI_OK_UTILITY);
+
+	if (PG_ARGISNULL(2))
+	{
+		spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0) + 1 FROM cfeed.feed",
+				 0, NULL, NULL, NULL, SPI_OK_SELECT);
+		feed_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	else
+		feed_id = PG_GETARG_INT32(2);
+
+	values[0] = Int32GetDatum(feed_id);
+	values[1] = PointerGetDatum(cstring_to_text(name));
+	spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
+			 2, types, values, NULL, SPI_OK_SELECT);
+	if (SPI_processed > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("feed %d \"%s\" already exists", feed_id, name),
+				 errdetail("Feed ids and names are unique."),
+				 errhint("Choose another name or feed_id.")));
+
+	if (PG_ARGISNULL(5))
+		nulls[2] = 'n';
+	else
+		values[2] = PG_GETARG_DATUM(5);
+	values[3] = Int32GetDatum(shards);
+	values[4] = PG_GETARG_DATUM(3);
+	values[5] = PG_GETARG_DATUM(4);
+	spi_exec("INSERT INTO cfeed.feed (feed_id, name, comment) VALUES ($1, $2, $3)",
+			 3, types, values, nulls, SPI_OK_INSERT);
+	spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) "
+			 "SELECT $1, s, $5, $6 FROM pg_catalog.generate_series(0, $4 - 1) AS s",
+			 6, types, values, nulls, SPI_OK_INSERT);
+
+	SPI_finish();
+	PG_RETURN_INT32(feed_id);
+}
+
+/*
+ * cfeed_publish
+ *		SQL: cfeed.publish(feed_id, shard, change_id) returns bigint.  Inserts
+ *		the change with the caller's privileges (INSERT on cfeed.change); the
+ *		shard's existence is checked without needing SELECT on the catalogs.
+ */
+Datum
+cfeed_publish(PG_FUNCTION_ARGS)
+{
+	CfeedShard	sh;
+	Datum		values[3];
+	int			rc;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_require_arg(fcinfo, 2, "change_id");
+	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (publish_plan == NULL)
+	{
+		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+
+		publish_plan = SPI_prepare("INSERT INTO cfeed.change (feed_id, shard, change_id) "
+								   "VALUES ($1, $2, $3)", 3, types);
+		if (publish_plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(publish_plan);
+	}
+	values[0] = PG_GETARG_DATUM(0);
+	values[1] = PG_GETARG_DATUM(1);
+	values[2] = PG_GETARG_DATUM(2);
+	rc = SPI_execute_plan(publish_plan, values, NULL, false, 0);
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "cfeed.publish: insert failed: %s", SPI_result_code_string(rc));
+	SPI_finish();
+
+	PG_RETURN_INT64(PG_GETARG_INT64(2));
+}
+
+/*
+ * cfeed_fnv1a
+ *		FNV-1a, 32 bits, of a byte string.
+ */
+static uint32
+cfeed_fnv1a(const unsigned char *bytes, size_t len)
+{
+	uint32		h = 2166136261u;
+	size_t		i;
+
+	for (i = 0; i < len; i++)
+	{
+		h ^= bytes[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/*
+ * cfeed_shard_for
+ *		SQL: cfeed.shard_for(feed_id, key) returns int: FNV-1a 32 of the key's
+ *		UTF-8 bytes modulo the feed's shard count.
+ */
+Datum
+cfeed_shard_for(PG_FUNCTION_ARGS)
+{
+	text	   *key;
+	int32		count;
+	char	   *utf8;
+	int			len;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "key");
+	count = cfeed_feed_shard_count(PG_GETARG_INT32(0));
+	key = PG_GETARG_TEXT_PP(1);
+	len = VARSIZE_ANY_EXHDR(key);
+	utf8 = pg_server_to_any(VARDATA_ANY(key), len, PG_UTF8);
+	if (utf8 != VARDATA_ANY(key))
+		len = strlen(utf8);
+	PG_RETURN_INT32((int32) (cfeed_fnv1a((const unsigned char *) utf8, len) % (uint32) count));
+}
+
+/*
+ * cfeed_channel
+ *		SQL: cfeed.channel(feed_id, shard) returns text: cfeed_<feed_id>_<shard>.
+ */
+Datum
+cfeed_channel(PG_FUNCTION_ARGS)
+{
+	CfeedShard	sh;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
+	PG_RETURN_TEXT_P(cstring_to_text(psprintf(CFEED_CHANNEL_PREFIX "%d_%d",
+											  sh.feed_id, sh.shard)));
+}

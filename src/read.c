@@ -1,0 +1,311 @@
+/*-------------------------------------------------------------------------
+ *
+ * read.c
+ *	  The read side: cfeed.read, cfeed.wait, cfeed.head and cfeed.cursor_at.
+ *
+ *	  read() runs one saved plan, a range scan of change_sequence_idx, with
+ *	  the caller's privileges, and streams its rows straight into the
+ *	  function's result tuplestore.  When it finds nothing and wait_ms > 0 it
+ *	  waits for the shard's head to pass what it saw, then reads again with a
+ *	  new snapshot, so waiting needs READ COMMITTED.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tstoreReceiver.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/fmgroids.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "cfeed.h"
+
+/* How often a wait re-reads the shard's head. */
+#define CFEED_POLL_MS			5
+
+static SPIPlanPtr read_plan = NULL;
+
+PG_FUNCTION_INFO_V1(cfeed_read);
+PG_FUNCTION_INFO_V1(cfeed_wait);
+PG_FUNCTION_INFO_V1(cfeed_head);
+PG_FUNCTION_INFO_V1(cfeed_cursor_at);
+
+/*
+ * check_nonnegative
+ *		22023 for a negative count or duration argument.
+ */
+static void
+check_nonnegative(int32 value, const char *argname)
+{
+	if (value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" must not be negative, got %d", argname, value)));
+}
+
+/*
+ * cfeed_wait_for_head
+ *		Sleep until the shard's head passes cursor or timeout_ms elapses;
+ *		returns the last head seen.  Cancellable; shows wait_event Extension.
+ */
+int64
+cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	CfeedShard	sh;
+
+	for (;;)
+	{
+		long		remaining;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!cfeed_shard_fetch(feed_id, shard, NULL, &sh))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
+		if (sh.last_number > cursor)
+			return sh.last_number;
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+			return sh.last_number;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(remaining, CFEED_POLL_MS), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * run_read
+ *		Execute the read plan into the tuplestore; returns the row count.
+ */
+static uint64
+run_read(Tuplestorestate *store, int32 feed_id, int32 shard, int64 cursor, int64 max_count)
+{
+	ParamListInfo params = makeParamList(4);
+	DestReceiver *dest = CreateDestReceiver(DestTuplestore);
+	SPIExecuteOptions options;
+	int			rc;
+	int			i;
+	Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
+	Datum		values[4];
+
+	values[0] = Int32GetDatum(feed_id);
+	values[1] = Int32GetDatum(shard);
+	values[2] = Int64GetDatum(cursor);
+	values[3] = Int64GetDatum(max_count);
+	for (i = 0; i < 4; i++)
+	{
+		params->params[i].value = values[i];
+		params->params[i].isnull = false;
+		params->params[i].pflags = PARAM_FLAG_CONST;
+		params->params[i].ptype = types[i];
+	}
+
+	if (read_plan == NULL)
+	{
+		read_plan = SPI_prepare("SELECT change_sequence_number, change_id, stamped_at "
+								"FROM cfeed.change "
+								"WHERE feed_id = $1 AND shard = $2 AND change_sequence_number > $3 "
+								"ORDER BY change_sequence_number LIMIT $4", 4, types);
+		if (read_plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(read_plan);
+	}
+
+	SetTuplestoreDestReceiverParams(dest, store, CurrentMemoryContext, false, NULL, NULL);
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = false;	/* a new snapshot per execution */
+	options.dest = dest;
+	rc = SPI_execute_plan_extended(read_plan, &options);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "cfeed.read: select failed: %s", SPI_result_code_string(rc));
+	dest->rDestroy(dest);
+	return SPI_processed;
+}
+
+/*
+ * cfeed_read
+ *		SQL: cfeed.read(feed_id, shard, cursor, max_count, wait_ms) returns
+ *		table(change_sequence_number, change_id, stamped_at).
+ */
+Datum
+cfeed_read(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		feed_id;
+	int32		shard;
+	int64		cursor;
+	int32		max_count;
+	int32		wait_ms;
+	CfeedShard	sh;
+	MemoryContext oldcxt;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_require_arg(fcinfo, 3, "max_count");
+	cfeed_require_arg(fcinfo, 4, "wait_ms");
+	feed_id = PG_GETARG_INT32(0);
+	shard = PG_GETARG_INT32(1);
+	cursor = PG_ARGISNULL(2) ? PG_INT64_MIN : PG_GETARG_INT64(2);
+	max_count = PG_GETARG_INT32(3);
+	wait_ms = PG_GETARG_INT32(4);
+	check_nonnegative(max_count, "max_count");
+	check_nonnegative(wait_ms, "wait_ms");
+	if (wait_ms > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cfeed.read cannot wait in a REPEATABLE READ or SERIALIZABLE transaction"),
+				 errdetail("The transaction's snapshot would never show the changes it waits for."),
+				 errhint("Read with wait_ms => 0, or wait in a READ COMMITTED transaction.")));
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	cfeed_shard_get(feed_id, shard, false, &sh);
+	if (max_count == 0)
+		return (Datum) 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	if (run_read(rsinfo->setResult, feed_id, shard, cursor, max_count) == 0 && wait_ms > 0)
+	{
+		/*
+		 * Nothing after the cursor as of the head read before the query: wait
+		 * for a head beyond both, then read with a new snapshot.
+		 */
+		int64		seen = Max(cursor, sh.last_number);
+
+		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
+			(void) run_read(rsinfo->setResult, feed_id, shard, cursor, max_count);
+	}
+	MemoryContextSwitchTo(oldcxt);
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * cfeed_wait
+ *		SQL: cfeed.wait(feed_id, shard, cursor, timeout_ms) returns bigint.
+ */
+Datum
+cfeed_wait(PG_FUNCTION_ARGS)
+{
+	CfeedShard	sh;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_require_arg(fcinfo, 2, "cursor");
+	cfeed_require_arg(fcinfo, 3, "timeout_ms");
+	check_nonnegative(PG_GETARG_INT32(3), "timeout_ms");
+	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
+	PG_RETURN_INT64(cfeed_wait_for_head(sh.feed_id, sh.shard, PG_GETARG_INT64(2),
+										PG_GETARG_INT32(3)));
+}
+
+/*
+ * cfeed_head
+ *		SQL: cfeed.head(feed_id, shard) returns bigint.
+ */
+Datum
+cfeed_head(PG_FUNCTION_ARGS)
+{
+	CfeedShard	sh;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
+	PG_RETURN_INT64(sh.last_number);
+}
+
+/*
+ * stamped_before
+ *		Whether change `number` of a shard was stamped before `at`, as of the
+ *		snapshot.  A number with no row (removed by retention) counts as
+ *		before: retention removes the oldest changes.
+ */
+static bool
+stamped_before(Relation heap, Relation index, Snapshot snapshot,
+			   int32 feed_id, int32 shard, int64 number, TimestampTz at)
+{
+	SysScanDesc scan;
+	ScanKeyData keys[3];
+	HeapTuple	tup;
+	bool		before = true;
+
+	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
+	ScanKeyInit(&keys[2], 4, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(number));
+	scan = systable_beginscan(heap, RelationGetRelid(index), true, snapshot, 3, keys);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		d = heap_getattr(tup, 5, RelationGetDescr(heap), &isnull);
+
+		before = !isnull && DatumGetTimestampTz(d) < at;
+	}
+	systable_endscan(scan);
+	return before;
+}
+
+/*
+ * cfeed_cursor_at
+ *		SQL: cfeed.cursor_at(feed_id, shard, at) returns bigint: the highest
+ *		number stamped before `at` (binary search over the stamped range,
+ *		whose stamped_at never decreases), or the start value when none was.
+ */
+Datum
+cfeed_cursor_at(PG_FUNCTION_ARGS)
+{
+	CfeedShard	sh;
+	TimestampTz at;
+	int64		lo;
+	int64		hi;
+	Relation	heap;
+	Relation	index;
+	Snapshot	snapshot;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_require_arg(fcinfo, 2, "at");
+	at = PG_GETARG_TIMESTAMPTZ(2);
+	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
+	cfeed_check_select("change");
+
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, &sh))
+		elog(ERROR, "shard %d of feed %d vanished", sh.shard, sh.feed_id);
+	heap = table_open(cfeed_relid("change"), AccessShareLock);
+	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
+
+	/* Invariant: lo was stamped before `at` (or is the start), hi+1 was not. */
+	lo = sh.start_number;
+	hi = sh.last_number;
+	while (lo < hi)
+	{
+		int64		mid = lo + (hi - lo + 1) / 2;
+
+		CHECK_FOR_INTERRUPTS();
+		if (stamped_before(heap, index, snapshot, sh.feed_id, sh.shard, mid, at))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	PG_RETURN_INT64(lo);
+}

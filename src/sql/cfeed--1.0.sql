@@ -1,0 +1,169 @@
+/* src/sql/cfeed--1.0.sql */
+
+\echo Use "CREATE EXTENSION cfeed" to load this file. \quit
+
+CREATE SCHEMA cfeed;
+COMMENT ON SCHEMA cfeed IS 'cfeed: race-safe change feeds with gapless per-shard sequence numbers';
+GRANT USAGE ON SCHEMA cfeed TO PUBLIC;
+
+/*
+ * Catalogs.
+ */
+
+CREATE TABLE cfeed.feed (
+	feed_id int PRIMARY KEY,
+	name text NOT NULL UNIQUE
+		CONSTRAINT feed_name_check CHECK (name OPERATOR(pg_catalog.~) '^[A-Za-z0-9_-]+$'),
+	comment text,
+	retention interval
+		CONSTRAINT feed_retention_check CHECK (retention OPERATOR(pg_catalog.>) interval '0')
+);
+COMMENT ON TABLE cfeed.feed IS 'one row per feed; feed_id is chosen by the application';
+
+CREATE TABLE cfeed.shard (
+	feed_id int NOT NULL REFERENCES cfeed.feed ON DELETE CASCADE,
+	shard int NOT NULL CONSTRAINT shard_shard_check CHECK (shard OPERATOR(pg_catalog.>=) 0),
+	sweep_group int NOT NULL DEFAULT 0,
+	longpoll bool NOT NULL DEFAULT true,
+	last_change_sequence_number bigint NOT NULL DEFAULT 2000000000000000,
+	last_sweep_time timestamptz,
+	start_sequence_number bigint,
+	PRIMARY KEY (feed_id, shard)
+);
+COMMENT ON TABLE cfeed.shard IS 'each (feed_id, shard) is an independent, gapless, ordered log';
+COMMENT ON COLUMN cfeed.shard.last_change_sequence_number IS 'highest stamped number of the shard (its start value before the first stamp); maintained by the sweeper';
+COMMENT ON COLUMN cfeed.shard.start_sequence_number IS 'last_change_sequence_number the shard was created with: numbers at or below it form the migration range';
+
+CREATE SEQUENCE cfeed.change_id START WITH 1000000000000000 CACHE 1;
+COMMENT ON SEQUENCE cfeed.change_id IS 'global change ids; CACHE 1 so that ids grow with time across backends';
+
+CREATE FUNCTION cfeed._writer_xid() RETURNS xid8
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_writer_xid';
+COMMENT ON FUNCTION cfeed._writer_xid() IS 'internal: the writing transaction''s top-level xid (default of cfeed.change.writer_xid)';
+
+CREATE TABLE cfeed.change (
+	feed_id int NOT NULL,
+	shard int NOT NULL,
+	change_id bigint NOT NULL,
+	change_sequence_number bigint,
+	stamped_at timestamptz,
+	written_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	writer_xid xid8 NOT NULL DEFAULT cfeed._writer_xid(),
+	CONSTRAINT change_shard_fkey FOREIGN KEY (feed_id, shard) REFERENCES cfeed.shard
+) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05,
+		autovacuum_analyze_scale_factor = 0.05);
+COMMENT ON TABLE cfeed.change IS 'changes: writers insert (feed_id, shard, change_id); the sweeper stamps change_sequence_number after commit';
+COMMENT ON COLUMN cfeed.change.written_at IS 'start of the writing transaction';
+COMMENT ON COLUMN cfeed.change.writer_xid IS 'internal: top-level xid of the writing transaction, used by the sweeper to find new changes';
+
+-- Readers: "everything after my cursor" is a range scan of this index.
+CREATE UNIQUE INDEX change_sequence_idx ON cfeed.change
+	(feed_id, shard, change_sequence_number) WHERE change_sequence_number IS NOT NULL;
+-- The sweeper: changes not yet stamped, by writing transaction.
+CREATE INDEX change_pending_idx ON cfeed.change (writer_xid) WHERE change_sequence_number IS NULL;
+
+SELECT pg_catalog.pg_extension_config_dump('cfeed.feed', '');
+SELECT pg_catalog.pg_extension_config_dump('cfeed.shard', '');
+SELECT pg_catalog.pg_extension_config_dump('cfeed.change', '');
+SELECT pg_catalog.pg_extension_config_dump('cfeed.change_id', '');
+
+/*
+ * Guards: keep the numbering in the sweeper's hands.
+ */
+
+CREATE FUNCTION cfeed._change_guard() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_change_guard';
+COMMENT ON FUNCTION cfeed._change_guard() IS 'internal: refuses writer-chosen sequence numbers outside the migration range';
+
+CREATE TRIGGER change_guard BEFORE INSERT ON cfeed.change FOR EACH ROW
+	WHEN (NEW.change_sequence_number IS NOT NULL OR NEW.stamped_at IS NOT NULL
+		  OR NEW.writer_xid OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id())
+	EXECUTE FUNCTION cfeed._change_guard();
+
+CREATE FUNCTION cfeed._shard_guard() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_shard_guard';
+COMMENT ON FUNCTION cfeed._shard_guard() IS 'internal: records a shard''s start value and protects its numbering';
+
+CREATE TRIGGER shard_insert_guard BEFORE INSERT ON cfeed.shard FOR EACH ROW
+	EXECUTE FUNCTION cfeed._shard_guard();
+CREATE TRIGGER shard_update_guard BEFORE UPDATE ON cfeed.shard FOR EACH ROW
+	WHEN (OLD.last_change_sequence_number IS DISTINCT FROM NEW.last_change_sequence_number
+		  OR OLD.start_sequence_number IS DISTINCT FROM NEW.start_sequence_number)
+	EXECUTE FUNCTION cfeed._shard_guard();
+
+/*
+ * Writing.
+ */
+
+CREATE FUNCTION cfeed.create_feed(name text, shards int DEFAULT 1, feed_id int DEFAULT NULL,
+								  sweep_group int DEFAULT 0, longpoll bool DEFAULT true,
+								  comment text DEFAULT NULL)
+	RETURNS int
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_create_feed';
+COMMENT ON FUNCTION cfeed.create_feed(text, int, int, int, bool, text) IS 'creates a feed with shards 0..shards-1 and returns its feed_id';
+
+CREATE FUNCTION cfeed.publish(feed_id int, shard int,
+							  change_id bigint DEFAULT pg_catalog.nextval('cfeed.change_id'))
+	RETURNS bigint
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_publish';
+COMMENT ON FUNCTION cfeed.publish(int, int, bigint) IS 'records a change in the caller''s transaction and returns its change_id';
+
+CREATE FUNCTION cfeed.shard_for(feed_id int, key text) RETURNS int
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_shard_for';
+COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key: FNV-1a 32-bit of the key''s UTF-8 bytes modulo the feed''s shard count';
+
+/*
+ * Sweeping.
+ */
+
+CREATE FUNCTION cfeed.sweep(sweep_group int DEFAULT 0)
+	RETURNS TABLE (feed_id int, shard int, change_count int,
+				   last_change_sequence_number bigint, lag_ms bigint)
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_sweep';
+COMMENT ON FUNCTION cfeed.sweep(int) IS 'stamps the committed changes of a sweep group now; one row per shard that got changes';
+
+CREATE PROCEDURE cfeed.sweep_loop(sweep_group int, wait_ms int, duration_ms int, sleep_ms int,
+								  OUT change_count int, OUT max_lag_ms bigint, OUT iterations int)
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'cfeed_sweep_loop';
+COMMENT ON PROCEDURE cfeed.sweep_loop(int, int, int, int, int, bigint, int) IS 'sweeps a group repeatedly for duration_ms, committing each sweep';
+
+REVOKE ALL ON FUNCTION cfeed.sweep(int) FROM PUBLIC;
+REVOKE ALL ON PROCEDURE cfeed.sweep_loop(int, int, int, int, int, bigint, int) FROM PUBLIC;
+
+/*
+ * Reading.
+ */
+
+CREATE FUNCTION cfeed.read(feed_id int, shard int, cursor bigint DEFAULT NULL,
+						   max_count int DEFAULT 1000, wait_ms int DEFAULT 0)
+	RETURNS TABLE (change_sequence_number bigint, change_id bigint, stamped_at timestamptz)
+	LANGUAGE c VOLATILE PARALLEL UNSAFE ROWS 1000
+	AS 'MODULE_PATHNAME', 'cfeed_read';
+COMMENT ON FUNCTION cfeed.read(int, int, bigint, int, int) IS 'stamped changes after the cursor, ascending; waits up to wait_ms when there are none';
+
+CREATE FUNCTION cfeed.wait(feed_id int, shard int, cursor bigint, timeout_ms int DEFAULT 30000)
+	RETURNS bigint
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_wait';
+COMMENT ON FUNCTION cfeed.wait(int, int, bigint, int) IS 'blocks until the shard''s head passes the cursor or the timeout ends; returns the head';
+
+CREATE FUNCTION cfeed.head(feed_id int, shard int) RETURNS bigint
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_head';
+COMMENT ON FUNCTION cfeed.head(int, int) IS 'the shard''s last stamped number (its start value before the first stamp)';
+
+CREATE FUNCTION cfeed.cursor_at(feed_id int, shard int, at timestamptz) RETURNS bigint
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_cursor_at';
+COMMENT ON FUNCTION cfeed.cursor_at(int, int, timestamptz) IS 'the cursor from which reading returns the changes stamped at or after a time';
+
+CREATE FUNCTION cfeed.channel(feed_id int, shard int) RETURNS text
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_channel';
+COMMENT ON FUNCTION cfeed.channel(int, int) IS 'the LISTEN channel on which the sweeper announces a shard''s new head';

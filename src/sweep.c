@@ -1,0 +1,946 @@
+/*-------------------------------------------------------------------------
+ *
+ * sweep.c
+ *	  Stamping: the one routine that turns committed changes into gapless
+ *	  per-shard sequence numbers, shared by cfeed.sweep(), cfeed.sweep_loop()
+ *	  and the background sweeper.
+ *
+ * Storage design
+ * --------------
+ * cfeed.change is one heap with two partial indexes:
+ *
+ *	 change_sequence_idx (feed_id, shard, change_sequence_number)
+ *		 WHERE change_sequence_number IS NOT NULL  -- readers' range scans
+ *	 change_pending_idx (writer_xid) WHERE change_sequence_number IS NULL
+ *
+ * A writer inserts one row (number null) and pays for one index entry, in
+ * the pending index, plus the foreign-key check.  Its writer_xid defaults to
+ * the writer's top-level xid.  A sweep stamps by updating rows in place:
+ * the new version enters only the readers' index; the old version leaves a
+ * dead entry in the pending index until VACUUM removes it.
+ *
+ * The trap of that design is the dead entries: while any transaction holds
+ * back the xmin horizon, VACUUM cannot remove them and index scans cannot
+ * mark them killed, so a sweep that walks "all pending entries" re-reads
+ * every change stamped since the horizon was pinned and slows down without
+ * bound.  cfeed avoids it with an xid watermark per sweep group, taken from
+ * the snapshot each sweep runs with:
+ *
+ *	 after a sweep with snapshot S, every transaction with xid < S.xmax that
+ *	 is not in S.xip had finished; its committed changes were visible to S
+ *	 and are now stamped.  So the next sweep need only look at writer_xid in
+ *	 S.xip (still running then) or >= S.xmax (not started then).
+ *
+ * A sweep therefore reads index entries of new changes plus at most one
+ * probe per transaction that was running at the previous sweep: its cost
+ * grows with the changes to stamp, not with the dead entries behind it, nor
+ * with the number of shards (shards are looked up only when a change names
+ * them).  A long-open writer does not pin the watermark either; its xid is
+ * probed alone until it ends.
+ *
+ * The watermark lives in backend memory and is only a hint: one that is too
+ * old costs time, never correctness, because visibility to the sweep's
+ * snapshot decides what is stamped.  It is advanced only when the sweep's
+ * transaction commits (a transaction and subtransaction callback), since
+ * changes found by an aborted sweep are still pending.  A backend's first
+ * sweep of a group reads the whole pending index.
+ *
+ * Concurrency
+ * -----------
+ * Sweeps of one group are serialized by a transaction-level advisory lock
+ * taken before the snapshot, so a sweep sees every stamp of the sweeps
+ * before it.  That alone gives guarantees 1-5; for safety beyond it (a shard
+ * moved to another group while both groups sweep) every update checks what
+ * it read: the shard's last number must be unchanged and every change must
+ * still be unstamped, or the sweep fails with 40001 and changes nothing.
+ *
+ * Within a sweep, changes are numbered per shard in change_id order.  When
+ * more than cfeed.sweep_batch_size changes are pending, the sweep takes the
+ * lowest change_ids, so a transaction that committed before another began
+ * (and drew lower change_ids from cfeed.change_id) is never numbered after it.
+ *
+ * The stamping transaction commits synchronously (ForceSyncCommit), so a
+ * stamp is on disk before any reader can see it, and NOTIFYs each longpoll
+ * shard's new head on channel cfeed_<feed_id>_<shard>.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "commands/async.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/xid8.h"
+
+#include "cfeed.h"
+
+/* Attribute numbers of cfeed.change, fixed by the install script. */
+#define Anum_change_feed_id			1
+#define Anum_change_shard			2
+#define Anum_change_change_id		3
+#define Anum_change_sequence		4
+#define Anum_change_written_at		6
+#define Anum_change_writer_xid		7
+
+/* Beyond this many xids a watermark falls back to a plain range. */
+#define WATERMARK_MAX_XIDS			4096
+
+/* First key of cfeed's advisory locks ('cfee'). */
+#define CFEED_LOCK_KEY				0x63666565
+
+/* An xid watermark: look at writer_xid in xip[] or >= xmax. */
+typedef struct Watermark
+{
+	FullTransactionId xmax;
+	int			nxip;
+	FullTransactionId *xip;		/* sorted */
+} Watermark;
+
+/* Per sweep group: the committed watermark and one awaiting commit. */
+typedef struct GroupWatermark
+{
+	int32		sweep_group;	/* hash key */
+	bool		valid;
+	Watermark	committed;
+	bool		proposed_valid;
+	SubTransactionId proposed_subid;
+	Watermark	proposed;
+} GroupWatermark;
+
+/* One pending change found by a sweep. */
+typedef struct PendingChange
+{
+	int32		feed_id;
+	int32		shard;
+	int64		change_id;
+	ItemPointerData tid;
+	TimestampTz written_at;
+	FullTransactionId writer_xid;
+	int64		number;			/* assigned sequence number */
+} PendingChange;
+
+/* A shard touched by a sweep. */
+typedef struct ShardEntry
+{
+	int32		key[2];			/* feed_id, shard: hash key */
+	bool		in_group;
+	CfeedShard	shard;
+	int32		count;
+	int64		new_last;
+	int64		lag_ms;
+} ShardEntry;
+
+static HTAB *watermarks = NULL;
+static SPIPlanPtr update_shards_plan = NULL;
+static SPIPlanPtr update_changes_plan = NULL;
+
+PG_FUNCTION_INFO_V1(cfeed_sweep);
+PG_FUNCTION_INFO_V1(cfeed_sweep_loop);
+
+/*
+ * watermark_copy
+ *		Copy a watermark into TopMemoryContext, freeing what dst held.
+ */
+static void
+watermark_copy(Watermark *dst, const Watermark *src)
+{
+	if (dst->xip)
+		pfree(dst->xip);
+	dst->xmax = src->xmax;
+	dst->nxip = src->nxip;
+	dst->xip = NULL;
+	if (src->nxip > 0)
+	{
+		dst->xip = MemoryContextAlloc(TopMemoryContext,
+									  sizeof(FullTransactionId) * src->nxip);
+		memcpy(dst->xip, src->xip, sizeof(FullTransactionId) * src->nxip);
+	}
+}
+
+/*
+ * watermark_xact_callback / watermark_subxact_callback
+ *		Make a proposed watermark the committed one when its transaction
+ *		commits; forget it when the transaction or the subtransaction that
+ *		swept aborts.
+ */
+static void
+watermark_xact_callback(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	GroupWatermark *gw;
+
+	if (watermarks == NULL)
+		return;
+	hash_seq_init(&status, watermarks);
+	while ((gw = hash_seq_search(&status)) != NULL)
+	{
+		if (!gw->proposed_valid)
+			continue;
+		if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+		{
+			watermark_copy(&gw->committed, &gw->proposed);
+			gw->valid = true;
+		}
+		if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+			event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+			event == XACT_EVENT_PREPARE)
+			gw->proposed_valid = false;
+	}
+}
+
+static void
+watermark_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						   SubTransactionId parentSubid, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	GroupWatermark *gw;
+
+	if (watermarks == NULL)
+		return;
+	hash_seq_init(&status, watermarks);
+	while ((gw = hash_seq_search(&status)) != NULL)
+	{
+		if (!gw->proposed_valid || gw->proposed_subid < mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			gw->proposed_valid = false;
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			gw->proposed_subid = parentSubid;
+	}
+}
+
+/*
+ * group_watermark
+ *		The watermark entry of a sweep group, created (invalid) on first use.
+ */
+static GroupWatermark *
+group_watermark(int32 sweep_group)
+{
+	GroupWatermark *gw;
+	bool		found;
+
+	if (watermarks == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(GroupWatermark);
+		ctl.hcxt = TopMemoryContext;
+		watermarks = hash_create("cfeed sweep watermarks", 16, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		RegisterXactCallback(watermark_xact_callback, NULL);
+		RegisterSubXactCallback(watermark_subxact_callback, NULL);
+	}
+	gw = hash_search(watermarks, &sweep_group, HASH_ENTER, &found);
+	if (!found)
+	{
+		gw->valid = false;
+		gw->proposed_valid = false;
+		memset(&gw->committed, 0, sizeof(Watermark));
+		memset(&gw->proposed, 0, sizeof(Watermark));
+	}
+	return gw;
+}
+
+/*
+ * widen_xid
+ *		The full xid of a 32-bit xid taken from a snapshot, given a next full
+ *		xid read after that snapshot (so every snapshot xid precedes it).
+ */
+static FullTransactionId
+widen_xid(TransactionId xid, FullTransactionId next)
+{
+	uint32		epoch = EpochFromFullTransactionId(next);
+
+	if (xid > XidFromFullTransactionId(next))
+		epoch--;
+	return FullTransactionIdFromEpochAndXid(epoch, xid);
+}
+
+static int
+compare_fxid(const void *a, const void *b)
+{
+	FullTransactionId x = *(const FullTransactionId *) a;
+	FullTransactionId y = *(const FullTransactionId *) b;
+
+	if (FullTransactionIdPrecedes(x, y))
+		return -1;
+	return FullTransactionIdFollows(x, y) ? 1 : 0;
+}
+
+/* Order pending changes by change_id (the batch cut). */
+static int
+compare_change_id(const void *a, const void *b)
+{
+	const PendingChange *x = a;
+	const PendingChange *y = b;
+
+	if (x->change_id != y->change_id)
+		return x->change_id < y->change_id ? -1 : 1;
+	return ItemPointerCompare((ItemPointer) &x->tid, (ItemPointer) &y->tid);
+}
+
+/* Order pending changes by shard, then change_id (the numbering). */
+static int
+compare_shard_change(const void *a, const void *b)
+{
+	const PendingChange *x = a;
+	const PendingChange *y = b;
+
+	if (x->feed_id != y->feed_id)
+		return x->feed_id < y->feed_id ? -1 : 1;
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	return compare_change_id(a, b);
+}
+
+/*
+ * scan_pending_key
+ *		Append to *changes the pending changes that the pending index yields
+ *		for one scan key (or all of them when key is NULL), as visible to
+ *		snapshot.
+ */
+static void
+scan_pending_key(Relation heap, Relation index, Snapshot snapshot,
+				 ScanKey key, PendingChange **changes, int *n, int *cap)
+{
+	IndexScanDesc scan;
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+
+	scan = index_beginscan(heap, index, snapshot, key ? 1 : 0, 0);
+	index_rescan(scan, key, key ? 1 : 0, NULL, 0);
+	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		PendingChange *c;
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		(void) slot_getattr(slot, Anum_change_sequence, &isnull);
+		if (!isnull)
+			continue;			/* defensive: the index is partial */
+		if (*n >= *cap)
+		{
+			*cap *= 2;
+			*changes = repalloc_huge(*changes, sizeof(PendingChange) * *cap);
+		}
+		c = &(*changes)[(*n)++];
+		c->feed_id = DatumGetInt32(slot_getattr(slot, Anum_change_feed_id, &isnull));
+		c->shard = DatumGetInt32(slot_getattr(slot, Anum_change_shard, &isnull));
+		c->change_id = DatumGetInt64(slot_getattr(slot, Anum_change_change_id, &isnull));
+		c->written_at = DatumGetTimestampTz(slot_getattr(slot, Anum_change_written_at, &isnull));
+		c->writer_xid = DatumGetFullTransactionId(slot_getattr(slot, Anum_change_writer_xid, &isnull));
+		c->tid = slot->tts_tid;
+		c->number = 0;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+}
+
+/*
+ * scan_pending
+ *		Collect the pending changes a sweep must look at: writer_xid >= xmax or
+ *		in xip of the group's watermark (all of them without a watermark).
+ */
+static PendingChange *
+scan_pending(GroupWatermark *gw, Snapshot snapshot, int *nchanges)
+{
+	Relation	heap = table_open(cfeed_relid("change"), AccessShareLock);
+	Relation	index = index_open(cfeed_relid("change_pending_idx"), AccessShareLock);
+	int			cap = 1024;
+	int			n = 0;
+	PendingChange *changes = palloc(sizeof(PendingChange) * cap);
+	ScanKeyData key;
+
+	if (!gw->valid)
+		scan_pending_key(heap, index, snapshot, NULL, &changes, &n, &cap);
+	else
+	{
+		int			i;
+
+		ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
+					FullTransactionIdGetDatum(gw->committed.xmax));
+		scan_pending_key(heap, index, snapshot, &key, &changes, &n, &cap);
+		for (i = 0; i < gw->committed.nxip; i++)
+		{
+			ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_XID8EQ,
+						FullTransactionIdGetDatum(gw->committed.xip[i]));
+			scan_pending_key(heap, index, snapshot, &key, &changes, &n, &cap);
+		}
+	}
+
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	*nchanges = n;
+	return changes;
+}
+
+/*
+ * propose_watermark
+ *		Compute the watermark that holds once this sweep commits: the
+ *		snapshot's running xids and xmax, plus the xids of changes left for a
+ *		later sweep by the batch cut.
+ */
+static void
+propose_watermark(GroupWatermark *gw, Snapshot snapshot,
+				  PendingChange *left, int nleft)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	int			nxip = 0;
+	int			i;
+	FullTransactionId *xip = palloc(sizeof(FullTransactionId) * (snapshot->xcnt + nleft + 1));
+	Watermark	w;
+
+	for (i = 0; i < (int) snapshot->xcnt; i++)
+		xip[nxip++] = widen_xid(snapshot->xip[i], next);
+	for (i = 0; i < nleft; i++)
+		xip[nxip++] = left[i].writer_xid;
+	qsort(xip, nxip, sizeof(FullTransactionId), compare_fxid);
+	/* deduplicate */
+	if (nxip > 1)
+	{
+		int			j = 0;
+
+		for (i = 1; i < nxip; i++)
+			if (!FullTransactionIdEquals(xip[i], xip[j]))
+				xip[++j] = xip[i];
+		nxip = j + 1;
+	}
+
+	w.xmax = widen_xid(snapshot->xmax, next);
+	w.nxip = nxip;
+	w.xip = xip;
+	if (nxip > WATERMARK_MAX_XIDS)
+	{
+		/* too many to probe one by one: scan from the lowest instead */
+		if (FullTransactionIdPrecedes(xip[0], w.xmax))
+			w.xmax = xip[0];
+		w.nxip = 0;
+	}
+
+	watermark_copy(&gw->proposed, &w);
+	gw->proposed_valid = true;
+	gw->proposed_subid = GetCurrentSubTransactionId();
+	pfree(xip);
+}
+
+/*
+ * prepare_plans
+ *		The two set-based updates of a sweep, prepared once per backend.
+ */
+static void
+prepare_plans(void)
+{
+	if (update_shards_plan == NULL)
+	{
+		Oid			types[5] = {INT4ARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
+		INT8ARRAYOID, TIMESTAMPTZOID};
+
+		update_shards_plan = SPI_prepare(
+			"UPDATE cfeed.shard s SET last_change_sequence_number = u.new_last, "
+			"last_sweep_time = $5 "
+			"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), "
+			"pg_catalog.unnest($4)) AS u(feed_id, shard, old_last, new_last) "
+			"WHERE s.feed_id = u.feed_id AND s.shard = u.shard "
+			"AND s.last_change_sequence_number = u.old_last",
+			5, types);
+		if (update_shards_plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(update_shards_plan);
+	}
+	if (update_changes_plan == NULL)
+	{
+		Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+
+		update_changes_plan = SPI_prepare(
+			"UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
+			"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+			"WHERE c.ctid = u.tid AND c.change_sequence_number IS NULL",
+			3, types);
+		if (update_changes_plan == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(update_changes_plan);
+	}
+}
+
+/*
+ * build_array
+ *		A one-dimensional array of n pass-by-value datums.
+ */
+static Datum
+build_array(Datum *values, int n, Oid elemtype)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(values, n, elemtype, typlen, typbyval, typalign));
+}
+
+/*
+ * execute_checked
+ *		Run a prepared update and insist it touched exactly `expected` rows;
+ *		anything else means a concurrent sweeper got there first.
+ */
+static void
+execute_checked(SPIPlanPtr plan, Datum *args, uint64 expected, const char *what)
+{
+	int			rc = SPI_execute_plan(plan, args, NULL, false, 0);
+
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "cfeed sweep: updating %s failed: %s", what, SPI_result_code_string(rc));
+	if (SPI_processed != expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("a concurrent sweep changed %s while this sweep ran", what),
+				 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
+						   expected, SPI_processed),
+				 errhint("Nothing was stamped by this sweep; run it again.  A shard was probably moved to another sweep group.")));
+}
+
+/*
+ * stamp
+ *		Write the numbers: shards first (their last numbers checked), then
+ *		the changes (each checked to be still unstamped).
+ */
+static void
+stamp(HTAB *shards, int nshards, PendingChange *changes, int n, TimestampTz now)
+{
+	Datum	   *feed_ids = palloc(sizeof(Datum) * nshards);
+	Datum	   *shard_nos = palloc(sizeof(Datum) * nshards);
+	Datum	   *old_lasts = palloc(sizeof(Datum) * nshards);
+	Datum	   *new_lasts = palloc(sizeof(Datum) * nshards);
+	Datum	   *tids = palloc(sizeof(Datum) * n);
+	Datum	   *numbers = palloc(sizeof(Datum) * n);
+	Datum		args[5];
+	HASH_SEQ_STATUS status;
+	ShardEntry *e;
+	int			i = 0;
+
+	hash_seq_init(&status, shards);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		if (e->count == 0)
+			continue;
+		feed_ids[i] = Int32GetDatum(e->shard.feed_id);
+		shard_nos[i] = Int32GetDatum(e->shard.shard);
+		old_lasts[i] = Int64GetDatum(e->shard.last_number);
+		new_lasts[i] = Int64GetDatum(e->new_last);
+		i++;
+	}
+	Assert(i == nshards);
+	for (i = 0; i < n; i++)
+	{
+		tids[i] = PointerGetDatum(&changes[i].tid);
+		numbers[i] = Int64GetDatum(changes[i].number);
+	}
+
+	prepare_plans();
+
+	args[0] = build_array(feed_ids, nshards, INT4OID);
+	args[1] = build_array(shard_nos, nshards, INT4OID);
+	args[2] = build_array(old_lasts, nshards, INT8OID);
+	args[3] = build_array(new_lasts, nshards, INT8OID);
+	args[4] = TimestampTzGetDatum(now);
+	cfeed_stamping = true;
+	PG_TRY();
+	{
+		execute_checked(update_shards_plan, args, nshards, "the shards");
+	}
+	PG_CATCH();
+	{
+		cfeed_stamping = false;
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	cfeed_stamping = false;
+
+	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
+	args[1] = build_array(numbers, n, INT8OID);
+	args[2] = TimestampTzGetDatum(now);
+	execute_checked(update_changes_plan, args, n, "the changes");
+}
+
+/*
+ * cfeed_check_sweep_isolation
+ *		Sweeping needs a fresh snapshot per sweep: refuse REPEATABLE READ and
+ *		SERIALIZABLE (25000), and recovery.
+ */
+void
+cfeed_check_sweep_isolation(void)
+{
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cfeed cannot sweep in a REPEATABLE READ or SERIALIZABLE transaction"),
+				 errdetail("A sweep must see every change committed before it starts, which a transaction snapshot does not."),
+				 errhint("Sweep in a READ COMMITTED transaction.")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cfeed cannot sweep during recovery"),
+				 errhint("Changes are stamped on the primary; a standby replays them.")));
+}
+
+/*
+ * cfeed_sweep_lock
+ *		Take the transaction-level lock that serializes the sweeps of a group.
+ *		Returns false (only with nowait) when another sweeper holds it.
+ */
+static bool
+sweep_lock(int32 sweep_group, bool nowait)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) sweep_group,
+						 CFEED_LOCK_SWEEP);
+	return LockAcquire(&tag, ExclusiveLock, false, nowait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * cfeed_sweep_group
+ *		Stamp the committed changes of one sweep group, in the caller's
+ *		transaction, which must be READ COMMITTED.  Waits for a concurrent
+ *		sweep of the group to finish unless nowait, in which case it returns
+ *		false without sweeping.  Fills *result (shards[] palloc'd in the
+ *		caller's memory context).  The caller commits; the commit is forced
+ *		synchronous.
+ */
+bool
+cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
+{
+	GroupWatermark *gw;
+	Snapshot	snapshot;
+	PendingChange *changes;
+	int			nfound;
+	int			n;
+	int			i;
+	HTAB	   *shards;
+	HASHCTL		ctl;
+	TimestampTz now;
+	int			nshards = 0;
+	MemoryContext sweepcxt;
+	MemoryContext oldcxt;
+
+	memset(result, 0, sizeof(CfeedSweepResult));
+	cfeed_check_sweep_isolation();
+	(void) cfeed_schema_oid(false);
+
+	if (!sweep_lock(sweep_group, nowait))
+		return false;
+
+	sweepcxt = AllocSetContextCreate(CurrentMemoryContext, "cfeed sweep",
+									 ALLOCSET_DEFAULT_SIZES);
+	oldcxt = MemoryContextSwitchTo(sweepcxt);
+
+	gw = group_watermark(sweep_group);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	changes = scan_pending(gw, snapshot, &nfound);
+
+	/* Keep the changes of this group's shards. */
+	ctl.keysize = sizeof(int32) * 2;
+	ctl.entrysize = sizeof(ShardEntry);
+	ctl.hcxt = sweepcxt;
+	shards = hash_create("cfeed sweep shards", 64, &ctl,
+						 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	n = 0;
+	for (i = 0; i < nfound; i++)
+	{
+		int32		key[2] = {changes[i].feed_id, changes[i].shard};
+		bool		found;
+		ShardEntry *e = hash_search(shards, key, HASH_ENTER, &found);
+
+		if (!found)
+		{
+			e->in_group = cfeed_shard_fetch(key[0], key[1], snapshot, &e->shard) &&
+				e->shard.sweep_group == sweep_group;
+			e->count = 0;
+			e->lag_ms = 0;
+		}
+		if (e->in_group)
+			changes[n++] = changes[i];
+	}
+
+	/* The batch cut: lowest change_ids first. */
+	if (n > cfeed_sweep_batch_size)
+	{
+		qsort(changes, n, sizeof(PendingChange), compare_change_id);
+		propose_watermark(gw, snapshot, changes + cfeed_sweep_batch_size,
+						  n - cfeed_sweep_batch_size);
+		n = cfeed_sweep_batch_size;
+	}
+	else
+		propose_watermark(gw, snapshot, NULL, 0);
+	UnregisterSnapshot(snapshot);
+
+	if (n > 0)
+	{
+		qsort(changes, n, sizeof(PendingChange), compare_shard_change);
+		now = GetCurrentTimestamp();
+		for (i = 0; i < n; i++)
+		{
+			int32		key[2] = {changes[i].feed_id, changes[i].shard};
+			ShardEntry *e = hash_search(shards, key, HASH_FIND, NULL);
+			int64		lag = (now - changes[i].written_at) / 1000;
+
+			if (e->count++ == 0)
+			{
+				e->new_last = e->shard.last_number;
+				nshards++;
+			}
+			changes[i].number = ++e->new_last;
+			e->lag_ms = Max(e->lag_ms, lag);
+		}
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		stamp(shards, nshards, changes, n, now);
+		SPI_finish();
+		ForceSyncCommit();
+	}
+
+	/* Report, and announce the new heads at commit. */
+	MemoryContextSwitchTo(oldcxt);
+	result->change_count = n;
+	result->nshards = nshards;
+	result->shards = palloc(sizeof(CfeedSweptShard) * Max(nshards, 1));
+	if (nshards > 0)
+	{
+		HASH_SEQ_STATUS status;
+		ShardEntry *e;
+		int			k = 0;
+
+		hash_seq_init(&status, shards);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			CfeedSweptShard *r;
+
+			if (e->count == 0)
+				continue;
+			r = &result->shards[k++];
+			r->feed_id = e->shard.feed_id;
+			r->shard = e->shard.shard;
+			r->change_count = e->count;
+			r->last_number = e->new_last;
+			r->lag_ms = e->lag_ms;
+			result->max_lag_ms = Max(result->max_lag_ms, e->lag_ms);
+			if (e->shard.longpoll)
+			{
+				char		channel[NAMEDATALEN];
+				char		payload[32];
+
+				snprintf(channel, sizeof(channel), CFEED_CHANNEL_PREFIX "%d_%d",
+						 e->shard.feed_id, e->shard.shard);
+				snprintf(payload, sizeof(payload), INT64_FORMAT, e->new_last);
+				Async_Notify(channel, payload);
+			}
+		}
+	}
+	MemoryContextDelete(sweepcxt);
+	return true;
+}
+
+/*
+ * cfeed_sweep
+ *		SQL: cfeed.sweep(sweep_group int default 0) returns table(feed_id,
+ *		shard, change_count, last_change_sequence_number, lag_ms).
+ */
+Datum
+cfeed_sweep(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	CfeedSweepResult result;
+	int			i;
+
+	cfeed_require_arg(fcinfo, 0, "sweep_group");
+	InitMaterializedSRF(fcinfo, 0);
+	cfeed_sweep_group(PG_GETARG_INT32(0), false, &result);
+
+	for (i = 0; i < result.nshards; i++)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		values[0] = Int32GetDatum(result.shards[i].feed_id);
+		values[1] = Int32GetDatum(result.shards[i].shard);
+		values[2] = Int32GetDatum(result.shards[i].change_count);
+		values[3] = Int64GetDatum(result.shards[i].last_number);
+		values[4] = Int64GetDatum(result.shards[i].lag_ms);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+/*
+ * leader_lock_tag
+ *		The session-level lock a sweep_loop holds for its whole duration.
+ */
+static void
+leader_lock_tag(LOCKTAG *tag, int32 sweep_group)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) sweep_group,
+						 CFEED_LOCK_LEADER);
+}
+
+/*
+ * acquire_leader
+ *		Wait up to wait_ms for the group's sweep_loop turn.
+ */
+static bool
+acquire_leader(int32 sweep_group, int wait_ms)
+{
+	LOCKTAG		tag;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+
+	leader_lock_tag(&tag, sweep_group);
+	for (;;)
+	{
+		long		remaining;
+
+		if (LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL)
+			return true;
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(remaining, 10), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* What a sweep_loop call reports. */
+typedef struct SweepLoopTotals
+{
+	int64		change_count;
+	int64		max_lag_ms;
+	int32		iterations;
+} SweepLoopTotals;
+
+/*
+ * sweep_repeatedly
+ *		The body of sweep_loop: sweep and commit until duration_ms has passed
+ *		(exactly once for 0), sleeping sleep_ms (at least 1 ms) after a sweep
+ *		that found nothing.
+ */
+static void
+sweep_repeatedly(int32 sweep_group, int32 duration_ms, int32 sleep_ms,
+				 SweepLoopTotals *totals)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), duration_ms);
+
+	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect_ext failed");
+	for (;;)
+	{
+		CfeedSweepResult result;
+		long		remaining;
+
+		CHECK_FOR_INTERRUPTS();
+		cfeed_sweep_group(sweep_group, false, &result);
+		totals->iterations++;
+		totals->change_count += result.change_count;
+		totals->max_lag_ms = Max(totals->max_lag_ms, result.max_lag_ms);
+		pfree(result.shards);
+		cfeed_spi_commit();
+
+		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+			break;
+		if (result.change_count == 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(remaining, Max(sleep_ms, 1)), PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
+	}
+	SPI_finish();
+}
+
+/*
+ * cfeed_sweep_loop
+ *		SQL: CALL cfeed.sweep_loop(sweep_group, wait_ms, duration_ms, sleep_ms,
+ *		OUT change_count, OUT max_lag_ms, OUT iterations).  Commits after each
+ *		sweep, so it must be called outside a transaction block.
+ */
+Datum
+cfeed_sweep_loop(PG_FUNCTION_ARGS)
+{
+	int32		sweep_group;
+	int32		wait_ms;
+	int32		duration_ms;
+	int32		sleep_ms;
+	SweepLoopTotals totals = {0, 0, 0};
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	LOCKTAG		tag;
+
+	cfeed_require_arg(fcinfo, 0, "sweep_group");
+	cfeed_require_arg(fcinfo, 1, "wait_ms");
+	cfeed_require_arg(fcinfo, 2, "duration_ms");
+	cfeed_require_arg(fcinfo, 3, "sleep_ms");
+	sweep_group = PG_GETARG_INT32(0);
+	wait_ms = PG_GETARG_INT32(1);
+	duration_ms = PG_GETARG_INT32(2);
+	sleep_ms = PG_GETARG_INT32(3);
+	if (wait_ms < 0 || duration_ms < 0 || sleep_ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("wait_ms, duration_ms and sleep_ms of cfeed.sweep_loop must not be negative")));
+	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
+		((CallContext *) fcinfo->context)->atomic)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cfeed.sweep_loop must be called with CALL outside a transaction block"),
+				 errdetail("It commits after every sweep."),
+				 errhint("Use SELECT * FROM cfeed.sweep() inside a transaction.")));
+	cfeed_check_sweep_isolation();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "cfeed.sweep_loop: return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+
+	if (acquire_leader(sweep_group, wait_ms))
+	{
+		leader_lock_tag(&tag, sweep_group);
+		PG_TRY();
+		{
+			sweep_repeatedly(sweep_group, duration_ms, sleep_ms, &totals);
+		}
+		PG_CATCH();
+		{
+			LockRelease(&tag, ExclusiveLock, true);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		LockRelease(&tag, ExclusiveLock, true);
+	}
+
+	values[0] = Int32GetDatum((int32) Min(totals.change_count, PG_INT32_MAX));
+	values[1] = Int64GetDatum(totals.max_lag_ms);
+	values[2] = Int32GetDatum(totals.iterations);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
