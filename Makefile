@@ -8,7 +8,10 @@ OBJS = \
 	src/guard.o \
 	src/feed.o \
 	src/sweep.o \
-	src/read.o
+	src/read.o \
+	src/shmem.o \
+	src/launcher.o \
+	src/sweeper.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

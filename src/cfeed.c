@@ -8,13 +8,20 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "cfeed.h"
+#include "shmem.h"
 
 PG_MODULE_MAGIC;
 
 int			cfeed_sweep_batch_size = 100000;
+int			cfeed_max_workers = 8;
+bool		cfeed_enable_sweeper = true;
+int			cfeed_launcher_interval = 1000;
+int			cfeed_fallback_interval = 1000;
+int			cfeed_poll_interval = 10;
 
 void		_PG_init(void);
 
@@ -33,8 +40,50 @@ _PG_init(void)
 							100000, 1, 10000000,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.max_workers",
+							"Sets the most background sweepers, all databases and sweep groups together.",
+							"Each (database, sweep group) gets one; each takes a slot of max_worker_processes.",
+							&cfeed_max_workers,
+							8, 1, 1024,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomBoolVariable("cfeed.enable_sweeper",
+							 "Starts background sweepers for every database that has cfeed.",
+							 "When off, no new sweepers are started; sweep with cfeed.sweep() or cfeed.sweep_loop().",
+							 &cfeed_enable_sweeper,
+							 true,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.launcher_interval",
+							"Sets how often the launcher checks that every sweeper runs.",
+							NULL,
+							&cfeed_launcher_interval,
+							1000, 10, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.fallback_interval",
+							"Sets how often an idle sweeper sweeps without being woken.",
+							"Commits that record changes wake the sweeper at once; this covers writes that bypass that (e.g. logical replication apply).",
+							&cfeed_fallback_interval,
+							1000, 10, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.poll_interval",
+							"Sets how often a waiting reader re-reads a shard's head when no sweeper can wake it.",
+							"Used without shared_preload_libraries and on hot standbys.",
+							&cfeed_poll_interval,
+							10, 1, 10000,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("cfeed");
+
+	if (process_shared_preload_libraries_in_progress)
+	{
+		cfeed_shmem_init();
+		cfeed_launcher_register();
+		cfeed_utility_hook_init();
+	}
 }
 
 /*

@@ -54,8 +54,16 @@ typedef struct CfeedSweepResult
 	int64		max_lag_ms;		/* oldest stamped change's age at stamping */
 } CfeedSweepResult;
 
+/* How often the launcher rescans pg_database for new databases. */
+#define CFEED_DB_SCAN_MS		10000
+
 /* GUCs (cfeed.c) */
 extern int	cfeed_sweep_batch_size;
+extern int	cfeed_max_workers;
+extern bool cfeed_enable_sweeper;
+extern int	cfeed_launcher_interval;
+extern int	cfeed_fallback_interval;
+extern int	cfeed_poll_interval;
 
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);

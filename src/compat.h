@@ -24,4 +24,23 @@
 #define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
 #endif
 
+/* ProcessUtility_hook gained readOnlyTree in 14. */
+#if PG_VERSION_NUM >= 140000
+#define CFEED_UTILITY_ARGS \
+	PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define CFEED_CALL_UTILITY(prev) \
+	((prev) ? (prev) : standard_ProcessUtility)(pstmt, queryString, readOnlyTree, \
+												context, params, queryEnv, dest, qc)
+#else
+#define CFEED_UTILITY_ARGS \
+	PlannedStmt *pstmt, const char *queryString, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define CFEED_CALL_UTILITY(prev) \
+	((prev) ? (prev) : standard_ProcessUtility)(pstmt, queryString, \
+												context, params, queryEnv, dest, qc)
+#endif
+
 #endif							/* CFEED_COMPAT_H */

@@ -32,6 +32,7 @@
 #include "utils/xid8.h"
 
 #include "cfeed.h"
+#include "shmem.h"
 
 /* Attribute numbers of cfeed.change, fixed by the install script. */
 #define Anum_change_feed_id			1
@@ -65,6 +66,7 @@ PG_FUNCTION_INFO_V1(cfeed_shard_guard);
 Datum
 cfeed_writer_xid(PG_FUNCTION_ARGS)
 {
+	cfeed_note_write();
 	PG_RETURN_FULLTRANSACTIONID(GetTopFullTransactionId());
 }
 

@@ -24,6 +24,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/fmgroids.h"
 #include "utils/snapmgr.h"
@@ -31,9 +32,10 @@
 #include "utils/tuplestore.h"
 
 #include "cfeed.h"
+#include "shmem.h"
 
-/* How often a wait re-reads the shard's head. */
-#define CFEED_POLL_MS			5
+/* Longest sleep on a condition variable before re-reading the head anyway. */
+#define CFEED_CV_SAFETY_MS		1000
 
 static SPIPlanPtr read_plan = NULL;
 
@@ -58,14 +60,20 @@ check_nonnegative(int32 value, const char *argname)
 /*
  * cfeed_wait_for_head
  *		Sleep until the shard's head passes cursor or timeout_ms elapses;
- *		returns the last head seen.  Cancellable; shows wait_event Extension.
+ *		returns the last head seen.  With the preload (and not in recovery)
+ *		it sleeps on the shard's condition variable, which every sweep
+ *		broadcasts after commit; otherwise it re-reads the head every
+ *		cfeed.poll_interval.  Cancellable; shows wait_event_type Extension.
  */
 int64
 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	ConditionVariable *cv = RecoveryInProgress() ? NULL : cfeed_wait_bucket(feed_id, shard);
 	CfeedShard	sh;
 
+	if (cv != NULL)
+		ConditionVariablePrepareToSleep(cv);
 	for (;;)
 	{
 		long		remaining;
@@ -76,14 +84,23 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
 		if (sh.last_number > cursor)
-			return sh.last_number;
+			break;
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
-			return sh.last_number;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(remaining, CFEED_POLL_MS), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
+			break;
+		if (cv != NULL)
+			(void) ConditionVariableTimedSleep(cv, Min(remaining, CFEED_CV_SAFETY_MS),
+											   PG_WAIT_EXTENSION);
+		else
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(remaining, cfeed_poll_interval), PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+		}
 	}
+	if (cv != NULL)
+		ConditionVariableCancelSleep();
+	return sh.last_number;
 }
 
 /*

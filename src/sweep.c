@@ -96,6 +96,7 @@
 #include "utils/xid8.h"
 
 #include "cfeed.h"
+#include "shmem.h"
 
 /* Attribute numbers of cfeed.change, fixed by the install script. */
 #define Anum_change_feed_id			1
@@ -747,6 +748,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 			r->last_number = e->new_last;
 			r->lag_ms = e->lag_ms;
 			result->max_lag_ms = Max(result->max_lag_ms, e->lag_ms);
+			cfeed_broadcast_at_commit(e->shard.feed_id, e->shard.shard);
 			if (e->shard.longpoll)
 			{
 				char		channel[NAMEDATALEN];

@@ -167,3 +167,36 @@ CREATE FUNCTION cfeed.channel(feed_id int, shard int) RETURNS text
 	LANGUAGE c STABLE PARALLEL SAFE
 	AS 'MODULE_PATHNAME', 'cfeed_channel';
 COMMENT ON FUNCTION cfeed.channel(int, int) IS 'the LISTEN channel on which the sweeper announces a shard''s new head';
+
+/*
+ * Operations.
+ */
+
+CREATE FUNCTION cfeed._sweepers()
+	RETURNS TABLE (pid int, datname name, sweep_group int, sweeps bigint,
+				   changes_stamped bigint, last_sweep_time timestamptz, last_error text)
+	LANGUAGE c VOLATILE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_sweepers';
+COMMENT ON FUNCTION cfeed._sweepers() IS 'internal: the background sweepers'' shared-memory counters';
+REVOKE ALL ON FUNCTION cfeed._sweepers() FROM PUBLIC;
+
+CREATE VIEW cfeed.sweepers AS
+	SELECT pid, datname, sweep_group, sweeps, changes_stamped, last_sweep_time, last_error
+	FROM cfeed._sweepers();
+COMMENT ON VIEW cfeed.sweepers IS 'the running background sweepers of all databases';
+
+CREATE VIEW cfeed.stats AS
+	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
+		   s.last_change_sequence_number AS head, s.last_sweep_time,
+		   COALESCE(p.pending, 0) AS pending,
+		   pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_written_at AS oldest_pending_age,
+		   NULL::text AS retention_held_by
+	FROM cfeed.shard s
+	JOIN cfeed.feed f ON f.feed_id OPERATOR(pg_catalog.=) s.feed_id
+	LEFT JOIN (SELECT c.feed_id, c.shard, pg_catalog.count(*) AS pending,
+					  pg_catalog.min(c.written_at) AS oldest_written_at
+			   FROM cfeed.change c
+			   WHERE c.change_sequence_number IS NULL
+			   GROUP BY c.feed_id, c.shard) p
+		   ON p.feed_id OPERATOR(pg_catalog.=) s.feed_id AND p.shard OPERATOR(pg_catalog.=) s.shard;
+COMMENT ON VIEW cfeed.stats IS 'one row per shard: head, last sweep, committed changes waiting for a stamp';

@@ -1,0 +1,506 @@
+/*-------------------------------------------------------------------------
+ *
+ * launcher.c
+ *	  The launcher: a background worker connected to no database that keeps
+ *	  one sweeper running per (database with cfeed, sweep group), and the
+ *	  utility hook that keeps sweepers out of the way of DROP DATABASE and
+ *	  friends and tells the launcher about CREATE EXTENSION.
+ *
+ * State machine of a database (CfeedDatabase.state, under CfeedShared->lock)
+ * ------------------------------------------------------------------------
+ *	 PROBE	 -- found in pg_database, or CREATE EXTENSION cfeed committed
+ *				there.  The launcher starts its group-0 sweeper, which looks
+ *				for the extension and moves the database to
+ *	 ACTIVE  -- the group-0 sweeper publishes the database's sweep groups;
+ *				the launcher keeps one sweeper per group running; or
+ *	 ABSENT  -- no extension (also after DROP EXTENSION): no sweeper.
+ *
+ * A database with paused > 0 gets no sweeper: DROP DATABASE, CREATE
+ * DATABASE ... TEMPLATE, ALTER/RENAME DATABASE need it unconnected.  The
+ * hook pauses it, terminates its sweepers, runs the command and unpauses
+ * (or forgets the database once it is dropped).  Sweepers never restart
+ * themselves (BGW_NEVER_RESTART); the launcher, notified of their exit,
+ * restarts them within cfeed.launcher_interval.  Template databases are
+ * never swept.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/utility.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "cfeed.h"
+#include "shmem.h"
+
+/* A sweeper the launcher started (launcher-local). */
+typedef struct StartedWorker
+{
+	Oid			dboid;
+	int32		sweep_group;
+	BackgroundWorkerHandle *handle;
+} StartedWorker;
+
+static StartedWorker *started = NULL;
+static int	nstarted = 0;
+
+static ProcessUtility_hook_type prev_utility_hook = NULL;
+
+/* CREATE EXTENSION cfeed ran in this transaction: tell the launcher at commit. */
+static bool created_extension = false;
+
+PGDLLEXPORT void cfeed_launcher_main(Datum main_arg);
+
+/*
+ * cfeed_launcher_register
+ *		Register the launcher (from _PG_init under shared_preload_libraries).
+ */
+void
+cfeed_launcher_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "cfeed");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "cfeed_launcher_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "cfeed launcher");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "cfeed launcher");
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * cfeed_find_db
+ *		The entry of a database; with create, a new PROBE entry when missing
+ *		(NULL when the table is full).  Caller holds CfeedShared->lock
+ *		exclusively when create is true, at least shared otherwise.
+ */
+CfeedDatabase *
+cfeed_find_db(Oid dboid, bool create)
+{
+	CfeedDatabase *free_entry = NULL;
+	int			i;
+
+	for (i = 0; i < CFEED_MAX_DATABASES; i++)
+	{
+		CfeedDatabase *db = &CfeedShared->dbs[i];
+
+		if (db->state != CFEED_DB_FREE && db->dboid == dboid)
+			return db;
+		if (db->state == CFEED_DB_FREE && free_entry == NULL)
+			free_entry = db;
+	}
+	if (!create || free_entry == NULL)
+		return NULL;
+	memset(free_entry, 0, sizeof(CfeedDatabase));
+	free_entry->dboid = dboid;
+	free_entry->state = CFEED_DB_PROBE;
+	free_entry->ngroups = 1;
+	free_entry->groups[0] = 0;
+	return free_entry;
+}
+
+/*
+ * cfeed_wake_launcher
+ *		Set the launcher's latch (no-op without the preload).
+ */
+void
+cfeed_wake_launcher(void)
+{
+	Latch	   *latch;
+
+	if (CfeedShared == NULL)
+		return;
+	latch = CfeedShared->launcher_latch;
+	if (latch != NULL)
+		SetLatch(latch);
+}
+
+/*
+ * scan_databases
+ *		Add every connectable non-template database to the table (as PROBE
+ *		when new) and drop entries of databases that no longer exist.
+ */
+static void
+scan_databases(void)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	Oid			seen[CFEED_MAX_DATABASES];
+	int			nseen = 0;
+	int			i;
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	while (HeapTupleIsValid(tup = heap_getnext(scan, ForwardScanDirection)))
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+
+		if (!db->datallowconn || db->datistemplate)
+			continue;
+		if (nseen < CFEED_MAX_DATABASES)
+			seen[nseen++] = db->oid;
+		if (cfeed_find_db(db->oid, true) == NULL)
+			elog(WARNING, "cfeed: more than %d databases; database %u is not swept",
+				 CFEED_MAX_DATABASES, db->oid);
+	}
+	for (i = 0; i < CFEED_MAX_DATABASES; i++)
+	{
+		CfeedDatabase *db = &CfeedShared->dbs[i];
+		int			j;
+		bool		found = false;
+
+		for (j = 0; j < nseen && !found; j++)
+			found = (seen[j] == db->dboid);
+		if (db->state != CFEED_DB_FREE && !found && db->paused == 0)
+			db->state = CFEED_DB_FREE;
+	}
+	LWLockRelease(CfeedShared->lock);
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
+/*
+ * forget_stopped
+ *		Drop the launcher's records of sweepers that have exited.
+ */
+static void
+forget_stopped(void)
+{
+	int			i = 0;
+
+	while (i < nstarted)
+	{
+		pid_t		pid;
+
+		if (GetBackgroundWorkerPid(started[i].handle, &pid) == BGWH_STOPPED)
+		{
+			pfree(started[i].handle);
+			started[i] = started[--nstarted];
+		}
+		else
+			i++;
+	}
+}
+
+/*
+ * start_sweeper
+ *		Start a sweeper for (dboid, sweep_group) unless one is running.
+ */
+static void
+start_sweeper(Oid dboid, int32 sweep_group)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+	int			i;
+
+	for (i = 0; i < nstarted; i++)
+		if (started[i].dboid == dboid && started[i].sweep_group == sweep_group)
+			return;
+	if (nstarted >= cfeed_max_workers)
+	{
+		ereport(LOG,
+				(errmsg("cfeed: cannot start a sweeper for group %d of database %u: cfeed.max_workers (%d) reached",
+						sweep_group, dboid, cfeed_max_workers)));
+		return;
+	}
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "cfeed");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "cfeed_sweeper_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "cfeed sweeper group %d db %u", sweep_group, dboid);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "cfeed sweeper");
+	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+	memcpy(worker.bgw_extra, &sweep_group, sizeof(int32));
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	{
+		ereport(LOG,
+				(errmsg("cfeed: could not start a sweeper for group %d of database %u", sweep_group, dboid),
+				 errhint("Raise max_worker_processes.")));
+		return;
+	}
+	started[nstarted].dboid = dboid;
+	started[nstarted].sweep_group = sweep_group;
+	started[nstarted].handle = handle;
+	nstarted++;
+}
+
+/*
+ * ensure_sweepers
+ *		Start what the database table asks for: a group-0 sweeper for PROBE
+ *		databases, one per group for ACTIVE ones, none while paused.
+ */
+static void
+ensure_sweepers(void)
+{
+	CfeedDatabase dbs[CFEED_MAX_DATABASES];
+	int			i;
+
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	memcpy(dbs, CfeedShared->dbs, sizeof(dbs));
+	LWLockRelease(CfeedShared->lock);
+
+	forget_stopped();
+	for (i = 0; i < CFEED_MAX_DATABASES; i++)
+	{
+		CfeedDatabase *db = &dbs[i];
+		int			g;
+
+		if (db->paused > 0)
+			continue;
+		if (db->state == CFEED_DB_PROBE)
+			start_sweeper(db->dboid, 0);
+		else if (db->state == CFEED_DB_ACTIVE)
+			for (g = 0; g < db->ngroups; g++)
+				start_sweeper(db->dboid, db->groups[g]);
+	}
+}
+
+/*
+ * cfeed_launcher_main
+ *		Entry point of the launcher.
+ */
+void
+cfeed_launcher_main(Datum main_arg)
+{
+	TimestampTz last_scan = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("cfeed launcher");
+
+	started = MemoryContextAlloc(TopMemoryContext, sizeof(StartedWorker) * cfeed_max_workers);
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	CfeedShared->launcher_pid = MyProcPid;
+	CfeedShared->launcher_latch = MyLatch;
+	LWLockRelease(CfeedShared->lock);
+
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (cfeed_enable_sweeper)
+		{
+			if (TimestampDifferenceExceeds(last_scan, now, CFEED_DB_SCAN_MS))
+			{
+				scan_databases();
+				last_scan = now;
+			}
+			ensure_sweepers();
+		}
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 cfeed_launcher_interval, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * pause_database / unpause_database
+ *		Keep sweepers away from a database for the length of a utility
+ *		command: pausing also terminates the running ones and waits (up to
+ *		5 s) for them to leave.
+ */
+static void
+pause_database(Oid dboid)
+{
+	int			i;
+	int			waited_ms;
+
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	{
+		CfeedDatabase *db = cfeed_find_db(dboid, true);
+
+		if (db != NULL)
+			db->paused++;
+	}
+	for (i = 0; i < CfeedShared->max_workers; i++)
+	{
+		CfeedWorkerSlot *slot = &CfeedShared->workers[i];
+
+		if (slot->in_use && slot->dboid == dboid)
+			kill(slot->pid, SIGTERM);
+	}
+	LWLockRelease(CfeedShared->lock);
+
+	for (waited_ms = 0; waited_ms < 5000; waited_ms += 10)
+	{
+		bool		any = false;
+
+		LWLockAcquire(CfeedShared->lock, LW_SHARED);
+		for (i = 0; i < CfeedShared->max_workers && !any; i++)
+			any = CfeedShared->workers[i].in_use && CfeedShared->workers[i].dboid == dboid;
+		LWLockRelease(CfeedShared->lock);
+		if (!any)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+static void
+unpause_database(Oid dboid, bool dropped)
+{
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	{
+		CfeedDatabase *db = cfeed_find_db(dboid, false);
+
+		if (db != NULL)
+		{
+			if (db->paused > 0)
+				db->paused--;
+			if (dropped && db->paused == 0)
+				db->state = CFEED_DB_FREE;
+		}
+	}
+	LWLockRelease(CfeedShared->lock);
+	cfeed_wake_launcher();
+}
+
+/*
+ * utility_target_db
+ *		The database a utility command needs free of other connections, or
+ *		InvalidOid.
+ */
+static Oid
+utility_target_db(Node *parsetree)
+{
+	ListCell   *lc;
+
+	switch (nodeTag(parsetree))
+	{
+		case T_DropdbStmt:
+			return get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+		case T_CreatedbStmt:
+			foreach(lc, ((CreatedbStmt *) parsetree)->options)
+			{
+				DefElem    *opt = lfirst_node(DefElem, lc);
+
+				if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
+					return get_database_oid(defGetString(opt), true);
+			}
+			return InvalidOid;
+		case T_AlterDatabaseStmt:
+			return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true);
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
+				return get_database_oid(((RenameStmt *) parsetree)->subname, true);
+			return InvalidOid;
+		default:
+			return InvalidOid;
+	}
+}
+
+/*
+ * launcher_xact_callback
+ *		After CREATE EXTENSION cfeed commits, have the launcher probe the
+ *		database at once.
+ */
+static void
+launcher_xact_callback(XactEvent event, void *arg)
+{
+	if (!created_extension)
+		return;
+	if (event == XACT_EVENT_COMMIT)
+	{
+		LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+		{
+			CfeedDatabase *db = cfeed_find_db(MyDatabaseId, true);
+
+			if (db != NULL && db->state != CFEED_DB_ACTIVE)
+				db->state = CFEED_DB_PROBE;
+		}
+		LWLockRelease(CfeedShared->lock);
+		cfeed_wake_launcher();
+	}
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		created_extension = false;
+}
+
+/*
+ * cfeed_utility
+ *		ProcessUtility hook: see the file header.
+ */
+static void
+cfeed_utility(CFEED_UTILITY_ARGS)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	Oid			target = utility_target_db(parsetree);
+
+	if (IsA(parsetree, CreateExtensionStmt) &&
+		strcmp(((CreateExtensionStmt *) parsetree)->extname, "cfeed") == 0)
+		created_extension = true;
+
+	if (!OidIsValid(target))
+	{
+		CFEED_CALL_UTILITY(prev_utility_hook);
+		return;
+	}
+
+	pause_database(target);
+	PG_TRY();
+	{
+		CFEED_CALL_UTILITY(prev_utility_hook);
+	}
+	PG_CATCH();
+	{
+		unpause_database(target, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	unpause_database(target, IsA(parsetree, DropdbStmt));
+}
+
+/*
+ * cfeed_utility_hook_init
+ *		Install the hook and callback (from _PG_init under the preload).
+ */
+void
+cfeed_utility_hook_init(void)
+{
+	prev_utility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = cfeed_utility;
+	RegisterXactCallback(launcher_xact_callback, NULL);
+}

@@ -1,0 +1,79 @@
+/*-------------------------------------------------------------------------
+ *
+ * shmem.h
+ *	  cfeed's shared state: databases, sweepers and reader wait buckets.
+ *	  See shmem.c for the locking protocol.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef CFEED_SHMEM_H
+#define CFEED_SHMEM_H
+
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+#define CFEED_WAIT_BUCKETS		256
+#define CFEED_MAX_DATABASES		64
+#define CFEED_MAX_GROUPS		16
+#define CFEED_ERROR_LEN			256
+
+/* What the launcher knows of a database. */
+typedef enum CfeedDbState
+{
+	CFEED_DB_FREE = 0,			/* unused entry */
+	CFEED_DB_PROBE,				/* not known yet whether it has cfeed */
+	CFEED_DB_ACTIVE,			/* has cfeed: sweep it */
+	CFEED_DB_ABSENT				/* has no cfeed */
+} CfeedDbState;
+
+typedef struct CfeedDatabase
+{
+	Oid			dboid;
+	CfeedDbState state;
+	int			paused;			/* utility commands that need it unconnected */
+	int			ngroups;		/* sweep groups with shards (0 always) */
+	int32		groups[CFEED_MAX_GROUPS];
+} CfeedDatabase;
+
+typedef struct CfeedWorkerSlot
+{
+	bool		in_use;
+	Oid			dboid;
+	int32		sweep_group;
+	pid_t		pid;
+	Latch	   *latch;
+	/* written by the worker alone */
+	uint64		sweeps;
+	uint64		changes_stamped;
+	TimestampTz last_sweep_time;
+	char		last_error[CFEED_ERROR_LEN];
+} CfeedWorkerSlot;
+
+typedef struct CfeedSharedState
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	Latch	   *launcher_latch;
+	int			max_workers;
+	CfeedDatabase dbs[CFEED_MAX_DATABASES];
+	ConditionVariable buckets[CFEED_WAIT_BUCKETS];
+	CfeedWorkerSlot workers[FLEXIBLE_ARRAY_MEMBER];
+} CfeedSharedState;
+
+extern CfeedSharedState *CfeedShared;
+
+/* shmem.c */
+extern void cfeed_shmem_init(void);
+extern void cfeed_note_write(void);
+extern void cfeed_wake_sweepers(Oid dboid);
+extern ConditionVariable *cfeed_wait_bucket(int32 feed_id, int32 shard);
+extern void cfeed_broadcast_at_commit(int32 feed_id, int32 shard);
+
+/* launcher.c */
+extern void cfeed_launcher_register(void);
+extern void cfeed_utility_hook_init(void);
+extern CfeedDatabase *cfeed_find_db(Oid dboid, bool create);
+extern void cfeed_wake_launcher(void);
+
+#endif							/* CFEED_SHMEM_H */

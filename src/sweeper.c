@@ -1,0 +1,361 @@
+/*-------------------------------------------------------------------------
+ *
+ * sweeper.c
+ *	  The background sweeper: one worker per (database, sweep group),
+ *	  started by the launcher, running cfeed_sweep_group() as the extension's
+ *	  owner in one short transaction per pass.
+ *
+ * Loop
+ * ----
+ *	 wait on the latch (set by every commit that recorded changes in this
+ *	 database) or cfeed.fallback_interval -> one transaction: check that the
+ *	 extension still exists (exit 0 if not), the group-0 sweeper refreshes
+ *	 the database's list of sweep groups for the launcher, sweep the group
+ *	 without waiting for another sweeper of it -> commit -> loop again at
+ *	 once if the sweep filled a batch.
+ *
+ * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
+ * caught: the transaction is aborted, the message kept for cfeed.sweepers,
+ * and the loop goes on after a second.  SIGTERM (DROP DATABASE, shutdown)
+ * ends the worker; the launcher restarts it when appropriate.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "commands/dbcommands.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "cfeed.h"
+#include "shmem.h"
+
+PGDLLEXPORT void cfeed_sweeper_main(Datum main_arg);
+
+static CfeedWorkerSlot *my_slot = NULL;
+
+/*
+ * release_slot
+ *		before_shmem_exit callback: give the worker slot back.
+ */
+static void
+release_slot(int code, Datum arg)
+{
+	if (my_slot == NULL)
+		return;
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	my_slot->in_use = false;
+	my_slot->latch = NULL;
+	LWLockRelease(CfeedShared->lock);
+	my_slot = NULL;
+}
+
+/*
+ * claim_slot
+ *		Take a free worker slot for (dboid, group).  Exits quietly when the
+ *		database is paused or another sweeper already serves the group.
+ */
+static void
+claim_slot(Oid dboid, int32 sweep_group)
+{
+	CfeedWorkerSlot *free_slot = NULL;
+	CfeedDatabase *db;
+	int			i;
+
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	db = cfeed_find_db(dboid, false);
+	for (i = 0; i < CfeedShared->max_workers; i++)
+	{
+		CfeedWorkerSlot *slot = &CfeedShared->workers[i];
+
+		if (slot->in_use && slot->dboid == dboid && slot->sweep_group == sweep_group)
+		{
+			free_slot = NULL;
+			break;
+		}
+		if (!slot->in_use && free_slot == NULL)
+			free_slot = slot;
+	}
+	if (free_slot == NULL || db == NULL || db->paused > 0)
+	{
+		LWLockRelease(CfeedShared->lock);
+		proc_exit(0);
+	}
+	memset(free_slot, 0, sizeof(CfeedWorkerSlot));
+	free_slot->in_use = true;
+	free_slot->dboid = dboid;
+	free_slot->sweep_group = sweep_group;
+	free_slot->pid = MyProcPid;
+	free_slot->latch = MyLatch;
+	my_slot = free_slot;
+	LWLockRelease(CfeedShared->lock);
+	before_shmem_exit(release_slot, (Datum) 0);
+}
+
+/*
+ * set_db_state
+ *		Record what the group-0 sweeper learned about its database; wakes the
+ *		launcher when the groups changed.
+ */
+static void
+set_db_state(Oid dboid, CfeedDbState state, int ngroups, const int32 *groups)
+{
+	bool		changed = false;
+
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	{
+		CfeedDatabase *db = cfeed_find_db(dboid, true);
+
+		if (db != NULL)
+		{
+			changed = db->state != state || db->ngroups != ngroups ||
+				memcmp(db->groups, groups, sizeof(int32) * ngroups) != 0;
+			db->state = state;
+			db->ngroups = ngroups;
+			memcpy(db->groups, groups, sizeof(int32) * ngroups);
+		}
+	}
+	LWLockRelease(CfeedShared->lock);
+	if (changed)
+		cfeed_wake_launcher();
+}
+
+/*
+ * refresh_groups
+ *		Group-0 sweeper: publish the database's sweep groups (0 first).
+ */
+static void
+refresh_groups(Oid dboid)
+{
+	int32		groups[CFEED_MAX_GROUPS];
+	int			n = 1;
+	uint64		i;
+
+	groups[0] = 0;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT DISTINCT sweep_group FROM cfeed.shard WHERE sweep_group <> 0 "
+					"ORDER BY 1", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed sweeper: listing sweep groups failed");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+
+		if (n == CFEED_MAX_GROUPS)
+		{
+			ereport(WARNING,
+					(errmsg("cfeed: more than %d sweep groups in database %u; the rest have no background sweeper",
+							CFEED_MAX_GROUPS, dboid),
+					 errhint("Sweep them with cfeed.sweep_loop().")));
+			break;
+		}
+		groups[n++] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_finish();
+	set_db_state(dboid, CFEED_DB_ACTIVE, n, groups);
+}
+
+/*
+ * group_listed
+ *		Whether the database's published groups still include sweep_group.
+ */
+static bool
+group_listed(Oid dboid, int32 sweep_group)
+{
+	bool		listed = false;
+	CfeedDatabase *db;
+	int			i;
+
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	db = cfeed_find_db(dboid, false);
+	if (db != NULL && db->state == CFEED_DB_ACTIVE)
+		for (i = 0; i < db->ngroups && !listed; i++)
+			listed = (db->groups[i] == sweep_group);
+	LWLockRelease(CfeedShared->lock);
+	return listed;
+}
+
+/*
+ * sweep_pass
+ *		One transaction: check the extension, refresh groups (group 0), sweep.
+ *		Returns the number of changes stamped; exits when there is nothing
+ *		left to do for this worker.
+ */
+static int64
+sweep_pass(Oid dboid, int32 sweep_group)
+{
+	CfeedSweepResult result;
+	Oid			save_userid;
+	int			save_sec_context;
+	int64		stamped = 0;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+
+	if (!OidIsValid(get_extension_oid("cfeed", true)))
+	{
+		if (sweep_group == 0)
+			set_db_state(dboid, CFEED_DB_ABSENT, 0, NULL);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
+	if (sweep_group != 0 && !group_listed(dboid, sweep_group))
+	{
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+		proc_exit(0);
+	}
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	if (sweep_group == 0)
+		refresh_groups(dboid);
+	pgstat_report_activity(STATE_RUNNING, "sweeping");
+	if (cfeed_sweep_group(sweep_group, true, &result))
+		stamped = result.change_count;
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	my_slot->sweeps++;
+	my_slot->changes_stamped += stamped;
+	if (stamped > 0)
+		my_slot->last_sweep_time = GetCurrentTimestamp();
+	return stamped;
+}
+
+/*
+ * cfeed_sweeper_main
+ *		Entry point of a sweeper; main_arg is the database OID, bgw_extra the
+ *		sweep group.
+ */
+void
+cfeed_sweeper_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	int32		sweep_group;
+	MemoryContext loopcxt;
+	char		appname[NAMEDATALEN];
+
+	memcpy(&sweep_group, MyBgworkerEntry->bgw_extra, sizeof(int32));
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	claim_slot(dboid, sweep_group);
+	snprintf(appname, sizeof(appname), "cfeed sweeper group %d", sweep_group);
+	pgstat_report_appname(appname);
+
+	loopcxt = AllocSetContextCreate(TopMemoryContext, "cfeed sweeper loop",
+									ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		int64		stamped = 0;
+		long		sleep_ms = cfeed_fallback_interval;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		MemoryContextSwitchTo(loopcxt);
+		PG_TRY();
+		{
+			stamped = sweep_pass(dboid, sweep_group);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(loopcxt);
+			edata = CopyErrorData();
+			strlcpy(my_slot->last_error, edata->message, CFEED_ERROR_LEN);
+			EmitErrorReport();
+			FlushErrorState();
+			AbortCurrentTransaction();
+			pgstat_report_activity(STATE_IDLE, NULL);
+			sleep_ms = 1000;
+		}
+		PG_END_TRY();
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loopcxt);
+
+		if (stamped >= cfeed_sweep_batch_size)
+			continue;			/* a full batch: more is probably pending */
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 sleep_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+PG_FUNCTION_INFO_V1(cfeed_sweepers);
+
+/*
+ * cfeed_sweepers
+ *		SQL: cfeed._sweepers(), behind the cfeed.sweepers view.  Empty
+ *		without the preload.
+ */
+Datum
+cfeed_sweepers(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	CfeedWorkerSlot *slots;
+	int			nslots = 0;
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	if (CfeedShared == NULL)
+		return (Datum) 0;
+
+	slots = palloc(sizeof(CfeedWorkerSlot) * CfeedShared->max_workers);
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	for (i = 0; i < CfeedShared->max_workers; i++)
+		if (CfeedShared->workers[i].in_use)
+			slots[nslots++] = CfeedShared->workers[i];
+	LWLockRelease(CfeedShared->lock);
+
+	for (i = 0; i < nslots; i++)
+	{
+		Datum		values[7];
+		bool		nulls[7] = {false, false, false, false, false, false, false};
+		char	   *datname = get_database_name(slots[i].dboid);
+
+		values[0] = Int32GetDatum(slots[i].pid);
+		if (datname)
+			values[1] = CStringGetDatum(datname);
+		else
+			nulls[1] = true;
+		values[2] = Int32GetDatum(slots[i].sweep_group);
+		values[3] = Int64GetDatum((int64) slots[i].sweeps);
+		values[4] = Int64GetDatum((int64) slots[i].changes_stamped);
+		values[5] = TimestampTzGetDatum(slots[i].last_sweep_time);
+		nulls[5] = (slots[i].last_sweep_time == 0);
+		slots[i].last_error[CFEED_ERROR_LEN - 1] = '\0';
+		values[6] = CStringGetTextDatum(slots[i].last_error);
+		nulls[6] = (slots[i].last_error[0] == '\0');
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
