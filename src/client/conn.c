@@ -81,6 +81,19 @@ cfeed_set_cancel(PGconn *conn)
 }
 
 /*
+ * print_notice
+ *		Notice processor: server notices and asynchronous messages (such as
+ *		"terminating connection due to administrator command") go to stderr
+ *		marked as coming from the server.
+ */
+static void
+print_notice(void *arg, const char *message)
+{
+	(void) arg;
+	fprintf(stderr, "cfeed: server: %s", message);
+}
+
+/*
  * cfeed_connect
  *		Connect using dsn (a connection string or URI; NULL = PG* environment
  *		variables only).  application_name defaults to "cfeed" (a DSN that
@@ -108,6 +121,7 @@ cfeed_connect(const char *dsn, bool report)
 		PQfinish(conn);
 		return NULL;
 	}
+	PQsetNoticeProcessor(conn, print_notice, NULL);
 	cfeed_set_cancel(conn);
 	return conn;
 }

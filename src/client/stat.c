@@ -91,7 +91,7 @@ print_table(const PGresult *res)
 		int			left = (width[c] - len) / 2;
 
 		printf("%s%*s%s%*s", c > 0 ? " | " : " ", left, "", PQfname(res, c),
-			   width[c] - len - left, "");
+			   c == ncols - 1 ? 0 : width[c] - len - left, "");
 	}
 	printf("\n");
 	for (int c = 0; c < ncols; c++)
@@ -109,6 +109,8 @@ print_table(const PGresult *res)
 
 			if (is_numeric_type(PQftype(res, c)))
 				printf("%s%*s", sep, width[c], PQgetvalue(res, r, c));
+			else if (c == ncols - 1)
+				printf("%s%s", sep, PQgetvalue(res, r, c));
 			else
 				printf("%s%-*s", sep, width[c], PQgetvalue(res, r, c));
 		}

@@ -466,8 +466,10 @@ check_arguments_on_server(Tail *t)
 		{
 			if (strncmp(cfeed_sqlstate(res), "22", 2) == 0)
 			{
-				fprintf(stderr, "cfeed tail: invalid --from time \"%s\": %s",
-						t->from_text, cfeed_error_text(t->conn, res));
+				const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+				fprintf(stderr, "cfeed tail: invalid --from time \"%s\": %s\n",
+						t->from_text, primary ? primary : "not a timestamp");
 				fprintf(stderr, "Try \"cfeed tail --help\" for more information.\n");
 				exit(CFEED_EXIT_USAGE);
 			}
@@ -838,7 +840,8 @@ drain_shard(Tail *t, TailShard *s)
 
 			if (!in_sequence(s, number))
 			{
-				fprintf(stderr, "cfeed tail: gap in shard %d of feed %d: change_sequence_number %lld follows %lld\n",
+				fprintf(stderr, "cfeed tail: gap in shard %d of feed %d: change_sequence_number %lld follows %lld\n"
+						"Changes between them are missing (removed by retention, or a bug in cfeed).\n",
 						s->shard, t->feed_id, number, s->cursor);
 				t->exit_code = CFEED_EXIT_GAP;
 				step = STEP_STOP;
