@@ -18,10 +18,8 @@
  * reconnecting with exponential backoff; the new connection LISTENs again
  * and reading resumes from the cursors, so nothing is skipped or repeated.
  *
- * With --group/--owner the command is a member of a consumer group
- * (SPEC §5): cfeed.acquire decides which shards it reads and where it
- * starts, every page is followed by cfeed.checkpoint with the lease's epoch,
- * leases are renewed every ttl/3 and released at a clean exit.
+ * With --group/--owner the command is a member of a consumer group; the
+ * lease handling is in group.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -33,75 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client.h"
-
-#define PAGE_SIZE			1000
-#define DEFAULT_WAIT_MS		5000
-#define DEFAULT_TTL_MS		30000
-#define STANDBY_POLL_MS		250
-#define BACKOFF_MIN_MS		100
-#define BACKOFF_MAX_MS		5000
-
-/* What a step of the loop asks the caller to do next. */
-typedef enum TailStep
-{
-	STEP_OK,					/* carry on */
-	STEP_LOST,					/* the connection is gone: reconnect */
-	STEP_STOP					/* exit with Tail.exit_code */
-} TailStep;
-
-typedef enum TailFrom
-{
-	FROM_BEGINNING,
-	FROM_NOW,
-	FROM_TIME,
-	FROM_CURSOR
-} TailFrom;
-
-/* One shard being followed. */
-typedef struct TailShard
-{
-	int			shard;
-	bool		held;			/* read it (always, outside group mode) */
-	bool		dirty;			/* notified, or due for a safety-net read */
-	bool		cursor_known;	/* false: read from the beginning */
-	long long	cursor;			/* last number printed (or start position) */
-	bool		start_known;
-	long long	start;			/* the shard's start value */
-	long long	epoch;			/* group mode: the lease's epoch */
-	char	   *channel;		/* cfeed.channel(feed, shard) */
-} TailShard;
-
-/* Options and state of one `cfeed tail` run. */
-typedef struct Tail
-{
-	/* options */
-	const char *dsn;
-	const char *feed_arg;
-	int			only_shard;		/* -1 = all */
-	TailFrom	from;
-	const char *from_text;
-	long long	from_cursor;
-	long long	max;			/* 0 = no limit */
-	int			wait_ms;
-	long long	idle_exit_ms;	/* 0 = never */
-	const char *group;
-	const char *owner;
-	int			ttl_ms;
-
-	/* state */
-	PGconn	   *conn;
-	int			feed_id;
-	char		feed_id_text[16];
-	TailShard  *shards;
-	int			nshards;
-	bool		listening;		/* false on a hot standby: poll instead */
-	bool		positioned;		/* initial cursors resolved */
-	long long	printed;
-	long long	last_activity_ms;
-	long long	next_renew_ms;
-	int			exit_code;
-} Tail;
+#include "tail.h"
 
 /*
  * print_tail_help
@@ -276,13 +206,13 @@ parse_options(Tail *t, int argc, char **argv)
 }
 
 /*
- * fail
+ * cfeed_tail_fail
  *		Classify the failure of a query (res may be NULL; it is cleared).
  *		Interrupted: stop with 0.  Connection gone: STEP_LOST.  Anything
  *		else: print it and stop with exit code 1.
  */
-static TailStep
-fail(Tail *t, PGresult *res, const char *what)
+TailStep
+cfeed_tail_fail(Tail *t, PGresult *res, const char *what)
 {
 	TailStep	step;
 
@@ -309,21 +239,22 @@ fail(Tail *t, PGresult *res, const char *what)
 }
 
 /*
- * exec_params
+ * cfeed_tail_exec_params
  *		PQexecParams with text parameters and text results.
  */
-static PGresult *
-exec_params(Tail *t, const char *sql, int nparams, const char *const *values)
+PGresult *
+cfeed_tail_exec_params(Tail *t, const char *sql, int nparams,
+					   const char *const *values)
 {
 	return PQexecParams(t->conn, sql, nparams, NULL, values, NULL, NULL, 0);
 }
 
 /*
- * find_shard
+ * cfeed_tail_find_shard
  *		The followed shard with number shard, or NULL.
  */
-static TailShard *
-find_shard(Tail *t, int shard)
+TailShard *
+cfeed_tail_find_shard(Tail *t, int shard)
 {
 	for (int i = 0; i < t->nshards; i++)
 		if (t->shards[i].shard == shard)
@@ -346,7 +277,7 @@ resolve_feed(Tail *t)
 
 	if (cfeed_parse_int64(t->feed_arg, INT_MIN, INT_MAX, &id))
 	{
-		res = exec_params(t, "select feed_id from cfeed.feed where feed_id = $1::int", 1, params);
+		res = cfeed_tail_exec_params(t, "select feed_id from cfeed.feed where feed_id = $1::int", 1, params);
 		if (cfeed_result_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 0)
 		{
 			PQclear(res);
@@ -354,7 +285,7 @@ resolve_feed(Tail *t)
 		}
 	}
 	if (res == NULL)
-		res = exec_params(t, "select feed_id from cfeed.feed where name = $1", 1, params);
+		res = cfeed_tail_exec_params(t, "select feed_id from cfeed.feed where name = $1", 1, params);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
 		const char *state = cfeed_sqlstate(res);
@@ -394,12 +325,12 @@ load_shards(Tail *t)
 	int			n;
 
 	/* to_jsonb: start_sequence_number is not in every cfeed version. */
-	res = exec_params(t,
-					  "select s.shard,"
-					  " (pg_catalog.to_jsonb(s) operator(pg_catalog.->>) 'start_sequence_number')::bigint,"
-					  " cfeed.channel(s.feed_id, s.shard)"
-					  " from cfeed.shard s where s.feed_id = $1::int order by s.shard",
-					  1, params);
+	res = cfeed_tail_exec_params(t,
+								 "select s.shard,"
+								 " (pg_catalog.to_jsonb(s) operator(pg_catalog.->>) 'start_sequence_number')::bigint,"
+								 " cfeed.channel(s.feed_id, s.shard)"
+								 " from cfeed.shard s where s.feed_id = $1::int order by s.shard",
+								 1, params);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
 		fprintf(stderr, "cfeed tail: could not list the shards of feed %d: %s",
@@ -461,7 +392,7 @@ check_arguments_on_server(Tail *t)
 	{
 		const char *params[1] = {t->from_text};
 
-		res = exec_params(t, "select $1::timestamptz", 1, params);
+		res = cfeed_tail_exec_params(t, "select $1::timestamptz", 1, params);
 		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 		{
 			if (strncmp(cfeed_sqlstate(res), "22", 2) == 0)
@@ -480,28 +411,7 @@ check_arguments_on_server(Tail *t)
 	}
 
 	if (t->group != NULL)
-	{
-		bool		available;
-
-		res = exec_params(t,
-						  "select pg_catalog.to_regprocedure("
-						  "'cfeed.acquire(text, integer, text, integer, timestamp with time zone)')"
-						  " is not null",
-						  0, NULL);
-		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-		{
-			fprintf(stderr, "cfeed tail: %s", cfeed_error_text(t->conn, res));
-			exit(CFEED_EXIT_ERROR);
-		}
-		available = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-		PQclear(res);
-		if (!available)
-		{
-			fprintf(stderr, "cfeed tail: consumer groups are not available in this cfeed version\n"
-					"Update the extension (ALTER EXTENSION cfeed UPDATE) or omit --group and --owner.\n");
-			exit(CFEED_EXIT_USAGE);
-		}
-	}
+		cfeed_group_check_api(t);
 }
 
 /*
@@ -522,7 +432,7 @@ listen_all(Tail *t)
 		ident = PQescapeIdentifier(t->conn, t->shards[i].channel,
 								   strlen(t->shards[i].channel));
 		if (ident == NULL)
-			return fail(t, NULL, "quoting a channel name");
+			return cfeed_tail_fail(t, NULL, "quoting a channel name");
 		sql = malloc(strlen(ident) + 8);
 		if (sql == NULL)
 		{
@@ -545,7 +455,7 @@ listen_all(Tail *t)
 				t->listening = false;
 				return STEP_OK;
 			}
-			return fail(t, res, "LISTEN");
+			return cfeed_tail_fail(t, res, "LISTEN");
 		}
 		PQclear(res);
 	}
@@ -578,17 +488,17 @@ position_shards(Tail *t)
 				s->cursor = t->from_cursor;
 				continue;
 			case FROM_NOW:
-				res = exec_params(t, "select cfeed.head($1::int, $2::int)", 2, params);
+				res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, $2::int)", 2, params);
 				break;
 			case FROM_TIME:
-				res = exec_params(t, "select cfeed.cursor_at($1::int, $2::int, $3::timestamptz)",
-								  3, params);
+				res = cfeed_tail_exec_params(t, "select cfeed.cursor_at($1::int, $2::int, $3::timestamptz)",
+											 3, params);
 				break;
 			default:
 				continue;
 		}
 		if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-			return fail(t, res, "finding the start position");
+			return cfeed_tail_fail(t, res, "finding the start position");
 		s->cursor_known = !PQgetisnull(res, 0, 0);
 		if (s->cursor_known)
 			s->cursor = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
@@ -596,140 +506,6 @@ position_shards(Tail *t)
 	}
 	t->positioned = true;
 	return STEP_OK;
-}
-
-/*
- * acquire_leases
- *		Group mode: call cfeed.acquire (which also renews) and follow exactly
- *		the shards it returns.  A shard newly held, or held at a new epoch,
- *		restarts from the lease's cursor; one still held keeps its cursor.
- */
-static TailStep
-acquire_leases(Tail *t)
-{
-	char		ttl_text[16];
-	const char *params[5] = {t->group, t->feed_id_text, t->owner, ttl_text,
-	t->from == FROM_TIME ? t->from_text : NULL};
-	bool	   *now_held;
-	PGresult   *res;
-
-	snprintf(ttl_text, sizeof(ttl_text), "%d", t->ttl_ms);
-	res = exec_params(t,
-					  "select shard, \"cursor\", epoch from cfeed.acquire($1, $2::int, $3, $4::int, $5::timestamptz)",
-					  5, params);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-		return fail(t, res, "acquiring leases");
-
-	now_held = calloc(t->nshards > 0 ? t->nshards : 1, sizeof(bool));
-	if (now_held == NULL)
-	{
-		PQclear(res);
-		fprintf(stderr, "cfeed tail: out of memory\n");
-		t->exit_code = CFEED_EXIT_ERROR;
-		return STEP_STOP;
-	}
-	for (int r = 0; r < PQntuples(res); r++)
-	{
-		int			shard = atoi(PQgetvalue(res, r, 0));
-		long long	epoch = strtoll(PQgetvalue(res, r, 2), NULL, 10);
-		TailShard  *s = find_shard(t, shard);
-
-		if (s == NULL)
-		{
-			fprintf(stderr, "cfeed tail: lease on shard %d of feed %d, which is newer than this run; not reading it\n",
-					shard, t->feed_id);
-			continue;
-		}
-		now_held[s - t->shards] = true;
-		if (!s->held || s->epoch != epoch)
-		{
-			s->held = true;
-			s->epoch = epoch;
-			s->dirty = true;
-			s->cursor_known = !PQgetisnull(res, r, 1);
-			if (s->cursor_known)
-				s->cursor = strtoll(PQgetvalue(res, r, 1), NULL, 10);
-			fprintf(stderr, "cfeed tail: holding shard %d of feed %d (epoch %lld) from cursor %s\n",
-					s->shard, t->feed_id, epoch,
-					s->cursor_known ? PQgetvalue(res, r, 1) : "null");
-		}
-	}
-	PQclear(res);
-
-	for (int i = 0; i < t->nshards; i++)
-	{
-		if (t->shards[i].held && !now_held[i])
-		{
-			fprintf(stderr, "cfeed tail: no longer holding shard %d of feed %d\n",
-					t->shards[i].shard, t->feed_id);
-			t->shards[i].held = false;
-			t->shards[i].dirty = false;
-		}
-	}
-	free(now_held);
-	t->next_renew_ms = cfeed_now_ms() + t->ttl_ms / 3;
-	return STEP_OK;
-}
-
-/*
- * checkpoint_shard
- *		Group mode: store the shard's cursor in its lease.  A refusal with
- *		55000 means the lease was lost: stop reading the shard and renew at
- *		once.
- */
-static TailStep
-checkpoint_shard(Tail *t, TailShard *s)
-{
-	char		shard_text[16];
-	char		epoch_text[24];
-	char		cursor_text[24];
-	const char *params[6] = {t->group, t->feed_id_text, shard_text, t->owner,
-	epoch_text, cursor_text};
-	PGresult   *res;
-
-	snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
-	snprintf(epoch_text, sizeof(epoch_text), "%lld", s->epoch);
-	snprintf(cursor_text, sizeof(cursor_text), "%lld", s->cursor);
-	res = exec_params(t,
-					  "select cfeed.checkpoint($1, $2::int, $3::int, $4, $5::bigint, $6::bigint)",
-					  6, params);
-	if (cfeed_result_ok(res, PGRES_TUPLES_OK))
-	{
-		PQclear(res);
-		return STEP_OK;
-	}
-	if (strcmp(cfeed_sqlstate(res), "55000") == 0)
-	{
-		fprintf(stderr, "cfeed tail: lease on shard %d of feed %d lost: %s",
-				s->shard, t->feed_id, cfeed_error_text(t->conn, res));
-		PQclear(res);
-		s->held = false;
-		s->dirty = false;
-		t->next_renew_ms = cfeed_now_ms();
-		return STEP_OK;
-	}
-	return fail(t, res, "checkpointing");
-}
-
-/*
- * release_leases
- *		Group mode, clean exit: give the leases up (their cursors stay), so
- *		that other members take the shards over without waiting for expiry.
- *		Best effort.
- */
-static void
-release_leases(Tail *t)
-{
-	const char *params[3] = {t->group, t->feed_id_text, t->owner};
-	PGresult   *res;
-
-	if (t->conn == NULL || PQstatus(t->conn) != CONNECTION_OK)
-		return;
-	res = exec_params(t, "select cfeed.release($1, $2::int, $3)", 3, params);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-		fprintf(stderr, "cfeed tail: could not release the leases: %s",
-				cfeed_error_text(t->conn, res));
-	PQclear(res);
 }
 
 /*
@@ -826,12 +602,12 @@ drain_shard(Tail *t, TailShard *s)
 		else
 			params[2] = NULL;
 
-		res = exec_params(t,
-						  "select change_sequence_number, change_id, pg_catalog.to_json(stamped_at)"
-						  " from cfeed.read($1::int, $2::int, $3::bigint, $4::int)",
-						  4, params);
+		res = cfeed_tail_exec_params(t,
+									 "select change_sequence_number, change_id, pg_catalog.to_json(stamped_at)"
+									 " from cfeed.read($1::int, $2::int, $3::bigint, $4::int)",
+									 4, params);
 		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-			return fail(t, res, "reading");
+			return cfeed_tail_fail(t, res, "reading");
 
 		rows = PQntuples(res);
 		for (int r = 0; r < rows && step == STEP_OK; r++)
@@ -862,7 +638,7 @@ drain_shard(Tail *t, TailShard *s)
 			t->last_activity_ms = cfeed_now_ms();
 			if (t->group != NULL && s->held)
 			{
-				TailStep	cp = checkpoint_shard(t, s);
+				TailStep	cp = cfeed_group_checkpoint(t, s);
 
 				if (step == STEP_OK)
 					step = cp;
@@ -941,9 +717,9 @@ wait_standby(Tail *t, long long timeout_ms)
 		snprintf(cursor_text, sizeof(cursor_text), "%lld", one->cursor);
 		snprintf(timeout_text, sizeof(timeout_text), "%lld",
 				 timeout_ms > INT_MAX ? (long long) INT_MAX : timeout_ms);
-		res = exec_params(t, "select cfeed.wait($1::int, $2::int, $3::bigint, $4::int)", 4, params);
+		res = cfeed_tail_exec_params(t, "select cfeed.wait($1::int, $2::int, $3::bigint, $4::int)", 4, params);
 		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-			return fail(t, res, "waiting");
+			return cfeed_tail_fail(t, res, "waiting");
 		PQclear(res);
 	}
 	else
@@ -1008,7 +784,7 @@ wait_for_wakeup(Tail *t)
 		pfd.events = POLLIN;
 		pfd.revents = 0;
 		if (pfd.fd < 0)
-			return fail(t, NULL, "waiting");
+			return cfeed_tail_fail(t, NULL, "waiting");
 		rc = poll(&pfd, 1, (int) (timeout > INT_MAX ? INT_MAX : timeout));
 		if (rc < 0 && errno != EINTR)
 		{
@@ -1017,7 +793,7 @@ wait_for_wakeup(Tail *t)
 			return STEP_STOP;
 		}
 		if (rc > 0 && (!PQconsumeInput(t->conn) || PQstatus(t->conn) != CONNECTION_OK))
-			return fail(t, NULL, "waiting for notifications");
+			return cfeed_tail_fail(t, NULL, "waiting for notifications");
 	}
 }
 
@@ -1036,7 +812,7 @@ setup_connection(Tail *t)
 	if (step == STEP_OK && t->group == NULL && !t->positioned)
 		step = position_shards(t);
 	if (step == STEP_OK && t->group != NULL)
-		step = acquire_leases(t);
+		step = cfeed_group_acquire(t);
 	if (step == STEP_OK)
 		mark_all_dirty(t);
 	return step;
@@ -1129,11 +905,11 @@ cfeed_tail_main(int argc, char **argv)
 
 		step = wait_for_wakeup(&t);
 		if (step == STEP_OK && t.group != NULL && cfeed_now_ms() >= t.next_renew_ms)
-			step = acquire_leases(&t);
+			step = cfeed_group_acquire(&t);
 	}
 
 	if (t.group != NULL)
-		release_leases(&t);
+		cfeed_group_release(&t);
 	cfeed_set_cancel(NULL);
 	if (t.conn != NULL)
 		PQfinish(t.conn);
