@@ -450,8 +450,8 @@ listen_all(Tail *t)
 			if (strcmp(cfeed_sqlstate(res), "25006") == 0)
 			{
 				PQclear(res);
-				fprintf(stderr, "cfeed tail: notifications are not available (hot standby?); "
-						"polling every %d ms\n", STANDBY_POLL_MS);
+				fprintf(stderr, "cfeed tail: LISTEN is not possible (hot standby?); "
+						"waiting with cfeed.wait or polling instead\n");
 				t->listening = false;
 				return STEP_OK;
 			}
