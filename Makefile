@@ -31,3 +31,16 @@ EXTRA_CLEAN = tmp_check tmp_regress tmp_iso output_iso results regression.diffs 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The `cfeed` command (src/client) has its own Makefile: PGXS builds one
+# MODULE_big or one PROGRAM per Makefile, not both.
+all: client
+client:
+	$(MAKE) -C src/client
+install: install-client
+install-client: client
+	$(MAKE) -C src/client install
+clean: clean-client
+clean-client:
+	$(MAKE) -C src/client clean
+.PHONY: client install-client clean-client
