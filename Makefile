@@ -22,7 +22,6 @@ ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order swe
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_iso --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
 TAP_TESTS = 1
-PROVE_FLAGS = -I ./test/t
 PROVE_TESTS = test/t/*.pl
 
 CFEED_TEST_PORT ?= 54329
@@ -32,3 +31,6 @@ EXTRA_CLEAN = tmp_check tmp_regress tmp_iso output_iso results regression.diffs 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# After the include: Makefile.global resets PROVE_FLAGS.
+PROVE_FLAGS += -I ./test/t
