@@ -34,3 +34,16 @@ include $(PGXS)
 
 # After the include: Makefile.global resets PROVE_FLAGS.
 PROVE_FLAGS += -I ./test/t
+
+# The `cfeed` command (src/client) has its own Makefile: PGXS builds one
+# MODULE_big or one PROGRAM per Makefile, not both.
+all: client
+client:
+	$(MAKE) -C src/client
+install: install-client
+install-client: client
+	$(MAKE) -C src/client install
+clean: clean-client
+clean-client:
+	$(MAKE) -C src/client clean
+.PHONY: client install-client clean-client

@@ -86,6 +86,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -478,7 +479,7 @@ prepare_plans(void)
 		update_changes_plan = SPI_prepare(
 			"UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
 			"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
-			"WHERE c.ctid = u.tid AND c.change_sequence_number IS NULL",
+			"WHERE c.ctid = u.tid",
 			3, types);
 		if (update_changes_plan == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -523,6 +524,29 @@ execute_checked(SPIPlanPtr plan, Datum *args, uint64 expected, const char *what)
 }
 
 /*
+ * pin_plan_shapes
+ *		Make the sweep's two updates plan as nested loops over the batch:
+ *		TID scans into cfeed.change and index scans into cfeed.shard.  A
+ *		hash or merge join would read the whole table (or the pending index
+ *		with its dead entries) on every sweep, which is exactly the cost
+ *		this design avoids.  The settings last until AtEOXact_GUC with the
+ *		returned nest level.
+ */
+static int
+pin_plan_shapes(void)
+{
+	static const char *const off[] = {"enable_hashjoin", "enable_mergejoin",
+	"enable_seqscan", "enable_bitmapscan", "enable_material"};
+	int			nestlevel = NewGUCNestLevel();
+	int			i;
+
+	for (i = 0; i < (int) lengthof(off); i++)
+		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
  * stamp
  *		Write the numbers: shards first (their last numbers checked), then
  *		the changes (each checked to be still unstamped).
@@ -540,6 +564,7 @@ stamp(HTAB *shards, int nshards, PendingChange *changes, int n, TimestampTz now)
 	HASH_SEQ_STATUS status;
 	ShardEntry *e;
 	int			i = 0;
+	int			nestlevel;
 
 	hash_seq_init(&status, shards);
 	while ((e = hash_seq_search(&status)) != NULL)
@@ -559,6 +584,7 @@ stamp(HTAB *shards, int nshards, PendingChange *changes, int n, TimestampTz now)
 		numbers[i] = Int64GetDatum(changes[i].number);
 	}
 
+	nestlevel = pin_plan_shapes();
 	prepare_plans();
 
 	args[0] = build_array(feed_ids, nshards, INT4OID);
@@ -583,6 +609,7 @@ stamp(HTAB *shards, int nshards, PendingChange *changes, int n, TimestampTz now)
 	args[1] = build_array(numbers, n, INT8OID);
 	args[2] = TimestampTzGetDatum(now);
 	execute_checked(update_changes_plan, args, n, "the changes");
+	AtEOXact_GUC(true, nestlevel);
 }
 
 /*

@@ -49,6 +49,12 @@ PGDLLEXPORT void cfeed_sweeper_main(Datum main_arg);
 
 static CfeedWorkerSlot *my_slot = NULL;
 
+/* How often a sweeper re-reads its database's sweep groups and owner. */
+#define CFEED_REFRESH_MS		1000
+
+static TimestampTz last_refresh = 0;
+static Oid	owner_oid = InvalidOid;
+
 /*
  * release_slot
  *		before_shmem_exit callback: give the worker slot back.
@@ -208,7 +214,9 @@ sweep_pass(Oid dboid, int32 sweep_group)
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
 
-	if (!OidIsValid(get_extension_oid("cfeed", true)))
+	if (!OidIsValid(cfeed_schema_oid(true)) ||
+		(TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), CFEED_REFRESH_MS) &&
+		 !OidIsValid(get_extension_oid("cfeed", true))))
 	{
 		if (sweep_group == 0)
 			set_db_state(dboid, CFEED_DB_ABSENT, 0, NULL);
@@ -224,10 +232,16 @@ sweep_pass(Oid dboid, int32 sweep_group)
 	}
 
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	if (sweep_group == 0)
-		refresh_groups(dboid);
+	if (TimestampDifferenceExceeds(last_refresh, GetCurrentTimestamp(), CFEED_REFRESH_MS))
+	{
+		owner_oid = cfeed_extension_owner();
+		SetUserIdAndSecContext(owner_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+		if (sweep_group == 0)
+			refresh_groups(dboid);
+		last_refresh = GetCurrentTimestamp();
+	}
+	else
+		SetUserIdAndSecContext(owner_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	pgstat_report_activity(STATE_RUNNING, "sweeping");
 	if (cfeed_sweep_group(sweep_group, true, &result))
 		stamped = result.change_count;
@@ -278,6 +292,8 @@ cfeed_sweeper_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			if (!cfeed_enable_sweeper)
+				proc_exit(0);
 		}
 
 		MemoryContextSwitchTo(loopcxt);

@@ -1,0 +1,168 @@
+# The background sweeper's lifecycle (SPEC §3, issue 3): autostart after
+# CREATE EXTENSION, wake at commit, one sweeper per sweep group,
+# pg_stat_activity, DROP EXTENSION / DROP DATABASE / CREATE DATABASE ...
+# TEMPLATE, SIGKILL and immediate shutdown under load, idle WAL, standby
+# and promotion.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $node = PostgreSQL::Test::Cluster->new('primary');
+$node->init(allows_streaming => 1);
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'cfeed'
+max_worker_processes = 20
+restart_after_crash = on
+});
+$node->start;
+
+sub sweepers
+{
+	my ($db) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT string_agg(application_name, ',' ORDER BY application_name)
+		FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper' AND datname = '$db'});
+}
+
+# A sweeper starts within about a second of CREATE EXTENSION, no restart.
+$node->safe_psql('postgres', 'CREATE DATABASE app');
+my $t0 = time;
+$node->safe_psql('app', 'CREATE EXTENSION cfeed');
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'cfeed sweeper' AND datname = 'app'}) or die 'no sweeper';
+my $started = time - $t0;
+ok($started < 3, sprintf('sweeper started %.2f s after CREATE EXTENSION', $started));
+is(sweepers('app'), 'cfeed sweeper group 0', 'sweeper shows in pg_stat_activity with its group');
+is($node->safe_psql('app', "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'cfeed launcher'"),
+	'1', 'one launcher');
+
+# A commit wakes the sweeper: the change is stamped without any manual sweep.
+$node->safe_psql('app', q{SELECT cfeed.create_feed('orders', 4)});
+setup_truth($node, 'app');
+$node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
+ok(wait_all_stamped($node, 'app'), 'committed change stamped by the worker');
+is($node->safe_psql('app', 'SELECT cfeed.head(1, 0)'), '2000000000000001', 'head advanced');
+is($node->safe_psql('app', 'SELECT sum(changes_stamped) FROM cfeed.sweepers'), '1',
+	'cfeed.sweepers counts the stamp');
+
+# A second sweep group gets its own sweeper.
+$node->safe_psql('app', q{SELECT cfeed.create_feed('audit', 1, sweep_group => 7)});
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE application_name = 'cfeed sweeper group 7' AND datname = 'app'}) or die 'no group 7';
+pass('sweep group 7 has its own sweeper');
+$node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(2, 0)');
+ok(wait_all_stamped($node, 'app'), 'group 7 change stamped');
+
+# Idle: a sweeper that has nothing to do writes no WAL.
+my $idle_ok = 0;
+for my $try (1 .. 3)
+{
+	my $lsn1 = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
+	sleep 3;
+	my $lsn2 = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
+	if ($lsn1 eq $lsn2) { $idle_ok = 1; last; }
+}
+ok($idle_ok, 'idle sweepers write no WAL over 3 s');
+
+# CREATE DATABASE ... TEMPLATE of a swept database works, and the copy is swept.
+$node->safe_psql('postgres', 'CREATE DATABASE app_copy TEMPLATE app');
+pass('CREATE DATABASE ... TEMPLATE app succeeded');
+$node->poll_query_until('postgres', q{
+	SELECT count(*) >= 1 FROM pg_stat_activity
+	WHERE backend_type = 'cfeed sweeper' AND datname = 'app_copy'}) or die 'copy not swept';
+pass('the copy gets a sweeper');
+$node->safe_psql('app_copy', 'INSERT INTO truth SELECT cfeed.publish(1, 1)');
+ok(wait_all_stamped($node, 'app_copy'), 'the copy is swept');
+
+# DROP DATABASE without FORCE succeeds while sweepers run.
+$node->safe_psql('postgres', 'DROP DATABASE app_copy');
+pass('DROP DATABASE of a swept database succeeded');
+
+# DROP EXTENSION stops the sweepers; CREATE EXTENSION brings them back.
+$node->safe_psql('postgres', 'CREATE DATABASE scratch');
+$node->safe_psql('scratch', 'CREATE EXTENSION cfeed');
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper' AND datname = 'scratch'})
+  or die 'no scratch sweeper';
+$node->safe_psql('scratch', 'DROP EXTENSION cfeed');
+ok($node->poll_query_until('postgres', q{
+	SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper' AND datname = 'scratch'}),
+	'DROP EXTENSION stops the sweeper');
+is($node->safe_psql('scratch', q{SELECT count(*) FROM pg_namespace WHERE nspname = 'cfeed'}), '0',
+	'DROP EXTENSION leaves no schema behind');
+$node->safe_psql('scratch', 'CREATE EXTENSION cfeed');
+ok($node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper' AND datname = 'scratch'}),
+	'CREATE EXTENSION again restarts it');
+$node->safe_psql('postgres', 'DROP DATABASE scratch');
+
+# Under load: SIGKILL a sweeper (the postmaster reinitializes), then an
+# immediate shutdown; nothing is lost or stamped twice.
+my $script = $node->basedir . '/writer.sql';
+pgbench_writer_script($script, 4);
+sub load
+{
+	my ($seconds) = @_;
+	my ($out, $err) = ('', '');
+	return IPC::Run::start(
+		[ 'pgbench', '-n', '-c', '4', '-j', '2', '-T', $seconds, '-f', $script,
+		  '-h', $node->host, '-p', $node->port, 'app' ],
+		'>', \$out, '2>', \$err);
+}
+
+my $h = load(4);
+sleep 1;
+my $pid = $node->safe_psql('postgres', q{
+	SELECT pid FROM pg_stat_activity WHERE application_name = 'cfeed sweeper group 0' AND datname = 'app'});
+ok(kill('KILL', $pid), "SIGKILL sweeper $pid under load");
+$h->finish;
+$node->poll_query_until('postgres', 'SELECT true') or die 'server did not come back';
+$h = load(3);
+$h->finish;
+ok(wait_all_stamped($node, 'app'), 'all stamped after the sweeper was killed');
+my $n1 = check_invariants($node, 'app', 'after SIGKILL');
+
+$h = load(4);
+sleep 2;
+$node->stop('immediate');
+$h->finish;
+$node->start;
+$h = load(2);
+$h->finish;
+ok(wait_all_stamped($node, 'app'), 'all stamped after an immediate shutdown');
+my $n2 = check_invariants($node, 'app', 'after immediate shutdown');
+cmp_ok($n2, '>', $n1, "load kept writing ($n1 then $n2 changes)");
+
+# A hot standby runs no sweeper; reads work there; after promotion the new
+# primary sweeps.
+$node->backup('b1');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'b1', has_streaming => 1);
+$standby->start;
+$node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(1, 2)');
+wait_all_stamped($node, 'app');
+$node->wait_for_catchup($standby);
+is($standby->safe_psql('postgres', q{
+	SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper'}), '0',
+	'no sweeper on the standby');
+is($standby->safe_psql('app', 'SELECT cfeed.head(1, 2)'),
+	$node->safe_psql('app', 'SELECT cfeed.head(1, 2)'), 'head reads the same on the standby');
+$node->stop('fast');
+$standby->promote;
+$standby->poll_query_until('postgres', q{
+	SELECT count(*) >= 1 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper' AND datname = 'app'})
+  or die 'promoted standby has no sweeper';
+pass('the promoted standby starts a sweeper');
+$standby->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(1, 3)');
+ok(wait_all_stamped($standby, 'app'), 'the promoted standby sweeps');
+check_invariants($standby, 'app', 'after promotion');
+
+done_testing();

@@ -1,0 +1,69 @@
+# CfeedCheck: shared helpers for cfeed's TAP tests.
+#
+# check_invariants() asserts SPEC §3 guarantees 1, 2 and 5 on a database
+# whose writers record every committed change_id in table "truth" in the
+# same transaction as the change.
+package CfeedCheck;
+
+use strict;
+use warnings;
+use Test::More;
+use Exporter 'import';
+
+our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script);
+
+# Create the truth table that writers fill in their own transactions.
+sub setup_truth
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db, 'CREATE TABLE IF NOT EXISTS truth (change_id bigint PRIMARY KEY)');
+}
+
+# Write a pgbench script: publish to a random shard of feed 1 and record
+# the change_id, in one transaction.
+sub pgbench_writer_script
+{
+	my ($path, $nshards) = @_;
+	open my $fh, '>', $path or die "cannot write $path: $!";
+	print $fh "\\set s random(0, " . ($nshards - 1) . ")\n";
+	print $fh "BEGIN;\n";
+	print $fh "INSERT INTO truth (change_id) SELECT cfeed.publish(1, :s);\n";
+	print $fh "COMMIT;\n";
+	close $fh;
+}
+
+# Wait until no committed change is left unstamped.
+sub wait_all_stamped
+{
+	my ($node, $db) = @_;
+	return $node->poll_query_until($db,
+		'SELECT count(*) = 0 FROM cfeed.change WHERE change_sequence_number IS NULL');
+}
+
+# Guarantees 1 (gapless), 2 (exactly once) and 5 (last number = highest).
+sub check_invariants
+{
+	my ($node, $db, $label) = @_;
+	my $gaps = $node->safe_psql($db, q{
+		SELECT count(*) FROM (
+		  SELECT s.feed_id, s.shard, s.start_sequence_number AS st,
+		         s.last_change_sequence_number AS last,
+		         count(c.change_sequence_number) AS n,
+		         count(DISTINCT c.change_sequence_number) AS nd,
+		         COALESCE(min(c.change_sequence_number), s.start_sequence_number + 1) AS lo,
+		         COALESCE(max(c.change_sequence_number), s.start_sequence_number) AS hi
+		  FROM cfeed.shard s
+		  LEFT JOIN cfeed.change c ON c.feed_id = s.feed_id AND c.shard = s.shard
+		       AND c.change_sequence_number > s.start_sequence_number
+		  GROUP BY s.feed_id, s.shard) x
+		WHERE n <> nd OR lo <> st + 1 OR hi <> st + n OR last <> hi});
+	is($gaps, '0', "$label: every shard is gapless and its last number is its highest");
+	my $mismatch = $node->safe_psql($db, q{
+		SELECT count(*) FROM truth t
+		FULL JOIN cfeed.change c ON c.change_id = t.change_id
+		WHERE t.change_id IS NULL OR c.change_id IS NULL OR c.change_sequence_number IS NULL});
+	is($mismatch, '0', "$label: every committed change is stamped exactly once, nothing else");
+	return $node->safe_psql($db, 'SELECT count(*) FROM truth');
+}
+
+1;
