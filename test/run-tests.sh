@@ -19,6 +19,18 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 2
 fi
 
+# Install what is missing (a fresh Debian 12); .ci/run installs it all.
+PACKAGES=(build-essential postgresql-15 postgresql-server-dev-15 libipc-run-perl libpq-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update
+	apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
 copt=()
 if [ "${CI:-}" = "true" ]; then
 	copt=(COPT=-Werror)

@@ -103,10 +103,9 @@ BEGIN
 				stamped := stamped + n;
 			END IF;
 		END IF;
-		IF n = 0 THEN
-			PERFORM pg_sleep(0.002);
-			COMMIT;
-		END IF;
+		-- leave the group to the other sweepers for a moment
+		PERFORM pg_sleep(CASE WHEN n = 0 THEN 0.005 ELSE 0.002 END);
+		COMMIT;
 	END LOOP;
 END $$;
 
@@ -171,6 +170,11 @@ BEGIN
 		pages := pages + 1;
 		rows_read := rows_read + n;
 		COMMIT;
+		IF n < m THEN
+			-- caught up: let some changes gather
+			PERFORM pg_sleep(0.01);
+			COMMIT;
+		END IF;
 		EXIT WHEN clock_timestamp() >= deadline;
 	END LOOP;
 END $$;
@@ -250,9 +254,10 @@ our %SCRIPTS = (
 	'savepoint.sql' => "BEGIN;\n" . ins(1, 7, 4) . "SAVEPOINT a;\n"
 	  . ins(2, 7, 4) . $PUBLISH . "ROLLBACK TO SAVEPOINT a;\n"
 	  . ins(1, 7, 4) . "COMMIT;\n",
-	# holds its xid (and so the xmin of every snapshot) for seconds
-	'longxid.sql' => "BEGIN;\n" . ins(1, 7, 4, 'true')
-	  . "SELECT pg_sleep(0.3 + random() * 2);\n" . ins(1, 9, 2, 'true') . "COMMIT;\n",
+	# holds its xid (and so the xmin of every snapshot) for up to a second,
+	# then lets the horizon move for a second
+	'longxid.sql' => "\\sleep 1000 ms\nBEGIN;\n" . ins(1, 7, 4, 'true')
+	  . "SELECT pg_sleep(0.2 + random() * 0.8);\n" . ins(1, 9, 2, 'true') . "COMMIT;\n",
 	# draws a low change_id, then writes it seconds later
 	'longid.sql' => <<'SQL',
 \set shard random(0, 3)
@@ -463,7 +468,8 @@ log_min_error_statement = error
 		$timeout);
 
 	# sweepers: sweep_loop sessions (a new backend per call) ...
-	for my $g (0, 0, 1)
+	# (with the background sweeper, one manual sweeper fewer per kind)
+	for my $g ($opts{worker} ? (0, 1) : (0, 0, 1))
 	{
 		my $loop = join(' ', map { "'$_'" } @psql);
 		push @procs, start_bg("sweep_loop group $g",
@@ -481,7 +487,8 @@ done}
 	push @procs, start_bg('sweep() group 0, 20% aborted',
 		[ @psql, '-c', "CALL stress.sweeper(0, $ms, 20)" ], $timeout);
 	push @procs, start_bg('sweep() group 0',
-		[ @psql, '-c', "CALL stress.sweeper(0, $ms, 0)" ], $timeout);
+		[ @psql, '-c', "CALL stress.sweeper(0, $ms, 0)" ], $timeout)
+	  unless $opts{worker};
 	push @procs, start_bg('sweep() group 1, 10% aborted',
 		[ @psql, '-c', "CALL stress.sweeper(1, $ms, 10)" ], $timeout);
 
