@@ -2,7 +2,7 @@
  *
  * guard.c
  *	  The write path's guards: the default of cfeed.change.writer_xid, and
- *	  the triggers that keep sequence numbers in the sweeper's hands.
+ *	  the trigger that keeps sequence numbers in the sweeper's hands.
  *
  *	  The common insert (sequence number and stamped_at left null, writer_xid
  *	  left to its default) fires no trigger at all: the trigger's WHEN clause
@@ -41,21 +41,8 @@
 #define Anum_change_stamped_at		5
 #define Anum_change_writer_xid		7
 
-/* Attribute numbers of cfeed.shard used here. */
-#define Anum_shard_feed_id			1
-#define Anum_shard_shard			2
-#define Anum_shard_last				5
-#define Anum_shard_start			7
-
-/*
- * True while this backend's sweep updates cfeed.shard: the only writer
- * allowed to move last_change_sequence_number.
- */
-bool		cfeed_stamping = false;
-
 PG_FUNCTION_INFO_V1(cfeed_writer_xid);
 PG_FUNCTION_INFO_V1(cfeed_change_guard);
-PG_FUNCTION_INFO_V1(cfeed_shard_guard);
 
 /*
  * cfeed_writer_xid
@@ -100,7 +87,7 @@ check_writer_number(int32 feed_id, int32 shard, int64 number)
 {
 	CfeedShard	sh;
 
-	if (!cfeed_shard_fetch(feed_id, shard, NULL, &sh))
+	if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
 		return;
 	if (number <= sh.start_number)
 		return;
@@ -170,70 +157,4 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	}
 
 	PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, ncols, cols, values, nulls));
-}
-
-/*
- * cfeed_shard_guard
- *		BEFORE INSERT on cfeed.shard: records the start value.
- *		BEFORE UPDATE on cfeed.shard, when the numbering columns change:
- *		refuses unless this backend is stamping.
- */
-Datum
-cfeed_shard_guard(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._shard_guard()");
-	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
-	HeapTuple	tuple;
-	bool		isnull;
-	int32		feed_id;
-	int32		shard;
-	int64		last;
-
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-	{
-		HeapTuple	oldtup = trigdata->tg_trigtuple;
-		bool		start_changed;
-		bool		oldnull;
-		Datum		olds;
-		Datum		news;
-
-		tuple = trigdata->tg_newtuple;
-		feed_id = DatumGetInt32(heap_getattr(oldtup, Anum_shard_feed_id, desc, &isnull));
-		shard = DatumGetInt32(heap_getattr(oldtup, Anum_shard_shard, desc, &isnull));
-		olds = heap_getattr(oldtup, Anum_shard_start, desc, &oldnull);
-		news = heap_getattr(tuple, Anum_shard_start, desc, &isnull);
-		start_changed = (oldnull != isnull) ||
-			(!isnull && DatumGetInt64(olds) != DatumGetInt64(news));
-
-		if (start_changed || !cfeed_stamping)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the numbering of shard %d of feed %d cannot be changed", shard, feed_id),
-					 errdetail("last_change_sequence_number is maintained by the sweeper and start_sequence_number is fixed when the shard is created."),
-					 errhint("Update only sweep_group or longpoll of a shard.")));
-		PG_RETURN_POINTER(tuple);
-	}
-
-	tuple = trigdata->tg_trigtuple;
-	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_shard_feed_id, desc, &isnull));
-	shard = DatumGetInt32(heap_getattr(tuple, Anum_shard_shard, desc, &isnull));
-	last = DatumGetInt64(heap_getattr(tuple, Anum_shard_last, desc, &isnull));
-	{
-		Datum		startd = heap_getattr(tuple, Anum_shard_start, desc, &isnull);
-		int			col = Anum_shard_start;
-		Datum		value = Int64GetDatum(last);
-		bool		null = false;
-
-		if (!isnull)
-		{
-			if (DatumGetInt64(startd) > last)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("start_sequence_number of shard %d of feed %d is above its last_change_sequence_number",
-								shard, feed_id),
-						 errhint("Leave start_sequence_number out: it is set from last_change_sequence_number.")));
-			PG_RETURN_POINTER(tuple);
-		}
-		PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, 1, &col, &value, &null));
-	}
 }

@@ -79,7 +79,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		long		remaining;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!cfeed_shard_fetch(feed_id, shard, NULL, &sh))
+		if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
@@ -341,7 +341,7 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	cfeed_check_select("change");
 
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, &sh))
+	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, true, &sh))
 		elog(ERROR, "shard %d of feed %d vanished", sh.shard, sh.feed_id);
 	heap = table_open(cfeed_relid("change"), AccessShareLock);
 	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
