@@ -278,6 +278,45 @@ stamped_before(Relation heap, Relation index, Snapshot snapshot,
 }
 
 /*
+ * history_cursor_at
+ *		cursor_at within backfilled history (numbers at or below the start
+ *		value, whose stamped_at need not increase): the highest number stamped
+ *		before `at`, else just below the lowest; the start value when all of it
+ *		was stamped before `at` (or there is none).
+ *		Scans the shard's history.
+ */
+static int64
+history_cursor_at(CfeedShard *sh, TimestampTz at)
+{
+	Oid			types[4] = {INT4OID, INT4OID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[4];
+	int64		cursor = sh->start_number;
+	bool		isnull;
+
+	values[0] = Int32GetDatum(sh->feed_id);
+	values[1] = Int32GetDatum(sh->shard);
+	values[2] = Int64GetDatum(sh->start_number);
+	values[3] = TimestampTzGetDatum(at);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(
+			"SELECT CASE WHEN COALESCE(pg_catalog.bool_and(stamped_at < $4), true) THEN $3 "
+			"ELSE COALESCE(pg_catalog.max(change_sequence_number) FILTER (WHERE stamped_at < $4), "
+			"pg_catalog.min(change_sequence_number) - 1) END FROM cfeed.change "
+			"WHERE feed_id = $1 AND shard = $2 AND change_sequence_number <= $3",
+			4, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed.cursor_at: history query failed");
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			cursor = DatumGetInt64(d);
+	}
+	SPI_finish();
+	return cursor;
+}
+
+/*
  * cfeed_cursor_at
  *		SQL: cfeed.cursor_at(feed_id, shard, at) returns bigint: the highest
  *		number stamped before `at` (binary search over the stamped range,
@@ -324,5 +363,8 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	index_close(index, AccessShareLock);
 	table_close(heap, AccessShareLock);
 	UnregisterSnapshot(snapshot);
+
+	if (lo == sh.start_number)
+		lo = history_cursor_at(&sh, at);
 	PG_RETURN_INT64(lo);
 }

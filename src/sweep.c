@@ -653,7 +653,7 @@ sweep_lock(int32 sweep_group, bool nowait)
  *		Stamp the committed changes of one sweep group, in the caller's
  *		transaction, which must be READ COMMITTED.  Waits for a concurrent
  *		sweep of the group to finish unless nowait, in which case it returns
- *		false without sweeping.  Fills *result (shards[] palloc'd in the
+ *		false without sweeping.  Runs as the extension's owner.  Fills *result (shards[] palloc'd in the
  *		caller's memory context).  The caller commits; the commit is forced
  *		synchronous.
  */
@@ -672,6 +672,8 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 	int			nshards = 0;
 	MemoryContext sweepcxt;
 	MemoryContext oldcxt;
+	Oid			save_userid;
+	int			save_sec_context;
 
 	memset(result, 0, sizeof(CfeedSweepResult));
 	cfeed_check_sweep_isolation();
@@ -679,6 +681,15 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 
 	if (!sweep_lock(sweep_group, nowait))
 		return false;
+
+	/*
+	 * Stamping is the extension owner's, whoever was granted EXECUTE on
+	 * sweep(): switch for the rest of the sweep (an error's abort restores
+	 * the caller).
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 
 	sweepcxt = AllocSetContextCreate(CurrentMemoryContext, "cfeed sweep",
 									 ALLOCSET_DEFAULT_SIZES);
@@ -789,6 +800,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 		}
 	}
 	MemoryContextDelete(sweepcxt);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 	return true;
 }
 
