@@ -32,6 +32,9 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# After the include: Makefile.global resets PROVE_FLAGS.
+PROVE_FLAGS += -I ./test/t
+
 # The `cfeed` command (src/client) has its own Makefile: PGXS builds one
 # MODULE_big or one PROGRAM per Makefile, not both.
 all: client
