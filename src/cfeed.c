@@ -22,6 +22,7 @@ bool		cfeed_enable_sweeper = true;
 int			cfeed_launcher_interval = 1000;
 int			cfeed_fallback_interval = 1000;
 int			cfeed_poll_interval = 10;
+int			cfeed_retention_interval = 10000;
 
 void		_PG_init(void);
 
@@ -59,6 +60,13 @@ _PG_init(void)
 							"Commits that record changes wake the sweeper at once; this covers writes that bypass that (e.g. logical replication apply).",
 							&cfeed_fallback_interval,
 							1000, 10, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.retention_interval",
+							"Sets how often the background sweeper deletes changes older than their feed's retention.",
+							"Each pass deletes at most 10000 changes, never a shard's head nor changes a consumer group has not read.",
+							&cfeed_retention_interval,
+							10000, 100, 86400000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cfeed.poll_interval",

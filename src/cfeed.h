@@ -64,6 +64,7 @@ extern bool cfeed_enable_sweeper;
 extern int	cfeed_launcher_interval;
 extern int	cfeed_fallback_interval;
 extern int	cfeed_poll_interval;
+extern int	cfeed_retention_interval;
 
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);

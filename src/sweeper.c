@@ -12,7 +12,8 @@
  *	 extension still exists (exit 0 if not), the group-0 sweeper refreshes
  *	 the database's list of sweep groups for the launcher, sweep the group
  *	 without waiting for another sweeper of it -> commit -> loop again at
- *	 once if the sweep filled a batch.
+ *	 once if the sweep filled a batch.  The group-0 sweeper also applies
+ *	 feeds' retention every cfeed.retention_interval, in its own transaction.
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
  * caught: the transaction is aborted, the message kept for cfeed.sweepers,
@@ -53,6 +54,7 @@ static CfeedWorkerSlot *my_slot = NULL;
 #define CFEED_REFRESH_MS		1000
 
 static TimestampTz last_refresh = 0;
+static TimestampTz last_retention = 0;
 static Oid	owner_oid = InvalidOid;
 
 /*
@@ -259,6 +261,41 @@ sweep_pass(Oid dboid, int32 sweep_group)
 }
 
 /*
+ * retention_pass
+ *		Group-0 sweeper, every cfeed.retention_interval: one bounded
+ *		retention pass (cfeed._apply_retention) in its own transaction, as the
+ *		extension's owner, so deletes never hold up a stamp.
+ */
+static void
+retention_pass(void)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+
+	if (!TimestampDifferenceExceeds(last_retention, GetCurrentTimestamp(),
+									cfeed_retention_interval))
+		return;
+	last_retention = GetCurrentTimestamp();
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	pgstat_report_activity(STATE_RUNNING, "applying retention");
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT cfeed._apply_retention()", false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed sweeper: retention pass failed");
+	SPI_finish();
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/*
  * cfeed_sweeper_main
  *		Entry point of a sweeper; main_arg is the database OID, bgw_extra the
  *		sweep group.
@@ -300,6 +337,8 @@ cfeed_sweeper_main(Datum main_arg)
 		PG_TRY();
 		{
 			stamped = sweep_pass(dboid, sweep_group);
+			if (sweep_group == 0 && stamped < cfeed_sweep_batch_size)
+				retention_pass();
 		}
 		PG_CATCH();
 		{

@@ -61,6 +61,25 @@ pass('sweep group 7 has its own sweeper');
 $node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(2, 0)');
 ok(wait_all_stamped($node, 'app'), 'group 7 change stamped');
 
+# Retention: the worker deletes stamped changes older than the feed's
+# retention, never the shard's head row.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET cfeed.retention_interval = '200ms'});
+$node->reload;
+$node->safe_psql('postgres', 'CREATE DATABASE ret');
+$node->safe_psql('ret', q{
+	CREATE EXTENSION cfeed;
+	SELECT cfeed.create_feed('short', 1);
+	UPDATE cfeed.feed SET retention = '1 second';
+	SELECT cfeed.publish(1, 0) FROM generate_series(1, 5);
+});
+ok($node->poll_query_until('ret', q{
+	SELECT count(*) = 1 AND min(change_sequence_number) = 2000000000000005 FROM cfeed.change}),
+	'retention deleted all but the head row');
+is($node->safe_psql('ret', 'SELECT cfeed.head(1, 0)'), '2000000000000005', 'the head is kept');
+$node->safe_psql('postgres', 'DROP DATABASE ret');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.retention_interval');
+$node->reload;
+
 # Idle: a sweeper that has nothing to do writes no WAL.
 my $idle_ok = 0;
 for my $try (1 .. 3)

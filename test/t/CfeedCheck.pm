@@ -55,7 +55,7 @@ sub check_invariants
 		  FROM cfeed.shard s
 		  LEFT JOIN cfeed.change c ON c.feed_id = s.feed_id AND c.shard = s.shard
 		       AND c.change_sequence_number > s.start_sequence_number
-		  GROUP BY s.feed_id, s.shard) x
+		  GROUP BY s.feed_id, s.shard, s.start_sequence_number, s.last_change_sequence_number) x
 		WHERE n <> nd OR lo <> st + 1 OR hi <> st + n OR last <> hi});
 	is($gaps, '0', "$label: every shard is gapless and its last number is its highest");
 	my $mismatch = $node->safe_psql($db, q{
