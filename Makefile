@@ -11,7 +11,8 @@ OBJS = \
 	src/read.o \
 	src/shmem.o \
 	src/launcher.o \
-	src/sweeper.o
+	src/sweeper.o \
+	src/track.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 
