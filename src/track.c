@@ -828,10 +828,12 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRIGGER " ON %s", qname), SPI_OK_UTILITY);
-	spi_run(psprintf("DROP TRIGGER IF EXISTS " CFEED_TRACK_ID_TRIGGER " ON %s", qname),
-			SPI_OK_UTILITY);
-	spi_run(psprintf("DROP TRIGGER IF EXISTS " CFEED_TRACK_TRUNCATE " ON %s", qname),
-			SPI_OK_UTILITY);
+	if (OidIsValid(get_trigger_oid(relid, CFEED_TRACK_ID_TRIGGER, true)))
+		spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_ID_TRIGGER " ON %s", qname),
+				SPI_OK_UTILITY);
+	if (OidIsValid(get_trigger_oid(relid, CFEED_TRACK_TRUNCATE, true)))
+		spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRUNCATE " ON %s", qname),
+				SPI_OK_UTILITY);
 	foreach(lc, parts)
 	{
 		Oid			part = lfirst_oid(lc);
@@ -1041,9 +1043,10 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
 	rel = table_open(cfeed_relid("change"), AccessShareLock);
+	/* Heap attribute numbers of cfeed.change: feed_id, shard, change_sequence_number. */
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], 3, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(start));
+	ScanKeyInit(&keys[2], 4, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(start));
 	scan = systable_beginscan(rel, cfeed_relid("change_sequence_idx"), true, snapshot, 3, keys);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
