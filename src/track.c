@@ -11,8 +11,9 @@
  *
  *	 cfeed_track			AFTER INSERT OR UPDATE OR DELETE, FOR EACH ROW,
  *							cfeed._track_row('<feed_id>', '<key>')
- *	 cfeed_track_change_id	BEFORE INSERT OR UPDATE, FOR EACH ROW, only when
- *							tbl has a bigint column change_id: sets it
+ *	 cfeed_track_change_id	BEFORE INSERT OR UPDATE OR DELETE, FOR EACH ROW,
+ *							only when tbl has a bigint column change_id: sets
+ *							it (and draws a DELETE's change_id, see below)
  *	 cfeed_track_truncate	BEFORE TRUNCATE, FOR EACH STATEMENT, on tbl and
  *							each of its partitions: refuses TRUNCATE
  *
@@ -122,10 +123,23 @@ typedef struct CfeedTrackRel
 	CfeedTrackKey key;
 } CfeedTrackRel;
 
-/* A key-changing UPDATE's delete change_id, by the update's change_id. */
+/*
+ * A change_id drawn by the BEFORE trigger for a delete that the AFTER trigger
+ * publishes: a key-changing UPDATE's tombstone (by the update's change_id),
+ * or a DELETE of a row (by relation and tid; a row moved to another partition
+ * is deleted there, then inserted with a change_id its BEFORE INSERT trigger
+ * draws, so the delete's must be drawn first).
+ */
+typedef struct CfeedPendingKey
+{
+	int64		update_id;		/* 0 for a DELETE */
+	Oid			relid;			/* InvalidOid for an UPDATE */
+	ItemPointerData tid;
+} CfeedPendingKey;
+
 typedef struct CfeedKeyChange
 {
-	int64		update_id;
+	CfeedPendingKey key;
 	int64		delete_id;
 } CfeedKeyChange;
 
@@ -375,13 +389,27 @@ track_rel_get(Relation rel, Trigger *trig)
 }
 
 /*
- * keychange_remember / keychange_take
- *		The per-transaction map from a key-changing UPDATE's change_id (set
- *		in the row by the BEFORE trigger) to the change_id drawn before it for
- *		the old key's tombstone.  take() returns 0 when there is none.
+ * pending_key / keychange_remember / keychange_take
+ *		The per-transaction map of delete change_ids drawn by the BEFORE
+ *		trigger (CfeedPendingKey).  take() returns 0 when there is none;
+ *		remember() overwrites, so an entry left by a rolled-back
+ *		subtransaction is replaced by the next BEFORE trigger for that row.
  */
+static CfeedPendingKey
+pending_key(int64 update_id, Oid relid, ItemPointer tid)
+{
+	CfeedPendingKey k;
+
+	memset(&k, 0, sizeof(k));
+	k.update_id = update_id;
+	k.relid = relid;
+	if (tid)
+		ItemPointerCopy(tid, &k.tid);
+	return k;
+}
+
 static void
-keychange_remember(int64 update_id, int64 delete_id)
+keychange_remember(CfeedPendingKey key, int64 delete_id)
 {
 	CfeedKeyChange *e;
 
@@ -389,19 +417,19 @@ keychange_remember(int64 update_id, int64 delete_id)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(int64);
+		ctl.keysize = sizeof(CfeedPendingKey);
 		ctl.entrysize = sizeof(CfeedKeyChange);
 		ctl.hcxt = TopTransactionContext;
-		keychange_map = hash_create("cfeed key changes", 64, &ctl,
+		keychange_map = hash_create("cfeed pending deletes", 64, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 		keychange_lxid = MyProc->lxid;
 	}
-	e = (CfeedKeyChange *) hash_search(keychange_map, &update_id, HASH_ENTER, NULL);
+	e = (CfeedKeyChange *) hash_search(keychange_map, &key, HASH_ENTER, NULL);
 	e->delete_id = delete_id;
 }
 
 static int64
-keychange_take(int64 update_id)
+keychange_take(CfeedPendingKey key)
 {
 	CfeedKeyChange *e;
 	bool		found;
@@ -409,11 +437,11 @@ keychange_take(int64 update_id)
 
 	if (keychange_map == NULL || keychange_lxid != MyProc->lxid)
 		return 0;
-	e = (CfeedKeyChange *) hash_search(keychange_map, &update_id, HASH_FIND, &found);
+	e = (CfeedKeyChange *) hash_search(keychange_map, &key, HASH_FIND, &found);
 	if (!found)
 		return 0;
 	id = e->delete_id;
-	hash_search(keychange_map, &update_id, HASH_REMOVE, NULL);
+	hash_search(keychange_map, &key, HASH_REMOVE, NULL);
 	return id;
 }
 
@@ -514,9 +542,13 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
 		HeapTuple	tuple = trigdata->tg_trigtuple;
+		int64		id = 0;
 
-		publish_row(tr, row_shard(tr, tuple, desc, NULL),
-					nextval_internal(tr->seqoid, true), "delete", tuple, desc);
+		if (tr->change_id_att != 0)
+			id = keychange_take(pending_key(0, RelationGetRelid(rel), &tuple->t_self));
+		if (id == 0)
+			id = nextval_internal(tr->seqoid, true);
+		publish_row(tr, row_shard(tr, tuple, desc, NULL), id, "delete", tuple, desc);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
 	{
@@ -531,7 +563,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 		if (strcmp(oldkey, newkey) != 0)
 		{
 			/* The old key's tombstone first, with the lower change_id. */
-			int64		delete_id = (id != 0) ? keychange_take(id) : 0;
+			int64		delete_id = (id != 0) ? keychange_take(pending_key(id, InvalidOid, NULL)) : 0;
 
 			if (delete_id == 0)
 				delete_id = nextval_internal(tr->seqoid, true);
@@ -550,9 +582,9 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_track_change_id
- *		BEFORE INSERT OR UPDATE ... FOR EACH ROW on a tracked table with a
- *		change_id column: draws the change's change_id and stores it in the
- *		row.  For an UPDATE that changes the key it first draws the old key's
+ *		BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW on a tracked table
+ *		with a change_id column: draws the change's change_id and stores it in
+ *		the row (for a DELETE, remembers it for the AFTER trigger).  For an UPDATE that changes the key it first draws the old key's
  *		tombstone's change_id.  Returns the row to write.
  */
 Datum
@@ -571,11 +603,10 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 
 	if (!CALLED_AS_TRIGGER(fcinfo) ||
 		!TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
-		TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function cfeed._track_change_id() must be fired as a BEFORE INSERT OR UPDATE ROW trigger")));
+				 errmsg("function cfeed._track_change_id() must be fired as a BEFORE ROW trigger")));
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
 	newtup = TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event)
@@ -592,6 +623,14 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 	if (tr->tracked == backfill_relid || tr->change_id_att == 0)
 		return PointerGetDatum(newtup);
 
+	/* A DELETE: draw its change_id now, before a moved row's INSERT draws one. */
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+	{
+		keychange_remember(pending_key(0, RelationGetRelid(rel), &newtup->t_self),
+						   nextval_internal(tr->seqoid, true));
+		return PointerGetDatum(newtup);
+	}
+
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
 		char	   *oldkey;
@@ -604,7 +643,7 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 	}
 	id = nextval_internal(tr->seqoid, true);
 	if (delete_id != 0)
-		keychange_remember(id, delete_id);
+		keychange_remember(pending_key(id, InvalidOid, NULL), delete_id);
 
 	col = tr->change_id_att;
 	value = Int64GetDatum(id);
@@ -740,6 +779,13 @@ cfeed_track(PG_FUNCTION_ARGS)
 		char	   *given = text_to_cstring(PG_GETARG_TEXT_PP(2));
 		int			i;
 
+		if (given[strspn(given, " \t\n\r")] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("key must name at least one column of table \"%s\"",
+							RelationGetRelationName(rel)),
+					 errhint("Pass key => NULL to use the primary key.")));
+
 		resolve_key(rel, given, &key, CurrentMemoryContext);
 		for (i = 0; i < key.nkeys; i++)
 		{
@@ -773,7 +819,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 			SPI_OK_UTILITY);
 	if (cid_att > 0)
 		spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_ID_TRIGGER
-						 " BEFORE INSERT OR UPDATE ON %s FOR EACH ROW"
+						 " BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
 						 " EXECUTE FUNCTION cfeed._track_change_id(%s)", qname, args),
 				SPI_OK_UTILITY);
 	spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_TRUNCATE
