@@ -19,7 +19,7 @@ DATA = $(wildcard src/sql/cfeed--*.sql)
 REGRESS = catalogs publish sweep read errors security track
 REGRESS_OPTS = --inputdir=. --temp-instance=tmp_regress --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
-ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation
+ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation track_same_key
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_iso --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
 TAP_TESTS = 1
