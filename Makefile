@@ -19,7 +19,7 @@ DATA = $(wildcard src/sql/cfeed--*.sql)
 REGRESS = catalogs publish sweep read errors security track
 REGRESS_OPTS = --inputdir=. --temp-instance=tmp_regress --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
-ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation track_same_key
+ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation sweep_notify track_same_key
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_iso --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
 TAP_TESTS = 1
@@ -32,3 +32,19 @@ EXTRA_CLEAN = tmp_check tmp_regress tmp_iso output_iso results regression.diffs 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# After the include: Makefile.global resets PROVE_FLAGS.
+PROVE_FLAGS += -I ./test/t
+
+# The `cfeed` command (src/client) has its own Makefile: PGXS builds one
+# MODULE_big or one PROGRAM per Makefile, not both.
+all: client
+client:
+	$(MAKE) -C src/client
+install: install-client
+install-client: client
+	$(MAKE) -C src/client install
+clean: clean-client
+clean-client:
+	$(MAKE) -C src/client clean
+.PHONY: client install-client clean-client

@@ -30,13 +30,17 @@
 
 #include "cfeed.h"
 
-/* Attribute numbers of cfeed.shard, fixed by the install script. */
+/* Attribute numbers of cfeed.shard_config, fixed by the install script. */
 #define Anum_shard_feed_id			1
 #define Anum_shard_shard			2
 #define Anum_shard_sweep_group		3
 #define Anum_shard_longpoll			4
-#define Anum_shard_last				5
-#define Anum_shard_start			7
+#define Anum_shard_start			5
+
+/* Attribute numbers of cfeed.change used here. */
+#define Anum_change_feed_id			1
+#define Anum_change_shard			2
+#define Anum_change_sequence		4
 
 /*
  * cfeed_schema_oid
@@ -101,12 +105,56 @@ cfeed_extension_owner(void)
 }
 
 /*
+ * cfeed_shard_head
+ *		The shard's head as of the snapshot: its highest stamped number above
+ *		the start value, or the start value (one backward probe of
+ *		change_sequence_idx, whose high end never holds dead entries: stamped
+ *		rows are not updated, and retention never deletes the head).
+ */
+int64
+cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number, Snapshot snapshot)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData keys[3];
+	HeapTuple	tup;
+	int64		head = start_number;
+
+	rel = table_open(cfeed_relid("change"), AccessShareLock);
+	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(shard));
+	ScanKeyInit(&keys[2], Anum_change_sequence, BTGreaterStrategyNumber,
+				F_INT8GT, Int64GetDatum(start_number));
+	{
+		Relation	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
+
+		scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
+		tup = systable_getnext_ordered(scan, BackwardScanDirection);
+		if (HeapTupleIsValid(tup))
+		{
+			bool		isnull;
+
+			head = DatumGetInt64(heap_getattr(tup, Anum_change_sequence,
+											  RelationGetDescr(rel), &isnull));
+		}
+		systable_endscan_ordered(scan);
+		index_close(index, AccessShareLock);
+	}
+	table_close(rel, AccessShareLock);
+	return head;
+}
+
+/*
  * cfeed_shard_fetch
- *		Read the row of one shard as of the given snapshot (a fresh one when
- *		NULL).  Returns false when there is no such shard.  No privilege check.
+ *		Read one shard's configuration, and with with_head its head, as of the
+ *		given snapshot (a fresh one when NULL).  Returns false when there is
+ *		no such shard.  No privilege check.
  */
 bool
-cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, CfeedShard *out)
+cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
+				  CfeedShard *out)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -118,32 +166,32 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, CfeedShard *out
 	if (own_snapshot)
 		snapshot = RegisterSnapshot(GetLatestSnapshot());
 
-	rel = table_open(cfeed_relid("shard"), AccessShareLock);
+	rel = table_open(cfeed_relid("shard_config"), AccessShareLock);
 	ScanKeyInit(&keys[0], Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], Anum_shard_shard, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(shard));
-	scan = systable_beginscan(rel, cfeed_relid("shard_pkey"), true,
+	scan = systable_beginscan(rel, cfeed_relid("shard_config_pkey"), true,
 							  snapshot, 2, keys);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
 		bool		isnull;
-		Datum		d;
 
 		found = true;
 		out->feed_id = feed_id;
 		out->shard = shard;
 		out->sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group, desc, &isnull));
 		out->longpoll = DatumGetBool(heap_getattr(tup, Anum_shard_longpoll, desc, &isnull));
-		out->last_number = DatumGetInt64(heap_getattr(tup, Anum_shard_last, desc, &isnull));
-		d = heap_getattr(tup, Anum_shard_start, desc, &isnull);
-		out->start_number = isnull ? out->last_number : DatumGetInt64(d);
+		out->start_number = DatumGetInt64(heap_getattr(tup, Anum_shard_start, desc, &isnull));
+		out->last_number = out->start_number;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
+	if (found && with_head)
+		out->last_number = cfeed_shard_head(feed_id, shard, out->start_number, snapshot);
 	if (own_snapshot)
 		UnregisterSnapshot(snapshot);
 	return found;
@@ -176,7 +224,8 @@ feed_exists(int32 feed_id)
  * cfeed_shard_get
  *		Like cfeed_shard_fetch with a fresh snapshot, but raises 42704 naming
  *		the missing feed or shard.  With check_select, the caller must also
- *		have SELECT on cfeed.shard (the function returns its data).
+ *		have SELECT on cfeed.shard (the function returns its data), and the
+ *		head is read too.
  */
 void
 cfeed_shard_get(int32 feed_id, int32 shard, bool check_select, CfeedShard *out)
@@ -184,7 +233,7 @@ cfeed_shard_get(int32 feed_id, int32 shard, bool check_select, CfeedShard *out)
 	if (check_select)
 		cfeed_check_select("shard");
 
-	if (cfeed_shard_fetch(feed_id, shard, NULL, out))
+	if (cfeed_shard_fetch(feed_id, shard, NULL, check_select, out))
 		return;
 
 	if (!feed_exists(feed_id))
@@ -214,10 +263,10 @@ cfeed_feed_shard_count(int32 feed_id)
 	int32		max_shard = -1;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
-	rel = table_open(cfeed_relid("shard"), AccessShareLock);
+	rel = table_open(cfeed_relid("shard_config"), AccessShareLock);
 	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
-	scan = systable_beginscan(rel, cfeed_relid("shard_pkey"), true, snapshot, 1, &key);
+	scan = systable_beginscan(rel, cfeed_relid("shard_config_pkey"), true, snapshot, 1, &key);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;

@@ -40,13 +40,6 @@ _PG_init(void)
 							100000, 1, 10000000,
 							PGC_SUSET, 0,
 							NULL, NULL, NULL);
-	DefineCustomIntVariable("cfeed.max_workers",
-							"Sets the most background sweepers, all databases and sweep groups together.",
-							"Each (database, sweep group) gets one; each takes a slot of max_worker_processes.",
-							&cfeed_max_workers,
-							8, 1, 1024,
-							PGC_POSTMASTER, 0,
-							NULL, NULL, NULL);
 	DefineCustomBoolVariable("cfeed.enable_sweeper",
 							 "Starts background sweepers for every database that has cfeed.",
 							 "When off, no new sweepers are started; sweep with cfeed.sweep() or cfeed.sweep_loop().",
@@ -76,14 +69,25 @@ _PG_init(void)
 							PGC_USERSET, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
-	MarkGUCPrefixReserved("cfeed");
-
+	/*
+	 * PGC_POSTMASTER settings can only be defined while the postmaster loads
+	 * the library; without the preload there is no sweeper to size.
+	 */
 	if (process_shared_preload_libraries_in_progress)
 	{
+		DefineCustomIntVariable("cfeed.max_workers",
+								"Sets the most background sweepers, all databases and sweep groups together.",
+								"Each (database, sweep group) gets one; each takes a slot of max_worker_processes.",
+								&cfeed_max_workers,
+								8, 1, 1024,
+								PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
 		cfeed_shmem_init();
 		cfeed_launcher_register();
 		cfeed_utility_hook_init();
 	}
+
+	MarkGUCPrefixReserved("cfeed");
 }
 
 /*

@@ -31,7 +31,7 @@ typedef struct CfeedShard
 	int32		shard;
 	int32		sweep_group;
 	bool		longpoll;
-	int64		last_number;	/* last_change_sequence_number */
+	int64		last_number;	/* head: last_change_sequence_number */
 	int64		start_number;	/* start_sequence_number */
 } CfeedShard;
 
@@ -69,15 +69,14 @@ extern int	cfeed_poll_interval;
 extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);
 extern Oid	cfeed_extension_owner(void);
+extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number,
+							  Snapshot snapshot);
 extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
-							  CfeedShard *out);
+							  bool with_head, CfeedShard *out);
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 							CfeedShard *out);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
 extern void cfeed_check_select(const char *relname);
-
-/* guard.c */
-extern bool cfeed_stamping;
 
 /* sweep.c */
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait,

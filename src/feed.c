@@ -121,11 +121,24 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 	spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
 			 2, types, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[0];
+		int32		old_id = DatumGetInt32(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		char	   *old_name = SPI_getvalue(tup, SPI_tuptable->tupdesc, 2);
+
+		/* name the feed that is in the way, not the one we meant to create */
+		if (strcmp(old_name, name) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("feed \"%s\" already exists", name),
+					 errdetail("Feed %d has that name; feed names are unique.", old_id),
+					 errhint("Choose another name.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
-				 errmsg("feed %d \"%s\" already exists", feed_id, name),
-				 errdetail("Feed ids and names are unique."),
-				 errhint("Choose another name or feed_id.")));
+				 errmsg("feed %d already exists", feed_id),
+				 errdetail("Feed %d is named \"%s\"; feed ids are unique.", old_id, old_name),
+				 errhint("Choose another feed_id, or leave it null to take the next free one.")));
+	}
 
 	if (PG_ARGISNULL(5))
 		nulls[2] = 'n';

@@ -2,7 +2,7 @@
  *
  * guard.c
  *	  The write path's guards: the default of cfeed.change.writer_xid, and
- *	  the triggers that keep sequence numbers in the sweeper's hands.
+ *	  the trigger that keeps sequence numbers in the sweeper's hands.
  *
  *	  The common insert (sequence number and stamped_at left null, writer_xid
  *	  left to its default) fires no trigger at all: the trigger's WHEN clause
@@ -41,21 +41,8 @@
 #define Anum_change_stamped_at		5
 #define Anum_change_writer_xid		7
 
-/* Attribute numbers of cfeed.shard used here. */
-#define Anum_shard_feed_id			1
-#define Anum_shard_shard			2
-#define Anum_shard_last				5
-#define Anum_shard_start			7
-
-/*
- * True while this backend's sweep updates cfeed.shard: the only writer
- * allowed to move last_change_sequence_number.
- */
-bool		cfeed_stamping = false;
-
 PG_FUNCTION_INFO_V1(cfeed_writer_xid);
 PG_FUNCTION_INFO_V1(cfeed_change_guard);
-PG_FUNCTION_INFO_V1(cfeed_shard_guard);
 
 /*
  * cfeed_writer_xid
@@ -90,6 +77,34 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
 }
 
 /*
+ * check_writer_number
+ *		Refuse (22023) a writer-set sequence number outside what SPEC §2
+ *		allows; see the file header.  A missing shard is left to the foreign
+ *		key, which reports it at the same INSERT.
+ */
+static void
+check_writer_number(int32 feed_id, int32 shard, int64 number)
+{
+	CfeedShard	sh;
+
+	if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
+		return;
+	if (number <= sh.start_number)
+		return;
+	if (number <= sh.last_number &&
+		has_privs_of_role(GetUserId(), cfeed_extension_owner()))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("change_sequence_number " INT64_FORMAT " is outside the migration range of shard %d of feed %d",
+					number, shard, feed_id),
+			 errdetail("Numbers above the shard's start value " INT64_FORMAT " are assigned by the sweeper.",
+					   sh.start_number),
+			 errhint("Leave change_sequence_number null, or backfill history at numbers at or below " INT64_FORMAT ".",
+					 sh.start_number)));
+}
+
+/*
  * cfeed_change_guard
  *		BEFORE INSERT on cfeed.change, for rows that set change_sequence_number,
  *		stamped_at or writer_xid.  Returns the row to insert, with writer_xid
@@ -100,13 +115,14 @@ Datum
 cfeed_change_guard(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_guard()");
-	Relation	rel = trigdata->tg_relation;
-	TupleDesc	desc = RelationGetDescr(rel);
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	tuple = trigdata->tg_trigtuple;
 	bool		isnull;
+	bool		number_null;
 	bool		stamped_null;
 	int32		feed_id;
 	int32		shard;
+	Datum		number;
 	int			cols[2];
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -117,44 +133,22 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 
 	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_change_feed_id, desc, &isnull));
 	shard = DatumGetInt32(heap_getattr(tuple, Anum_change_shard, desc, &isnull));
+	number = heap_getattr(tuple, Anum_change_sequence, desc, &number_null);
 	(void) heap_getattr(tuple, Anum_change_stamped_at, desc, &stamped_null);
 
 	cols[ncols] = Anum_change_writer_xid;
 	values[ncols++] = FullTransactionIdGetDatum(GetTopFullTransactionId());
 
+	if (number_null && !stamped_null)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stamped_at of a change for shard %d of feed %d must be null",
+						shard, feed_id),
+				 errdetail("The sweeper sets stamped_at when it stamps the change."),
+				 errhint("Leave stamped_at out of the INSERT.")));
+	if (!number_null)
 	{
-		Datum		seqd = heap_getattr(tuple, Anum_change_sequence, desc, &isnull);
-		CfeedShard	sh;
-		int64		seq;
-
-		if (isnull)
-		{
-			if (!stamped_null)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("stamped_at of a change for shard %d of feed %d must be null",
-								shard, feed_id),
-						 errdetail("The sweeper sets stamped_at when it stamps the change."),
-						 errhint("Leave stamped_at out of the INSERT.")));
-			goto done;
-		}
-
-		seq = DatumGetInt64(seqd);
-		if (!cfeed_shard_fetch(feed_id, shard, NULL, &sh))
-			goto done;			/* the foreign key reports the missing shard */
-
-		if (seq > sh.start_number &&
-			!(seq <= sh.last_number &&
-			  has_privs_of_role(GetUserId(), cfeed_extension_owner())))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("change_sequence_number " INT64_FORMAT " is outside the migration range of shard %d of feed %d",
-							seq, shard, feed_id),
-					 errdetail("Numbers above the shard's start value " INT64_FORMAT " are assigned by the sweeper.",
-							   sh.start_number),
-					 errhint("Leave change_sequence_number null, or backfill history at numbers at or below " INT64_FORMAT ".",
-							 sh.start_number)));
-
+		check_writer_number(feed_id, shard, DatumGetInt64(number));
 		if (stamped_null)
 		{
 			cols[ncols] = Anum_change_stamped_at;
@@ -162,72 +156,5 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 		}
 	}
 
-done:
 	PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, ncols, cols, values, nulls));
-}
-
-/*
- * cfeed_shard_guard
- *		BEFORE INSERT on cfeed.shard: records the start value.
- *		BEFORE UPDATE on cfeed.shard, when the numbering columns change:
- *		refuses unless this backend is stamping.
- */
-Datum
-cfeed_shard_guard(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._shard_guard()");
-	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
-	HeapTuple	tuple;
-	bool		isnull;
-	int32		feed_id;
-	int32		shard;
-	int64		last;
-
-	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-	{
-		HeapTuple	oldtup = trigdata->tg_trigtuple;
-		bool		start_changed;
-		bool		oldnull;
-		Datum		olds;
-		Datum		news;
-
-		tuple = trigdata->tg_newtuple;
-		feed_id = DatumGetInt32(heap_getattr(oldtup, Anum_shard_feed_id, desc, &isnull));
-		shard = DatumGetInt32(heap_getattr(oldtup, Anum_shard_shard, desc, &isnull));
-		olds = heap_getattr(oldtup, Anum_shard_start, desc, &oldnull);
-		news = heap_getattr(tuple, Anum_shard_start, desc, &isnull);
-		start_changed = (oldnull != isnull) ||
-			(!isnull && DatumGetInt64(olds) != DatumGetInt64(news));
-
-		if (start_changed || !cfeed_stamping)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the numbering of shard %d of feed %d cannot be changed", shard, feed_id),
-					 errdetail("last_change_sequence_number is maintained by the sweeper and start_sequence_number is fixed when the shard is created."),
-					 errhint("Update only sweep_group or longpoll of a shard.")));
-		PG_RETURN_POINTER(tuple);
-	}
-
-	tuple = trigdata->tg_trigtuple;
-	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_shard_feed_id, desc, &isnull));
-	shard = DatumGetInt32(heap_getattr(tuple, Anum_shard_shard, desc, &isnull));
-	last = DatumGetInt64(heap_getattr(tuple, Anum_shard_last, desc, &isnull));
-	{
-		Datum		startd = heap_getattr(tuple, Anum_shard_start, desc, &isnull);
-		int			col = Anum_shard_start;
-		Datum		value = Int64GetDatum(last);
-		bool		null = false;
-
-		if (!isnull)
-		{
-			if (DatumGetInt64(startd) > last)
-				ereport(ERROR,
-						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-						 errmsg("start_sequence_number of shard %d of feed %d is above its last_change_sequence_number",
-								shard, feed_id),
-						 errhint("Leave start_sequence_number out: it is set from last_change_sequence_number.")));
-			PG_RETURN_POINTER(tuple);
-		}
-		PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, 1, &col, &value, &null));
-	}
 }

@@ -79,7 +79,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		long		remaining;
 
 		CHECK_FOR_INTERRUPTS();
-		if (!cfeed_shard_fetch(feed_id, shard, NULL, &sh))
+		if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
@@ -278,6 +278,45 @@ stamped_before(Relation heap, Relation index, Snapshot snapshot,
 }
 
 /*
+ * history_cursor_at
+ *		cursor_at within backfilled history (numbers at or below the start
+ *		value, whose stamped_at need not increase): the highest number stamped
+ *		before `at`, else just below the lowest; the start value when all of it
+ *		was stamped before `at` (or there is none).
+ *		Scans the shard's history.
+ */
+static int64
+history_cursor_at(CfeedShard *sh, TimestampTz at)
+{
+	Oid			types[4] = {INT4OID, INT4OID, INT8OID, TIMESTAMPTZOID};
+	Datum		values[4];
+	int64		cursor = sh->start_number;
+	bool		isnull;
+
+	values[0] = Int32GetDatum(sh->feed_id);
+	values[1] = Int32GetDatum(sh->shard);
+	values[2] = Int64GetDatum(sh->start_number);
+	values[3] = TimestampTzGetDatum(at);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(
+			"SELECT CASE WHEN COALESCE(pg_catalog.bool_and(stamped_at < $4), true) THEN $3 "
+			"ELSE COALESCE(pg_catalog.max(change_sequence_number) FILTER (WHERE stamped_at < $4), "
+			"pg_catalog.min(change_sequence_number) - 1) END FROM cfeed.change "
+			"WHERE feed_id = $1 AND shard = $2 AND change_sequence_number <= $3",
+			4, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed.cursor_at: history query failed");
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			cursor = DatumGetInt64(d);
+	}
+	SPI_finish();
+	return cursor;
+}
+
+/*
  * cfeed_cursor_at
  *		SQL: cfeed.cursor_at(feed_id, shard, at) returns bigint: the highest
  *		number stamped before `at` (binary search over the stamped range,
@@ -302,7 +341,7 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	cfeed_check_select("change");
 
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, &sh))
+	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, true, &sh))
 		elog(ERROR, "shard %d of feed %d vanished", sh.shard, sh.feed_id);
 	heap = table_open(cfeed_relid("change"), AccessShareLock);
 	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
@@ -324,5 +363,8 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	index_close(index, AccessShareLock);
 	table_close(heap, AccessShareLock);
 	UnregisterSnapshot(snapshot);
+
+	if (lo == sh.start_number)
+		lo = history_cursor_at(&sh, at);
 	PG_RETURN_INT64(lo);
 }

@@ -49,10 +49,15 @@
  * -----------
  * Sweeps of one group are serialized by a transaction-level advisory lock
  * taken before the snapshot, so a sweep sees every stamp of the sweeps
- * before it.  That alone gives guarantees 1-5; for safety beyond it (a shard
- * moved to another group while both groups sweep) every update checks what
- * it read: the shard's last number must be unchanged and every change must
- * still be unstamped, or the sweep fails with 40001 and changes nothing.
+ * before it, and numbers each shard on from its head as of that snapshot.
+ * A shard's head is not stored anywhere: it is the highest stamped number,
+ * read by one backward probe of change_sequence_idx (see cfeed.shard), so no
+ * sweep updates a row that writers lock for their foreign-key checks, and
+ * nothing grows a version chain while the xmin horizon is held.  That gives
+ * guarantees 1-5; for safety beyond it (a shard moved to another group while
+ * both groups sweep) the unique change_sequence_idx refuses a number issued
+ * twice, and the update must touch every change it read as unstamped, or
+ * the sweep fails (23505 or 40001) and changes nothing.
  *
  * Within a sweep, changes are numbered per shard in change_id order.  When
  * more than cfeed.sweep_batch_size changes are pending, the sweep takes the
@@ -156,7 +161,6 @@ typedef struct ShardEntry
 } ShardEntry;
 
 static HTAB *watermarks = NULL;
-static SPIPlanPtr update_shards_plan = NULL;
 static SPIPlanPtr update_changes_plan = NULL;
 
 PG_FUNCTION_INFO_V1(cfeed_sweep);
@@ -449,42 +453,24 @@ propose_watermark(GroupWatermark *gw, Snapshot snapshot,
 }
 
 /*
- * prepare_plans
- *		The two set-based updates of a sweep, prepared once per backend.
+ * prepare_plan
+ *		The set-based update of a sweep, prepared once per backend.
  */
 static void
-prepare_plans(void)
+prepare_plan(void)
 {
-	if (update_shards_plan == NULL)
-	{
-		Oid			types[5] = {INT4ARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
-		INT8ARRAYOID, TIMESTAMPTZOID};
+	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
 
-		update_shards_plan = SPI_prepare(
-			"UPDATE cfeed.shard s SET last_change_sequence_number = u.new_last, "
-			"last_sweep_time = $5 "
-			"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), "
-			"pg_catalog.unnest($4)) AS u(feed_id, shard, old_last, new_last) "
-			"WHERE s.feed_id = u.feed_id AND s.shard = u.shard "
-			"AND s.last_change_sequence_number = u.old_last",
-			5, types);
-		if (update_shards_plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(update_shards_plan);
-	}
+	if (update_changes_plan != NULL)
+		return;
+	update_changes_plan = SPI_prepare(
+		"UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
+		"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+		"WHERE c.ctid = u.tid",
+		3, types);
 	if (update_changes_plan == NULL)
-	{
-		Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
-
-		update_changes_plan = SPI_prepare(
-			"UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
-			"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
-			"WHERE c.ctid = u.tid",
-			3, types);
-		if (update_changes_plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(update_changes_plan);
-	}
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	SPI_keepplan(update_changes_plan);
 }
 
 /*
@@ -525,12 +511,11 @@ execute_checked(SPIPlanPtr plan, Datum *args, uint64 expected, const char *what)
 
 /*
  * pin_plan_shapes
- *		Make the sweep's two updates plan as nested loops over the batch:
- *		TID scans into cfeed.change and index scans into cfeed.shard.  A
- *		hash or merge join would read the whole table (or the pending index
- *		with its dead entries) on every sweep, which is exactly the cost
- *		this design avoids.  The settings last until AtEOXact_GUC with the
- *		returned nest level.
+ *		Make the sweep's update plan as a nested loop of TID scans over the
+ *		batch.  A hash or merge join would read the whole table (or the
+ *		pending index with its dead entries) on every sweep, which is exactly
+ *		the cost this design avoids.  The settings last until AtEOXact_GUC
+ *		with the returned nest level.
  */
 static int
 pin_plan_shapes(void)
@@ -548,36 +533,20 @@ pin_plan_shapes(void)
 
 /*
  * stamp
- *		Write the numbers: shards first (their last numbers checked), then
- *		the changes (each checked to be still unstamped).
+ *		Write the numbers: one update of all the batch's changes, which must
+ *		touch each of them (a concurrent sweep would have made some invisible).
+ *		A number issued twice, by a concurrent sweep of another group after a
+ *		shard moved between groups, fails on change_sequence_idx.
  */
 static void
-stamp(HTAB *shards, int nshards, PendingChange *changes, int n, TimestampTz now)
+stamp(PendingChange *changes, int n, TimestampTz now)
 {
-	Datum	   *feed_ids = palloc(sizeof(Datum) * nshards);
-	Datum	   *shard_nos = palloc(sizeof(Datum) * nshards);
-	Datum	   *old_lasts = palloc(sizeof(Datum) * nshards);
-	Datum	   *new_lasts = palloc(sizeof(Datum) * nshards);
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
-	Datum		args[5];
-	HASH_SEQ_STATUS status;
-	ShardEntry *e;
-	int			i = 0;
+	Datum		args[3];
+	int			i;
 	int			nestlevel;
 
-	hash_seq_init(&status, shards);
-	while ((e = hash_seq_search(&status)) != NULL)
-	{
-		if (e->count == 0)
-			continue;
-		feed_ids[i] = Int32GetDatum(e->shard.feed_id);
-		shard_nos[i] = Int32GetDatum(e->shard.shard);
-		old_lasts[i] = Int64GetDatum(e->shard.last_number);
-		new_lasts[i] = Int64GetDatum(e->new_last);
-		i++;
-	}
-	Assert(i == nshards);
 	for (i = 0; i < n; i++)
 	{
 		tids[i] = PointerGetDatum(&changes[i].tid);
@@ -585,26 +554,7 @@ stamp(HTAB *shards, int nshards, PendingChange *changes, int n, TimestampTz now)
 	}
 
 	nestlevel = pin_plan_shapes();
-	prepare_plans();
-
-	args[0] = build_array(feed_ids, nshards, INT4OID);
-	args[1] = build_array(shard_nos, nshards, INT4OID);
-	args[2] = build_array(old_lasts, nshards, INT8OID);
-	args[3] = build_array(new_lasts, nshards, INT8OID);
-	args[4] = TimestampTzGetDatum(now);
-	cfeed_stamping = true;
-	PG_TRY();
-	{
-		execute_checked(update_shards_plan, args, nshards, "the shards");
-	}
-	PG_CATCH();
-	{
-		cfeed_stamping = false;
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	cfeed_stamping = false;
-
+	prepare_plan();
 	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
 	args[1] = build_array(numbers, n, INT8OID);
 	args[2] = TimestampTzGetDatum(now);
@@ -653,7 +603,7 @@ sweep_lock(int32 sweep_group, bool nowait)
  *		Stamp the committed changes of one sweep group, in the caller's
  *		transaction, which must be READ COMMITTED.  Waits for a concurrent
  *		sweep of the group to finish unless nowait, in which case it returns
- *		false without sweeping.  Fills *result (shards[] palloc'd in the
+ *		false without sweeping.  Runs as the extension's owner.  Fills *result (shards[] palloc'd in the
  *		caller's memory context).  The caller commits; the commit is forced
  *		synchronous.
  */
@@ -672,6 +622,8 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 	int			nshards = 0;
 	MemoryContext sweepcxt;
 	MemoryContext oldcxt;
+	Oid			save_userid;
+	int			save_sec_context;
 
 	memset(result, 0, sizeof(CfeedSweepResult));
 	cfeed_check_sweep_isolation();
@@ -679,6 +631,15 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 
 	if (!sweep_lock(sweep_group, nowait))
 		return false;
+
+	/*
+	 * Stamping is the extension owner's, whoever was granted EXECUTE on
+	 * sweep(): switch for the rest of the sweep (an error's abort restores
+	 * the caller).
+	 */
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 
 	sweepcxt = AllocSetContextCreate(CurrentMemoryContext, "cfeed sweep",
 									 ALLOCSET_DEFAULT_SIZES);
@@ -703,8 +664,11 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 
 		if (!found)
 		{
-			e->in_group = cfeed_shard_fetch(key[0], key[1], snapshot, &e->shard) &&
+			e->in_group = cfeed_shard_fetch(key[0], key[1], snapshot, false, &e->shard) &&
 				e->shard.sweep_group == sweep_group;
+			if (e->in_group)
+				e->shard.last_number = cfeed_shard_head(key[0], key[1],
+														e->shard.start_number, snapshot);
 			e->count = 0;
 			e->lag_ms = 0;
 		}
@@ -745,7 +709,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		stamp(shards, nshards, changes, n, now);
+		stamp(changes, n, now);
 		SPI_finish();
 		ForceSyncCommit();
 	}
@@ -789,6 +753,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 		}
 	}
 	MemoryContextDelete(sweepcxt);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 	return true;
 }
 

@@ -155,7 +155,7 @@ refresh_groups(Oid dboid)
 	groups[0] = 0;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT DISTINCT sweep_group FROM cfeed.shard WHERE sweep_group <> 0 "
+	if (SPI_execute("SELECT DISTINCT sweep_group FROM cfeed.shard_config WHERE sweep_group <> 0 "
 					"ORDER BY 1", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: listing sweep groups failed");
 	for (i = 0; i < SPI_processed; i++)

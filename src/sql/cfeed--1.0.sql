@@ -20,19 +20,15 @@ CREATE TABLE cfeed.feed (
 );
 COMMENT ON TABLE cfeed.feed IS 'one row per feed; feed_id is chosen by the application';
 
-CREATE TABLE cfeed.shard (
+CREATE TABLE cfeed.shard_config (
 	feed_id int NOT NULL REFERENCES cfeed.feed ON DELETE CASCADE,
 	shard int NOT NULL CONSTRAINT shard_shard_check CHECK (shard OPERATOR(pg_catalog.>=) 0),
 	sweep_group int NOT NULL DEFAULT 0,
 	longpoll bool NOT NULL DEFAULT true,
-	last_change_sequence_number bigint NOT NULL DEFAULT 2000000000000000,
-	last_sweep_time timestamptz,
-	start_sequence_number bigint,
+	start_sequence_number bigint NOT NULL DEFAULT 2000000000000000,
 	PRIMARY KEY (feed_id, shard)
 );
-COMMENT ON TABLE cfeed.shard IS 'each (feed_id, shard) is an independent, gapless, ordered log';
-COMMENT ON COLUMN cfeed.shard.last_change_sequence_number IS 'highest stamped number of the shard (its start value before the first stamp); maintained by the sweeper';
-COMMENT ON COLUMN cfeed.shard.start_sequence_number IS 'last_change_sequence_number the shard was created with: numbers at or below it form the migration range';
+COMMENT ON TABLE cfeed.shard_config IS 'storage of cfeed.shard: what is set when a shard is created (no sweep ever updates it)';
 
 CREATE SEQUENCE cfeed.change_id START WITH 1000000000000000 CACHE 1;
 COMMENT ON SEQUENCE cfeed.change_id IS 'global change ids; CACHE 1 so that ids grow with time across backends';
@@ -50,7 +46,7 @@ CREATE TABLE cfeed.change (
 	stamped_at timestamptz,
 	written_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
 	writer_xid xid8 NOT NULL DEFAULT cfeed._writer_xid(),
-	CONSTRAINT change_shard_fkey FOREIGN KEY (feed_id, shard) REFERENCES cfeed.shard
+	CONSTRAINT change_shard_fkey FOREIGN KEY (feed_id, shard) REFERENCES cfeed.shard_config
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_insert_scale_factor = 0.05,
 		autovacuum_analyze_scale_factor = 0.05);
 COMMENT ON TABLE cfeed.change IS 'changes: writers insert (feed_id, shard, change_id); the sweeper stamps change_sequence_number after commit';
@@ -63,8 +59,38 @@ CREATE UNIQUE INDEX change_sequence_idx ON cfeed.change
 -- The sweeper: changes not yet stamped, by writing transaction.
 CREATE INDEX change_pending_idx ON cfeed.change (writer_xid) WHERE change_sequence_number IS NULL;
 
+/*
+ * cfeed.shard: the shard's configuration plus its head.  The head is not
+ * stored: last_change_sequence_number is the highest stamped number (one
+ * backward probe of change_sequence_idx), so it equals it in every snapshot
+ * by construction (SPEC §3 guarantee 5), and no sweep updates a row that
+ * writers' foreign-key checks lock (a row updated per sweep grows a version
+ * chain that cannot be pruned while the xmin horizon is held).
+ */
+CREATE VIEW cfeed.shard AS
+	SELECT s.feed_id, s.shard, s.sweep_group, s.longpoll,
+		   COALESCE(h.change_sequence_number, s.start_sequence_number) AS last_change_sequence_number,
+		   h.stamped_at AS last_sweep_time,
+		   s.start_sequence_number
+	FROM cfeed.shard_config s
+	LEFT JOIN LATERAL (
+		SELECT c.change_sequence_number, c.stamped_at
+		FROM cfeed.change c
+		WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id
+		  AND c.shard OPERATOR(pg_catalog.=) s.shard
+		  AND c.change_sequence_number OPERATOR(pg_catalog.>) s.start_sequence_number
+		ORDER BY c.change_sequence_number DESC
+		LIMIT 1) h ON true;
+ALTER VIEW cfeed.shard ALTER COLUMN sweep_group SET DEFAULT 0;
+ALTER VIEW cfeed.shard ALTER COLUMN longpoll SET DEFAULT true;
+ALTER VIEW cfeed.shard ALTER COLUMN last_change_sequence_number SET DEFAULT 2000000000000000;
+COMMENT ON VIEW cfeed.shard IS 'each (feed_id, shard) is an independent, gapless, ordered log; insert, update (sweep_group, longpoll) and delete shards here';
+COMMENT ON COLUMN cfeed.shard.last_change_sequence_number IS 'highest stamped number of the shard (its start value before the first stamp)';
+COMMENT ON COLUMN cfeed.shard.last_sweep_time IS 'when the shard''s last change was stamped';
+COMMENT ON COLUMN cfeed.shard.start_sequence_number IS 'last_change_sequence_number the shard was created with: numbers at or below it form the migration range';
+
 SELECT pg_catalog.pg_extension_config_dump('cfeed.feed', '');
-SELECT pg_catalog.pg_extension_config_dump('cfeed.shard', '');
+SELECT pg_catalog.pg_extension_config_dump('cfeed.shard_config', '');
 SELECT pg_catalog.pg_extension_config_dump('cfeed.change', '');
 SELECT pg_catalog.pg_extension_config_dump('cfeed.change_id', '');
 
@@ -81,16 +107,49 @@ CREATE TRIGGER change_guard BEFORE INSERT ON cfeed.change FOR EACH ROW
 		  OR NEW.writer_xid OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id())
 	EXECUTE FUNCTION cfeed._change_guard();
 
-CREATE FUNCTION cfeed._shard_guard() RETURNS trigger
-	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_shard_guard';
-COMMENT ON FUNCTION cfeed._shard_guard() IS 'internal: records a shard''s start value and protects its numbering';
+CREATE FUNCTION cfeed._shard_write() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		NEW.last_change_sequence_number := COALESCE(NEW.last_change_sequence_number, 2000000000000000);
+		IF NEW.start_sequence_number IS DISTINCT FROM NEW.last_change_sequence_number
+		   AND NEW.start_sequence_number IS NOT NULL OR NEW.last_sweep_time IS NOT NULL THEN
+			RAISE EXCEPTION 'a new shard % of feed % must start at its last_change_sequence_number', NEW.shard, NEW.feed_id
+				USING ERRCODE = '22023',
+					  HINT = 'Set only last_change_sequence_number (the start value), or leave it to its default.';
+		END IF;
+		INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, start_sequence_number)
+		VALUES (NEW.feed_id, NEW.shard, COALESCE(NEW.sweep_group, 0), COALESCE(NEW.longpoll, true),
+				NEW.last_change_sequence_number);
+		NEW.sweep_group := COALESCE(NEW.sweep_group, 0);
+		NEW.longpoll := COALESCE(NEW.longpoll, true);
+		NEW.start_sequence_number := NEW.last_change_sequence_number;
+		RETURN NEW;
+	ELSIF TG_OP = 'UPDATE' THEN
+		IF NEW.feed_id IS DISTINCT FROM OLD.feed_id OR NEW.shard IS DISTINCT FROM OLD.shard
+		   OR NEW.last_change_sequence_number IS DISTINCT FROM OLD.last_change_sequence_number
+		   OR NEW.start_sequence_number IS DISTINCT FROM OLD.start_sequence_number
+		   OR NEW.last_sweep_time IS DISTINCT FROM OLD.last_sweep_time THEN
+			RAISE EXCEPTION 'the numbering of shard % of feed % cannot be changed', OLD.shard, OLD.feed_id
+				USING ERRCODE = '22023',
+					  DETAIL = 'last_change_sequence_number and last_sweep_time follow the stamped changes, and start_sequence_number is fixed when the shard is created.',
+					  HINT = 'Update only sweep_group or longpoll of a shard.';
+		END IF;
+		UPDATE cfeed.shard_config SET sweep_group = NEW.sweep_group, longpoll = NEW.longpoll
+		WHERE feed_id = OLD.feed_id AND shard = OLD.shard;
+		RETURN NEW;
+	END IF;
+	DELETE FROM cfeed.shard_config WHERE feed_id = OLD.feed_id AND shard = OLD.shard;
+	RETURN OLD;
+END
+$$;
+COMMENT ON FUNCTION cfeed._shard_write() IS 'internal: INSERT, UPDATE and DELETE on the cfeed.shard view';
+-- Triggers fire whatever the caller's EXECUTE; only privileges on the view count.
+REVOKE ALL ON FUNCTION cfeed._shard_write() FROM PUBLIC;
 
-CREATE TRIGGER shard_insert_guard BEFORE INSERT ON cfeed.shard FOR EACH ROW
-	EXECUTE FUNCTION cfeed._shard_guard();
-CREATE TRIGGER shard_update_guard BEFORE UPDATE ON cfeed.shard FOR EACH ROW
-	WHEN (OLD.last_change_sequence_number IS DISTINCT FROM NEW.last_change_sequence_number
-		  OR OLD.start_sequence_number IS DISTINCT FROM NEW.start_sequence_number)
-	EXECUTE FUNCTION cfeed._shard_guard();
+CREATE TRIGGER shard_write INSTEAD OF INSERT OR UPDATE OR DELETE ON cfeed.shard
+	FOR EACH ROW EXECUTE FUNCTION cfeed._shard_write();
 
 /*
  * Writing.

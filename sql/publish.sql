@@ -1,0 +1,125 @@
+-- publish: the write path (cfeed.publish, plain INSERT, the change guard),
+-- cfeed.shard_for and cfeed.channel.
+CREATE EXTENSION IF NOT EXISTS cfeed;
+\set SHOW_CONTEXT never
+
+-- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
+CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE cmd;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+SELECT cfeed.create_feed('orders', 4);
+SELECT cfeed.create_feed('audit', 1);
+SELECT cfeed.create_feed('seven', 7);
+
+-- publish with the default change_id draws from cfeed.change_id (starts at 1000000000000000)
+SELECT cfeed.publish(1, 0);
+SELECT cfeed.publish(feed_id => 1, shard => 3);
+-- an explicit change_id is recorded as given and returned
+SELECT cfeed.publish(1, 1, 42);
+-- one change_id may go to several feeds
+SELECT cfeed.publish(2, 0, cfeed.publish(1, 2));
+-- the sequence was used exactly three times
+SELECT last_value FROM cfeed.change_id;
+
+-- the rows: unstamped, written_at and writer_xid filled in
+SELECT feed_id, shard, change_id, change_sequence_number, stamped_at,
+       written_at IS NOT NULL AS has_written_at, writer_xid IS NOT NULL AS has_writer_xid
+FROM cfeed.change ORDER BY change_id, feed_id;
+
+-- written_at is the transaction's start and writer_xid its top-level xid, also from a subtransaction
+BEGIN;
+SAVEPOINT sp;
+SELECT cfeed.publish(1, 0, 100) AS change_id;
+RELEASE SAVEPOINT sp;
+SELECT written_at = now() AS written_at_is_xact_start,
+       writer_xid = pg_current_xact_id() AS writer_xid_is_top_xid
+FROM cfeed.change WHERE change_id = 100;
+COMMIT;
+
+-- a plain INSERT works like publish
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 1, 101);
+-- a writer cannot choose writer_xid: the guard replaces it with its own
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id, writer_xid) VALUES (1, 1, 102, '5');
+SELECT writer_xid = pg_current_xact_id() AS writer_xid_forced FROM cfeed.change WHERE change_id = 102;
+COMMIT;
+
+-- a rolled-back publish leaves nothing
+BEGIN;
+SELECT cfeed.publish(1, 0, 103);
+ROLLBACK;
+SELECT count(*) AS rolled_back_rows FROM cfeed.change WHERE change_id = 103;
+
+-- a change for a missing feed or shard fails at the INSERT itself (23503), not at commit
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 4, 104);
+ROLLBACK;
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 4, 104)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, 0, 104)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (99, 0, 104, 1)$$),
+  ($$SELECT cfeed.publish(1, 4, 104)$$),
+  ($$SELECT cfeed.publish(99, 0, 104)$$)
+) AS t(cmd);
+
+-- a writer may not stamp: numbers above the start value and stamped_at are refused (22023)
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 105, 2000000000000001)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 105, 9000000000000000)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, stamped_at) VALUES (1, 0, 105, now())$$)
+) AS t(cmd);
+
+-- backfilling history in the migration range (at or below the start value) is
+-- accepted, with stamped_at defaulting to the transaction start or as given
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)
+VALUES (1, 0, 1, 1), (1, 0, 2, 2), (1, 0, 3, 2000000000000000);
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number, stamped_at)
+VALUES (1, 0, 4, -5, '2001-02-03 04:05:06+00');
+SELECT change_id, change_sequence_number, stamped_at = now() AS stamped_now,
+       stamped_at = '2001-02-03 04:05:06+00' AS stamped_as_given
+FROM cfeed.change WHERE change_sequence_number IS NOT NULL ORDER BY change_sequence_number;
+COMMIT;
+-- backfilling does not move the shard's head
+SELECT last_change_sequence_number FROM cfeed.shard WHERE feed_id = 1 AND shard = 0;
+-- a number used twice in a shard is refused by the unique index
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 106, 1)$$);
+
+-- the refused inserts above wrote nothing
+SELECT count(*) AS changes FROM cfeed.change;
+
+-- shard_for: FNV-1a 32-bit of the UTF-8 bytes mod the shard count.  Expected
+-- values computed independently (Python):
+--   ''            2166136261  %4=1 %7=2      'foobar'      3214735720 %4=0 %7=0
+--   'a'           3826002220  %4=0 %7=5      'customer-42' 4268273086 %4=2 %7=0
+--   'b'           3876335077  %4=1 %7=6      'order:1'      459235474 %4=2 %7=5
+--   'order:2'      442457855  %4=3 %7=0      'ü' (c3 bc)    295556170 %4=2 %7=0
+--   '日本'        2670128721  %4=1 %7=1      'é' (c3 a9)    513665217 %4=1 %7=2
+SELECT key, cfeed.shard_for(1, key) AS of_4, cfeed.shard_for(3, key) AS of_7,
+       cfeed.shard_for(2, key) AS of_1
+FROM (VALUES (''), ('a'), ('b'), ('foobar'), ('customer-42'), ('order:1'), ('order:2'),
+             ('ü'), ('日本'), ('é')) AS t(key)
+ORDER BY key COLLATE "C";
+-- 'key-1'..'key-1000': mod 4 -> 249/250/252/249, mod 7 -> 149/134/143/141/140/159/134,
+-- sum(i * shard mod 7) = 1497449 (Python)
+SELECT cfeed.shard_for(1, 'key-' || i) AS shard, count(*) FROM generate_series(1, 1000) i
+GROUP BY 1 ORDER BY 1;
+SELECT cfeed.shard_for(3, 'key-' || i) AS shard, count(*) FROM generate_series(1, 1000) i
+GROUP BY 1 ORDER BY 1;
+SELECT sum(i * cfeed.shard_for(3, 'key-' || i)) FROM generate_series(1, 1000) i;
+-- stable: the same key always gives the same shard, across calls and plans
+SELECT count(DISTINCT cfeed.shard_for(1, 'customer-42')) AS distinct_shards
+FROM generate_series(1, 100);
+-- shard_for needs shards numbered 0..n-1 (55000 otherwise)
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (2, 5);
+SELECT pg_temp.err($$SELECT cfeed.shard_for(2, 'a')$$);
+
+-- channel: cfeed_<feed_id>_<shard>
+SELECT cfeed.channel(1, 0), cfeed.channel(1, 3), cfeed.channel(3, 6);
+
+DROP EXTENSION cfeed;

@@ -1,0 +1,168 @@
+-- sweep: cfeed.sweep and cfeed.sweep_loop, gapless numbering, change_id order,
+-- sweep groups, batches (guarantees 1, 2, 4, 5 in one session).
+CREATE EXTENSION IF NOT EXISTS cfeed;
+\set SHOW_CONTEXT never
+
+-- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
+CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE cmd;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- stamped(): every stamped change, ids and numbers relative to their bases
+CREATE FUNCTION pg_temp.stamped() RETURNS TABLE (feed_id int, shard int, id bigint, n bigint)
+LANGUAGE sql AS $$
+	SELECT feed_id, shard, change_id - 1000000000000000, change_sequence_number - 2000000000000000
+	FROM cfeed.change WHERE change_sequence_number IS NOT NULL
+	ORDER BY feed_id, shard, change_sequence_number
+$$;
+
+SELECT cfeed.create_feed('two', 2);
+SELECT cfeed.create_feed('other-group', 1, sweep_group => 1);
+SELECT cfeed.create_feed('quiet', 1, longpoll => false);
+
+-- a sweep with nothing to stamp returns no rows and changes nothing
+SELECT * FROM cfeed.sweep();
+SELECT count(*) AS swept_shards FROM cfeed.shard WHERE last_sweep_time IS NOT NULL;
+
+-- ids 0-2 to 1/0, 3-4 to 1/1, 5 to group 1, 6 to feed 3
+SELECT count(cfeed.publish(1, 0)) FROM generate_series(1, 3);
+SELECT count(cfeed.publish(1, 1)) FROM generate_series(1, 2);
+SELECT cfeed.publish(2, 0) - 1000000000000000 AS id;
+SELECT cfeed.publish(3, 0) - 1000000000000000 AS id;
+
+-- sweep() sweeps group 0: one row per shard that got changes, with its new last number
+SELECT feed_id, shard, change_count, last_change_sequence_number, lag_ms >= 0 AS lag_ok
+FROM cfeed.sweep() ORDER BY feed_id, shard;
+-- numbers start at start+1 and follow change_id order; group 1's change is untouched
+SELECT * FROM pg_temp.stamped();
+SELECT feed_id, shard, change_id - 1000000000000000 AS pending_id
+FROM cfeed.change WHERE change_sequence_number IS NULL ORDER BY change_id;
+
+-- sweep(1) stamps group 1 only
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep(1);
+SELECT count(*) AS pending FROM cfeed.change WHERE change_sequence_number IS NULL;
+
+-- a second sweep finds nothing new
+SELECT * FROM cfeed.sweep();
+SELECT * FROM cfeed.sweep(1);
+
+-- one stamped_at per sweep, never before the change was written; last_sweep_time
+-- set on the shards that got changes and equal to their stamped_at
+SELECT feed_id, shard, count(DISTINCT stamped_at) AS stamp_times,
+       bool_and(stamped_at >= written_at) AS after_write,
+       bool_and(stamped_at = (SELECT last_sweep_time FROM cfeed.shard s
+                              WHERE s.feed_id = c.feed_id AND s.shard = c.shard)) AS is_last_sweep_time
+FROM cfeed.change c GROUP BY feed_id, shard ORDER BY feed_id, shard;
+SELECT count(DISTINCT stamped_at) AS sweeps FROM cfeed.change;
+
+-- within one sweep, changes are numbered in change_id order, not insert order
+BEGIN;
+SELECT cfeed.publish(1, 0, 1000000000000050), cfeed.publish(1, 0, 1000000000000040),
+       cfeed.publish(1, 0, 1000000000000045);
+COMMIT;
+-- ... nor commit order: the lower change_id commits last
+SELECT cfeed.publish(1, 1, 1000000000000031);
+SELECT cfeed.publish(1, 1, 1000000000000021);
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep() ORDER BY 1, 2;
+SELECT * FROM pg_temp.stamped() WHERE id >= 20;
+
+-- rolled-back changes are never stamped
+BEGIN;
+SELECT cfeed.publish(1, 0, 1000000000000060);
+ROLLBACK;
+BEGIN;
+SELECT cfeed.publish(1, 0, 1000000000000061);
+SAVEPOINT s;
+SELECT cfeed.publish(1, 0, 1000000000000062);
+ROLLBACK TO SAVEPOINT s;
+COMMIT;
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep();
+SELECT * FROM pg_temp.stamped() WHERE id >= 60;
+
+-- later sequence ids must lie above the explicit ones used so far
+SELECT setval('cfeed.change_id', 1000000000000999) - 1000000000000000 AS id;
+
+-- gapless over many sweeps of changes spread over shards and groups (guarantees 1 and 5)
+DO $$
+BEGIN
+	FOR i IN 1..20 LOOP
+		PERFORM cfeed.publish(1 + i % 3, CASE WHEN i % 3 = 0 THEN i % 2 ELSE 0 END)
+		FROM generate_series(1, i);
+		PERFORM cfeed.sweep(0);
+		IF i % 4 = 0 THEN
+			PERFORM cfeed.sweep(1);
+		END IF;
+	END LOOP;
+END $$;
+SELECT * FROM cfeed.sweep(1);
+SELECT s.feed_id, s.shard, count(c.*) AS stamped,
+       min(c.change_sequence_number) = s.start_sequence_number + 1 AS starts_after_start,
+       max(c.change_sequence_number) - min(c.change_sequence_number) + 1 = count(c.*) AS gapless,
+       max(c.change_sequence_number) = s.last_change_sequence_number AS head_is_max,
+       count(DISTINCT c.change_id) = count(c.*) AS once_each
+FROM cfeed.shard s LEFT JOIN cfeed.change c USING (feed_id, shard)
+GROUP BY s.feed_id, s.shard, s.start_sequence_number, s.last_change_sequence_number
+ORDER BY 1, 2;
+SELECT count(*) AS pending FROM cfeed.change WHERE change_sequence_number IS NULL;
+-- and within every shard, a higher number never has a lower change_id
+SELECT count(*) AS out_of_order FROM (
+	SELECT change_id < lag(change_id) OVER (PARTITION BY feed_id, shard ORDER BY change_sequence_number) AS bad
+	FROM cfeed.change) t WHERE bad;
+
+-- cfeed.sweep_batch_size splits a backlog, lowest change_ids first
+SET cfeed.sweep_batch_size = 2;
+SELECT cfeed.publish(3, 0, id) FROM (VALUES (1000000000005005), (1000000000005001),
+       (1000000000005004), (1000000000005002), (1000000000005003)) AS t(id);
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep();
+SELECT change_id - 1000000000000000 AS id, change_sequence_number - 2000000000000000 AS n
+FROM cfeed.change WHERE change_id > 1000000000005000 AND change_sequence_number IS NOT NULL ORDER BY 2;
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep();
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep();
+SELECT * FROM cfeed.sweep();
+SELECT change_id - 1000000000000000 AS id, change_sequence_number - 2000000000000000 AS n
+FROM cfeed.change WHERE change_id > 1000000000005000 ORDER BY 2;
+RESET cfeed.sweep_batch_size;
+
+-- moving a shard to another group moves its sweeping with it
+UPDATE cfeed.shard SET sweep_group = 1 WHERE feed_id = 1 AND shard = 1;
+SELECT cfeed.publish(1, 1, 1000000000006000);
+SELECT * FROM cfeed.sweep(0);
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep(1);
+UPDATE cfeed.shard SET sweep_group = 0 WHERE feed_id = 1 AND shard = 1;
+
+-- sweep_loop with duration 0 runs exactly one iteration and reports what it stamped
+SELECT count(cfeed.publish(1, s % 2)) FROM generate_series(1, 3) s;
+CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL) \gset
+SELECT :change_count AS change_count, :iterations AS iterations, :max_lag_ms >= 0 AS lag_ok;
+-- with nothing to stamp: 0 changes, no lag, still one iteration
+CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL);
+-- named arguments; another group
+SELECT cfeed.publish(2, 0) > 0 AS published;
+CALL cfeed.sweep_loop(sweep_group => 1, wait_ms => 0, duration_ms => 0, sleep_ms => 0,
+                      change_count => NULL, max_lag_ms => NULL, iterations => NULL) \gset
+SELECT :change_count AS change_count, :iterations AS iterations;
+-- with a duration it sweeps repeatedly, committing each sweep
+CALL cfeed.sweep_loop(0, 0, 100, 10, NULL, NULL, NULL) \gset
+SELECT :change_count AS change_count, :iterations > 1 AS several_iterations;
+-- sweep_loop commits, so it refuses to run inside a transaction block (25000)
+BEGIN;
+SELECT pg_temp.err($$CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL)$$);
+ROLLBACK;
+SELECT pg_temp.err($$CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL)$$);
+-- everything is stamped, gapless
+SELECT s.feed_id, s.shard, count(c.*) AS stamped,
+       max(c.change_sequence_number) - min(c.change_sequence_number) + 1 = count(c.*) AS gapless,
+       max(c.change_sequence_number) = s.last_change_sequence_number AS head_is_max
+FROM cfeed.shard s LEFT JOIN cfeed.change c USING (feed_id, shard)
+GROUP BY s.feed_id, s.shard, s.last_change_sequence_number ORDER BY 1, 2;
+SELECT count(*) AS pending FROM cfeed.change WHERE change_sequence_number IS NULL;
+
+-- a sweeper's stamps cannot be undone or redone by hand
+SELECT pg_temp.err($$UPDATE cfeed.shard SET last_change_sequence_number = 2000000000000000 WHERE feed_id = 3$$);
+SELECT cfeed.head(3, 0) - 2000000000000000 AS head;
+
+DROP EXTENSION cfeed;

@@ -1,0 +1,49 @@
+/*
+ * src/client/client.h
+ *		Declarations shared by the files of the `cfeed` command: exit codes,
+ *		connection helpers, option parsing helpers and the subcommands.
+ *
+ * The command is a plain libpq program; it does not include any server
+ * header.  Every non-static symbol starts with cfeed_.
+ */
+#ifndef CFEED_CLIENT_H
+#define CFEED_CLIENT_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+#include <libpq-fe.h>
+
+#define CFEED_CLIENT_VERSION "1.0"
+
+/* Exit codes (documented in docs/client.md). */
+#define CFEED_EXIT_OK		0	/* done, or stopped by SIGINT/SIGTERM */
+#define CFEED_EXIT_ERROR	1	/* connection or server error */
+#define CFEED_EXIT_USAGE	2	/* bad arguments, unknown feed or shard */
+#define CFEED_EXIT_GAP		3	/* a shard's numbers were not contiguous */
+
+/* Set by the SIGINT/SIGTERM handler; the loops poll it. */
+extern volatile sig_atomic_t cfeed_interrupted;
+
+/* cfeed.c */
+extern void cfeed_usage_error(const char *command, const char *fmt,...)
+			__attribute__((format(printf, 2, 3), noreturn));
+extern bool cfeed_parse_int64(const char *text, long long min, long long max,
+							  long long *result);
+extern long long cfeed_now_ms(void);
+extern void cfeed_sleep_ms(int ms);
+
+/* conn.c */
+extern PGconn *cfeed_connect(const char *dsn, bool report);
+extern void cfeed_set_cancel(PGconn *conn);
+extern void cfeed_install_signal_handlers(void);
+extern bool cfeed_result_ok(const PGresult *res, ExecStatusType expected);
+extern bool cfeed_connection_lost(PGconn *conn, const PGresult *res);
+extern const char *cfeed_sqlstate(const PGresult *res);
+extern const char *cfeed_error_text(PGconn *conn, const PGresult *res);
+
+/* tail.c, stat.c */
+extern int	cfeed_tail_main(int argc, char **argv);
+extern int	cfeed_stat_main(int argc, char **argv);
+
+#endif							/* CFEED_CLIENT_H */

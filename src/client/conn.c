@@ -1,0 +1,186 @@
+/*
+ * src/client/conn.c
+ *		Connections and signals for the `cfeed` command: connecting with
+ *		application_name "cfeed", classifying failed results (lost
+ *		connection or server error), and SIGINT/SIGTERM handling.
+ *
+ * Signals: the handler only sets cfeed_interrupted and, when a query is
+ * running, asks the server to cancel it through a PGcancel object (PQcancel
+ * is async-signal-safe).  The loops check the flag and exit cleanly.  The
+ * PGcancel object is swapped with the signals blocked, so the handler never
+ * sees a freed one.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+
+volatile sig_atomic_t cfeed_interrupted = 0;
+
+static PGcancel *volatile current_cancel = NULL;
+
+/*
+ * handle_stop_signal
+ *		SIGINT/SIGTERM: remember it and cancel the running query, if any.
+ */
+static void
+handle_stop_signal(int signo)
+{
+	char		errbuf[256];
+
+	(void) signo;
+	cfeed_interrupted = 1;
+	if (current_cancel != NULL)
+		(void) PQcancel(current_cancel, errbuf, sizeof(errbuf));
+}
+
+/*
+ * cfeed_install_signal_handlers
+ *		Route SIGINT and SIGTERM to handle_stop_signal (without SA_RESTART,
+ *		so poll() returns EINTR) and ignore SIGPIPE (a closed stdout is
+ *		reported by the write instead).
+ */
+void
+cfeed_install_signal_handlers(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handle_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGPIPE, &sa, NULL);
+}
+
+/*
+ * cfeed_set_cancel
+ *		Make conn (or nothing, when NULL) the connection a signal cancels.
+ *		Call it after every connect and before PQfinish.
+ */
+void
+cfeed_set_cancel(PGconn *conn)
+{
+	sigset_t	block;
+	sigset_t	saved;
+	PGcancel   *old;
+
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &saved);
+	old = current_cancel;
+	current_cancel = conn ? PQgetCancel(conn) : NULL;
+	sigprocmask(SIG_SETMASK, &saved, NULL);
+	if (old != NULL)
+		PQfreeCancel(old);
+}
+
+/*
+ * print_notice
+ *		Notice processor: server notices and asynchronous messages (such as
+ *		"terminating connection due to administrator command") go to stderr
+ *		marked as coming from the server.
+ */
+static void
+print_notice(void *arg, const char *message)
+{
+	(void) arg;
+	fprintf(stderr, "cfeed: server: %s", message);
+}
+
+/*
+ * cfeed_connect
+ *		Connect using dsn (a connection string or URI; NULL = PG* environment
+ *		variables only).  application_name defaults to "cfeed" (a DSN that
+ *		names one wins; PGAPPNAME does not).  On failure prints the reason
+ *		when report is true and returns NULL.
+ */
+PGconn *
+cfeed_connect(const char *dsn, bool report)
+{
+	const char *keywords[] = {"application_name", "dbname", NULL};
+	const char *values[] = {"cfeed", dsn, NULL};
+	PGconn	   *conn;
+
+	conn = PQconnectdbParams(keywords, values, 1);
+	if (conn == NULL)
+	{
+		if (report)
+			fprintf(stderr, "cfeed: out of memory\n");
+		return NULL;
+	}
+	if (PQstatus(conn) != CONNECTION_OK)
+	{
+		if (report)
+			fprintf(stderr, "cfeed: could not connect: %s", PQerrorMessage(conn));
+		PQfinish(conn);
+		return NULL;
+	}
+	PQsetNoticeProcessor(conn, print_notice, NULL);
+	cfeed_set_cancel(conn);
+	return conn;
+}
+
+/*
+ * cfeed_result_ok
+ *		Whether res exists and has the expected status.
+ */
+bool
+cfeed_result_ok(const PGresult *res, ExecStatusType expected)
+{
+	return res != NULL && PQresultStatus(res) == expected;
+}
+
+/*
+ * cfeed_sqlstate
+ *		The SQLSTATE of a failed result, or "" when there is none (a
+ *		client-side failure such as a broken connection).
+ */
+const char *
+cfeed_sqlstate(const PGresult *res)
+{
+	const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+
+	return state ? state : "";
+}
+
+/*
+ * cfeed_connection_lost
+ *		Whether a failed query failed because the connection is gone (closed,
+ *		terminated by the server, class 08 or an admin shutdown), as opposed
+ *		to an error that reconnecting would not fix.
+ */
+bool
+cfeed_connection_lost(PGconn *conn, const PGresult *res)
+{
+	const char *state = cfeed_sqlstate(res);
+
+	if (conn == NULL || PQstatus(conn) != CONNECTION_OK)
+		return true;
+	if (strncmp(state, "08", 2) == 0 || strcmp(state, "57P01") == 0 ||
+		strcmp(state, "57P02") == 0 || strcmp(state, "57P03") == 0)
+		return true;
+	return false;
+}
+
+/*
+ * cfeed_error_text
+ *		The message of a failed result, else of the connection; never NULL.
+ *		Trailing newlines are the caller's to print as they are.
+ */
+const char *
+cfeed_error_text(PGconn *conn, const PGresult *res)
+{
+	const char *msg = res ? PQresultErrorMessage(res) : NULL;
+
+	if (msg == NULL || *msg == '\0')
+		msg = conn ? PQerrorMessage(conn) : "no connection\n";
+	if (msg == NULL || *msg == '\0')
+		msg = "unknown error\n";
+	return msg;
+}

@@ -1,0 +1,920 @@
+/*
+ * src/client/tail.c
+ *		`cfeed tail`: print a feed's changes as JSON lines, long-polling.
+ *
+ * The loop follows SPEC §4: LISTEN on every shard's channel first, then read
+ * each shard's pages (cfeed.read) until a short page, then wait for a
+ * notification on the connection's socket (at most --wait-ms, after which
+ * every shard is read anyway as a safety net), and repeat.  Because LISTEN
+ * comes before the first read, no wake-up is lost.
+ *
+ * Each shard keeps its own cursor (the last number printed).  Every printed
+ * number must be exactly cursor + 1 once the cursor is known; anything else
+ * is a gap (exit 3).  Numbers at or below the shard's start value are the
+ * migration range (backfilled history, which may be sparse): they only have
+ * to ascend, and the first stamped number after them is start + 1.
+ *
+ * A lost connection (closed, terminated, class 08) is repaired by
+ * reconnecting with exponential backoff; the new connection LISTENs again
+ * and reading resumes from the cursors, so nothing is skipped or repeated.
+ *
+ * With --group/--owner the command is a member of a consumer group; the
+ * lease handling is in group.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tail.h"
+
+/*
+ * print_tail_help
+ *		Usage text of `cfeed tail`.
+ */
+static void
+print_tail_help(void)
+{
+	printf("cfeed tail prints a feed's changes as JSON lines and waits for more.\n"
+		   "\n"
+		   "Usage:\n"
+		   "  cfeed tail --feed NAME|ID [OPTION]...\n"
+		   "\n"
+		   "Options:\n"
+		   "  -d, --dbname=DSN         connection string or URI (default: PG* environment)\n"
+		   "  -f, --feed=NAME|ID       the feed to read (required)\n"
+		   "  -s, --shard=N|all        one shard, or all of them (default: all)\n"
+		   "      --from=POSITION      where to start (default: beginning):\n"
+		   "                             beginning  everything, backfilled history included\n"
+		   "                             now        only changes stamped from now on\n"
+		   "                             TIME       changes stamped at or after a timestamptz\n"
+		   "                                        (e.g. '2024-05-01 12:00:00+00')\n"
+		   "                             CURSOR     changes after this change_sequence_number\n"
+		   "  -n, --max=N              exit after printing N changes\n"
+		   "      --wait-ms=N          longest wait for a notification before reading\n"
+		   "                           anyway (default: %d)\n"
+		   "      --idle-exit-ms=N     exit after N ms without a new change\n"
+		   "      --group=G            read as a member of consumer group G (needs --owner)\n"
+		   "      --owner=O            this member's name in the group\n"
+		   "      --ttl-ms=N           lease time to live in group mode (default: %d)\n"
+		   "  -h, --help               show this help, then exit\n"
+		   "\n"
+		   "Each change is one line:\n"
+		   "  {\"feed_id\":1,\"shard\":0,\"change_sequence_number\":2000000000000001,\n"
+		   "   \"change_id\":1000000000000000,\"stamped_at\":\"2024-05-01T12:00:00.1+00:00\"}\n"
+		   "\n"
+		   "Exit codes: 0 done (--max, --idle-exit-ms, SIGINT, SIGTERM), 1 connection\n"
+		   "or server error, 2 bad arguments or unknown feed, 3 gap in a shard's numbers.\n",
+		   DEFAULT_WAIT_MS, DEFAULT_TTL_MS);
+}
+
+/*
+ * looks_like_time
+ *		SPEC §6: a --from value containing '-' or ':' is a point in time.
+ */
+static bool
+looks_like_time(const char *text)
+{
+	return strchr(text, '-') != NULL || strchr(text, ':') != NULL;
+}
+
+/*
+ * parse_options
+ *		Fill the option fields of t from argv; exits 2 on bad arguments and
+ *		0 after --help.
+ */
+static void
+parse_options(Tail *t, int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{"dbname", required_argument, NULL, 'd'},
+		{"feed", required_argument, NULL, 'f'},
+		{"shard", required_argument, NULL, 's'},
+		{"from", required_argument, NULL, 'F'},
+		{"max", required_argument, NULL, 'n'},
+		{"wait-ms", required_argument, NULL, 'w'},
+		{"idle-exit-ms", required_argument, NULL, 'i'},
+		{"group", required_argument, NULL, 'g'},
+		{"owner", required_argument, NULL, 'o'},
+		{"ttl-ms", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	const char *from_arg = NULL;
+	long long	value;
+	int			c;
+
+	memset(t, 0, sizeof(*t));
+	t->only_shard = -1;
+	t->from = FROM_BEGINNING;
+	t->wait_ms = DEFAULT_WAIT_MS;
+	t->ttl_ms = DEFAULT_TTL_MS;
+	t->feed_id = -1;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":d:f:s:n:h", long_options, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'd':
+				t->dsn = optarg;
+				break;
+			case 'f':
+				t->feed_arg = optarg;
+				break;
+			case 's':
+				if (strcmp(optarg, "all") == 0)
+					t->only_shard = -1;
+				else if (cfeed_parse_int64(optarg, 0, INT_MAX, &value))
+					t->only_shard = (int) value;
+				else
+					cfeed_usage_error("tail", "invalid --shard \"%s\": expected a shard number or \"all\"", optarg);
+				break;
+			case 'F':
+				from_arg = optarg;
+				break;
+			case 'n':
+				if (!cfeed_parse_int64(optarg, 1, LLONG_MAX, &t->max))
+					cfeed_usage_error("tail", "invalid --max \"%s\": expected a positive integer", optarg);
+				break;
+			case 'w':
+				if (!cfeed_parse_int64(optarg, 1, INT_MAX, &value))
+					cfeed_usage_error("tail", "invalid --wait-ms \"%s\": expected a positive integer", optarg);
+				t->wait_ms = (int) value;
+				break;
+			case 'i':
+				if (!cfeed_parse_int64(optarg, 1, LLONG_MAX / 2, &t->idle_exit_ms))
+					cfeed_usage_error("tail", "invalid --idle-exit-ms \"%s\": expected a positive integer", optarg);
+				break;
+			case 'g':
+				t->group = optarg;
+				break;
+			case 'o':
+				t->owner = optarg;
+				break;
+			case 't':
+				if (!cfeed_parse_int64(optarg, 3, INT_MAX, &value))
+					cfeed_usage_error("tail", "invalid --ttl-ms \"%s\": expected an integer of at least 3", optarg);
+				t->ttl_ms = (int) value;
+				break;
+			case 'h':
+				print_tail_help();
+				exit(CFEED_EXIT_OK);
+			case ':':
+				cfeed_usage_error("tail", "option \"%s\" needs a value", argv[optind - 1]);
+			default:
+				cfeed_usage_error("tail", "unknown option \"%s\"", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		cfeed_usage_error("tail", "unexpected argument \"%s\"", argv[optind]);
+	if (t->feed_arg == NULL || *t->feed_arg == '\0')
+		cfeed_usage_error("tail", "--feed is required");
+
+	if (from_arg != NULL)
+	{
+		t->from_text = from_arg;
+		if (strcmp(from_arg, "beginning") == 0)
+			t->from = FROM_BEGINNING;
+		else if (strcmp(from_arg, "now") == 0)
+			t->from = FROM_NOW;
+		else if (cfeed_parse_int64(from_arg, 0, LLONG_MAX, &t->from_cursor))
+			t->from = FROM_CURSOR;
+		else if (looks_like_time(from_arg))
+			t->from = FROM_TIME;
+		else
+			cfeed_usage_error("tail", "invalid --from \"%s\": expected beginning, now, a timestamp or a cursor", from_arg);
+	}
+
+	if ((t->group == NULL) != (t->owner == NULL))
+		cfeed_usage_error("tail", "--group and --owner go together");
+	if (t->group != NULL)
+	{
+		if (*t->group == '\0' || *t->owner == '\0')
+			cfeed_usage_error("tail", "--group and --owner must not be empty");
+		if (t->only_shard >= 0)
+			cfeed_usage_error("tail", "--shard cannot be combined with --group: the group assigns shards");
+		if (t->from == FROM_NOW || t->from == FROM_CURSOR)
+			cfeed_usage_error("tail", "with --group, --from can only be beginning or a time: a lease keeps its own cursor");
+	}
+}
+
+/*
+ * cfeed_tail_fail
+ *		Classify the failure of a query (res may be NULL; it is cleared).
+ *		Interrupted: stop with 0.  Connection gone: STEP_LOST.  Anything
+ *		else: print it and stop with exit code 1.
+ */
+TailStep
+cfeed_tail_fail(Tail *t, PGresult *res, const char *what)
+{
+	TailStep	step;
+
+	if (cfeed_interrupted)
+	{
+		t->exit_code = CFEED_EXIT_OK;
+		step = STEP_STOP;
+	}
+	else if (cfeed_connection_lost(t->conn, res))
+	{
+		fprintf(stderr, "cfeed tail: connection lost while %s: %s", what,
+				cfeed_error_text(t->conn, res));
+		step = STEP_LOST;
+	}
+	else
+	{
+		fprintf(stderr, "cfeed tail: %s failed: %s", what,
+				cfeed_error_text(t->conn, res));
+		t->exit_code = CFEED_EXIT_ERROR;
+		step = STEP_STOP;
+	}
+	PQclear(res);
+	return step;
+}
+
+/*
+ * cfeed_tail_exec_params
+ *		PQexecParams with text parameters and text results.
+ */
+PGresult *
+cfeed_tail_exec_params(Tail *t, const char *sql, int nparams,
+					   const char *const *values)
+{
+	return PQexecParams(t->conn, sql, nparams, NULL, values, NULL, NULL, 0);
+}
+
+/*
+ * cfeed_tail_find_shard
+ *		The followed shard with number shard, or NULL.
+ */
+TailShard *
+cfeed_tail_find_shard(Tail *t, int shard)
+{
+	for (int i = 0; i < t->nshards; i++)
+		if (t->shards[i].shard == shard)
+			return &t->shards[i];
+	return NULL;
+}
+
+/*
+ * resolve_feed
+ *		Find the feed named by --feed: by feed_id when it is a number (then
+ *		by name), else by name.  Exits 2 when there is no such feed or no
+ *		cfeed in the database, 1 on other errors.
+ */
+static void
+resolve_feed(Tail *t)
+{
+	const char *params[1] = {t->feed_arg};
+	long long	id;
+	PGresult   *res = NULL;
+
+	if (cfeed_parse_int64(t->feed_arg, INT_MIN, INT_MAX, &id))
+	{
+		res = cfeed_tail_exec_params(t, "select feed_id from cfeed.feed where feed_id = $1::int", 1, params);
+		if (cfeed_result_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 0)
+		{
+			PQclear(res);
+			res = NULL;
+		}
+	}
+	if (res == NULL)
+		res = cfeed_tail_exec_params(t, "select feed_id from cfeed.feed where name = $1", 1, params);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		const char *state = cfeed_sqlstate(res);
+
+		if (strcmp(state, "3F000") == 0 || strcmp(state, "42P01") == 0)
+		{
+			fprintf(stderr, "cfeed tail: the cfeed extension is not installed in this database\n"
+					"Run CREATE EXTENSION cfeed first.\n");
+			exit(CFEED_EXIT_USAGE);
+		}
+		fprintf(stderr, "cfeed tail: could not look up feed \"%s\": %s",
+				t->feed_arg, cfeed_error_text(t->conn, res));
+		exit(CFEED_EXIT_ERROR);
+	}
+	if (PQntuples(res) == 0)
+	{
+		fprintf(stderr, "cfeed tail: feed \"%s\" does not exist\n"
+				"List the feeds with \"cfeed stat\" or \"select * from cfeed.feed\".\n",
+				t->feed_arg);
+		exit(CFEED_EXIT_USAGE);
+	}
+	t->feed_id = atoi(PQgetvalue(res, 0, 0));
+	snprintf(t->feed_id_text, sizeof(t->feed_id_text), "%d", t->feed_id);
+	PQclear(res);
+}
+
+/*
+ * load_shards
+ *		Fill t->shards with the feed's shards (or the one of --shard), their
+ *		start values and LISTEN channels.  Exits 2 for an unknown shard.
+ */
+static void
+load_shards(Tail *t)
+{
+	const char *params[1] = {t->feed_id_text};
+	PGresult   *res;
+	int			n;
+
+	/* to_jsonb: start_sequence_number is not in every cfeed version. */
+	res = cfeed_tail_exec_params(t,
+								 "select s.shard,"
+								 " (pg_catalog.to_jsonb(s) operator(pg_catalog.->>) 'start_sequence_number')::bigint,"
+								 " cfeed.channel(s.feed_id, s.shard)"
+								 " from cfeed.shard s where s.feed_id = $1::int order by s.shard",
+								 1, params);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		fprintf(stderr, "cfeed tail: could not list the shards of feed %d: %s",
+				t->feed_id, cfeed_error_text(t->conn, res));
+		exit(CFEED_EXIT_ERROR);
+	}
+	n = PQntuples(res);
+	t->shards = calloc(n > 0 ? n : 1, sizeof(TailShard));
+	if (t->shards == NULL)
+	{
+		fprintf(stderr, "cfeed tail: out of memory\n");
+		exit(CFEED_EXIT_ERROR);
+	}
+	for (int i = 0; i < n; i++)
+	{
+		int			shard = atoi(PQgetvalue(res, i, 0));
+		TailShard  *s;
+
+		if (t->only_shard >= 0 && shard != t->only_shard)
+			continue;
+		s = &t->shards[t->nshards++];
+		s->shard = shard;
+		s->held = (t->group == NULL);
+		s->dirty = true;
+		s->start_known = !PQgetisnull(res, i, 1);
+		if (s->start_known)
+			s->start = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		s->channel = strdup(PQgetvalue(res, i, 2));
+		if (s->channel == NULL)
+		{
+			fprintf(stderr, "cfeed tail: out of memory\n");
+			exit(CFEED_EXIT_ERROR);
+		}
+	}
+	PQclear(res);
+
+	if (t->nshards == 0)
+	{
+		if (t->only_shard >= 0)
+			fprintf(stderr, "cfeed tail: shard %d of feed %d does not exist\n",
+					t->only_shard, t->feed_id);
+		else
+			fprintf(stderr, "cfeed tail: feed %d has no shards\n", t->feed_id);
+		exit(CFEED_EXIT_USAGE);
+	}
+}
+
+/*
+ * check_arguments_on_server
+ *		Checks that need the server: a --from time must parse as
+ *		timestamptz; group mode needs cfeed.acquire.  Exits 2 on failure.
+ */
+static void
+check_arguments_on_server(Tail *t)
+{
+	PGresult   *res;
+
+	if (t->from == FROM_TIME)
+	{
+		const char *params[1] = {t->from_text};
+
+		res = cfeed_tail_exec_params(t, "select $1::timestamptz", 1, params);
+		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+		{
+			if (strncmp(cfeed_sqlstate(res), "22", 2) == 0)
+			{
+				const char *primary = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+				fprintf(stderr, "cfeed tail: invalid --from time \"%s\": %s\n",
+						t->from_text, primary ? primary : "not a timestamp");
+				fprintf(stderr, "Try \"cfeed tail --help\" for more information.\n");
+				exit(CFEED_EXIT_USAGE);
+			}
+			fprintf(stderr, "cfeed tail: %s", cfeed_error_text(t->conn, res));
+			exit(CFEED_EXIT_ERROR);
+		}
+		PQclear(res);
+	}
+
+	if (t->group != NULL)
+		cfeed_group_check_api(t);
+}
+
+/*
+ * listen_all
+ *		LISTEN on the channel of every shard.  On a hot standby, where LISTEN
+ *		is refused, note it and fall back to polling.
+ */
+static TailStep
+listen_all(Tail *t)
+{
+	t->listening = true;
+	for (int i = 0; i < t->nshards; i++)
+	{
+		char	   *ident;
+		char	   *sql;
+		PGresult   *res;
+
+		ident = PQescapeIdentifier(t->conn, t->shards[i].channel,
+								   strlen(t->shards[i].channel));
+		if (ident == NULL)
+			return cfeed_tail_fail(t, NULL, "quoting a channel name");
+		sql = malloc(strlen(ident) + 8);
+		if (sql == NULL)
+		{
+			PQfreemem(ident);
+			fprintf(stderr, "cfeed tail: out of memory\n");
+			t->exit_code = CFEED_EXIT_ERROR;
+			return STEP_STOP;
+		}
+		sprintf(sql, "LISTEN %s", ident);
+		PQfreemem(ident);
+		res = PQexec(t->conn, sql);
+		free(sql);
+		if (!cfeed_result_ok(res, PGRES_COMMAND_OK))
+		{
+			if (strcmp(cfeed_sqlstate(res), "25006") == 0)
+			{
+				PQclear(res);
+				fprintf(stderr, "cfeed tail: LISTEN is not possible (hot standby?); "
+						"waiting with cfeed.wait or polling instead\n");
+				t->listening = false;
+				return STEP_OK;
+			}
+			return cfeed_tail_fail(t, res, "LISTEN");
+		}
+		PQclear(res);
+	}
+	return STEP_OK;
+}
+
+/*
+ * position_shards
+ *		Resolve --from into each shard's starting cursor (outside group
+ *		mode).  Called after LISTEN, once.
+ */
+static TailStep
+position_shards(Tail *t)
+{
+	for (int i = 0; i < t->nshards; i++)
+	{
+		TailShard  *s = &t->shards[i];
+		char		shard_text[16];
+		const char *params[3] = {t->feed_id_text, shard_text, t->from_text};
+		PGresult   *res;
+
+		snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
+		switch (t->from)
+		{
+			case FROM_BEGINNING:
+				s->cursor_known = false;
+				continue;
+			case FROM_CURSOR:
+				s->cursor_known = true;
+				s->cursor = t->from_cursor;
+				continue;
+			case FROM_NOW:
+				res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, $2::int)", 2, params);
+				break;
+			case FROM_TIME:
+				res = cfeed_tail_exec_params(t, "select cfeed.cursor_at($1::int, $2::int, $3::timestamptz)",
+											 3, params);
+				break;
+			default:
+				continue;
+		}
+		if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+			return cfeed_tail_fail(t, res, "finding the start position");
+		s->cursor_known = !PQgetisnull(res, 0, 0);
+		if (s->cursor_known)
+			s->cursor = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+	}
+	t->positioned = true;
+	return STEP_OK;
+}
+
+/*
+ * in_sequence
+ *		Whether number may follow the shard's cursor (see the file header);
+ *		always true while the cursor is unknown.
+ */
+static bool
+in_sequence(const TailShard *s, long long number)
+{
+	if (!s->cursor_known)
+		return true;
+	if (number <= s->cursor)
+		return false;
+	if (number == s->cursor + 1)
+		return true;
+	if (s->start_known && number <= s->start)
+		return true;			/* sparse backfilled history */
+	if (s->start_known && number == s->start + 1 && s->cursor <= s->start)
+		return true;			/* first stamp after the history */
+	return false;
+}
+
+/*
+ * emit
+ *		Print one change as a JSON line and flush it.  stamped_json is
+ *		already a JSON value (to_json of the timestamptz) or NULL.
+ */
+static TailStep
+emit(Tail *t, const TailShard *s, const char *number, const char *change_id,
+	 const char *stamped_json)
+{
+	if (printf("{\"feed_id\":%d,\"shard\":%d,\"change_sequence_number\":%s,"
+			   "\"change_id\":%s,\"stamped_at\":%s}\n",
+			   t->feed_id, s->shard, number, change_id,
+			   stamped_json ? stamped_json : "null") < 0 ||
+		fflush(stdout) != 0)
+	{
+		if (errno == EPIPE)
+			t->exit_code = CFEED_EXIT_OK;	/* the reader went away */
+		else
+		{
+			perror("cfeed tail: could not write to standard output");
+			t->exit_code = CFEED_EXIT_ERROR;
+		}
+		return STEP_STOP;
+	}
+	return STEP_OK;
+}
+
+/*
+ * drain_shard
+ *		Read and print the shard's pages after its cursor until a short page
+ *		(then everything visible has been read); checkpoint each page in
+ *		group mode.  Stops the run at --max, at a gap (exit 3) and on signals.
+ */
+static TailStep
+drain_shard(Tail *t, TailShard *s)
+{
+	char		shard_text[16];
+	char		cursor_text[24];
+	char		limit_text[16];
+	const char *params[4] = {t->feed_id_text, shard_text, NULL, limit_text};
+
+	snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
+	for (;;)
+	{
+		long long	limit = PAGE_SIZE;
+		PGresult   *res;
+		int			rows;
+		TailStep	step = STEP_OK;
+
+		if (cfeed_interrupted)
+		{
+			t->exit_code = CFEED_EXIT_OK;
+			return STEP_STOP;
+		}
+		if (t->max > 0)
+		{
+			if (t->printed >= t->max)
+			{
+				t->exit_code = CFEED_EXIT_OK;
+				return STEP_STOP;
+			}
+			if (t->max - t->printed < limit)
+				limit = t->max - t->printed;
+		}
+		snprintf(limit_text, sizeof(limit_text), "%lld", limit);
+		if (s->cursor_known)
+		{
+			snprintf(cursor_text, sizeof(cursor_text), "%lld", s->cursor);
+			params[2] = cursor_text;
+		}
+		else
+			params[2] = NULL;
+
+		res = cfeed_tail_exec_params(t,
+									 "select change_sequence_number, change_id, pg_catalog.to_json(stamped_at)"
+									 " from cfeed.read($1::int, $2::int, $3::bigint, $4::int)",
+									 4, params);
+		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+			return cfeed_tail_fail(t, res, "reading");
+
+		rows = PQntuples(res);
+		for (int r = 0; r < rows && step == STEP_OK; r++)
+		{
+			long long	number = strtoll(PQgetvalue(res, r, 0), NULL, 10);
+
+			if (!in_sequence(s, number))
+			{
+				fprintf(stderr, "cfeed tail: gap in shard %d of feed %d: change_sequence_number %lld follows %lld\n"
+						"Changes between them are missing (removed by retention, or a bug in cfeed).\n",
+						s->shard, t->feed_id, number, s->cursor);
+				t->exit_code = CFEED_EXIT_GAP;
+				step = STEP_STOP;
+				break;
+			}
+			step = emit(t, s, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
+						PQgetisnull(res, r, 2) ? NULL : PQgetvalue(res, r, 2));
+			if (step == STEP_OK)
+			{
+				s->cursor = number;
+				s->cursor_known = true;
+				t->printed++;
+			}
+		}
+		PQclear(res);
+		if (rows > 0)
+		{
+			t->last_activity_ms = cfeed_now_ms();
+			if (t->group != NULL && s->held)
+			{
+				TailStep	cp = cfeed_group_checkpoint(t, s);
+
+				if (step == STEP_OK)
+					step = cp;
+			}
+		}
+		if (step != STEP_OK)
+			return step;
+		if (!s->held || rows < limit)
+			break;
+	}
+	s->dirty = false;
+	return STEP_OK;
+}
+
+/*
+ * mark_all_dirty
+ *		Ask for a read of every held shard (after a timeout or reconnect).
+ */
+static void
+mark_all_dirty(Tail *t)
+{
+	for (int i = 0; i < t->nshards; i++)
+		t->shards[i].dirty = t->shards[i].held;
+}
+
+/*
+ * collect_notifications
+ *		Mark the shards whose channel was notified; true when any held shard
+ *		is now due for a read.
+ */
+static bool
+collect_notifications(Tail *t)
+{
+	PGnotify   *notify;
+	bool		due = false;
+
+	while ((notify = PQnotifies(t->conn)) != NULL)
+	{
+		for (int i = 0; i < t->nshards; i++)
+			if (strcmp(notify->relname, t->shards[i].channel) == 0)
+				t->shards[i].dirty = t->shards[i].held;
+		PQfreemem(notify);
+	}
+	for (int i = 0; i < t->nshards; i++)
+		due |= t->shards[i].dirty;
+	return due;
+}
+
+/*
+ * wait_standby
+ *		Without notifications: one shard with a known cursor waits server
+ *		side in cfeed.wait (event-driven or cheap polling there); otherwise
+ *		sleep a little.  Either way every held shard is then read.
+ */
+static TailStep
+wait_standby(Tail *t, long long timeout_ms)
+{
+	int			held = 0;
+	TailShard  *one = NULL;
+
+	for (int i = 0; i < t->nshards; i++)
+		if (t->shards[i].held)
+		{
+			held++;
+			one = &t->shards[i];
+		}
+	if (held == 1 && one->cursor_known)
+	{
+		char		shard_text[16];
+		char		cursor_text[24];
+		char		timeout_text[24];
+		const char *params[4] = {t->feed_id_text, shard_text, cursor_text, timeout_text};
+		PGresult   *res;
+
+		snprintf(shard_text, sizeof(shard_text), "%d", one->shard);
+		snprintf(cursor_text, sizeof(cursor_text), "%lld", one->cursor);
+		snprintf(timeout_text, sizeof(timeout_text), "%lld",
+				 timeout_ms > INT_MAX ? (long long) INT_MAX : timeout_ms);
+		res = cfeed_tail_exec_params(t, "select cfeed.wait($1::int, $2::int, $3::bigint, $4::int)", 4, params);
+		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+			return cfeed_tail_fail(t, res, "waiting");
+		PQclear(res);
+	}
+	else
+		cfeed_sleep_ms((int) (timeout_ms < STANDBY_POLL_MS ? timeout_ms : STANDBY_POLL_MS));
+	mark_all_dirty(t);
+	return STEP_OK;
+}
+
+/*
+ * wait_for_wakeup
+ *		Wait until a notification marks a shard dirty, --wait-ms passes (then
+ *		all shards are due), a lease renewal is due, --idle-exit-ms passes
+ *		(stop with 0) or a signal arrives (stop with 0).
+ */
+static TailStep
+wait_for_wakeup(Tail *t)
+{
+	long long	deadline = cfeed_now_ms() + t->wait_ms;
+
+	for (;;)
+	{
+		long long	now;
+		long long	timeout;
+		struct pollfd pfd;
+		int			rc;
+
+		if (cfeed_interrupted)
+		{
+			t->exit_code = CFEED_EXIT_OK;
+			return STEP_STOP;
+		}
+		/* Notifications may have arrived with the last query's results. */
+		if (collect_notifications(t))
+			return STEP_OK;
+
+		now = cfeed_now_ms();
+		if (t->idle_exit_ms > 0 && now - t->last_activity_ms >= t->idle_exit_ms)
+		{
+			t->exit_code = CFEED_EXIT_OK;
+			return STEP_STOP;
+		}
+		if (t->group != NULL && now >= t->next_renew_ms)
+			return STEP_OK;
+		if (now >= deadline)
+		{
+			mark_all_dirty(t);
+			return STEP_OK;
+		}
+
+		timeout = deadline - now;
+		if (t->idle_exit_ms > 0 && t->last_activity_ms + t->idle_exit_ms - now < timeout)
+			timeout = t->last_activity_ms + t->idle_exit_ms - now;
+		if (t->group != NULL && t->next_renew_ms - now < timeout)
+			timeout = t->next_renew_ms - now;
+		if (timeout < 1)
+			timeout = 1;
+
+		if (!t->listening)
+			return wait_standby(t, timeout);
+
+		pfd.fd = PQsocket(t->conn);
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if (pfd.fd < 0)
+			return cfeed_tail_fail(t, NULL, "waiting");
+		rc = poll(&pfd, 1, (int) (timeout > INT_MAX ? INT_MAX : timeout));
+		if (rc < 0 && errno != EINTR)
+		{
+			perror("cfeed tail: poll");
+			t->exit_code = CFEED_EXIT_ERROR;
+			return STEP_STOP;
+		}
+		if (rc > 0 && (!PQconsumeInput(t->conn) || PQstatus(t->conn) != CONNECTION_OK))
+			return cfeed_tail_fail(t, NULL, "waiting for notifications");
+	}
+}
+
+/*
+ * setup_connection
+ *		On a new connection: LISTEN first, then (once) resolve the start
+ *		positions, then in group mode acquire the leases; every held shard
+ *		is then due for a read.
+ */
+static TailStep
+setup_connection(Tail *t)
+{
+	TailStep	step;
+
+	step = listen_all(t);
+	if (step == STEP_OK && t->group == NULL && !t->positioned)
+		step = position_shards(t);
+	if (step == STEP_OK && t->group != NULL)
+		step = cfeed_group_acquire(t);
+	if (step == STEP_OK)
+		mark_all_dirty(t);
+	return step;
+}
+
+/*
+ * reconnect
+ *		Replace a lost connection, retrying with exponential backoff until it
+ *		works or a signal arrives, and set it up again (LISTEN, leases).
+ */
+static TailStep
+reconnect(Tail *t)
+{
+	int			backoff = BACKOFF_MIN_MS;
+
+	for (;;)
+	{
+		cfeed_set_cancel(NULL);
+		if (t->conn != NULL)
+			PQfinish(t->conn);
+		t->conn = NULL;
+		if (cfeed_interrupted)
+		{
+			t->exit_code = CFEED_EXIT_OK;
+			return STEP_STOP;
+		}
+
+		fprintf(stderr, "cfeed tail: reconnecting in %d ms\n", backoff);
+		cfeed_sleep_ms(backoff);
+		if (backoff < BACKOFF_MAX_MS)
+			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+		if (cfeed_interrupted)
+			continue;
+
+		t->conn = cfeed_connect(t->dsn, true);
+		if (t->conn == NULL)
+			continue;
+		switch (setup_connection(t))
+		{
+			case STEP_OK:
+				fprintf(stderr, "cfeed tail: reconnected; resuming feed %d\n", t->feed_id);
+				return STEP_OK;
+			case STEP_STOP:
+				return STEP_STOP;
+			case STEP_LOST:
+				break;
+		}
+	}
+}
+
+/*
+ * cfeed_tail_main
+ *		`cfeed tail`: argv[0] is "tail".  Returns the exit code.
+ */
+int
+cfeed_tail_main(int argc, char **argv)
+{
+	Tail		t;
+	TailStep	step;
+
+	parse_options(&t, argc, argv);
+
+	t.conn = cfeed_connect(t.dsn, true);
+	if (t.conn == NULL)
+		return CFEED_EXIT_ERROR;
+	resolve_feed(&t);
+	load_shards(&t);
+	check_arguments_on_server(&t);
+
+	t.last_activity_ms = cfeed_now_ms();
+	step = setup_connection(&t);
+	while (step != STEP_STOP)
+	{
+		if (step == STEP_LOST)
+		{
+			step = reconnect(&t);
+			continue;
+		}
+
+		for (int i = 0; i < t.nshards && step == STEP_OK; i++)
+			if (t.shards[i].held && t.shards[i].dirty)
+				step = drain_shard(&t, &t.shards[i]);
+		if (step != STEP_OK)
+			continue;
+		if (t.max > 0 && t.printed >= t.max)
+		{
+			t.exit_code = CFEED_EXIT_OK;
+			break;
+		}
+
+		step = wait_for_wakeup(&t);
+		if (step == STEP_OK && t.group != NULL && cfeed_now_ms() >= t.next_renew_ms)
+			step = cfeed_group_acquire(&t);
+	}
+
+	if (t.group != NULL)
+		cfeed_group_release(&t);
+	cfeed_set_cancel(NULL);
+	if (t.conn != NULL)
+		PQfinish(t.conn);
+	for (int i = 0; i < t.nshards; i++)
+		free(t.shards[i].channel);
+	free(t.shards);
+	return t.exit_code;
+}

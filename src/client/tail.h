@@ -1,0 +1,91 @@
+/*
+ * src/client/tail.h
+ *		State of one `cfeed tail` run, shared by tail.c (the read loop) and
+ *		group.c (consumer-group leases).
+ */
+#ifndef CFEED_TAIL_H
+#define CFEED_TAIL_H
+
+#include "client.h"
+
+#define PAGE_SIZE			1000
+#define DEFAULT_WAIT_MS		5000
+#define DEFAULT_TTL_MS		30000
+#define STANDBY_POLL_MS		250
+#define BACKOFF_MIN_MS		100
+#define BACKOFF_MAX_MS		5000
+
+/* What a step of the loop asks the caller to do next. */
+typedef enum TailStep
+{
+	STEP_OK,					/* carry on */
+	STEP_LOST,					/* the connection is gone: reconnect */
+	STEP_STOP					/* exit with Tail.exit_code */
+} TailStep;
+
+typedef enum TailFrom
+{
+	FROM_BEGINNING,
+	FROM_NOW,
+	FROM_TIME,
+	FROM_CURSOR
+} TailFrom;
+
+/* One shard being followed. */
+typedef struct TailShard
+{
+	int			shard;
+	bool		held;			/* read it (always, outside group mode) */
+	bool		dirty;			/* notified, or due for a safety-net read */
+	bool		cursor_known;	/* false: read from the beginning */
+	long long	cursor;			/* last number printed (or start position) */
+	bool		start_known;
+	long long	start;			/* the shard's start value */
+	long long	epoch;			/* group mode: the lease's epoch */
+	char	   *channel;		/* cfeed.channel(feed, shard) */
+} TailShard;
+
+/* Options and state of one `cfeed tail` run. */
+typedef struct Tail
+{
+	/* options */
+	const char *dsn;
+	const char *feed_arg;
+	int			only_shard;		/* -1 = all */
+	TailFrom	from;
+	const char *from_text;
+	long long	from_cursor;
+	long long	max;			/* 0 = no limit */
+	int			wait_ms;
+	long long	idle_exit_ms;	/* 0 = never */
+	const char *group;
+	const char *owner;
+	int			ttl_ms;
+
+	/* state */
+	PGconn	   *conn;
+	int			feed_id;
+	char		feed_id_text[16];
+	TailShard  *shards;
+	int			nshards;
+	bool		listening;		/* false on a hot standby: poll instead */
+	bool		positioned;		/* initial cursors resolved */
+	long long	printed;
+	long long	last_activity_ms;
+	long long	next_renew_ms;
+	int			exit_code;
+} Tail;
+
+/* tail.c */
+extern TailStep cfeed_tail_fail(Tail *t, PGresult *res, const char *what);
+extern PGresult *cfeed_tail_exec_params(Tail *t, const char *sql, int nparams,
+										const char *const *values);
+extern TailShard *cfeed_tail_find_shard(Tail *t, int shard);
+
+/* group.c */
+extern void cfeed_group_check_api(Tail *t);
+extern TailStep cfeed_group_acquire(Tail *t);
+extern TailStep cfeed_group_checkpoint(Tail *t, TailShard *s);
+extern void cfeed_group_release(Tail *t);
+
+#endif							/* CFEED_TAIL_H */

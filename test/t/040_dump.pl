@@ -1,0 +1,68 @@
+# pg_dump / pg_restore (SPEC §6): feeds, shards, stamped and pending
+# changes, backfilled history and the change_id sequence position survive
+# into a fresh database, which then sweeps and reads on from where it
+# stopped, gaplessly.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $node = PostgreSQL::Test::Cluster->new('dump');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'cfeed'\ncfeed.enable_sweeper = off\n");
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+$node->safe_psql('src', q{
+	CREATE EXTENSION cfeed;
+	SELECT cfeed.create_feed('orders', 3);
+	SELECT cfeed.create_feed('audit', 1, feed_id => 10, sweep_group => 2, longpoll => false);
+	CREATE TABLE truth (change_id bigint PRIMARY KEY);
+	INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)
+	VALUES (1, 0, 1, 1999999999999999), (1, 0, 2, 2000000000000000);
+	INSERT INTO truth VALUES (1), (2);
+	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g;
+	INSERT INTO truth SELECT cfeed.publish(10, 0) FROM generate_series(1, 5) g;
+	SELECT count(*) FROM cfeed.sweep(0);
+	SELECT count(*) FROM cfeed.sweep(2);
+	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 7) g;
+});
+
+my $before = $node->safe_psql('src', q{
+	SELECT string_agg(format('%s/%s/%s/%s', feed_id, shard, change_id, change_sequence_number), ',' ORDER BY feed_id, shard, change_id)
+	FROM cfeed.change});
+my $heads = $node->safe_psql('src', q{
+	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
+	FROM cfeed.shard});
+my $seq = $node->safe_psql('src', q{SELECT last_value FROM cfeed.change_id});
+
+my $dump = $node->basedir . '/src.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f', $dump, 'src' ], 'pg_dump');
+$node->safe_psql('postgres', 'CREATE DATABASE dst');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'dst', $dump ],
+	'pg_restore as the extension owner');
+
+is($node->safe_psql('dst', q{
+	SELECT string_agg(format('%s/%s/%s/%s', feed_id, shard, change_id, change_sequence_number), ',' ORDER BY feed_id, shard, change_id)
+	FROM cfeed.change}), $before, 'changes, stamped and pending, restored with their numbers');
+is($node->safe_psql('dst', q{
+	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
+	FROM cfeed.shard}), $heads, 'shards restored with heads, start values and groups');
+is($node->safe_psql('dst', q{SELECT name || ':' || coalesce(comment, '') FROM cfeed.feed WHERE feed_id = 10}),
+	'audit:', 'feeds restored');
+is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'change_id sequence position restored');
+
+# The restored database sweeps the pending changes on from the old heads.
+$node->safe_psql('dst', 'SELECT count(*) FROM cfeed.sweep(0)');
+is($node->safe_psql('dst', 'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL'), '0',
+	'restored pending changes are swept');
+check_invariants($node, 'dst', 'restored database');
+is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}),
+	$node->safe_psql('dst', q{SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 0}),
+	'a reader from the beginning sees history and live changes');
+cmp_ok($node->safe_psql('dst', q{SELECT cfeed.publish(1, 0)}), '>', $seq, 'new change_ids continue after the restored position');
+
+done_testing();
