@@ -1168,7 +1168,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	{
 		CfeedShard	sh;
 
-		if (!cfeed_shard_fetch(feed_id, s, NULL, &sh))
+		if (!cfeed_shard_fetch(feed_id, s, NULL, false, &sh))
 			continue;
 		if (shard_has_history(feed_id, s, sh.start_number))
 			ereport(ERROR,
@@ -1204,7 +1204,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 					 "  pg_catalog.count(*) OVER (PARTITION BY n.shard) AS k,"
 					 "  sh.start_sequence_number - pg_catalog.count(*) OVER (PARTITION BY n.shard)"
 					 "   + pg_catalog.row_number() OVER (PARTITION BY n.shard ORDER BY n.o) AS seq"
-					 " FROM n JOIN cfeed.shard sh ON sh.feed_id = $1 AND sh.shard = n.shard),"
+					 " FROM n JOIN cfeed.shard_config sh ON sh.feed_id = $1 AND sh.shard = n.shard),"
 					 " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
 					 " SELECT $1, s.shard, s.cid, s.seq FROM s ORDER BY s.o),"
 					 " i AS (INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
