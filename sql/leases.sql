@@ -250,3 +250,6 @@ SELECT cfeed.create_feed('gone', 2);
 SELECT count(*) FROM cfeed.acquire('g', 5, 'a');
 DELETE FROM cfeed.feed WHERE feed_id = 5;
 SELECT count(*) FROM cfeed.lease WHERE feed_id = 5;
+
+-- leave the database as the next file expects it
+DROP EXTENSION cfeed;

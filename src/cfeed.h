@@ -84,6 +84,9 @@ extern bool cfeed_sweep_group(int32 sweep_group, bool nowait,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
 
+/* feed.c */
+extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 								 int timeout_ms);

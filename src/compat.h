@@ -43,4 +43,12 @@
 												context, params, queryEnv, dest, qc)
 #endif
 
+/* Ownership checks became object_ownercheck() in 16. */
+#if PG_VERSION_NUM >= 160000
+#define cfeed_rel_ownercheck(relid, roleid) \
+	object_ownercheck(RelationRelationId, (relid), (roleid))
+#else
+#define cfeed_rel_ownercheck(relid, roleid) pg_class_ownercheck((relid), (roleid))
+#endif
+
 #endif							/* CFEED_COMPAT_H */

@@ -199,11 +199,11 @@ cfeed_publish(PG_FUNCTION_ARGS)
 }
 
 /*
- * cfeed_fnv1a
+ * fnv1a
  *		FNV-1a, 32 bits, of a byte string.
  */
 static uint32
-cfeed_fnv1a(const unsigned char *bytes, size_t len)
+fnv1a(const unsigned char *bytes, size_t len)
 {
 	uint32		h = 2166136261u;
 	size_t		i;
@@ -217,6 +217,26 @@ cfeed_fnv1a(const unsigned char *bytes, size_t len)
 }
 
 /*
+ * cfeed_key_shard
+ *		The shard of a partition key given in the server encoding: FNV-1a 32
+ *		of its UTF-8 bytes modulo count (> 0).  Shared by cfeed.shard_for and
+ *		the tracking triggers, so that both always agree.
+ */
+int32
+cfeed_key_shard(const char *key, int len, int32 count)
+{
+	const char *utf8 = pg_server_to_any(key, len, PG_UTF8);
+	uint32		h;
+
+	if (utf8 != key)
+		len = strlen(utf8);
+	h = fnv1a((const unsigned char *) utf8, len);
+	if (utf8 != key)
+		pfree((void *) utf8);
+	return (int32) (h % (uint32) count);
+}
+
+/*
  * cfeed_shard_for
  *		SQL: cfeed.shard_for(feed_id, key) returns int: FNV-1a 32 of the key's
  *		UTF-8 bytes modulo the feed's shard count.
@@ -226,18 +246,12 @@ cfeed_shard_for(PG_FUNCTION_ARGS)
 {
 	text	   *key;
 	int32		count;
-	char	   *utf8;
-	int			len;
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "key");
 	count = cfeed_feed_shard_count(PG_GETARG_INT32(0));
 	key = PG_GETARG_TEXT_PP(1);
-	len = VARSIZE_ANY_EXHDR(key);
-	utf8 = pg_server_to_any(VARDATA_ANY(key), len, PG_UTF8);
-	if (utf8 != VARDATA_ANY(key))
-		len = strlen(utf8);
-	PG_RETURN_INT32((int32) (cfeed_fnv1a((const unsigned char *) utf8, len) % (uint32) count));
+	PG_RETURN_INT32(cfeed_key_shard(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count));
 }
 
 /*

@@ -820,3 +820,113 @@ END
 $fn$;
 COMMENT ON FUNCTION cfeed.apply_retention(bool) IS 'deletes every stamped change older than its feed''s retention now (the sweeper does it in the background); returns rows deleted';
 REVOKE ALL ON FUNCTION cfeed.apply_retention(bool) FROM PUBLIC;
+
+/*
+ * ======================================================================
+ * Tracking tables (src/track.c, docs/track.md)
+ * ======================================================================
+ */
+
+CREATE TABLE cfeed.row_image (
+	change_id bigint NOT NULL,
+	feed_id int NOT NULL,
+	tbl regclass NOT NULL,
+	op text NOT NULL,	-- 'insert', 'update' or 'delete' (no CHECK: it costs a parse per trigger call)
+	"row" jsonb NOT NULL,
+	PRIMARY KEY (change_id, feed_id)
+);
+COMMENT ON TABLE cfeed.row_image IS 'row images of tracked tables'' changes: the row as of the change (new row for insert/update, old row for delete); one jsonb copy per change, deleted with its change';
+COMMENT ON COLUMN cfeed.row_image.tbl IS 'the tracked table (for a partitioned table, the table that was tracked, not the partition)';
+COMMENT ON COLUMN cfeed.row_image.op IS 'insert, update or delete';
+COMMENT ON COLUMN cfeed.row_image."row" IS 'the row as of the change, as to_jsonb(row)';
+SELECT pg_catalog.pg_extension_config_dump('cfeed.row_image', '');
+
+-- Retention: images follow their changes.  A statement trigger with a
+-- transition table deletes them in one set operation per DELETE on
+-- cfeed.change, whoever deletes (hence SECURITY DEFINER: it only removes the
+-- images of the changes the caller has just deleted).
+CREATE FUNCTION cfeed._row_image_cleanup() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	DELETE FROM cfeed.row_image i
+	USING deleted_changes d
+	WHERE i.change_id OPERATOR(pg_catalog.=) d.change_id
+	  AND i.feed_id OPERATOR(pg_catalog.=) d.feed_id;
+	RETURN NULL;
+END
+$$;
+COMMENT ON FUNCTION cfeed._row_image_cleanup() IS 'internal: deletes the row images of deleted changes';
+REVOKE ALL ON FUNCTION cfeed._row_image_cleanup() FROM PUBLIC;
+
+CREATE TRIGGER change_row_image_cleanup AFTER DELETE ON cfeed.change
+	REFERENCING OLD TABLE AS deleted_changes
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._row_image_cleanup();
+
+CREATE FUNCTION cfeed._track_row() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_track_row';
+COMMENT ON FUNCTION cfeed._track_row() IS 'internal: AFTER ROW trigger of a tracked table; publishes the change and its row image';
+
+CREATE FUNCTION cfeed._track_change_id() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_track_change_id';
+COMMENT ON FUNCTION cfeed._track_change_id() IS 'internal: BEFORE ROW trigger of a tracked table; sets its change_id column';
+
+CREATE FUNCTION cfeed._track_truncate() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_track_truncate';
+COMMENT ON FUNCTION cfeed._track_truncate() IS 'internal: BEFORE TRUNCATE trigger of a tracked table; refuses TRUNCATE';
+
+CREATE FUNCTION cfeed._track_key(tbl regclass, r record) RETURNS text
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_track_key';
+COMMENT ON FUNCTION cfeed._track_key(regclass, record) IS 'internal: the key text form of a row of a tracked table, as the triggers shard it';
+
+CREATE FUNCTION cfeed.track(tbl regclass, feed_id int, key text DEFAULT NULL) RETURNS void
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_track';
+COMMENT ON FUNCTION cfeed.track(regclass, int, text) IS 'publishes every INSERT, UPDATE and DELETE of a table to a feed, with row images, sharded by the key (primary key when null); caller must own the table';
+
+CREATE FUNCTION cfeed.untrack(tbl regclass) RETURNS void
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_untrack';
+COMMENT ON FUNCTION cfeed.untrack(regclass) IS 'stops publishing a tracked table''s changes; published changes stay';
+
+CREATE FUNCTION cfeed.backfill(tbl regclass, feed_id int, order_by text DEFAULT NULL) RETURNS bigint
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_backfill';
+COMMENT ON FUNCTION cfeed.backfill(regclass, int, text) IS 'numbers a tracked table''s existing rows into the migration range just below each shard''s start, as history before the live changes; once per feed';
+
+CREATE FUNCTION cfeed.read_rows(feed_id int, shard int, cursor bigint DEFAULT NULL,
+								max_count int DEFAULT 1000, wait_ms int DEFAULT 0)
+	RETURNS TABLE (change_sequence_number bigint, change_id bigint, stamped_at timestamptz,
+				   tbl regclass, op text, "row" jsonb)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 1000
+	AS $$
+DECLARE
+	v_numbers bigint[];
+	v_ids bigint[];
+	v_times timestamptz[];
+BEGIN
+	-- cfeed.read checks the arguments, reads and waits; the images are read
+	-- by a second statement, whose newer snapshot sees the images of every
+	-- change the first one returned (written by transactions that committed
+	-- before the sweep that stamped them).
+	SELECT pg_catalog.array_agg(r.change_sequence_number ORDER BY r.change_sequence_number),
+		   pg_catalog.array_agg(r.change_id ORDER BY r.change_sequence_number),
+		   pg_catalog.array_agg(r.stamped_at ORDER BY r.change_sequence_number)
+	  INTO v_numbers, v_ids, v_times
+	  FROM cfeed.read(read_rows.feed_id, read_rows.shard, read_rows.cursor,
+					  read_rows.max_count, read_rows.wait_ms) r;
+	IF v_numbers IS NULL THEN
+		RETURN;
+	END IF;
+	RETURN QUERY
+		SELECT u.n, u.id, u.t, i.tbl, i.op, i."row"
+		FROM ROWS FROM (pg_catalog.unnest(v_numbers), pg_catalog.unnest(v_ids),
+						pg_catalog.unnest(v_times)) AS u(n, id, t)
+		LEFT JOIN cfeed.row_image i
+			   ON i.change_id OPERATOR(pg_catalog.=) u.id
+			  AND i.feed_id OPERATOR(pg_catalog.=) read_rows.feed_id
+		ORDER BY u.n;
+END
+$$;
+COMMENT ON FUNCTION cfeed.read_rows(int, int, bigint, int, int) IS 'like cfeed.read, with each change''s table, operation and row as of the change (null for changes published without a row image)';

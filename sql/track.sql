@@ -1,0 +1,196 @@
+-- track: cfeed.track/untrack row triggers, row images through read_rows,
+-- tombstones, partitions, TRUNCATE, and backfill into the migration range.
+CREATE EXTENSION IF NOT EXISTS cfeed;
+\set SHOW_CONTEXT never
+
+-- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
+CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE cmd;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- rows(feed): read_rows of every shard from the beginning; numbers relative
+-- to the shard's start, the row without its change_id column, and whether
+-- the row's change_id column holds the change's change_id
+CREATE FUNCTION pg_temp.rows(f int)
+RETURNS TABLE (shard int, n bigint, op text, tbl regclass, "row" jsonb, id_in_row bool)
+LANGUAGE sql AS $$
+	SELECT s.shard, r.change_sequence_number - s.start_sequence_number, r.op, r.tbl,
+		   r."row" - 'change_id', (r."row" ->> 'change_id')::bigint = r.change_id
+	FROM cfeed.shard s, cfeed.read_rows(s.feed_id, s.shard) r
+	WHERE s.feed_id = f ORDER BY 1, 2
+$$;
+
+SELECT cfeed.create_feed('track-a', 4, feed_id => 601);
+
+-- insert (multi-row), update, delete and COPY of a table with a change_id column
+CREATE TABLE t_acct (id int PRIMARY KEY, name text, change_id bigint);
+SELECT cfeed.track('t_acct', 601);
+INSERT INTO t_acct (id, name) VALUES (1, 'ann'), (2, 'bob'), (3, 'cy');
+UPDATE t_acct SET name = 'ann2' WHERE id = 1;
+DELETE FROM t_acct WHERE id = 2;
+COPY t_acct (id, name) FROM stdin;
+4	dee
+5	eve
+\.
+-- after a sweep: every change, each with its row as of the change
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT * FROM pg_temp.rows(601);
+-- shards follow shard_for(feed, primary key's text form)
+SELECT bool_and(shard = cfeed.shard_for(601, "row" ->> 'id')) AS pk_sharded FROM pg_temp.rows(601);
+-- the change_id column holds the change_id of the row's latest change
+SELECT t.id, t.change_id = (SELECT max(i.change_id) FROM cfeed.row_image i
+							WHERE i.tbl = 't_acct'::regclass AND i."row" ->> 'id' = t.id::text) AS latest
+FROM t_acct t ORDER BY t.id;
+
+-- an UPDATE that changes the key: tombstone of the old key first, then the new row
+UPDATE t_acct SET id = 30 WHERE id = 3;
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT i.op, i."row" ->> 'id' AS id, cfeed.shard_for(601, i."row" ->> 'id') AS shard
+FROM cfeed.row_image i WHERE i.feed_id = 601
+ORDER BY i.change_id DESC LIMIT 2;
+
+-- a plain publish to a feed reads with null tbl, op and row
+SELECT cfeed.publish(601, 0) > 0 AS published;
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT n, op, tbl, "row" FROM pg_temp.rows(601) WHERE shard = 0 ORDER BY n DESC LIMIT 1;
+
+-- TRUNCATE of a tracked table is refused; after untrack it works and nothing is published
+SELECT pg_temp.err('TRUNCATE t_acct');
+SELECT cfeed.untrack('t_acct');
+SELECT count(*) AS images_before FROM cfeed.row_image WHERE feed_id = 601;
+INSERT INTO t_acct (id, name) VALUES (6, 'fay');
+TRUNCATE t_acct;
+SELECT count(*) AS images_after FROM cfeed.row_image WHERE feed_id = 601;
+SELECT tgname FROM pg_trigger WHERE tgrelid = 't_acct'::regclass;
+
+-- a custom key, and a multi-column key ('|'-joined text forms); no change_id column
+SELECT cfeed.create_feed('track-b', 3, feed_id => 602);
+CREATE TABLE t_evt (id int PRIMARY KEY, account text, payload text);
+SELECT cfeed.track('t_evt', 602, key => 'account');
+INSERT INTO t_evt SELECT g, 'acct-' || (g % 5), 'p' FROM generate_series(1, 20) g;
+CREATE TABLE t_evt2 (id int, account text, payload text);
+SELECT cfeed.track('t_evt2', 602, key => 'account, ID');
+INSERT INTO t_evt2 SELECT g, 'acct-' || (g % 5), 'p' FROM generate_series(1, 20) g;
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT tbl, count(*) AS changes,
+	   bool_and(shard = cfeed.shard_for(602, CASE WHEN tbl = 't_evt'::regclass
+							THEN "row" ->> 'account'
+							ELSE ("row" ->> 'account') || '|' || ("row" ->> 'id') END)) AS key_sharded,
+	   count(DISTINCT shard) AS shards_used, bool_and(id_in_row IS NULL) AS no_id_column
+FROM pg_temp.rows(602) GROUP BY tbl ORDER BY tbl;
+SELECT cfeed.untrack('t_evt2');
+
+-- a table without a primary key is refused unless a key is given
+CREATE TABLE t_nopk (a int, b text);
+SELECT pg_temp.err($$SELECT cfeed.track('t_nopk', 602)$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_nopk', 602, key => 'a')$$);
+SELECT cfeed.untrack('t_nopk');
+
+-- partitioned tables: rows in partitions (also ones created later) publish under the parent;
+-- moving a row to another partition is a delete then an insert
+SELECT cfeed.create_feed('track-p', 2, feed_id => 603);
+CREATE TABLE t_part (id int, region text, v text, change_id bigint, PRIMARY KEY (id, region))
+	PARTITION BY LIST (region);
+CREATE TABLE t_part_eu PARTITION OF t_part FOR VALUES IN ('eu');
+CREATE TABLE t_part_us PARTITION OF t_part FOR VALUES IN ('us');
+SELECT cfeed.track('t_part', 603);
+INSERT INTO t_part (id, region, v) VALUES (1, 'eu', 'a'), (2, 'us', 'b');
+INSERT INTO t_part_eu (id, region, v) VALUES (3, 'eu', 'c');
+CREATE TABLE t_part_ap PARTITION OF t_part FOR VALUES IN ('ap');
+INSERT INTO t_part (id, region, v) VALUES (4, 'ap', 'd');
+UPDATE t_part SET region = 'us' WHERE id = 1;
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT shard, n, op, tbl, "row", id_in_row FROM pg_temp.rows(603);
+SELECT bool_and(shard = cfeed.shard_for(603, ("row" ->> 'id') || '|' || ("row" ->> 'region'))) AS pk_sharded
+FROM pg_temp.rows(603);
+SELECT id, region, change_id IS NOT NULL AS has_change_id FROM t_part ORDER BY id;
+SELECT pg_temp.err('TRUNCATE t_part');
+SELECT pg_temp.err('TRUNCATE t_part_eu');
+SELECT cfeed.untrack('t_part');
+SELECT pg_temp.err('TRUNCATE t_part_eu');
+
+-- errors, with their SQLSTATEs
+CREATE VIEW v_acct AS SELECT * FROM t_acct;
+CREATE TABLE t_badcid (id int PRIMARY KEY, change_id int);
+SELECT pg_temp.err($$SELECT cfeed.track(NULL, 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_acct', NULL)$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_acct', 699)$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_evt', 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_acct', 601, key => 'nope')$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_acct', 601, key => '')$$);
+SELECT pg_temp.err($$SELECT cfeed.track('t_badcid', 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.track('v_acct', 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.untrack('t_acct')$$);
+SELECT pg_temp.err($$SELECT cfeed.untrack(NULL)$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.read_rows(NULL, 0)$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.read_rows(601, 0, max_count => -1)$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.read_rows(601, 9)$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.read_rows(699, 0)$$);
+-- only the table's owner may track, untrack or backfill it
+CREATE ROLE track_stranger;
+GRANT USAGE ON SCHEMA public TO track_stranger;
+SET ROLE track_stranger;
+SELECT pg_temp.err($$SELECT cfeed.track('t_acct', 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.untrack('t_evt')$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602)$$);
+RESET ROLE;
+
+-- backfill: history numbered start-k+1 .. start per shard, contiguous with the live numbers
+SELECT cfeed.create_feed('track-h', 2, feed_id => 604);
+CREATE TABLE t_hist (id int PRIMARY KEY, v text, change_id bigint);
+INSERT INTO t_hist SELECT g, 'v' || g FROM generate_series(1, 10) g;
+BEGIN;
+SELECT cfeed.track('t_hist', 604);
+SELECT cfeed.backfill('t_hist', 604, order_by => 'v DESC');
+COMMIT;
+INSERT INTO t_hist VALUES (11, 'v11'), (12, 'v12');
+UPDATE t_hist SET v = 'v1b' WHERE id = 1;
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT * FROM pg_temp.rows(604);
+-- per shard: history <= 0 then live > 0, no gap, no duplicate
+SELECT shard, min(n) AS first, max(n) AS last, count(*) = max(n) - min(n) + 1 AS gapless
+FROM pg_temp.rows(604) GROUP BY shard ORDER BY shard;
+-- the rows' change_id is their latest change's, history included
+SELECT bool_and(t.change_id = (SELECT max(i.change_id) FROM cfeed.row_image i
+							   WHERE i.tbl = 't_hist'::regclass AND i."row" ->> 'id' = t.id::text)) AS latest
+FROM t_hist t;
+-- a second backfill fails and changes nothing
+SELECT count(*) AS changes_before FROM cfeed.change WHERE feed_id = 604;
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_hist', 604)$$);
+SELECT count(*) AS changes_after FROM cfeed.change WHERE feed_id = 604;
+
+-- not enough room: a shard created with start value 3 holds 3 history rows
+INSERT INTO cfeed.feed (feed_id, name) VALUES (605, 'track-small');
+INSERT INTO cfeed.shard (feed_id, shard, last_change_sequence_number) VALUES (605, 0, 3);
+CREATE TABLE t_small (id int PRIMARY KEY, change_id bigint);
+INSERT INTO t_small SELECT g FROM generate_series(1, 4) g;
+SELECT cfeed.track('t_small', 605);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_small', 605)$$);
+SELECT count(*) AS changes, (SELECT count(*) FROM t_small WHERE change_id IS NOT NULL) AS ids_set
+FROM cfeed.change WHERE feed_id = 605;
+DELETE FROM t_small WHERE id = 4;
+-- three rows fit exactly: numbers 1 .. 3
+SELECT cfeed.backfill('t_small', 605);
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+SELECT shard, n, op, "row", id_in_row FROM pg_temp.rows(605);
+
+-- backfill argument checks
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'id; DROP TABLE t_evt')$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'id DESC NULLS')$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'lower(account)')$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'nope')$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill(NULL, 601)$$);
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', NULL)$$);
+SELECT cfeed.backfill('t_evt', 602, order_by => 'account DESC NULLS LAST, "id" asc') AS evt_rows;
+
+-- retention: deleting changes deletes their row images
+DELETE FROM cfeed.change WHERE feed_id = 605;
+SELECT count(*) AS images_left FROM cfeed.row_image WHERE feed_id = 605;
+
+REVOKE USAGE ON SCHEMA public FROM track_stranger;
+DROP ROLE track_stranger;
