@@ -11,11 +11,10 @@
  *
  *	  Sequence numbers a writer may set itself (SPEC §2):
  *	  - at or below the shard's start value (the migration range): anyone;
- *	  - above it but at or below the shard's last number, i.e. numbers the
- *		shard has already issued: only the extension's owner, which is what
- *		pg_restore of a dump does;
- *	  - above the shard's last number: nobody (22023), since the sweeper
- *		issues those.
+ *	  - above it: only the extension's owner, and only on a row that carries
+ *		the writer_xid of another transaction, as the rows of a dump do
+ *		(pg_restore); change_sequence_idx still refuses a number twice;
+ *	  - anything else: refused (22023), since the sweeper issues those.
  *
  *-------------------------------------------------------------------------
  */
@@ -79,20 +78,20 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
 /*
  * check_writer_number
  *		Refuse (22023) a writer-set sequence number outside what SPEC §2
- *		allows; see the file header.  A missing shard is left to the foreign
+ *		allows; see the file header.  restored_row: the row carries another
+ *		transaction's writer_xid.  A missing shard is left to the foreign
  *		key, which reports it at the same INSERT.
  */
 static void
-check_writer_number(int32 feed_id, int32 shard, int64 number)
+check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
 {
 	CfeedShard	sh;
 
-	if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
+	if (!cfeed_shard_fetch(feed_id, shard, NULL, false, &sh))
 		return;
 	if (number <= sh.start_number)
 		return;
-	if (number <= sh.last_number &&
-		has_privs_of_role(GetUserId(), cfeed_extension_owner()))
+	if (restored_row && has_privs_of_role(GetUserId(), cfeed_extension_owner()))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -148,7 +147,12 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 				 errhint("Leave stamped_at out of the INSERT.")));
 	if (!number_null)
 	{
-		check_writer_number(feed_id, shard, DatumGetInt64(number));
+		bool		xid_isnull;
+		Datum		xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_isnull);
+		bool		restored_row = !xid_isnull &&
+			!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId());
+
+		check_writer_number(feed_id, shard, DatumGetInt64(number), restored_row);
 		if (stamped_null)
 		{
 			cols[ncols] = Anum_change_stamped_at;
