@@ -31,6 +31,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+# The tests run as postgres and write into the tree: work on a copy when
+# postgres cannot reach this directory (e.g. a checkout under /root).
+if ! runuser -u postgres -- test -x "$PWD" 2>/dev/null; then
+	work=$(mktemp -d /tmp/cfeed-tests.XXXXXX)
+	chmod 755 "$work"
+	cp -a . "$work/"
+	cd "$work"
+	echo "run-tests.sh: running in $work (postgres cannot reach the checkout)"
+fi
+
 copt=()
 if [ "${CI:-}" = "true" ]; then
 	copt=(COPT=-Werror)
