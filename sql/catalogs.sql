@@ -1,16 +1,6 @@
 -- catalogs: the objects the extension installs, create_feed, the shard guard,
 -- and DROP EXTENSION leaving nothing behind.
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 -- the extension is not relocatable and lives in schema cfeed
 SELECT extname, extrelocatable, extnamespace::regnamespace FROM pg_extension WHERE extname = 'cfeed';

@@ -1,15 +1,5 @@
 -- errors: every SQLSTATE of SPEC section 7, for every function; bad input writes nothing.
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 SELECT cfeed.create_feed('e', 2);
 SELECT cfeed.publish(1, 0, 7);

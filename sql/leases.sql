@@ -1,17 +1,7 @@
 -- leases: consumer groups (SPEC §5) and retention (SPEC §6): balancing,
 -- fencing, lag arithmetic, start positions, release, seek, drop_group,
 -- retention holds, errors.
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 -- stamped(): sweeps now (the suite runs without the background sweeper) and
 -- tells whether every committed change is stamped

@@ -1,16 +1,6 @@
 -- publish: the write path (cfeed.publish, plain INSERT, the change guard),
 -- cfeed.shard_for and cfeed.channel.
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 SELECT cfeed.create_feed('orders', 4);
 SELECT cfeed.create_feed('audit', 1);

@@ -1,16 +1,6 @@
 -- read: cfeed.read, cfeed.head, cfeed.cursor_at, cfeed.wait without contention,
 -- backfilled history, and the seed's join pattern with its plan.
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 SELECT cfeed.create_feed('r', 2);
 SELECT cfeed.create_feed('big', 2);

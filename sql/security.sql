@@ -1,15 +1,5 @@
 -- security: what writers, readers and strangers may do (SPEC section 8).
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 
 CREATE ROLE regress_cfeed_writer;

@@ -1,16 +1,6 @@
 -- sweep: cfeed.sweep and cfeed.sweep_loop, gapless numbering, change_id order,
 -- sweep groups, batches (guarantees 1, 2, 4, 5 in one session).
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 -- stamped(): every stamped change, ids and numbers relative to their bases
 CREATE FUNCTION pg_temp.stamped() RETURNS TABLE (feed_id int, shard int, id bigint, n bigint)

@@ -1,16 +1,6 @@
 -- track: cfeed.track/untrack row triggers, row images through read_rows,
 -- tombstones, partitions, TRUNCATE, and backfill into the migration range.
-CREATE EXTENSION IF NOT EXISTS cfeed;
-\set SHOW_CONTEXT never
-
--- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
-CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-	EXECUTE cmd;
-	RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-	RETURN SQLSTATE || ': ' || SQLERRM;
-END $$;
+\i test/regress_setup.sql
 
 -- rows(feed): read_rows of every shard from the beginning; numbers relative
 -- to the shard's start, the row without its change_id column, and whether
