@@ -20,6 +20,22 @@ $node->safe_psql('postgres', q{
 	UPDATE cfeed.shard SET longpoll = false WHERE feed_id = 1 AND shard = 3;
 });
 
+# Start a psql running $sql on $n in the background and wait until it
+# sleeps in a cfeed wait (wait_event_type Extension); returns the harness
+# and a reference to its stdout.
+sub start_waiter
+{
+	my ($n, $sql, $pattern) = @_;
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-X', '-At', '-h', $n->host, '-p', $n->port, '-d', 'postgres', '-c', $sql ],
+		'>', \$out, '2>', \$err);
+	$n->poll_query_until('postgres', qq{
+		SELECT count(*) = 1 FROM pg_stat_activity
+		WHERE query LIKE '$pattern' AND wait_event_type = 'Extension'}) or die "waiter not seen: $sql";
+	return ($h, \$out, \$err);
+}
+
 # Listen on all four channels in a background session, then write to every
 # shard; the sweep of the group must notify shards 0..2 (all of them,
 # including the last longpoll shard of the group) and not shard 3.
@@ -45,54 +61,34 @@ unlike($out, qr/cfeed_1_3/, 'longpoll = false shard sent no notification');
 
 # cfeed.wait wakes when a stamp passes the cursor.
 my $head = $node->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
-my ($wout, $werr) = ('', '');
 my $t0 = time;
-my $waiter = IPC::Run::start(
-	[ 'psql', '-X', '-At', '-h', $node->host, '-p', $node->port, '-d', 'postgres',
-	  '-c', "SELECT cfeed.wait(1, 0, $head, 20000)" ],
-	'>', \$wout, '2>', \$werr);
-$node->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity
-	WHERE query LIKE 'SELECT cfeed.wait%' AND wait_event_type = 'Extension'}) or die 'waiter not seen';
+my ($waiter, $wout, $werr) = start_waiter($node, "SELECT cfeed.wait(1, 0, $head, 20000)", 'SELECT cfeed.wait%');
 pass('a waiting reader shows wait_event_type Extension');
 $node->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
 $waiter->finish;
-chomp $wout;
-is($wout, $head + 1, 'cfeed.wait returned the new head');
+chomp $$wout;
+is($$wout, $head + 1, 'cfeed.wait returned the new head');
 ok(time - $t0 < 15, 'well before its timeout');
 
 # read(wait_ms) returns the new rows in the same call.
-($wout, $werr) = ('', '');
 $head = $node->safe_psql('postgres', 'SELECT cfeed.head(1, 1)');
-$waiter = IPC::Run::start(
-	[ 'psql', '-X', '-At', '-h', $node->host, '-p', $node->port, '-d', 'postgres',
-	  '-c', "SELECT count(*) FROM cfeed.read(1, 1, $head, 100, 20000)" ],
-	'>', \$wout, '2>', \$werr);
-$node->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity
-	WHERE query LIKE '%cfeed.read%' AND wait_event_type = 'Extension'}) or die 'reader not seen';
+($waiter, $wout, $werr) = start_waiter($node,
+	"SELECT count(*) FROM cfeed.read(1, 1, $head, 100, 20000)", '%cfeed.read%');
 $node->safe_psql('postgres', 'SELECT cfeed.publish(1, 1), cfeed.publish(1, 1)');
 $waiter->finish;
-chomp $wout;
-is($wout, '2', 'read(wait_ms) returned both new changes');
+chomp $$wout;
+is($$wout, '2', 'read(wait_ms) returned both new changes');
 
 # A wait times out with the unchanged head.
 $head = $node->safe_psql('postgres', 'SELECT cfeed.head(1, 2)');
 is($node->safe_psql('postgres', "SELECT cfeed.wait(1, 2, $head, 200)"), $head, 'timeout returns the head');
 
 # A wait is cancellable, by pg_cancel_backend and by statement_timeout.
-($wout, $werr) = ('', '');
-$waiter = IPC::Run::start(
-	[ 'psql', '-X', '-At', '-h', $node->host, '-p', $node->port, '-d', 'postgres',
-	  '-c', "SELECT cfeed.wait(1, 2, $head, 60000)" ],
-	'>', \$wout, '2>', \$werr);
-$node->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity
-	WHERE query LIKE 'SELECT cfeed.wait%' AND wait_event_type = 'Extension'}) or die 'waiter not seen';
+($waiter, $wout, $werr) = start_waiter($node, "SELECT cfeed.wait(1, 2, $head, 60000)", 'SELECT cfeed.wait%');
 $node->safe_psql('postgres', q{
 	SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT cfeed.wait%'});
 $waiter->finish;
-like($werr, qr/canceling statement due to user request/, 'pg_cancel_backend cancels a wait');
+like($$werr, qr/canceling statement due to user request/, 'pg_cancel_backend cancels a wait');
 my ($ret, $stdout, $stderr) = $node->psql('postgres',
 	"SET statement_timeout = '200ms'; SELECT cfeed.wait(1, 2, $head, 60000)");
 like($stderr, qr/canceling statement due to statement timeout/, 'statement_timeout cancels a wait');
@@ -105,18 +101,12 @@ $standby->init_from_backup($node, 'b', has_streaming => 1);
 $standby->start;
 $node->wait_for_catchup($standby);
 $head = $standby->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
-($wout, $werr) = ('', '');
-$waiter = IPC::Run::start(
-	[ 'psql', '-X', '-At', '-h', $standby->host, '-p', $standby->port, '-d', 'postgres',
-	  '-c', "SELECT count(*) FROM cfeed.read(1, 0, $head, 100, 20000)" ],
-	'>', \$wout, '2>', \$werr);
-$standby->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE '%cfeed.read%' AND wait_event_type = 'Extension'})
-  or die 'standby reader not seen';
+($waiter, $wout, $werr) = start_waiter($standby,
+	"SELECT count(*) FROM cfeed.read(1, 0, $head, 100, 20000)", '%cfeed.read%');
 $node->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
 $waiter->finish;
-chomp $wout;
-is($wout, '1', 'read(wait_ms) on the standby woke with the replayed change');
+chomp $$wout;
+is($$wout, '1', 'read(wait_ms) on the standby woke with the replayed change');
 my (undef, undef, $serr) = $standby->psql('postgres', 'SELECT * FROM cfeed.sweep()');
 like($serr, qr/cannot sweep during recovery/, 'sweeping on a standby is refused');
 $standby->stop;
@@ -127,18 +117,12 @@ $plain->init;
 $plain->start;
 $plain->safe_psql('postgres', q{CREATE EXTENSION cfeed; SELECT cfeed.create_feed('f', 1);});
 is($plain->safe_psql('postgres', 'SELECT count(*) FROM cfeed.sweepers'), '0', 'no sweepers without the preload');
-($wout, $werr) = ('', '');
-$waiter = IPC::Run::start(
-	[ 'psql', '-X', '-At', '-h', $plain->host, '-p', $plain->port, '-d', 'postgres',
-	  '-c', 'SELECT cfeed.wait(1, 0, 2000000000000000, 20000)' ],
-	'>', \$wout, '2>', \$werr);
-$plain->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT cfeed.wait%' AND wait_event_type = 'Extension'})
-  or die 'waiter not seen';
+($waiter, $wout, $werr) = start_waiter($plain,
+	'SELECT cfeed.wait(1, 0, 2000000000000000, 20000)', 'SELECT cfeed.wait%');
 $plain->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
 $plain->safe_psql('postgres', 'CALL cfeed.sweep_loop(0, 0, 0, 0, null, null, null)');
 $waiter->finish;
-chomp $wout;
-is($wout, '2000000000000001', 'without the preload a wait wakes by polling after a SQL sweep');
+chomp $$wout;
+is($$wout, '2000000000000001', 'without the preload a wait wakes by polling after a SQL sweep');
 
 done_testing();
