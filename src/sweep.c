@@ -514,8 +514,9 @@ execute_checked(SPIPlanPtr plan, Datum *args, uint64 expected, const char *what)
  *		Make the sweep's update plan as a nested loop of TID scans over the
  *		batch.  A hash or merge join would read the whole table (or the
  *		pending index with its dead entries) on every sweep, which is exactly
- *		the cost this design avoids.  The settings last until AtEOXact_GUC
- *		with the returned nest level.
+ *		the cost this design avoids.  The plan is generic, made once per
+ *		backend.  The settings last until AtEOXact_GUC with the returned nest
+ *		level.
  */
 static int
 pin_plan_shapes(void)
@@ -528,6 +529,9 @@ pin_plan_shapes(void)
 	for (i = 0; i < (int) lengthof(off); i++)
 		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+	/* the shape is fixed: plan once, not per sweep */
+	(void) set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return nestlevel;
 }
 

@@ -25,6 +25,13 @@ cat > "$BENCH_DIR/publish.sql" <<'SQL'
 \set s random(0, 3)
 INSERT INTO app (payload, change_id) VALUES ('hello', cfeed.publish(1, :s));
 SQL
+cat > "$BENCH_DIR/cte.sql" <<'SQL'
+\set s random(0, 3)
+WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, :s, nextval('cfeed.change_id')) RETURNING change_id) INSERT INTO app (payload, change_id) SELECT 'hello', change_id FROM c;
+SQL
+cat > "$BENCH_DIR/two.sql" <<'SQL'
+WITH c AS (INSERT INTO app (payload) VALUES ('x') RETURNING id) INSERT INTO app (payload) SELECT 'hello' FROM c;
+SQL
 chmod 644 "$BENCH_DIR"/*.sql
 run()
 {
@@ -33,8 +40,12 @@ run()
 plain=$(run plain)
 direct=$(run direct)
 publish=$(run publish)
+cte=$(run cte)
+two=$(run two)
 pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
 echo "plain insert:         $plain tps"
 echo "app row + change:     $direct tps (ratio $(echo "scale=2; $direct / $plain" | bc))"
 echo "app row + publish():  $publish tps (ratio $(echo "scale=2; $publish / $plain" | bc))"
+echo "app row + change, one statement (CTE): $cte tps (ratio $(echo "scale=2; $cte / $plain" | bc))"
+echo "two plain rows, one statement (floor of any 2-row write): $two tps (ratio $(echo "scale=2; $two / $plain" | bc))"
 echo "left pending at the end (sweeper keeping up => ~0): $pending"
