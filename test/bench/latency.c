@@ -8,14 +8,21 @@
  *		read	SELECT count(*) FROM cfeed.read(feed, 0, head, 100, timeout)
  *		listen	LISTEN cfeed_<feed>_0; notification after the sweep
  *		notify	raw NOTIFY from the writer's own transaction (the floor)
- *	  Prints p50/p90/p99/max in milliseconds.
+ *		pgq		PgQ: insert_event, consumer polls pgq.next_batch every
+ *				POLL_MS (a ticker runs elsewhere)
+ *		logical	INSERT into lat_probe; consumer polls a wal2json slot 'lat'
+ *				with pg_logical_slot_get_changes every POLL_MS
+ *	  Pollers start at a random phase in [0, POLL_MS) after the commit, as a
+ *	  free-running poller would.  Prints p50/p90/p99/max in milliseconds and,
+ *	  with DUMP_FILE given, appends the sorted samples ("mode ms") to it.
  *
- *	  usage: latency CONNINFO MODE SAMPLES FEED_ID
+ *	  usage: latency CONNINFO MODE SAMPLES FEED_ID [DUMP_FILE]
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sys/select.h>
 #include <libpq-fe.h>
 
@@ -73,6 +80,40 @@ wait_readable(PGconn *conn)
 		die(conn, "consume");
 }
 
+/* One consumer poll; true when it delivered at least one event. */
+static int
+poll_once(PGconn *conn, const char *mode)
+{
+	long long	batch;
+	char		sql[160];
+	int			got;
+	PGresult   *res;
+
+	if (strcmp(mode, "logical") == 0)
+		return query_int(conn, "SELECT count(*) FROM pg_logical_slot_get_changes('lat', NULL, NULL, "
+						 "'format-version', '2', 'include-transaction', 'false', "
+						 "'add-tables', 'public.lat_probe')") > 0;
+	/* PgQ: take batches until none is ready */
+	for (got = 0;;)
+	{
+		res = PQexec(conn, "SELECT pgq.next_batch('lat', 'c')");
+		if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			die(conn, "next_batch");
+		if (PQgetisnull(res, 0, 0))
+		{
+			PQclear(res);
+			break;
+		}
+		batch = atoll(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pgq.get_batch_events(%lld)", batch);
+		got += query_int(conn, sql) > 0;
+		snprintf(sql, sizeof(sql), "SELECT pgq.finish_batch(%lld)", batch);
+		exec_ok(conn, sql);
+	}
+	return got;
+}
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -93,10 +134,12 @@ main(int argc, char **argv)
 	double	   *lat;
 	char		sql[256];
 	int			i;
+	int			poll;
+	double		poll_ms = 10;
 
-	if (argc != 5)
+	if (argc != 5 && argc != 6)
 	{
-		fprintf(stderr, "usage: %s CONNINFO wait|read|listen|notify SAMPLES FEED_ID\n", argv[0]);
+		fprintf(stderr, "usage: %s CONNINFO wait|read|listen|notify|pgq|logical SAMPLES FEED_ID [DUMP_FILE]\n", argv[0]);
 		return 2;
 	}
 	mode = argv[2];
@@ -115,6 +158,10 @@ main(int argc, char **argv)
 	}
 	else if (strcmp(mode, "notify") == 0)
 		exec_ok(reader, "LISTEN cfeed_bench_raw");
+	poll = strcmp(mode, "pgq") == 0 || strcmp(mode, "logical") == 0;
+	if (getenv("POLL_MS"))
+		poll_ms = atof(getenv("POLL_MS"));
+	srandom(getpid());
 
 	for (i = 0; i < samples; i++)
 	{
@@ -122,6 +169,19 @@ main(int argc, char **argv)
 		double		t0;
 		PGnotify   *n;
 
+		if (poll)
+		{
+			/* the write, then a poller at a random phase */
+			exec_ok(writer, strcmp(mode, "pgq") == 0 ?
+					"SELECT pgq.insert_event('lat', 'x', '1')" :
+					"INSERT INTO lat_probe VALUES (1)");
+			t0 = now_ms();
+			usleep((useconds_t) (poll_ms * 1000.0 * (random() / (RAND_MAX + 1.0))));
+			while (!poll_once(reader, mode))
+				usleep((useconds_t) (poll_ms * 1000.0));
+			lat[i] = now_ms() - t0;
+			continue;
+		}
 		snprintf(sql, sizeof(sql), "SELECT cfeed.head(%d, 0)", feed);
 		head = query_int(writer, sql);
 		if (strcmp(mode, "wait") == 0)
@@ -181,6 +241,19 @@ main(int argc, char **argv)
 	qsort(lat, samples, sizeof(double), cmp_double);
 	printf("%-7s n=%d p50=%.3f p90=%.3f p99=%.3f max=%.3f ms\n", mode, samples,
 		   lat[samples / 2], lat[samples * 9 / 10], lat[samples * 99 / 100], lat[samples - 1]);
+	if (argc == 6)
+	{
+		FILE	   *f = fopen(argv[5], "a");
+
+		if (f == NULL)
+		{
+			perror(argv[5]);
+			return 1;
+		}
+		for (i = 0; i < samples; i++)
+			fprintf(f, "%s %.4f\n", mode, lat[i]);
+		fclose(f);
+	}
 	PQfinish(reader);
 	PQfinish(writer);
 	free(lat);
