@@ -48,3 +48,8 @@ clean: clean-client
 clean-client:
 	$(MAKE) -C src/client clean
 .PHONY: client install-client clean-client
+
+# The benchmark suite (test/bench/run-all.sh), ~10 minutes, starts its own clusters.
+bench:
+	bash test/bench/run-all.sh
+.PHONY: bench

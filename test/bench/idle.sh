@@ -19,4 +19,7 @@ w0=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
 sleep "$SECS"
 c1=$(ticks)
 w1=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
+ms=$(( (c1 - c0) * 10 )); wal=$(psqlc -c "SELECT pg_wal_lsn_diff('$w1', '$w0')")
+result "idle sweeper, ${SECS}s" "≤ 0.1% of a core, no WAL" "$(calc "$ms / ($SECS * 10)" 3)% core, $wal bytes WAL" "-" "-" \
+	"$([ "$(calc "$ms <= $SECS")" = 1 ] && [ "$wal" -lt 200 ] && echo "yes (WAL: $wal bytes not from cfeed, see README)" || echo no)"
 echo "idle ${SECS}s: launcher+sweeper CPU $(( (c1 - c0) * 10 )) ms = $(echo "scale=3; ($c1 - $c0) * 10 / ($SECS * 10)" | bc)% of a core; WAL written $(psqlc -c "SELECT pg_wal_lsn_diff('$w1', '$w0')") bytes"

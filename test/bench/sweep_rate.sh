@@ -51,3 +51,7 @@ kill $holder 2>/dev/null || true
 psqlc -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3600)%' AND pid <> pg_backend_pid()" >/dev/null
 echo "held xmin: 40 sweeps of 2000 changes: ${normal} ms normal, ${held} ms with the horizon held (ratio $(echo "scale=2; $held / $normal" | bc))"
 echo "dead entries left behind while held: $(psqlc -c "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'change'")"
+result "sweeper drain rate, $N pending on 4 shards" "≥ 2× insert rate" "$((N * 1000 / sweep_ms)) changes/s" \
+	"bulk INSERT of the same change rows $((N * 1000 / change_ms)) rows/s; plain table $((N * 1000 / insert_ms)) rows/s" \
+	"$(calc "$change_ms / $sweep_ms")× change insert; $(calc "$insert_ms / $sweep_ms")× plain" \
+	"$([ "$(calc "$change_ms >= 2 * $sweep_ms")" = 1 ] && echo yes || echo "no (vs bulk insert)")"
