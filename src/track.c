@@ -508,6 +508,7 @@ row_change_id(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc)
 Datum
 cfeed_track_row(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	TupleDesc	desc;
@@ -527,8 +528,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	if (tr->tracked == backfill_relid)
 		return PointerGetDatum(NULL);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 	{
@@ -576,7 +576,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");
 
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	return PointerGetDatum(NULL);
 }
 
@@ -738,6 +738,7 @@ partitions_of(Relation rel, LOCKMODE lockmode)
 Datum
 cfeed_track(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	Oid			relid;
 	int32		feed_id;
 	Relation	rel;
@@ -811,8 +812,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 	parts = partitions_of(rel, ShareRowExclusiveLock);
 	table_close(rel, NoLock);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_TRIGGER
 					 " AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
 					 " EXECUTE FUNCTION cfeed._track_row(%s)", qname, args),
@@ -839,7 +839,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 						 qualified_name(part), args),
 				SPI_OK_UTILITY);
 	}
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_VOID();
 }
 
@@ -852,6 +852,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 Datum
 cfeed_untrack(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	Oid			relid;
 	Relation	rel;
 	char	   *qname;
@@ -871,8 +872,7 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 	parts = partitions_of(rel, AccessExclusiveLock);
 	table_close(rel, NoLock);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRIGGER " ON %s", qname), SPI_OK_UTILITY);
 	if (OidIsValid(get_trigger_oid(relid, CFEED_TRACK_ID_TRIGGER, true)))
 		spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_ID_TRIGGER " ON %s", qname),
@@ -889,7 +889,7 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 							 qualified_name(part)),
 					SPI_OK_UTILITY);
 	}
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_VOID();
 }
 
@@ -1114,6 +1114,7 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 Datum
 cfeed_backfill(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	Oid			relid;
 	int32		feed_id;
 	Relation	rel;
@@ -1223,8 +1224,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	spi_run(psprintf("LOCK TABLE %s IN SHARE MODE", qname), SPI_OK_UTILITY);
 	backfill_relid = relid;
 	PG_TRY();
@@ -1259,6 +1259,6 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 		backfill_relid = InvalidOid;
 	}
 	PG_END_TRY();
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT64(rows);
 }
