@@ -1,6 +1,10 @@
 -- hardening (issue 8): bad input of every kind for every function (SPEC section 7),
 -- privileges of writer/reader/stranger (section 8), a hostile search_path, and
 -- per-feed access with row-level security.  Runs last: it alters cfeed.change.
+-- (track, before it, leaves the extension installed: start from a fresh one)
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS cfeed CASCADE;
+RESET client_min_messages;
 \i test/regress_setup.sql
 GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 
