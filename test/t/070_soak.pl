@@ -201,7 +201,8 @@ sub start_consumer
 {
 	my ($name) = @_;
 	my %h = (name => "consumer $name", out => '', err => '');
-	$h{run} = IPC::Run::start([ @psql, '-c', "SET application_name = 'soak_$name'; CALL consume('$name')" ],
+	# two -c: one string would be one implicit transaction, where CALL cannot COMMIT
+	$h{run} = IPC::Run::start([ @psql, '-c', "SET application_name = 'soak_$name'", '-c', "CALL consume('$name')" ],
 		'<', \undef, '>', \$h{out}, '2>', \$h{err}, IPC::Run::timeout($timeout + 120));
 	$consumer{$name} = \%h;
 }
@@ -254,7 +255,11 @@ ok($node->poll_query_until($db,
 		"SELECT (SELECT count(*) FROM processed) >= (SELECT count(*) FROM truth)"),
 	'the consumer group caught up');
 $node->safe_psql($db, 'UPDATE ctl SET stop = true');
-$_->{run}->finish for values %consumer;
+for my $c (values %consumer)
+{
+	my $ok = eval { $c->{run}->finish; 1 } && $c->{run}->result(0) == 0;
+	ok($ok, "$c->{name} finished cleanly") or diag("$c->{name}: $c->{out}\n$c->{err}");
+}
 is($node->safe_psql($db, q{
 	SELECT count(*) FROM truth t FULL JOIN
 		(SELECT change_id, count(*) AS k FROM processed GROUP BY 1) p USING (change_id)
