@@ -295,7 +295,7 @@ WHERE p.pronamespace = 'cfeed'::regnamespace AND p.prosecdef
   AND has_function_privilege('regress_cfeed_h_stranger', p.oid, 'EXECUTE');
 -- every SECURITY DEFINER function pins search_path (and the list of them)
 SELECT p.oid::regprocedure AS definer, p.proconfig FROM pg_proc p
-WHERE p.pronamespace = 'cfeed'::regnamespace AND p.prosecdef ORDER BY 1::text;
+WHERE p.pronamespace = 'cfeed'::regnamespace AND p.prosecdef ORDER BY p.oid::regprocedure::text;
 SELECT p.oid::regprocedure AS unpinned_definer FROM pg_proc p
 WHERE p.pronamespace = 'cfeed'::regnamespace AND p.prosecdef
   AND NOT coalesce(p.proconfig, '{}') && ARRAY['search_path=pg_catalog, pg_temp'];
@@ -451,7 +451,7 @@ GRANT INSERT ON h_res TO PUBLIC;
 SET h.phase = 'owner';
 SET search_path = evil, pg_catalog, public, pg_temp;
 INSERT INTO h_res SELECT 'publish', cfeed.publish(1, 0, 1000000000000010);
-INSERT INTO h_res SELECT 'publish default id', cfeed.publish(1, 1) > 1000000000000000;
+INSERT INTO h_res SELECT 'publish default id', cfeed.publish(1, 1) OPERATOR(pg_catalog.>) 1000000000000000;
 INSERT INTO h_tracked VALUES (1, 'a'), (2, 'b');
 UPDATE h_tracked SET v = 'c' WHERE id OPERATOR(pg_catalog.=) 1;
 DELETE FROM h_tracked WHERE id OPERATOR(pg_catalog.=) 2;
@@ -487,10 +487,8 @@ INSERT INTO h_res SELECT 'untrack', pg_temp.err($$SELECT cfeed.untrack('public.h
 RESET search_path;
 RESET h.phase;
 -- no shadow was ever called, by the caller or (worse) as the extension owner
--- for a role that was only granted sweep.  (This expected output is the
--- SPEC's; on the code of 2026-11 the sweep's "c.ctid = u.tid" and the
--- unqualified operators of read.c/feed.c run the shadows: see
--- test/HARDENING-NOTES.md.)
+-- for a role that was only granted sweep (cfeed pins search_path for all the
+-- SQL it sends through SPI).
 SELECT phase, who, what, count(*) FROM evil.log GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
 -- the results under the hostile path
 SELECT what, val FROM h_res ORDER BY what;
