@@ -225,9 +225,8 @@ SELECT pg_temp.err($$SELECT cfeed.backfill('public.h_plain', 2, 'id) x; DROP TAB
 SELECT count(*) AS h_plain_still_there FROM public.h_plain;
 ROLLBACK;
 
--- wrong types and casts fail before the function runs (track/untrack/backfill of
--- an OID that is no relation give XX000 "could not open relation": reported, the
--- SPEC wants 42P01/42704)
+-- wrong types and casts fail before the function runs; track/untrack/backfill of
+-- an OID that is no relation give 42P01
 SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.publish('x', 0)$$),
   ($$SELECT cfeed.publish(1.5, 0)$$),

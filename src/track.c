@@ -54,6 +54,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -678,6 +679,23 @@ cfeed_track_truncate(PG_FUNCTION_ARGS)
  *		42501 unless the current user owns the table; 42809 unless it is a
  *		table or partitioned table.
  */
+/*
+ * open_user_table
+ *		Open the table a track/untrack/backfill call names, with 42P01 for an
+ *		OID that is no relation (a regclass argument can carry any OID).
+ */
+static Relation
+open_user_table(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = try_relation_open(relid, lockmode);
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return rel;
+}
+
 static void
 check_owner(Relation rel)
 {
@@ -757,7 +775,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 	feed_id = PG_GETARG_INT32(1);
 
 	/* CREATE TRIGGER's lock, taken up front rather than upgraded. */
-	rel = table_open(relid, ShareRowExclusiveLock);
+	rel = open_user_table(relid, ShareRowExclusiveLock);
 	check_owner(rel);
 	(void) cfeed_feed_shard_count(feed_id);
 
@@ -861,7 +879,7 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 
 	cfeed_require_arg(fcinfo, 0, "tbl");
 	relid = PG_GETARG_OID(0);
-	rel = table_open(relid, AccessExclusiveLock);
+	rel = open_user_table(relid, AccessExclusiveLock);
 	check_owner(rel);
 	if (find_track_trigger(rel) == NULL)
 		ereport(ERROR,
@@ -1135,7 +1153,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	relid = PG_GETARG_OID(0);
 	feed_id = PG_GETARG_INT32(1);
 
-	rel = table_open(relid, ShareLock);
+	rel = open_user_table(relid, ShareLock);
 	check_owner(rel);
 	count = cfeed_feed_shard_count(feed_id);
 	trig = find_track_trigger(rel);
