@@ -16,7 +16,7 @@ OBJS = \
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 
-REGRESS = catalogs publish sweep read errors security leases track
+REGRESS = catalogs publish sweep read errors security leases track hardening
 REGRESS_OPTS = --inputdir=. --temp-instance=tmp_regress --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
 ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation sweep_notify acquire_race steal_vs_checkpoint expiry_vs_renew track_same_key
@@ -27,7 +27,7 @@ PROVE_TESTS = test/t/*.pl
 
 CFEED_TEST_PORT ?= 54329
 
-EXTRA_CLEAN = tmp_check tmp_regress tmp_iso output_iso results regression.diffs regression.out
+EXTRA_CLEAN = tmp_check tmp_regress tmp_iso output_iso results regression.diffs regression.out tmp_valgrind output_valgrind output_valgrind_iso
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
@@ -48,6 +48,18 @@ clean: clean-client
 clean-client:
 	$(MAKE) -C src/client clean
 .PHONY: client install-client clean-client
+
+# make valgrind-check: the pg_regress and isolation suites against a server
+# run under valgrind memcheck (PostgreSQL's suppressions when the build tree
+# has them, else test/valgrind.supp); prints every error with its stack and
+# fails on any.  Slow (~20-50x): VALGRIND_SUITES=regress runs pg_regress only.
+# Run as the postgres user after `make install`; see test/valgrind-check.sh.
+valgrind-check:
+	REGRESS="$(REGRESS)" ISOLATION="$(ISOLATION)" \
+	PG_REGRESS="$(top_builddir)/src/test/regress/pg_regress" \
+	PG_ISOLATION_REGRESS="$(top_builddir)/src/test/isolation/pg_isolation_regress" \
+	bash test/valgrind-check.sh
+.PHONY: valgrind-check
 
 # The benchmark suite (test/bench/run-all.sh), ~10 minutes, starts its own clusters.
 bench:

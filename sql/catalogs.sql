@@ -32,7 +32,7 @@ WHERE schemaname = 'cfeed' AND sequencename = 'change_id';
 
 -- tables and the sequence are dumped by pg_dump (pg_extension_config_dump)
 SELECT c::regclass FROM pg_extension, unnest(extconfig) AS c
-WHERE extname = 'cfeed' ORDER BY 1::text;
+WHERE extname = 'cfeed' ORDER BY c::regclass::text;
 
 -- functions: signatures, volatility, strictness (none may be STRICT), security
 SELECT p.oid::regprocedure AS function, prokind, provolatile, proisstrict, prosecdef, proparallel,

@@ -32,7 +32,7 @@ SELECT has_sequence_privilege('public', 'cfeed.change_id', 'USAGE') AS seq_usage
 -- PUBLIC may not sweep; it may execute the other (SECURITY INVOKER) functions
 SELECT p.oid::regprocedure AS function, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute,
        prosecdef
-FROM pg_proc p WHERE pronamespace = 'cfeed'::regnamespace ORDER BY 1::text;
+FROM pg_proc p WHERE pronamespace = 'cfeed'::regnamespace ORDER BY p.oid::regprocedure::text;
 -- any SECURITY DEFINER function pins search_path
 SELECT p.oid::regprocedure AS unpinned_definer FROM pg_proc p
 WHERE pronamespace = 'cfeed'::regnamespace AND prosecdef

@@ -7,6 +7,7 @@
  */
 #include "postgres.h"
 
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -109,4 +110,36 @@ cfeed_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("argument \"%s\" must not be null", argname)));
+}
+
+/*
+ * cfeed_spi_connect
+ *		SPI_connect, with search_path pinned to pg_catalog for the SQL cfeed
+ *		sends: its own objects are schema-qualified, and a hostile path (one
+ *		shadowing "=" or now(), say) must not change what that SQL does, the
+ *		more so as some of it runs as the extension's owner.  Returns the GUC
+ *		nest level for cfeed_spi_finish.
+ */
+int
+cfeed_spi_connect(void)
+{
+	int			nestlevel;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
+ * cfeed_spi_finish
+ *		Restore search_path and SPI_finish.
+ */
+void
+cfeed_spi_finish(int nestlevel)
+{
+	AtEOXact_GUC(true, nestlevel);
+	SPI_finish();
 }

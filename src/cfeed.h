@@ -91,6 +91,10 @@ extern int32 cfeed_key_shard(const char *key, int len, int32 count);
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 								 int timeout_ms);
 
+/* SPI with search_path pinned to pg_catalog (cfeed.c). */
+extern int	cfeed_spi_connect(void);
+extern void cfeed_spi_finish(int nestlevel);
+
 /* Argument helpers for functions that are not STRICT (SPEC: 22004). */
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);

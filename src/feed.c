@@ -80,6 +80,7 @@ spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *null
 Datum
 cfeed_create_feed(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	char	   *name;
 	int32		shards;
 	int32		feed_id;
@@ -100,8 +101,7 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a feed must have 1 to %d shards, not %d", CFEED_MAX_SHARDS, shards)));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 
 	/* Concurrent create_feed calls pick feed ids and names one at a time. */
 	spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
@@ -153,7 +153,7 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 			 "SELECT $1, s, $5, $6 FROM pg_catalog.generate_series(0, $4 - 1) AS s",
 			 6, types, values, nulls, SPI_OK_INSERT);
 
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT32(feed_id);
 }
 
@@ -166,6 +166,7 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 Datum
 cfeed_publish(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	CfeedShard	sh;
 	Datum		values[3];
 	int			rc;
@@ -175,8 +176,7 @@ cfeed_publish(PG_FUNCTION_ARGS)
 	cfeed_require_arg(fcinfo, 2, "change_id");
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	if (publish_plan == NULL)
 	{
 		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
@@ -193,7 +193,7 @@ cfeed_publish(PG_FUNCTION_ARGS)
 	rc = SPI_execute_plan(publish_plan, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "cfeed.publish: insert failed: %s", SPI_result_code_string(rc));
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 
 	PG_RETURN_INT64(PG_GETARG_INT64(2));
 }

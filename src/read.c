@@ -161,6 +161,7 @@ run_read(Tuplestorestate *store, int32 feed_id, int32 shard, int64 cursor, int64
 Datum
 cfeed_read(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	int32		feed_id;
 	int32		shard;
@@ -193,8 +194,7 @@ cfeed_read(PG_FUNCTION_ARGS)
 	if (max_count == 0)
 		return (Datum) 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
 	if (run_read(rsinfo->setResult, feed_id, shard, cursor, max_count) == 0 && wait_ms > 0)
 	{
@@ -208,7 +208,7 @@ cfeed_read(PG_FUNCTION_ARGS)
 			(void) run_read(rsinfo->setResult, feed_id, shard, cursor, max_count);
 	}
 	MemoryContextSwitchTo(oldcxt);
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	return (Datum) 0;
 }
 
@@ -288,6 +288,7 @@ stamped_before(Relation heap, Relation index, Snapshot snapshot,
 static int64
 history_cursor_at(CfeedShard *sh, TimestampTz at)
 {
+	int			spi_level;
 	Oid			types[4] = {INT4OID, INT4OID, INT8OID, TIMESTAMPTZOID};
 	Datum		values[4];
 	int64		cursor = sh->start_number;
@@ -297,8 +298,7 @@ history_cursor_at(CfeedShard *sh, TimestampTz at)
 	values[1] = Int32GetDatum(sh->shard);
 	values[2] = Int64GetDatum(sh->start_number);
 	values[3] = TimestampTzGetDatum(at);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	if (SPI_execute_with_args(
 			"SELECT CASE WHEN COALESCE(pg_catalog.bool_and(stamped_at < $4), true) THEN $3 "
 			"ELSE COALESCE(pg_catalog.max(change_sequence_number) FILTER (WHERE stamped_at < $4), "
@@ -312,7 +312,7 @@ history_cursor_at(CfeedShard *sh, TimestampTz at)
 		if (!isnull)
 			cursor = DatumGetInt64(d);
 	}
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	return cursor;
 }
 

@@ -614,6 +614,7 @@ sweep_lock(int32 sweep_group, bool nowait)
 bool
 cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 {
+	int			spi_level;
 	GroupWatermark *gw;
 	Snapshot	snapshot;
 	PendingChange *changes;
@@ -711,10 +712,9 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 			e->lag_ms = Max(e->lag_ms, lag);
 		}
 
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
+		spi_level = cfeed_spi_connect();
 		stamp(changes, n, now);
-		SPI_finish();
+		cfeed_spi_finish(spi_level);
 		ForceSyncCommit();
 	}
 

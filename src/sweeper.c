@@ -150,13 +150,13 @@ set_db_state(Oid dboid, CfeedDbState state, int ngroups, const int32 *groups)
 static void
 refresh_groups(Oid dboid)
 {
+	int			spi_level;
 	int32		groups[CFEED_MAX_GROUPS];
 	int			n = 1;
 	uint64		i;
 
 	groups[0] = 0;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	if (SPI_execute("SELECT DISTINCT sweep_group FROM cfeed.shard_config WHERE sweep_group <> 0 "
 					"ORDER BY 1", true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: listing sweep groups failed");
@@ -174,7 +174,7 @@ refresh_groups(Oid dboid)
 		}
 		groups[n++] = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 	}
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	set_db_state(dboid, CFEED_DB_ACTIVE, n, groups);
 }
 
@@ -269,6 +269,7 @@ sweep_pass(Oid dboid, int32 sweep_group)
 static void
 retention_pass(void)
 {
+	int			spi_level;
 	Oid			save_userid;
 	int			save_sec_context;
 
@@ -284,11 +285,10 @@ retention_pass(void)
 	SetUserIdAndSecContext(cfeed_extension_owner(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	pgstat_report_activity(STATE_RUNNING, "applying retention");
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	if (SPI_execute("SELECT cfeed._apply_retention()", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: retention pass failed");
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	PopActiveSnapshot();
 	CommitTransactionCommand();

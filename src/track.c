@@ -54,6 +54,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
@@ -508,6 +509,7 @@ row_change_id(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc)
 Datum
 cfeed_track_row(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	TupleDesc	desc;
@@ -527,8 +529,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	if (tr->tracked == backfill_relid)
 		return PointerGetDatum(NULL);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 	{
@@ -576,7 +577,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");
 
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	return PointerGetDatum(NULL);
 }
 
@@ -678,6 +679,23 @@ cfeed_track_truncate(PG_FUNCTION_ARGS)
  *		42501 unless the current user owns the table; 42809 unless it is a
  *		table or partitioned table.
  */
+/*
+ * open_user_table
+ *		Open the table a track/untrack/backfill call names, with 42P01 for an
+ *		OID that is no relation (a regclass argument can carry any OID).
+ */
+static Relation
+open_user_table(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = try_relation_open(relid, lockmode);
+
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return rel;
+}
+
 static void
 check_owner(Relation rel)
 {
@@ -738,6 +756,7 @@ partitions_of(Relation rel, LOCKMODE lockmode)
 Datum
 cfeed_track(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	Oid			relid;
 	int32		feed_id;
 	Relation	rel;
@@ -756,7 +775,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 	feed_id = PG_GETARG_INT32(1);
 
 	/* CREATE TRIGGER's lock, taken up front rather than upgraded. */
-	rel = table_open(relid, ShareRowExclusiveLock);
+	rel = open_user_table(relid, ShareRowExclusiveLock);
 	check_owner(rel);
 	(void) cfeed_feed_shard_count(feed_id);
 
@@ -811,8 +830,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 	parts = partitions_of(rel, ShareRowExclusiveLock);
 	table_close(rel, NoLock);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_TRIGGER
 					 " AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
 					 " EXECUTE FUNCTION cfeed._track_row(%s)", qname, args),
@@ -839,7 +857,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 						 qualified_name(part), args),
 				SPI_OK_UTILITY);
 	}
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_VOID();
 }
 
@@ -852,6 +870,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 Datum
 cfeed_untrack(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	Oid			relid;
 	Relation	rel;
 	char	   *qname;
@@ -860,7 +879,7 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 
 	cfeed_require_arg(fcinfo, 0, "tbl");
 	relid = PG_GETARG_OID(0);
-	rel = table_open(relid, AccessExclusiveLock);
+	rel = open_user_table(relid, AccessExclusiveLock);
 	check_owner(rel);
 	if (find_track_trigger(rel) == NULL)
 		ereport(ERROR,
@@ -871,8 +890,7 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 	parts = partitions_of(rel, AccessExclusiveLock);
 	table_close(rel, NoLock);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRIGGER " ON %s", qname), SPI_OK_UTILITY);
 	if (OidIsValid(get_trigger_oid(relid, CFEED_TRACK_ID_TRIGGER, true)))
 		spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_ID_TRIGGER " ON %s", qname),
@@ -889,7 +907,7 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 							 qualified_name(part)),
 					SPI_OK_UTILITY);
 	}
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_VOID();
 }
 
@@ -1114,6 +1132,7 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 Datum
 cfeed_backfill(PG_FUNCTION_ARGS)
 {
+	int			spi_level;
 	Oid			relid;
 	int32		feed_id;
 	Relation	rel;
@@ -1134,7 +1153,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	relid = PG_GETARG_OID(0);
 	feed_id = PG_GETARG_INT32(1);
 
-	rel = table_open(relid, ShareLock);
+	rel = open_user_table(relid, ShareLock);
 	check_owner(rel);
 	count = cfeed_feed_shard_count(feed_id);
 	trig = find_track_trigger(rel);
@@ -1223,8 +1242,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	spi_level = cfeed_spi_connect();
 	spi_run(psprintf("LOCK TABLE %s IN SHARE MODE", qname), SPI_OK_UTILITY);
 	backfill_relid = relid;
 	PG_TRY();
@@ -1259,6 +1277,6 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 		backfill_relid = InvalidOid;
 	}
 	PG_END_TRY();
-	SPI_finish();
+	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT64(rows);
 }

@@ -247,6 +247,7 @@ COMMENT ON VIEW cfeed.sweepers IS 'the running background sweepers of all databa
 -- Placeholder: the real body is in the "Consumer groups" section (it reads cfeed.lease).
 CREATE FUNCTION cfeed._retention_held_by(feed_id int, shard int) RETURNS text
 	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
 	AS $$ SELECT NULL::text $$;
 
 CREATE VIEW cfeed.stats AS
@@ -900,6 +901,7 @@ CREATE FUNCTION cfeed.read_rows(feed_id int, shard int, cursor bigint DEFAULT NU
 	RETURNS TABLE (change_sequence_number bigint, change_id bigint, stamped_at timestamptz,
 				   tbl regclass, op text, "row" jsonb)
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 1000
+	SET search_path = pg_catalog, pg_temp
 	AS $$
 DECLARE
 	v_numbers bigint[];
