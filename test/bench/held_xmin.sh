@@ -1,42 +1,45 @@
 #!/usr/bin/env bash
-# The held-xmin trap (SPEC §9 row 8) with live writers: pgbench writes
-# changes (8 clients) while the background sweeper stamps them, first
-# normally, then while another session holds an xid (and so the xmin
-# horizon) for the whole window, then normally again.  Reports writer TPS,
-# changes stamped per second and the sweeper's CPU per change in each
-# window, and the table size before and after VACUUM.
-# Usage: bash test/bench/held_xmin.sh [seconds per window]
+# The held-xmin trap (SPEC §9 row 8) with live writers: 8 pgbench clients
+# publish changes while the background sweeper stamps them, for WINDOW
+# seconds normally, then HELD seconds while another session holds an xid
+# (and so the xmin horizon: no stamped-over entry can be pruned), then WINDOW
+# seconds after it ended.  Per window: writer TPS, changes stamped per second
+# and the sweeper's CPU per change; cfeed.change's size and dead tuples
+# (pgstattuple) at the end of the hold and after a VACUUM at the end.
+# Usage: bash test/bench/held_xmin.sh [held seconds] [window seconds]
 . "$(dirname "$0")/lib.sh"
-SECS=${1:-20}
+HELD=${1:-60}
+WINDOW=${2:-15}
 bench_start
 bench_settings
-psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" >/dev/null
-printf '%s\n' '\set s random(0, 3)' "INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, :s, nextval('cfeed.change_id'));" > "$BENCH_DIR/w.sql"
-chmod 644 "$BENCH_DIR/w.sql"
+psqlc -c "CREATE EXTENSION cfeed" -c "CREATE EXTENSION pgstattuple" -c "SELECT cfeed.create_feed('bench', 4)" >/dev/null
+sql_file w.sql '\set s random(0, 3)' 'SELECT cfeed.publish(1, :s);'
 sleep 1.5
-pid=$(psqlc -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper'")
+pid=$(psqlc -c "SELECT pid FROM cfeed.sweepers")
+# window LABEL SECS: prints the sweeper's µs of CPU per change stamped
 window()
 {
-	local label=$1 c0 c1 s0 s1 tps
-	c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	s0=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")
-	tps=$(pgbenchc -n -c 8 -j 2 -T "$SECS" -f "$BENCH_DIR/w.sql" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-	c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-	s1=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")
-	echo "$label: writers $tps tps; stamped $(( (s1 - s0) / SECS ))/s; sweeper CPU $(echo "scale=2; ($c1 - $c0) * 10000 / ($s1 - $s0 + 1)" | bc) us/change" >&2
-	echo "$(echo "scale=2; ($c1 - $c0) * 10000 / ($s1 - $s0 + 1)" | bc)"
+	local c0 s0 t c1 s1 cost
+	c0=$(cpu_us "$pid"); s0=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")
+	t=$(tps 8 "$2" w.sql)
+	c1=$(cpu_us "$pid"); s1=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")
+	cost=$(calc "($c1 - $c0) / ($s1 - $s0)" 1)
+	echo "$1 ($2 s): writers $t tps; stamped $(( (s1 - s0) / $2 ))/s; sweeper $cost µs CPU/change" >&2
+	echo "$cost"
 }
-normal=$(window "normal      ")
-as_pg psql -X -q -h "$BENCH_DIR" -p "$BENCH_PORT" -d postgres -c "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(3600)" >/dev/null 2>&1 &
+table() { psqlc -c "SELECT pg_size_pretty(table_len) || ', ' || dead_tuple_count || ' dead tuples, ' || free_percent || '% free' FROM pgstattuple('cfeed.change')"; }
+normal=$(window "normal   " "$WINDOW")
+bg_sql holder "BEGIN; SELECT pg_current_xact_id(); SELECT pg_sleep(3600)"
 sleep 0.5
-held=$(window "xmin held   ")
-psqlc -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3600)%' AND pid <> pg_backend_pid()" >/dev/null
-wait 2>/dev/null || true
-after=$(window "after       ")
-before=$(psqlc -c "SELECT pg_size_pretty(pg_total_relation_size('cfeed.change'))")
-echo "cfeed.change before VACUUM: $(psqlc -c "SELECT pg_size_pretty(pg_total_relation_size('cfeed.change'))")"
+held=$(window "xmin held" "$HELD")
+at_hold_end=$(table)
+stop_bg holder
+after=$(window "after    " "$WINDOW")
+sleep 1
 psqlc -c "VACUUM cfeed.change"
-echo "cfeed.change after VACUUM:  $(psqlc -c "SELECT pg_size_pretty(pg_total_relation_size('cfeed.change'))"), dead tuples $(psqlc -c "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'change'")"
-result "xmin horizon held ${SECS}s under writes" "sweep cost/change ≤ 2× normal; size recovers" \
-	"$held us/change held, $after after" "$normal us/change normal" "$(calc "$held / $normal")" \
-	"$([ "$(calc "$held <= 2 * $normal")" = 1 ] && echo yes || echo no)"
+after_vacuum=$(table)
+echo "cfeed.change at the end of the hold: $at_hold_end; at the end, after VACUUM: $after_vacuum"
+result "xmin horizon held ${HELD}s under writes (8 clients)" "sweep cost per change ≤ 2× normal; table size recovers after" \
+	"sweeper $held µs CPU/change held, $after after; table at the end of the hold: $at_hold_end; after VACUUM: $after_vacuum" \
+	"$normal µs/change before" "$(calc "$held / $normal")× held, $(calc "$after / $normal")× after" \
+	"$(echo "$after_vacuum" | grep -q ', 0 dead tuples' && yesno "$held <= 2 * $normal && $after <= 2 * $normal" || echo no)"

@@ -26,6 +26,9 @@
 #include <sys/select.h>
 #include <libpq-fe.h>
 
+/* A sample that takes longer is a failure, not a figure. */
+#define SAMPLE_TIMEOUT_S 10
+
 static double
 now_ms(void)
 {
@@ -71,11 +74,19 @@ wait_readable(PGconn *conn)
 {
 	fd_set		fds;
 	int			sock = PQsocket(conn);
+	struct timeval timeout = {SAMPLE_TIMEOUT_S, 0};
+	int			rc;
 
 	FD_ZERO(&fds);
 	FD_SET(sock, &fds);
-	if (select(sock + 1, &fds, NULL, NULL, NULL) < 0)
+	rc = select(sock + 1, &fds, NULL, NULL, &timeout);
+	if (rc < 0)
 		die(conn, "select");
+	if (rc == 0)
+	{
+		fprintf(stderr, "no wake-up within %d s\n", SAMPLE_TIMEOUT_S);
+		exit(1);
+	}
 	if (!PQconsumeInput(conn))
 		die(conn, "consume");
 }
@@ -86,15 +97,15 @@ poll_once(PGconn *conn, const char *mode)
 {
 	long long	batch;
 	char		sql[160];
-	int			got;
+	int			got = 0;
 	PGresult   *res;
 
 	if (strcmp(mode, "logical") == 0)
 		return query_int(conn, "SELECT count(*) FROM pg_logical_slot_get_changes('lat', NULL, NULL, "
 						 "'format-version', '2', 'include-transaction', 'false', "
 						 "'add-tables', 'public.lat_probe')") > 0;
-	/* PgQ: take batches until none is ready */
-	for (got = 0;;)
+	/* PgQ: take the ready batches (the ticker may add more meanwhile) up to one with events */
+	while (!got)
 	{
 		res = PQexec(conn, "SELECT pgq.next_batch('lat', 'c')");
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -107,7 +118,7 @@ poll_once(PGconn *conn, const char *mode)
 		batch = atoll(PQgetvalue(res, 0, 0));
 		PQclear(res);
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pgq.get_batch_events(%lld)", batch);
-		got += query_int(conn, sql) > 0;
+		got = query_int(conn, sql) > 0;
 		snprintf(sql, sizeof(sql), "SELECT pgq.finish_batch(%lld)", batch);
 		exec_ok(conn, sql);
 	}
@@ -178,7 +189,14 @@ main(int argc, char **argv)
 			t0 = now_ms();
 			usleep((useconds_t) (poll_ms * 1000.0 * (random() / (RAND_MAX + 1.0))));
 			while (!poll_once(reader, mode))
+			{
+				if (now_ms() - t0 > SAMPLE_TIMEOUT_S * 1000.0)
+				{
+					fprintf(stderr, "%s: event not delivered within %d s\n", mode, SAMPLE_TIMEOUT_S);
+					exit(1);
+				}
 				usleep((useconds_t) (poll_ms * 1000.0));
+			}
 			lat[i] = now_ms() - t0;
 			continue;
 		}
@@ -233,6 +251,12 @@ main(int argc, char **argv)
 			{
 				if (PQresultStatus(res) != PGRES_TUPLES_OK)
 					die(reader, "reader");
+				/* wait returns the new head, read the count of changes */
+				if (atoll(PQgetvalue(res, 0, 0)) <= (strcmp(mode, "wait") == 0 ? head : 0))
+				{
+					fprintf(stderr, "%s: timed out without the change\n", mode);
+					exit(1);
+				}
 				PQclear(res);
 			}
 		}

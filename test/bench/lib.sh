@@ -1,13 +1,15 @@
 # Shared helpers for the cfeed benchmarks: a throwaway cluster in a temp
-# dir, on a unix socket and a non-default port, run as user postgres.
-# Sourced by the bench scripts; they must be started as root or postgres.
+# dir, on a unix socket only and a port of the 5460x range, run as user
+# postgres.  Sourced by the bench scripts, which are started as root (or
+# postgres); the cluster is stopped and removed when the script exits.
 set -euo pipefail
 
 PGBIN=$(pg_config --bindir)
 export PATH="$PGBIN:$PATH"
-BENCH_PORT=${BENCH_PORT:-54399}
+BENCH_PORT=${BENCH_PORT:-54601}
 BENCH_DIR=$(mktemp -d /tmp/cfeed-bench.XXXXXX)
 chmod 755 "$BENCH_DIR"
+CONNINFO="host=$BENCH_DIR port=$BENCH_PORT dbname=postgres"
 
 as_pg()
 {
@@ -29,25 +31,53 @@ max_wal_size = 4GB
 fsync = ${BENCH_FSYNC:-on}
 ${BENCH_EXTRA_CONF:-}
 CONF
-	as_pg pg_ctl -D "$BENCH_DIR/data" -l "$BENCH_DIR/log" -w start >/dev/null
 	trap bench_stop EXIT
 	trap "exit 143" INT TERM
+	as_pg pg_ctl -D "$BENCH_DIR/data" -l "$BENCH_DIR/log" -w start >/dev/null
 }
 
+# Background jobs of the script (pgbench loads, psql sessions) go first.
 bench_stop()
 {
+	local pids
+	pids=$(jobs -p)
+	[ -z "$pids" ] || kill $pids 2>/dev/null || true
 	as_pg pg_ctl -D "$BENCH_DIR/data" -m immediate stop >/dev/null 2>&1 || true
 	rm -rf "$BENCH_DIR"
 }
 
 psqlc()
 {
-	as_pg psql -X -q -At -h "$BENCH_DIR" -p "$BENCH_PORT" -d postgres "$@"
+	as_pg psql -X -q -At -v ON_ERROR_STOP=1 -h "$BENCH_DIR" -p "$BENCH_PORT" -d postgres "$@"
 }
 
 pgbenchc()
 {
 	as_pg pgbench -h "$BENCH_DIR" -p "$BENCH_PORT" "$@" postgres
+}
+
+# tps CLIENTS SECONDS SCRIPT: pgbench throughput (integer tps) of a script
+# in $BENCH_DIR, after a checkpoint so that runs start alike.
+tps()
+{
+	psqlc -c "CHECKPOINT"
+	pgbenchc -n -c "$1" -j 2 -T "$2" -f "$BENCH_DIR/$3" 2>/dev/null | sed -n 's/^tps = \([0-9]*\).*/\1/p'
+}
+
+# sql_file NAME LINE...: a pgbench script in $BENCH_DIR, readable by postgres.
+sql_file()
+{
+	local name=$1
+	shift
+	printf '%s\n' "$@" > "$BENCH_DIR/$name"
+	chmod 644 "$BENCH_DIR/$name"
+}
+
+# cc_tool NAME: build test/bench/NAME.c into $BENCH_DIR/NAME.
+cc_tool()
+{
+	cc -O2 -Wall -o "$BENCH_DIR/$1" "$(dirname "${BASH_SOURCE[0]}")/$1.c" \
+		-I"$(pg_config --includedir)" -L"$(pg_config --libdir)" -lpq
 }
 
 # Milliseconds since the epoch.
@@ -58,10 +88,9 @@ now_ms()
 
 bench_settings()
 {
-	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync','synchronous_commit','shared_buffers','max_wal_size')"
-	psqlc -c "SELECT 'server: ' || version()"
-	psqlc -c "SELECT 'extensions available: ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
-	echo "wal2json: $(dpkg-query -W -f '${Version}' postgresql-15-wal2json 2>/dev/null || echo absent); machine: $(nproc) cores"
+	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level')"
+	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
+	echo "peers: wal2json $(dpkg-query -W -f '${Version}' postgresql-15-wal2json 2>/dev/null || echo absent), pgqd $(dpkg-query -W -f '${Version}' pgqd 2>/dev/null || echo absent); machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GB"
 }
 
 # Peers (Debian packages, see run-all.sh); a script skips a peer row when absent.
@@ -92,10 +121,14 @@ cpu_us()
 	echo $(( $(cut -d' ' -f1 "/proc/$1/schedstat") / 1000 ))
 }
 
-# Float arithmetic: calc EXPR [scale]
+# Float arithmetic: calc EXPR [scale]; yesno EXPR: "yes" when EXPR is true.
 calc()
 {
-	echo "scale=${2:-2}; $1" | bc
+	echo "scale=${2:-2}; $1" | bc | sed 's/^\(-*\)\./\10./'
+}
+yesno()
+{
+	[ "$(calc "$1")" = 1 ] && echo yes || echo no
 }
 
 # Run SQL in the background in its own session, tagged for stop_bg.

@@ -5,7 +5,9 @@
  *		cfeed	SELECT * FROM cfeed.read(1, 0, cursor, 1000)
  *		plain	the same query as cfeed.read's, on cfeed.change directly
  *		pgq		pgq.next_batch / get_batch_events / finish_batch on queue 'q'
- *		logical	pg_logical_slot_get_changes('r', NULL, 1000) (wal2json)
+ *		logical	pg_logical_slot_get_changes('r', NULL, 1000) (wal2json) until empty
+ *		logical-all	one pg_logical_slot_get_changes('r_all', NULL, NULL): the
+ *				whole backlog in one call (the peer's best case, no pages)
  *
  *	  usage: readrate CONNINFO MODE START_CURSOR
  */
@@ -48,7 +50,7 @@ main(int argc, char **argv)
 
 	if (argc != 4)
 	{
-		fprintf(stderr, "usage: %s CONNINFO cfeed|plain|pgq|logical START_CURSOR\n", argv[0]);
+		fprintf(stderr, "usage: %s CONNINFO cfeed|plain|pgq|logical|logical-all START_CURSOR\n", argv[0]);
 		return 2;
 	}
 	mode = argv[2];
@@ -76,6 +78,9 @@ main(int argc, char **argv)
 		else if (strcmp(mode, "logical") == 0)
 			res = run(conn, "SELECT * FROM pg_logical_slot_get_changes('r', NULL, 1000, "
 					  "'format-version', '2', 'include-transaction', 'false')", 0, NULL);
+		else if (strcmp(mode, "logical-all") == 0)
+			res = run(conn, "SELECT * FROM pg_logical_slot_get_changes('r_all', NULL, NULL, "
+					  "'format-version', '2', 'include-transaction', 'false')", 0, NULL);
 		else
 		{
 			char		batch[32];
@@ -97,7 +102,7 @@ main(int argc, char **argv)
 			snprintf(cursor, sizeof(cursor), "%s", PQgetvalue(res, n - 1, 0));
 		PQclear(res);
 		rows += n;
-		if (n == 0 && strcmp(mode, "pgq") != 0)
+		if ((n == 0 && strcmp(mode, "pgq") != 0) || strcmp(mode, "logical-all") == 0)
 			break;
 	}
 	printf("%s %lld %.0f\n", mode, rows, rows / (now_s() - t0));
