@@ -61,7 +61,10 @@ valgrind-check:
 	bash test/valgrind-check.sh
 .PHONY: valgrind-check
 
-# The benchmark suite (test/bench/run-all.sh), ~10 minutes, starts its own clusters.
+# make bench: the benchmark suite (test/bench/run-all.sh), every SPEC §9 row
+# against its same-run baseline and the peers, ~7-10 minutes on 2 cores.  Run
+# as root after make install: it measures the installed cfeed, installs the
+# peers from Debian and starts (and removes) its own throwaway clusters.
 bench:
 	bash test/bench/run-all.sh
 .PHONY: bench

@@ -27,7 +27,7 @@ phase()
 	c0=$(cpu_us "$pid"); s0=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")
 	pgbenchc -n -c 2 -j 2 -R "$RATE" -T "$SECS" -f "$BENCH_DIR/load.sql" >/dev/null 2>&1 &
 	load=$!
-	lat=$(for run in 1 2 3; do as_pg "$BENCH_DIR/latency" "$CONNINFO" wait 300 1; done)
+	lat=$(for _ in 1 2 3; do as_pg "$BENCH_DIR/latency" "$CONNINFO" wait 300 1; done)
 	wait "$load"
 	sleep 0.5
 	c1=$(cpu_us "$pid"); s1=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")

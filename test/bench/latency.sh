@@ -5,8 +5,8 @@
 # (the floor), and the peers: PgQ (pgq.ticker() called every 1 ms, ticking
 # on every event and idle-ticking every 5 ms: 1-2 ms measured no better on 2
 # cores, where the ticks' own commits compete; consumer polling next_batch
-# every POLL_MS) and a wal2json slot polled every POLL_MS.  Samples of the
-# first run of each mode go to $LATENCY_DUMP if set ("mode ms" lines).
+# every POLL_MS) and a wal2json slot polled every POLL_MS.  The samples of
+# every run go to $LATENCY_DUMP if set ("mode ms" lines).
 # Usage: bash test/bench/latency.sh [samples]   (MODES, RUNS, POLL_MS: env)
 . "$(dirname "$0")/lib.sh"
 SAMPLES=${1:-500}
@@ -38,9 +38,7 @@ for mode in ${MODES:-$modes}; do
 		psqlc -c "SELECT pg_create_logical_replication_slot('lat', 'wal2json')" >/dev/null;;
 	esac
 	for run in $(seq 1 "$RUNS"); do
-		dump=
-		[ "$run" != 1 ] || dump=${LATENCY_DUMP:-}
-		as_pg "$BENCH_DIR/latency" "$CONNINFO" "$mode" "$SAMPLES" 1 $dump | sed "s/^/run $run: /"
+		as_pg "$BENCH_DIR/latency" "$CONNINFO" "$mode" "$SAMPLES" 1 ${LATENCY_DUMP:+"$LATENCY_DUMP"} | sed "s/^/run $run: /"
 	done
 	case $mode in
 	pgq) stop_bg ticker;;

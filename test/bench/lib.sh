@@ -2,6 +2,7 @@
 # dir, on a unix socket only and a port of the 5460x range, run as user
 # postgres.  Sourced by the bench scripts, which are started as root (or
 # postgres); the cluster is stopped and removed when the script exits.
+# shellcheck disable=SC2034	# CONNINFO, LOGICAL_CONF: for the sourcing scripts
 set -euo pipefail
 
 PGBIN=$(pg_config --bindir)

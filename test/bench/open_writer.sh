@@ -19,7 +19,7 @@ sleep 0.5
 heads=$(psqlc -c "SELECT cfeed.head(1, 0)")
 pgbenchc -n -c 4 -j 2 -T $((SECS - 2)) -f "$BENCH_DIR/w.sql" >/dev/null 2>&1 &
 load_pid=$!
-for i in 1 2 3 4; do
+for _ in 1 2 3 4; do
 	sleep "$(calc "($SECS - 2) / 4" 1)"
 	heads="$heads $(psqlc -c "SELECT cfeed.head(1, 0)")"
 done

@@ -22,7 +22,7 @@ psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('r', 1)" \
 start=$(psqlc -c "SELECT min(change_sequence_number) - 1 FROM cfeed.change")
 rate() { as_pg "$BENCH_DIR/readrate" "$CONNINFO" "$1" "$start"; }
 rate cfeed >/dev/null	# warm-up
-passes=$(for pass in 1 2 3; do rate cfeed; done)
+passes=$(for _ in 1 2 3; do rate cfeed; done)
 best() { echo "$passes" | awk -v m="$1" '$1 == m && $3 > best {best = $3} END {print best}'; }
 cfeed=$(best cfeed); plain=$(best plain)
 echo "plain index range (cfeed.read's query): $plain rows/s"

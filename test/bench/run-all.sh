@@ -14,10 +14,10 @@ chmod 777 "$out"
 log=$out/latest.txt
 : > "$log"
 began=$(date +%s)
-peers="postgresql-15-pgq3 pgqd postgresql-15-wal2json gnuplot-nox"
-if [ "$(id -u)" = 0 ] && ! dpkg -s $peers >/dev/null 2>&1; then
-	echo "installing $peers"
-	{ apt-get install -y -q $peers || { apt-get update -q && apt-get install -y -q $peers; }; } >/dev/null 2>&1 ||
+peers=(postgresql-15-pgq3 pgqd postgresql-15-wal2json gnuplot-nox)
+if [ "$(id -u)" = 0 ] && ! dpkg -s "${peers[@]}" >/dev/null 2>&1; then
+	echo "installing ${peers[*]}"
+	{ apt-get install -y -q "${peers[@]}" || { apt-get update -q && apt-get install -y -q "${peers[@]}"; }; } >/dev/null 2>&1 ||
 		echo "peers not installable: their rows are skipped" | tee -a "$log"
 fi
 if ! [ -f "$(pg_config --sharedir)/extension/cfeed.control" ]; then
@@ -28,14 +28,15 @@ fi
 failed=
 step()	# step SCRIPT ARGS...: run one bench script, keep its output
 {
-	local t0
+	local script=$1 t0
+	shift
 	t0=$(date +%s)
-	echo "=== $* ($(date -u +%H:%M:%S))" | tee -a "$log"
-	if ! bash "$here/$@" 2>&1 | tee -a "$log"; then
-		failed="$failed $1"
-		echo "RESULT|$1 failed|-|see results/latest.txt|-|-|no" | tee -a "$log"
+	echo "=== $script $* ($(date -u +%H:%M:%S))" | tee -a "$log"
+	if ! bash "$here/$script" "$@" 2>&1 | tee -a "$log"; then
+		failed="$failed $script"
+		echo "RESULT|$script failed|-|see results/latest.txt|-|-|no" | tee -a "$log"
 	fi
-	echo "--- $1: $(( $(date +%s) - t0 )) s" | tee -a "$log"
+	echo "--- $script: $(( $(date +%s) - t0 )) s" | tee -a "$log"
 }
 step write_overhead.sh 5 8 2
 step sweep_rate.sh 200000 2
@@ -51,7 +52,7 @@ runtime=$(( $(date +%s) - began ))
 
 # Latency rows: p50/p90/p99/max as min-max over the runs; the ratio of the
 # median p50 to raw NOTIFY's.
-awk '/^run [0-9]+: [a-z]+ +n=/ {
+latency_rows=$(awk '/^run [0-9]+: [a-z]+ +n=/ {
 	m = $3
 	if (!(m in runs)) order[++n] = m
 	r = ++runs[m]
@@ -83,21 +84,25 @@ END {
 			name[m], runs[m], cf ? "p50 ≤ 2 ms, p99 ≤ 10 ms; ≤ 3× NOTIFY" : "peer", span(m, 5), span(m, 6), span(m, 7), span(m, 8),
 			span("notify", 5), ratio, met
 	}
-}' "$log" >> "$log"
+}' "$log")
+echo "$latency_rows" >> "$log"
 
-# The plot: CDF of every latency mode (first run of each).
+# The plot: CDF of every latency mode, the samples of all runs together.
+declare -A title=([notify]="raw NOTIFY (the floor)" [wait]="cfeed.wait" [read]="cfeed.read(wait_ms)"
+	[listen]="LISTEN, cfeed channel" [pgq]="PgQ, 1 ms ticker, 10 ms poll" [logical]="wal2json, 10 ms poll")
 if command -v gnuplot >/dev/null && [ -s "$out/latency.dat" ]; then
 	plots=
-	for m in $(awk '{print $1}' "$out/latency.dat" | uniq); do
-		awk -v m="$m" '$1 == m {v[++n] = $2} END {for (i = 1; i <= n; i++) print v[i], i / n}' "$out/latency.dat" > "$out/cdf-$m.dat"
-		plots="$plots\"$out/cdf-$m.dat\" using 1:2 with lines lw 2 title \"$m\","
+	for m in $(awk '!seen[$1]++ {print $1}' "$out/latency.dat"); do
+		awk -v m="$m" '$1 == m {print $2}' "$out/latency.dat" | sort -g |
+			awk '{v[NR] = $1} END {for (i = 1; i <= NR; i++) print v[i], i / NR}' > "$out/cdf-$m.dat"
+		plots="$plots\"$out/cdf-$m.dat\" using 1:2 with lines lw 2 title \"${title[$m]:-$m}\","
 	done
 	gnuplot <<GP
-set terminal pngcairo size 800,450 font ",10"
+set terminal png size 760,440 noenhanced
 set output "$here/latency.png"
-set title "commit → consumer woken, 1k tx/s background load (CDF, first of 3 runs, $(date -u +%Y-%m-%d))"
+set title "commit -> consumer woken, under 1k tx/s: CDF of all runs ($(date -u +%Y-%m-%d), $(nproc) cores, fsync on)"
 set xlabel "ms (log scale)"; set ylabel "fraction of samples"; set logscale x; set grid
-set key right bottom
+set xrange [0.02:200]; set key below horizontal maxcols 3
 plot ${plots%,}
 GP
 fi
