@@ -90,8 +90,8 @@ now_ms()
 bench_settings()
 {
 	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level')"
-	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
-	echo "peers: wal2json $(dpkg-query -W -f '${Version}' postgresql-15-wal2json 2>/dev/null || echo absent), pgqd $(dpkg-query -W -f '${Version}' pgqd 2>/dev/null || echo absent); machine: $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GB"
+	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) || ', wal2json $(dpkg-query -W -f '${Version}' postgresql-15-wal2json 2>/dev/null || echo absent)' FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
+	echo "machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), $(free -g | awk '/^Mem:/ {print $2}') GB, Linux $(uname -r)"
 }
 
 # Peers (Debian packages, see run-all.sh); a script skips a peer row when absent.
