@@ -91,9 +91,12 @@ wait_readable(PGconn *conn)
 		die(conn, "consume");
 }
 
-/* One consumer poll; true when it delivered at least one event. */
+/*
+ * One consumer poll; true when it delivered at least one event.  Gives up
+ * (false) at the deadline, as a consumer may never catch up with the ticks.
+ */
 static int
-poll_once(PGconn *conn, const char *mode)
+poll_once(PGconn *conn, const char *mode, double deadline)
 {
 	long long	batch;
 	char		sql[160];
@@ -105,7 +108,7 @@ poll_once(PGconn *conn, const char *mode)
 						 "'format-version', '2', 'include-transaction', 'false', "
 						 "'add-tables', 'public.lat_probe')") > 0;
 	/* PgQ: take the ready batches (the ticker may add more meanwhile) up to one with events */
-	while (!got)
+	while (!got && now_ms() < deadline)
 	{
 		res = PQexec(conn, "SELECT pgq.next_batch('lat', 'c')");
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
@@ -188,7 +191,7 @@ main(int argc, char **argv)
 					"INSERT INTO lat_probe VALUES (1)");
 			t0 = now_ms();
 			usleep((useconds_t) (poll_ms * 1000.0 * (random() / (RAND_MAX + 1.0))));
-			while (!poll_once(reader, mode))
+			while (!poll_once(reader, mode, t0 + SAMPLE_TIMEOUT_S * 1000.0))
 			{
 				if (now_ms() - t0 > SAMPLE_TIMEOUT_S * 1000.0)
 				{

@@ -3,10 +3,12 @@
 # under a background load of ~1000 publishes/s on another feed: cfeed.wait,
 # cfeed.read(wait_ms), LISTEN on the shard's channel, a raw NOTIFY round trip
 # (the floor), and the peers: PgQ (pgq.ticker() called every 1 ms, ticking
-# on every event and idle-ticking every 5 ms: 1-2 ms measured no better on 2
-# cores, where the ticks' own commits compete; consumer polling next_batch
-# every POLL_MS) and a wal2json slot polled every POLL_MS.  The samples of
-# every run go to $LATENCY_DUMP if set ("mode ms" lines).
+# on every event and idle-ticking every POLL_MS: ticks at 1-5 ms measured no
+# better on 2 cores, where the ticks' own commits compete, and a consumer
+# that cannot keep up with them falls behind without bound; the consumer
+# polls next_batch every POLL_MS) and a wal2json slot polled every POLL_MS.
+# A run in which a sample is not delivered within 10 s prints FAILED.  The
+# samples of every run go to $LATENCY_DUMP if set ("mode ms" lines).
 # Usage: bash test/bench/latency.sh [samples]   (MODES, RUNS, POLL_MS: env)
 . "$(dirname "$0")/lib.sh"
 SAMPLES=${1:-500}
@@ -30,15 +32,16 @@ for mode in ${MODES:-$modes}; do
 		psqlc -c "CREATE EXTENSION IF NOT EXISTS pgq" -c "SELECT pgq.create_queue('lat')" \
 			-c "SELECT pgq.insert_event('lat', 'x', '0')" \
 			-c "SELECT pgq.set_queue_config('lat', 'ticker_max_count', '1')" \
-			-c "SELECT pgq.set_queue_config('lat', 'ticker_max_lag', '5 ms')" \
-			-c "SELECT pgq.set_queue_config('lat', 'ticker_idle_period', '5 ms')" \
+			-c "SELECT pgq.set_queue_config('lat', 'ticker_max_lag', '$POLL_MS ms')" \
+			-c "SELECT pgq.set_queue_config('lat', 'ticker_idle_period', '$POLL_MS ms')" \
 			-c "SELECT pgq.register_consumer('lat', 'c')" >/dev/null
 		bg_sql ticker "DO \$\$ BEGIN LOOP PERFORM pgq.ticker('lat'); COMMIT; PERFORM pg_sleep(0.001); END LOOP; END \$\$";;
 	logical)
 		psqlc -c "SELECT pg_create_logical_replication_slot('lat', 'wal2json')" >/dev/null;;
 	esac
 	for run in $(seq 1 "$RUNS"); do
-		as_pg "$BENCH_DIR/latency" "$CONNINFO" "$mode" "$SAMPLES" 1 ${LATENCY_DUMP:+"$LATENCY_DUMP"} | sed "s/^/run $run: /"
+		as_pg "$BENCH_DIR/latency" "$CONNINFO" "$mode" "$SAMPLES" 1 ${LATENCY_DUMP:+"$LATENCY_DUMP"} 2>&1 |
+			sed "s/^/run $run: /" || echo "run $run: $mode FAILED"
 	done
 	case $mode in
 	pgq) stop_bg ticker;;
