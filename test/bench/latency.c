@@ -8,8 +8,11 @@
  *		read	SELECT count(*) FROM cfeed.read(feed, 0, head, 100, timeout)
  *		listen	LISTEN cfeed_<feed>_0; notification after the sweep
  *		notify	raw NOTIFY from the writer's own transaction (the floor)
- *		pgq		PgQ: insert_event, consumer polls pgq.next_batch every
- *				POLL_MS (a ticker runs elsewhere)
+ *		pgq		PgQ: insert_event; the consumer polls every POLL_MS with
+ *				pgq.next_batch_custom(min_count 1, min_interval POLL_MS): a
+ *				batch up to the latest tick when events arrived, else one
+ *				of at least POLL_MS of ticks, so that it never falls behind
+ *				the ticker (a ticker runs elsewhere)
  *		logical	INSERT into lat_probe; consumer polls a wal2json slot 'lat'
  *				with pg_logical_slot_get_changes every POLL_MS
  *	  Pollers start at a random phase in [0, POLL_MS) after the commit, as a
@@ -91,14 +94,18 @@ wait_readable(PGconn *conn)
 		die(conn, "consume");
 }
 
+/* Consumer poll interval of the polling modes (env POLL_MS). */
+static double poll_ms = 10;
+
 /*
  * One consumer poll; true when it delivered at least one event.  Gives up
- * (false) at the deadline, as a consumer may never catch up with the ticks.
+ * (false) at the deadline.
  */
 static int
 poll_once(PGconn *conn, const char *mode, double deadline)
 {
 	long long	batch;
+	char		next[120];
 	char		sql[160];
 	int			got = 0;
 	PGresult   *res;
@@ -107,10 +114,11 @@ poll_once(PGconn *conn, const char *mode, double deadline)
 		return query_int(conn, "SELECT count(*) FROM pg_logical_slot_get_changes('lat', NULL, NULL, "
 						 "'format-version', '2', 'include-transaction', 'false', "
 						 "'add-tables', 'public.lat_probe')") > 0;
-	/* PgQ: take the ready batches (the ticker may add more meanwhile) up to one with events */
+	/* PgQ: take the ready batches up to one with events */
+	snprintf(next, sizeof(next), "SELECT batch_id FROM pgq.next_batch_custom('lat', 'c', NULL, 1, '%g ms')", poll_ms);
 	while (!got && now_ms() < deadline)
 	{
-		res = PQexec(conn, "SELECT pgq.next_batch('lat', 'c')");
+		res = PQexec(conn, next);
 		if (PQresultStatus(res) != PGRES_TUPLES_OK)
 			die(conn, "next_batch");
 		if (PQgetisnull(res, 0, 0))
@@ -149,7 +157,6 @@ main(int argc, char **argv)
 	char		sql[256];
 	int			i;
 	int			poll;
-	double		poll_ms = 10;
 
 	if (argc != 5 && argc != 6)
 	{

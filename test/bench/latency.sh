@@ -3,12 +3,12 @@
 # under a background load of ~1000 publishes/s on another feed: cfeed.wait,
 # cfeed.read(wait_ms), LISTEN on the shard's channel, a raw NOTIFY round trip
 # (the floor), and the peers: PgQ (pgq.ticker() called every 1 ms, ticking
-# on every event and idle-ticking every POLL_MS: ticks at 1-5 ms measured no
-# better on 2 cores, where the ticks' own commits compete, and a consumer
-# that cannot keep up with them falls behind without bound; the consumer
-# polls next_batch every POLL_MS) and a wal2json slot polled every POLL_MS.
-# A run in which a sample is not delivered within 10 s prints FAILED.  The
-# samples of every run go to $LATENCY_DUMP if set ("mode ms" lines).
+# on every event and idle-ticking every POLL_MS: idle ticks at 1-5 ms
+# measured no better on 2 cores, where the ticks' own commits compete; the
+# consumer polls every POLL_MS, see latency.c) and a wal2json slot polled
+# every POLL_MS.  A run in which a sample is not delivered within 10 s
+# prints FAILED.  The samples of every run go to $LATENCY_DUMP if set
+# ("mode ms" lines).
 # Usage: bash test/bench/latency.sh [samples]   (MODES, RUNS, POLL_MS: env)
 . "$(dirname "$0")/lib.sh"
 SAMPLES=${1:-500}
