@@ -198,7 +198,7 @@ SELECT label, cfeed.shard_for(1, s) BETWEEN 0 AND 1 AS shard_for_ok FROM h_str O
 SELECT label,
        left(pg_temp.err(format('SELECT cfeed.checkpoint(%L, 1, 0, %L, 1, 2000000000000001)', s, 'o')), 120) AS checkpoint_group,
        left(pg_temp.err(format('SELECT cfeed.checkpoint(%L, 1, 0, %L, 1, 2000000000000001)', 'g', s)), 120) AS checkpoint_owner,
-       pg_temp.err(format('SELECT cfeed.release(%L, 1, %L)', s, s)) AS release,
+       left(pg_temp.err(format('SELECT cfeed.release(%L, 1, %L)', s, s)), 60) AS release,
        pg_temp.err(format('SELECT cfeed.drop_group(%L, 1)', s)) AS drop_group
 FROM h_str ORDER BY label;
 -- acquire/seek with such names create leases (valid) or are refused: in a

@@ -192,6 +192,7 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.checkpoint('h', 2, 7, 'y', 4, 1)$$),
   ($$SELECT cfeed.checkpoint('nope', 2, 0, 'y', 4, 1)$$),
   ($$SELECT cfeed.release('h', 99, 'y')$$),
+  ($$SELECT cfeed.release('nope', 2, 'y')$$),
   ($$SELECT cfeed.seek('h', 99, 0, 1)$$),
   ($$SELECT cfeed.seek('h', 2, 7, 1)$$),
   ($$SELECT cfeed.drop_group('h', 99)$$),

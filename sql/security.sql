@@ -117,10 +117,26 @@ CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL);
 RESET ROLE;
 SELECT count(*) AS pending FROM cfeed.change WHERE change_sequence_number IS NULL;
 
+-- an operator with the documented grants reads the monitoring views whole;
+-- without the EXECUTE grants the helper functions refuse
+CREATE ROLE regress_cfeed_operator;
+GRANT SELECT ON cfeed.stats, cfeed.sweepers, cfeed.consumer_lag, cfeed.groups TO regress_cfeed_operator;
+SET ROLE regress_cfeed_operator;
+SELECT pg_temp.err($$SELECT * FROM cfeed.stats$$) AS stats_without_execute;
+SELECT pg_temp.err($$SELECT * FROM cfeed.sweepers$$) AS sweepers_without_execute;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION cfeed._retention_held_by(int, int), cfeed._sweepers() TO regress_cfeed_operator;
+SET ROLE regress_cfeed_operator;
+SELECT feed_id, shard, pending, retention_held_by FROM cfeed.stats ORDER BY 1, 2;
+SELECT count(*) AS sweepers FROM (SELECT * FROM cfeed.sweepers) s;
+SELECT count(*) AS leases FROM (SELECT * FROM cfeed.consumer_lag) l;
+SELECT count(*) AS groups FROM (SELECT * FROM cfeed.groups) g;
+RESET ROLE;
+
 -- nothing the refused roles tried changed the feed
 SELECT feed_id, shard, change_id, change_sequence_number
 FROM cfeed.change ORDER BY change_id;
 SELECT feed_id, shard, last_change_sequence_number, longpoll FROM cfeed.shard ORDER BY 1, 2;
 
 DROP EXTENSION cfeed;
-DROP ROLE regress_cfeed_writer, regress_cfeed_reader, regress_cfeed_stranger, regress_cfeed_sweeper;
+DROP ROLE regress_cfeed_writer, regress_cfeed_reader, regress_cfeed_stranger, regress_cfeed_sweeper, regress_cfeed_operator;

@@ -804,21 +804,18 @@ leader_lock_tag(LOCKTAG *tag, int32 sweep_group)
 }
 
 /*
- * acquire_leader
- *		Wait up to wait_ms for the group's sweep_loop turn.
+ * poll_until
+ *		Call attempt(arg) every 10 ms until it returns true (then return
+ *		true) or deadline passes (then false).  Interruptible.
  */
 static bool
-acquire_leader(int32 sweep_group, int wait_ms)
+poll_until(bool (*attempt) (void *arg), void *arg, TimestampTz deadline)
 {
-	LOCKTAG		tag;
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-
-	leader_lock_tag(&tag, sweep_group);
 	for (;;)
 	{
 		long		remaining;
 
-		if (LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL)
+		if (attempt(arg))
 			return true;
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
@@ -828,6 +825,28 @@ acquire_leader(int32 sweep_group, int wait_ms)
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/* poll_until attempt: take the group's sweep_loop lock if it is free. */
+static bool
+try_leader(void *arg)
+{
+	return LockAcquire((LOCKTAG *) arg, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* One sweep of a group, as poll_until attempts it: only if the group is free. */
+typedef struct SweepAttempt
+{
+	int32		sweep_group;
+	CfeedSweepResult result;
+} SweepAttempt;
+
+static bool
+try_sweep(void *arg)
+{
+	SweepAttempt *a = arg;
+
+	return cfeed_sweep_group(a->sweep_group, true, &a->result);
 }
 
 /* What a sweep_loop call reports. */
@@ -842,33 +861,39 @@ typedef struct SweepLoopTotals
  * sweep_repeatedly
  *		The body of sweep_loop: sweep and commit until duration_ms has passed
  *		(exactly once for 0), sleeping sleep_ms (at least 1 ms) after a sweep
- *		that found nothing.
+ *		that found nothing.  The first sweep waits at most until turn_deadline
+ *		for a concurrent sweep of the group to end (sweep(), the background
+ *		worker); if it cannot start by then, nothing is swept.  Later sweeps
+ *		wait for their turn as long as it takes.
  */
 static void
-sweep_repeatedly(int32 sweep_group, int32 duration_ms, int32 sleep_ms,
-				 SweepLoopTotals *totals)
+sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms,
+				 int32 sleep_ms, SweepLoopTotals *totals)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), duration_ms);
+	SweepAttempt attempt = {sweep_group};
 
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect_ext failed");
 	for (;;)
 	{
-		CfeedSweepResult result;
 		long		remaining;
 
 		CHECK_FOR_INTERRUPTS();
-		cfeed_sweep_group(sweep_group, false, &result);
+		if (totals->iterations > 0)
+			cfeed_sweep_group(sweep_group, false, &attempt.result);
+		else if (!poll_until(try_sweep, &attempt, turn_deadline))
+			break;
 		totals->iterations++;
-		totals->change_count += result.change_count;
-		totals->max_lag_ms = Max(totals->max_lag_ms, result.max_lag_ms);
-		pfree(result.shards);
+		totals->change_count += attempt.result.change_count;
+		totals->max_lag_ms = Max(totals->max_lag_ms, attempt.result.max_lag_ms);
+		pfree(attempt.result.shards);
 		cfeed_spi_commit();
 
 		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
-		if (result.change_count == 0)
+		if (attempt.result.change_count == 0)
 		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 Min(remaining, Max(sleep_ms, 1)), PG_WAIT_EXTENSION);
@@ -896,6 +921,7 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 	LOCKTAG		tag;
+	TimestampTz turn_deadline;
 
 	cfeed_require_arg(fcinfo, 0, "sweep_group");
 	cfeed_require_arg(fcinfo, 1, "wait_ms");
@@ -921,12 +947,13 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 		elog(ERROR, "cfeed.sweep_loop: return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
 
-	if (acquire_leader(sweep_group, wait_ms))
+	turn_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	leader_lock_tag(&tag, sweep_group);
+	if (poll_until(try_leader, &tag, turn_deadline))
 	{
-		leader_lock_tag(&tag, sweep_group);
 		PG_TRY();
 		{
-			sweep_repeatedly(sweep_group, duration_ms, sleep_ms, &totals);
+			sweep_repeatedly(sweep_group, turn_deadline, duration_ms, sleep_ms, &totals);
 		}
 		PG_CATCH();
 		{

@@ -38,3 +38,46 @@ REVOKE ALL ON FUNCTION cfeed._lease_names() FROM PUBLIC;
 
 CREATE TRIGGER lease_names BEFORE INSERT OR UPDATE OF group_name, owner ON cfeed.lease
 	FOR EACH ROW EXECUTE FUNCTION cfeed._lease_names();
+
+/*
+ * 1.1: release of a group that has no leases on the feed is 42704 (SPEC §7:
+ * an unknown lease), as checkpoint's is; 1.0 returned 0.  An owner that
+ * holds nothing in an existing group still gets 0 (release is idempotent).
+ */
+CREATE OR REPLACE FUNCTION cfeed.release(group_name text, feed_id int, owner text)
+	RETURNS int
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_released int;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', release.group_name IS NULL), (2, 'feed_id', release.feed_id IS NULL),
+				 (3, 'owner', release.owner IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	PERFORM cfeed._check_feed(release.feed_id);
+	IF NOT EXISTS (SELECT FROM cfeed.lease l
+				   WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id) THEN
+		RAISE EXCEPTION 'group "%" has no leases on feed %', release.group_name, release.feed_id
+			USING ERRCODE = '42704',
+				  HINT = 'A group''s leases are created by cfeed.acquire(); cfeed.groups lists the groups.';
+	END IF;
+
+	-- Lock the owner's leases in shard order (the locking protocol of 1.0).
+	WITH mine AS (
+		SELECT l.shard FROM cfeed.lease l
+		WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id
+		  AND l.owner = release.owner
+		ORDER BY l.shard
+		FOR UPDATE)
+	UPDATE cfeed.lease l
+	SET owner = NULL, expires_at = NULL, updated_at = pg_catalog.clock_timestamp()
+	FROM mine
+	WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id
+	  AND l.shard = mine.shard;
+	GET DIAGNOSTICS v_released = ROW_COUNT;
+	RETURN v_released;
+END
+$fn$;

@@ -1,0 +1,156 @@
+# Upgrades (ALTER EXTENSION cfeed UPDATE).
+#
+# A fresh CREATE EXTENSION runs the frozen 1.0 install script and then the
+# upgrade scripts (the contrib idiom: no full script per later version), so
+# the pg_regress and isolation suites already check "1.0 + updates".  What
+# they cannot check is an update of a database that lived at 1.0 with data,
+# served meanwhile by the current library and background sweeper.  This test
+# does that, and then requires the updated extension to be identical, object
+# for object, to a fresh install, and to keep every guarantee with the data
+# written before the update.  It also restores a 1.0 dump into the current
+# version, the other way a database moves to a new release.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Digest::SHA qw(sha256_hex);
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $node = PostgreSQL::Test::Cluster->new('upgrade');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'cfeed'\n");
+$node->start;
+
+# A released install script never changes: fixes go into an upgrade script.
+my $released = $node->config_data('--sharedir') . '/extension/cfeed--1.0.sql';
+is(sha256_hex(slurp_file($released)),
+	'd72c98de38d6c36cabeb8a1177c7450c75ad12ef86f6b4abe5d404e2030f88ea',
+	'the released install script cfeed--1.0.sql is unchanged (frozen)');
+
+is($node->safe_psql('postgres', q{
+	SELECT string_agg(source || '>' || target, ',' ORDER BY source, target)
+	FROM pg_extension_update_paths('cfeed') WHERE path IS NOT NULL}),
+	'1.0>1.1', 'update path 1.0 -> 1.1');
+is($node->safe_psql('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'cfeed'}),
+	'1.1', 'default version is 1.1');
+
+# A database that lives at 1.0: changes, a tracked table, a consumer group,
+# swept by the current library's background sweeper.
+$node->safe_psql('postgres', 'CREATE DATABASE old');
+$node->safe_psql('old', q{
+	CREATE EXTENSION cfeed VERSION '1.0';
+	SELECT cfeed.create_feed('orders', 3);
+	SELECT cfeed.create_feed('items', 2);
+	CREATE TABLE truth (change_id bigint PRIMARY KEY);
+	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 300) g;
+	CREATE TABLE items (id int PRIMARY KEY, v text, change_id bigint);
+	SELECT cfeed.track('items', 2);
+	INSERT INTO items (id, v) SELECT g, 'v' || g FROM generate_series(1, 50) g;
+	INSERT INTO truth SELECT change_id FROM items;
+});
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.0',
+	'installed at 1.0');
+ok(wait_all_stamped($node, 'old'), 'the background sweeper stamps a 1.0 database');
+my (undef, $cursor, $epoch) = split /\|/, $node->safe_psql('old', q{
+	SELECT shard, cursor, epoch FROM cfeed.acquire('g', 1, 'a', 60000) WHERE shard = 0});
+$node->safe_psql('old', qq{SELECT cfeed.checkpoint('g', 1, 0, 'a', $epoch, $cursor + 20)});
+
+my $dump = $node->basedir . '/old-1.0.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f', $dump, 'old' ],
+	'pg_dump of a 1.0 database');
+
+$node->safe_psql('old', 'ALTER EXTENSION cfeed UPDATE');
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.1',
+	'ALTER EXTENSION cfeed UPDATE reaches 1.1');
+
+# Object for object the same as a fresh install: members, definitions,
+# privileges, comments, columns in order, constraints, indexes, triggers,
+# views, dump registrations.
+my $fingerprint = q{
+	WITH m AS (
+		SELECT d.classid, d.objid FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+		WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND e.extname = 'cfeed'),
+	r AS (SELECT c.oid FROM m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid)
+	SELECT x FROM (
+		SELECT 'member ' || pg_describe_object(classid, objid, 0) || ' comment=' ||
+			coalesce(obj_description(objid, (SELECT relname FROM pg_class WHERE oid = classid)), '') AS x FROM m
+		UNION ALL
+		SELECT 'function ' || pg_get_functiondef(p.oid) || ' acl=' || coalesce(p.proacl::text, '')
+		FROM m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+		UNION ALL
+		SELECT format('relation %s kind=%s acl=%s options=%s rls=%s', c.oid::regclass, c.relkind, c.relacl,
+			c.reloptions, c.relrowsecurity) FROM r JOIN pg_class c USING (oid)
+		UNION ALL
+		SELECT format('column %s #%s %s %s notnull=%s default=%s acl=%s comment=%s', a.attrelid::regclass,
+			row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum), a.attname,
+			format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid), a.attacl,
+			col_description(a.attrelid, a.attnum))
+		FROM r JOIN pg_attribute a ON a.attrelid = r.oid
+		LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+		WHERE a.attnum > 0 AND NOT a.attisdropped
+		UNION ALL
+		SELECT format('constraint %s %s %s', conrelid::regclass, conname, pg_get_constraintdef(k.oid))
+		FROM r JOIN pg_constraint k ON k.conrelid = r.oid
+		UNION ALL
+		SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM r JOIN pg_index i ON i.indrelid = r.oid
+		UNION ALL
+		SELECT 'trigger ' || pg_get_triggerdef(t.oid) || ' enabled=' || t.tgenabled::text
+		FROM r JOIN pg_trigger t ON t.tgrelid = r.oid WHERE NOT t.tgisinternal
+		UNION ALL
+		SELECT format('view %s %s', r.oid::regclass, pg_get_viewdef(r.oid))
+		FROM r JOIN pg_class c USING (oid) WHERE c.relkind = 'v'
+		UNION ALL
+		SELECT format('sequence %s %s %s %s %s', seqrelid::regclass, seqstart, seqincrement, seqcache, seqcycle)
+		FROM r JOIN pg_sequence s ON s.seqrelid = r.oid
+		UNION ALL
+		SELECT format('dumped %s where %L', c::regclass, w)
+		FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS u(c, w) WHERE e.extname = 'cfeed'
+	) s ORDER BY x};
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+$node->safe_psql('fresh', 'CREATE EXTENSION cfeed');
+my @fresh = split /\n/, $node->safe_psql('fresh', $fingerprint);
+my @updated = split /\n/, $node->safe_psql('old', $fingerprint);
+cmp_ok(scalar @fresh, '>', 100, 'the fingerprint describes the extension (' . scalar(@fresh) . ' lines)');
+is_deeply(\@updated, \@fresh, 'the updated extension is identical to a fresh install');
+
+# The data of 1.0 lives on: the sweeper continues every shard gaplessly,
+# readers and tracked rows read on, the group checkpoints on, and 1.1's
+# behaviour is in force.
+$node->safe_psql('old', q{
+	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 300) g;
+	INSERT INTO items (id, v) SELECT g, 'v' || g FROM generate_series(51, 80) g;
+	INSERT INTO truth SELECT change_id FROM items WHERE id > 50;
+});
+ok(wait_all_stamped($node, 'old'), 'the background sweeper stamps after the update');
+check_invariants($node, 'old', 'updated database');
+is($node->safe_psql('old', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}), '200',
+	'a reader from the beginning reads across the update');
+is($node->safe_psql('old', q{
+	SELECT count(*) FROM cfeed.read_rows(2, 0, NULL, 1000) r
+	JOIN items i ON i.change_id = r.change_id WHERE r."row" ->> 'v' = i.v}),
+	$node->safe_psql('old', q{SELECT count(*) FROM items WHERE cfeed.shard_for(2, id::text) = 0}),
+	'tracked rows from before and after the update read back');
+is($node->safe_psql('old', qq{SELECT FROM cfeed.checkpoint('g', 1, 0, 'a', $epoch, $cursor + 120);
+	SELECT cursor FROM cfeed.lease WHERE group_name = 'g' AND feed_id = 1 AND shard = 0}), $cursor + 120,
+	'the consumer group checkpoints on with its epoch');
+$node->psql('old', "\\set VERBOSITY verbose\nSELECT * FROM cfeed.acquire(repeat('g', 201), 1, 'b')",
+	stderr => \my $err);
+like($err, qr/22023: group_name must be at most 200 characters, got 201/,
+	'1.1: long group names refused with 22023');
+
+# A 1.0 dump restores into the current version.
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored', $dump ],
+	'pg_restore of the 1.0 dump');
+is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.1',
+	'the restored database runs 1.1');
+$node->safe_psql('restored', q{INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g});
+ok(wait_all_stamped($node, 'restored'), 'the restored database sweeps on');
+check_invariants($node, 'restored', 'restored 1.0 dump');
+is_deeply([ split /\n/, $node->safe_psql('restored', $fingerprint) ], \@fresh,
+	'the restored extension is identical to a fresh install');
+
+done_testing();
