@@ -25,7 +25,6 @@ psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('probe', 1)" \
 sql_file load.sql '\set s random(0, 3)' 'SELECT cfeed.publish(2, :s);'
 pgbenchc -n -c 4 -j 2 -R 1000 -T 3600 -f "$BENCH_DIR/load.sql" >/dev/null 2>&1 &
 sleep 1
-if [ -n "${LATENCY_DUMP:-}" ]; then : > "$LATENCY_DUMP"; chmod 666 "$LATENCY_DUMP"; fi
 for mode in ${MODES:-$modes}; do
 	case $mode in
 	pgq)	# a first event, as PgQ does not tick for a queue's very first one
@@ -40,7 +39,7 @@ for mode in ${MODES:-$modes}; do
 		psqlc -c "SELECT pg_create_logical_replication_slot('lat', 'wal2json')" >/dev/null;;
 	esac
 	for run in $(seq 1 "$RUNS"); do
-		as_pg "$BENCH_DIR/latency" "$CONNINFO" "$mode" "$SAMPLES" 1 ${LATENCY_DUMP:+"$LATENCY_DUMP"} 2>&1 |
+		as_pg "$BENCH_DIR/latency" "$CONNINFO" "$mode" "$SAMPLES" 1 "$BENCH_DIR/samples" 2>&1 |
 			sed "s/^/run $run: /" || echo "run $run: $mode FAILED"
 	done
 	case $mode in
@@ -48,3 +47,5 @@ for mode in ${MODES:-$modes}; do
 	logical) psqlc -c "SELECT pg_drop_replication_slot('lat')" >/dev/null;;
 	esac
 done
+# the postgres user may not reach the caller's directory
+if [ -n "${LATENCY_DUMP:-}" ]; then cp "$BENCH_DIR/samples" "$LATENCY_DUMP"; fi

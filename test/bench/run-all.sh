@@ -10,7 +10,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/results
 mkdir -p "$out"
-chmod 777 "$out"
 log=$out/latest.txt
 : > "$log"
 began=$(date +%s)
