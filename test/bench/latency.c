@@ -8,11 +8,8 @@
  *		read	SELECT count(*) FROM cfeed.read(feed, 0, head, 100, timeout)
  *		listen	LISTEN cfeed_<feed>_0; notification after the sweep
  *		notify	raw NOTIFY from the writer's own transaction (the floor)
- *		pgq		PgQ: insert_event; the consumer polls every POLL_MS with
- *				pgq.next_batch_custom(min_count 1, min_interval POLL_MS): a
- *				batch up to the latest tick when events arrived, else one
- *				of at least POLL_MS of ticks, so that it never falls behind
- *				the ticker (a ticker runs elsewhere)
+ *		pgq		PgQ: insert_event; the consumer polls every POLL_MS (see
+ *				poll_once; a ticker runs elsewhere)
  *		logical	INSERT into lat_probe; consumer polls a wal2json slot 'lat'
  *				with pg_logical_slot_get_changes every POLL_MS
  *	  Pollers start at a random phase in [0, POLL_MS) after the commit, as a
@@ -94,40 +91,50 @@ wait_readable(PGconn *conn)
 		die(conn, "consume");
 }
 
-/* Consumer poll interval of the polling modes (env POLL_MS). */
-static double poll_ms = 10;
+/* The next PgQ batch id, or -1 when none is ready. */
+static long long
+pgq_batch(PGconn *conn, const char *sql)
+{
+	PGresult   *res = PQexec(conn, sql);
+	long long	batch = -1;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		die(conn, sql);
+	if (!PQgetisnull(res, 0, 0))
+		batch = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return batch;
+}
 
 /*
  * One consumer poll; true when it delivered at least one event.  Gives up
  * (false) at the deadline.
+ *
+ * PgQ: a batch up to the latest tick when events arrived since the last one
+ * taken (next_batch_custom with min_count 1), so that the consumer never
+ * walks the idle ticks one by one, which it cannot keep up with on 2 busy
+ * cores; else the next tick's batch (next_batch): the event may have been
+ * counted by a tick whose snapshot did not see it committed yet, and then
+ * it is in the next batch, which min_count would not return.
  */
 static int
 poll_once(PGconn *conn, const char *mode, double deadline)
 {
 	long long	batch;
-	char		next[120];
 	char		sql[160];
 	int			got = 0;
-	PGresult   *res;
 
 	if (strcmp(mode, "logical") == 0)
 		return query_int(conn, "SELECT count(*) FROM pg_logical_slot_get_changes('lat', NULL, NULL, "
 						 "'format-version', '2', 'include-transaction', 'false', "
 						 "'add-tables', 'public.lat_probe')") > 0;
-	/* PgQ: take the ready batches up to one with events */
-	snprintf(next, sizeof(next), "SELECT batch_id FROM pgq.next_batch_custom('lat', 'c', NULL, 1, '%g ms')", poll_ms);
 	while (!got && now_ms() < deadline)
 	{
-		res = PQexec(conn, next);
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			die(conn, "next_batch");
-		if (PQgetisnull(res, 0, 0))
-		{
-			PQclear(res);
+		batch = pgq_batch(conn, "SELECT batch_id FROM pgq.next_batch_custom('lat', 'c', NULL, 1, NULL)");
+		if (batch < 0)
+			batch = pgq_batch(conn, "SELECT pgq.next_batch('lat', 'c')");
+		if (batch < 0)
 			break;
-		}
-		batch = atoll(PQgetvalue(res, 0, 0));
-		PQclear(res);
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM pgq.get_batch_events(%lld)", batch);
 		got = query_int(conn, sql) > 0;
 		snprintf(sql, sizeof(sql), "SELECT pgq.finish_batch(%lld)", batch);
@@ -157,6 +164,7 @@ main(int argc, char **argv)
 	char		sql[256];
 	int			i;
 	int			poll;
+	double		poll_ms = 10;
 
 	if (argc != 5 && argc != 6)
 	{
