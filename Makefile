@@ -12,7 +12,8 @@ OBJS = \
 	src/shmem.o \
 	src/launcher.o \
 	src/sweeper.o \
-	src/track.o
+	src/track.o \
+	src/track_insert.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

@@ -10,6 +10,7 @@
 
 #include "postgres.h"
 
+#include "access/htup.h"
 #include "access/transam.h"
 #include "datatype/timestamp.h"
 #include "utils/snapshot.h"
@@ -77,6 +78,7 @@ extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 							CfeedShard *out);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
+extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
 extern void cfeed_check_select(const char *relname);
 
 /* sweep.c */
@@ -86,6 +88,17 @@ extern void cfeed_check_sweep_isolation(void);
 
 /* feed.c */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+
+/* track_insert.c */
+typedef struct CfeedTrackFeed
+{
+	int32		feed_id;
+	int32		shard_count;	/* 0 until the statement's first change */
+} CfeedTrackFeed;
+
+extern void cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
+								int64 change_id, Oid tbl, const char *op,
+								HeapTuple tuple, TupleDesc desc);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,

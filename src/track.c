@@ -116,8 +116,7 @@ typedef struct CfeedTrackRel
 	Oid			relid;			/* hash key: the relation the trigger fired on */
 	LocalTransactionId lxid;	/* validity: transaction ... */
 	TimestampTz stmt_start;		/* ... and top-level statement */
-	int32		feed_id;
-	int32		shard_count;
+	CfeedTrackFeed feed;		/* shard count: at the first change */
 	Oid			tracked;		/* the tracked table (a partition's root) */
 	Oid			seqoid;			/* cfeed.change_id */
 	AttrNumber	change_id_att;	/* 0 when the table has no change_id column */
@@ -147,7 +146,6 @@ typedef struct CfeedKeyChange
 static HTAB *track_cache = NULL;
 static HTAB *keychange_map = NULL;
 static LocalTransactionId keychange_lxid = InvalidLocalTransactionId;
-static SPIPlanPtr publish_row_plan = NULL;
 
 /* The tracked table whose triggers backfill() silences in this backend. */
 static Oid	backfill_relid = InvalidOid;
@@ -305,25 +303,6 @@ key_text(CfeedTrackKey *key, HeapTuple tuple, TupleDesc desc, int *len)
 }
 
 /*
- * row_shard
- *		The shard of a row of a tracked relation; its key text in *keyout
- *		when keyout is not NULL.
- */
-static int32
-row_shard(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc, char **keyout)
-{
-	int			len;
-	char	   *k = key_text(&tr->key, tuple, desc, &len);
-	int32		shard = cfeed_key_shard(k, len, tr->shard_count);
-
-	if (keyout)
-		*keyout = k;
-	else
-		pfree(k);
-	return shard;
-}
-
-/*
  * track_rel_get
  *		The cached tracking state of the relation a trigger fired on,
  *		resolved again at each new top-level statement.
@@ -348,7 +327,7 @@ track_rel_get(Relation rel, Trigger *trig)
 	tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_ENTER, &found);
 	if (!found)
 		tr->key.nkeys = 0;
-	else if (tr->lxid == MyProc->lxid &&
+	else if (tr->lxid == CFEED_MY_LXID &&
 			 tr->stmt_start == GetCurrentStatementStartTimestamp())
 		return tr;
 
@@ -357,9 +336,9 @@ track_rel_get(Relation rel, Trigger *trig)
 	if (trig->tgnargs != 2)
 		elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
 			 trig->tgname, RelationGetRelationName(rel));
-	tr->feed_id = parse_feed_arg(trig);
+	tr->feed.feed_id = parse_feed_arg(trig);
+	tr->feed.shard_count = 0;
 	resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
-	tr->shard_count = cfeed_feed_shard_count(tr->feed_id);
 	tr->seqoid = cfeed_relid("change_id");
 
 	att = get_attnum(relid, CFEED_CHANGE_ID_COLUMN);
@@ -384,7 +363,7 @@ track_rel_get(Relation rel, Trigger *trig)
 		list_free(ancestors);
 	}
 
-	tr->lxid = MyProc->lxid;
+	tr->lxid = CFEED_MY_LXID;
 	tr->stmt_start = GetCurrentStatementStartTimestamp();
 	return tr;
 }
@@ -414,7 +393,7 @@ keychange_remember(CfeedPendingKey key, int64 delete_id)
 {
 	CfeedKeyChange *e;
 
-	if (keychange_map == NULL || keychange_lxid != MyProc->lxid)
+	if (keychange_map == NULL || keychange_lxid != CFEED_MY_LXID)
 	{
 		HASHCTL		ctl;
 
@@ -423,7 +402,7 @@ keychange_remember(CfeedPendingKey key, int64 delete_id)
 		ctl.hcxt = TopTransactionContext;
 		keychange_map = hash_create("cfeed pending deletes", 64, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		keychange_lxid = MyProc->lxid;
+		keychange_lxid = CFEED_MY_LXID;
 	}
 	e = (CfeedKeyChange *) hash_search(keychange_map, &key, HASH_ENTER, NULL);
 	e->delete_id = delete_id;
@@ -436,7 +415,7 @@ keychange_take(CfeedPendingKey key)
 	bool		found;
 	int64		id;
 
-	if (keychange_map == NULL || keychange_lxid != MyProc->lxid)
+	if (keychange_map == NULL || keychange_lxid != CFEED_MY_LXID)
 		return 0;
 	e = (CfeedKeyChange *) hash_search(keychange_map, &key, HASH_FIND, &found);
 	if (!found)
@@ -444,44 +423,6 @@ keychange_take(CfeedPendingKey key)
 	id = e->delete_id;
 	hash_search(keychange_map, &key, HASH_REMOVE, NULL);
 	return id;
-}
-
-/*
- * publish_row
- *		Insert a change and its row image, with the caller's privileges.
- *		The caller has done SPI_connect().
- */
-static void
-publish_row(CfeedTrackRel *tr, int32 shard, int64 change_id, const char *op,
-			HeapTuple tuple, TupleDesc desc)
-{
-	Datum		values[6];
-	int			rc;
-
-	if (publish_row_plan == NULL)
-	{
-		Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
-		SPIPlanPtr	plan;
-
-		plan = SPI_prepare("WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
-						   "VALUES ($1, $2, $3)) "
-						   "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
-						   "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
-						   6, types);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		publish_row_plan = plan;
-	}
-	values[0] = Int32GetDatum(tr->feed_id);
-	values[1] = Int32GetDatum(shard);
-	values[2] = Int64GetDatum(change_id);
-	values[3] = ObjectIdGetDatum(tr->tracked);
-	values[4] = CStringGetTextDatum(op);
-	values[5] = heap_copy_tuple_as_datum(tuple, desc);
-	rc = SPI_execute_plan(publish_row_plan, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "cfeed: publishing a row failed: %s", SPI_result_code_string(rc));
 }
 
 /*
@@ -509,7 +450,6 @@ row_change_id(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc)
 Datum
 cfeed_track_row(PG_FUNCTION_ARGS)
 {
-	int			spi_level;
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	TupleDesc	desc;
@@ -529,36 +469,38 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	if (tr->tracked == backfill_relid)
 		return PointerGetDatum(NULL);
 
-	spi_level = cfeed_spi_connect();
-
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 	{
 		HeapTuple	tuple = trigdata->tg_trigtuple;
 		int64		id = row_change_id(tr, tuple, desc);
+		int			len;
+		char	   *key = key_text(&tr->key, tuple, desc, &len);
 
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		publish_row(tr, row_shard(tr, tuple, desc, NULL), id, "insert", tuple, desc);
+		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "insert", tuple, desc);
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
 		HeapTuple	tuple = trigdata->tg_trigtuple;
 		int64		id = 0;
+		int			len;
+		char	   *key = key_text(&tr->key, tuple, desc, &len);
 
 		if (tr->change_id_att != 0)
 			id = keychange_take(pending_key(0, RelationGetRelid(rel), &tuple->t_self));
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		publish_row(tr, row_shard(tr, tuple, desc, NULL), id, "delete", tuple, desc);
+		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "delete", tuple, desc);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
 	{
 		HeapTuple	oldtup = trigdata->tg_trigtuple;
 		HeapTuple	newtup = trigdata->tg_newtuple;
-		char	   *oldkey;
-		char	   *newkey;
-		int32		oldshard = row_shard(tr, oldtup, desc, &oldkey);
-		int32		newshard = row_shard(tr, newtup, desc, &newkey);
+		int			oldlen;
+		int			newlen;
+		char	   *oldkey = key_text(&tr->key, oldtup, desc, &oldlen);
+		char	   *newkey = key_text(&tr->key, newtup, desc, &newlen);
 		int64		id = row_change_id(tr, newtup, desc);
 
 		if (strcmp(oldkey, newkey) != 0)
@@ -568,16 +510,16 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 
 			if (delete_id == 0)
 				delete_id = nextval_internal(tr->seqoid, true);
-			publish_row(tr, oldshard, delete_id, "delete", oldtup, desc);
+			cfeed_track_publish(&tr->feed, oldkey, oldlen, delete_id, tr->tracked, "delete",
+								oldtup, desc);
 		}
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		publish_row(tr, newshard, id, "update", newtup, desc);
+		cfeed_track_publish(&tr->feed, newkey, newlen, id, tr->tracked, "update", newtup, desc);
 	}
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");
 
-	cfeed_spi_finish(spi_level);
 	return PointerGetDatum(NULL);
 }
 
@@ -634,11 +576,10 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
-		char	   *oldkey;
-		char	   *newkey;
+		int			len;
+		char	   *oldkey = key_text(&tr->key, trigdata->tg_trigtuple, desc, &len);
+		char	   *newkey = key_text(&tr->key, newtup, desc, &len);
 
-		(void) row_shard(tr, trigdata->tg_trigtuple, desc, &oldkey);
-		(void) row_shard(tr, newtup, desc, &newkey);
 		if (strcmp(oldkey, newkey) != 0)
 			delete_id = nextval_internal(tr->seqoid, true);
 	}
