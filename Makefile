@@ -13,7 +13,8 @@ OBJS = \
 	src/launcher.o \
 	src/sweeper.o \
 	src/track.o \
-	src/track_insert.o
+	src/track_insert.o \
+	src/row_image.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

@@ -13,6 +13,7 @@
 #include "access/htup.h"
 #include "access/transam.h"
 #include "datatype/timestamp.h"
+#include "utils/relcache.h"
 #include "utils/snapshot.h"
 
 #include "compat.h"
@@ -98,7 +99,10 @@ typedef struct CfeedTrackFeed
 
 extern void cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
 								int64 change_id, Oid tbl, const char *op,
-								HeapTuple tuple, TupleDesc desc);
+								Relation rel, HeapTuple tuple);
+
+/* row_image.c */
+extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,

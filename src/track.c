@@ -76,6 +76,7 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -114,9 +115,10 @@ typedef struct CfeedTrackKey
 typedef struct CfeedTrackRel
 {
 	Oid			relid;			/* hash key: the relation the trigger fired on */
-	LocalTransactionId lxid;	/* validity: transaction ... */
-	TimestampTz stmt_start;		/* ... and top-level statement */
-	CfeedTrackFeed feed;		/* shard count: at the first change */
+	bool		valid;			/* cleared by a relcache invalidation of relid */
+	LocalTransactionId lxid;	/* the statement feed.shard_count is for: */
+	TimestampTz stmt_start;		/* transaction and top-level statement */
+	CfeedTrackFeed feed;		/* shard count: at the statement's first change */
 	Oid			tracked;		/* the tracked table (a partition's root) */
 	Oid			seqoid;			/* cfeed.change_id */
 	AttrNumber	change_id_att;	/* 0 when the table has no change_id column */
@@ -303,9 +305,37 @@ key_text(CfeedTrackKey *key, HeapTuple tuple, TupleDesc desc, int *len)
 }
 
 /*
+ * track_cache_invalidate
+ *		Relcache invalidation callback: the tracking state of the relation
+ *		(or of all, for InvalidOid) must be resolved again.  Every input of
+ *		that state (the trigger's arguments, the primary key, the columns,
+ *		partition ancestry) changes only with an invalidation of the
+ *		relation.
+ */
+static void
+track_cache_invalidate(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	CfeedTrackRel *tr;
+
+	if (OidIsValid(relid))
+	{
+		tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_FIND, NULL);
+		if (tr != NULL)
+			tr->valid = false;
+		return;
+	}
+	hash_seq_init(&status, track_cache);
+	while ((tr = (CfeedTrackRel *) hash_seq_search(&status)) != NULL)
+		tr->valid = false;
+}
+
+/*
  * track_rel_get
- *		The cached tracking state of the relation a trigger fired on,
- *		resolved again at each new top-level statement.
+ *		The cached tracking state of the relation a trigger fired on, resolved
+ *		again after an invalidation of the relation; its feed's shard count
+ *		is forgotten at each new top-level statement (lock_key_shard in
+ *		track_insert.c reads it again).
  */
 static CfeedTrackRel *
 track_rel_get(Relation rel, Trigger *trig)
@@ -323,48 +353,56 @@ track_rel_get(Relation rel, Trigger *trig)
 		ctl.entrysize = sizeof(CfeedTrackRel);
 		track_cache = hash_create("cfeed tracked relations", 32, &ctl,
 								  HASH_ELEM | HASH_BLOBS);
+		CacheRegisterRelcacheCallback(track_cache_invalidate, (Datum) 0);
 	}
 	tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_ENTER, &found);
 	if (!found)
-		tr->key.nkeys = 0;
-	else if (tr->lxid == CFEED_MY_LXID &&
-			 tr->stmt_start == GetCurrentStatementStartTimestamp())
-		return tr;
-
-	/* Invalid until completely filled in, in case of an error. */
-	tr->lxid = InvalidLocalTransactionId;
-	if (trig->tgnargs != 2)
-		elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
-			 trig->tgname, RelationGetRelationName(rel));
-	tr->feed.feed_id = parse_feed_arg(trig);
-	tr->feed.shard_count = 0;
-	resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
-	tr->seqoid = cfeed_relid("change_id");
-
-	att = get_attnum(relid, CFEED_CHANGE_ID_COLUMN);
-	tr->change_id_att = (att > 0 &&
-						 TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid == INT8OID)
-		? att : 0;
-
-	tr->tracked = relid;
-	if (rel->rd_rel->relispartition)
 	{
-		List	   *ancestors = get_partition_ancestors(relid);
-		ListCell   *lc;
-
-		foreach(lc, ancestors)
-		{
-			Oid			anc = lfirst_oid(lc);
-
-			if (!OidIsValid(get_trigger_oid(anc, CFEED_TRACK_TRIGGER, true)))
-				break;
-			tr->tracked = anc;
-		}
-		list_free(ancestors);
+		tr->key.nkeys = 0;
+		tr->valid = false;
 	}
 
-	tr->lxid = CFEED_MY_LXID;
-	tr->stmt_start = GetCurrentStatementStartTimestamp();
+	if (!tr->valid)
+	{
+		if (trig->tgnargs != 2)
+			elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
+				 trig->tgname, RelationGetRelationName(rel));
+		tr->feed.feed_id = parse_feed_arg(trig);
+		resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
+
+		att = get_attnum(relid, CFEED_CHANGE_ID_COLUMN);
+		tr->change_id_att = (att > 0 &&
+							 TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid == INT8OID)
+			? att : 0;
+
+		tr->tracked = relid;
+		if (rel->rd_rel->relispartition)
+		{
+			List	   *ancestors = get_partition_ancestors(relid);
+			ListCell   *lc;
+
+			foreach(lc, ancestors)
+			{
+				Oid			anc = lfirst_oid(lc);
+
+				if (!OidIsValid(get_trigger_oid(anc, CFEED_TRACK_TRIGGER, true)))
+					break;
+				tr->tracked = anc;
+			}
+			list_free(ancestors);
+		}
+		tr->lxid = InvalidLocalTransactionId;
+		tr->valid = true;
+	}
+
+	if (tr->lxid != CFEED_MY_LXID ||
+		tr->stmt_start != GetCurrentStatementStartTimestamp())
+	{
+		tr->feed.shard_count = 0;
+		tr->seqoid = cfeed_relid("change_id");
+		tr->lxid = CFEED_MY_LXID;
+		tr->stmt_start = GetCurrentStatementStartTimestamp();
+	}
 	return tr;
 }
 
@@ -478,7 +516,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "insert", tuple, desc);
+		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "insert", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
@@ -491,7 +529,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 			id = keychange_take(pending_key(0, RelationGetRelid(rel), &tuple->t_self));
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "delete", tuple, desc);
+		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "delete", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
 	{
@@ -511,11 +549,11 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 			if (delete_id == 0)
 				delete_id = nextval_internal(tr->seqoid, true);
 			cfeed_track_publish(&tr->feed, oldkey, oldlen, delete_id, tr->tracked, "delete",
-								oldtup, desc);
+								rel, oldtup);
 		}
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		cfeed_track_publish(&tr->feed, newkey, newlen, id, tr->tracked, "update", newtup, desc);
+		cfeed_track_publish(&tr->feed, newkey, newlen, id, tr->tracked, "update", rel, newtup);
 	}
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");

@@ -145,8 +145,6 @@ static CfeedIndexCache change_indexes;
 static CfeedIndexCache image_indexes;
 static HTAB *shard_locks = NULL;
 static ExprContext *predicate_econtext = NULL;
-static FmgrInfo to_jsonb_finfo;
-static bool to_jsonb_ready = false;
 static SPIPlanPtr insert_plan = NULL;
 
 /*
@@ -526,30 +524,6 @@ insert_direct(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 }
 
 /*
- * row_image_datum
- *		to_jsonb(row), called directly: the function is looked up once and
- *		told its argument is a record (to_jsonb reads the type from the call
- *		expression).  No SQL, so no search_path involved.
- */
-static Datum
-row_image_datum(HeapTuple tuple, TupleDesc desc)
-{
-	if (!to_jsonb_ready)
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		fmgr_info(F_TO_JSONB, &to_jsonb_finfo);
-		fmgr_info_set_expr((Node *) makeFuncExpr(F_TO_JSONB, JSONBOID,
-												 list_make1(makeNullConst(RECORDOID, -1, InvalidOid)),
-												 InvalidOid, InvalidOid, COERCE_EXPLICIT_CALL),
-						   &to_jsonb_finfo);
-		MemoryContextSwitchTo(old);
-		to_jsonb_ready = true;
-	}
-	return FunctionCall1(&to_jsonb_finfo, heap_copy_tuple_as_datum(tuple, desc));
-}
-
-/*
  * insert_with_sql
  *		The SQL path: one kept plan inserting both rows, run with the
  *		caller's privileges, search_path pinned.
@@ -591,18 +565,19 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 
 /*
  * cfeed_track_publish
- *		Publish a change of a row of tracked table tbl to the feed, on the
- *		shard of the row's key text: insert (feed_id, shard, change_id) into
- *		cfeed.change and the row's image, with operation op, into
- *		cfeed.row_image, as the current user.  feed->shard_count is filled in
+ *		Publish a change of row tuple of rel (tracked table tbl, or one of
+ *		its partitions) to the feed, on the shard of the row's key text:
+ *		insert (feed_id, shard, change_id) into cfeed.change and the row's
+ *		image, with operation op, into cfeed.row_image, as the current user.  feed->shard_count is filled in
  *		at the statement's first change.  Allocates in the current memory
  *		context (the trigger's per-row one).
  */
 void
 cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
 					int64 change_id, Oid tbl, const char *op,
-					HeapTuple tuple, TupleDesc desc)
+					Relation rel, HeapTuple tuple)
 {
+	TupleDesc	desc = RelationGetDescr(rel);
 	Relation	changerel;
 	Relation	imagerel;
 	CfeedIndexCache *change_idx = NULL;
@@ -653,7 +628,7 @@ cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
 	slot->tts_values[Anum_image_feed_id - 1] = Int32GetDatum(feed->feed_id);
 	slot->tts_values[Anum_image_tbl - 1] = ObjectIdGetDatum(tbl);
 	slot->tts_values[Anum_image_op - 1] = CStringGetTextDatum(op);
-	slot->tts_values[Anum_image_row - 1] = row_image_datum(tuple, desc);
+	slot->tts_values[Anum_image_row - 1] = cfeed_row_image(RelationGetRelid(rel), tuple, desc);
 	ExecStoreVirtualTuple(slot);
 	insert_direct(imagerel, image_idx, slot);
 	ExecDropSingleTupleTableSlot(slot);
