@@ -22,7 +22,8 @@
  * trigger is a statement trigger and is not, so track() creates it on every
  * existing partition.  The feed and key live in the trigger arguments (names,
  * never OIDs, so pg_dump/pg_restore keep them); '' as key means the primary
- * key, resolved per statement so that it follows renames.
+ * key, resolved again after any change to the table so that it follows
+ * renames.
  *
  * Per-key order
  * -------------
@@ -33,7 +34,7 @@
  * (GetTupleForTrigger), so a writer blocked on that lock draws the later
  * change_id.  The one exception is the change_id of an INSERT into a table
  * with a change_id column: it must be drawn in the BEFORE INSERT trigger,
- * before the unique-index check (see docs/track.md).
+ * before the unique-index check (see README.md, "Per-key order").
  *
  * An UPDATE that changes the key publishes a 'delete' of the old row on the
  * old key's shard, then the 'update' on the new key's shard, with the delete
@@ -42,11 +43,13 @@
  *
  * Cost per row
  * ------------
- * Per (relation, top-level statement) the trigger resolves once: feed,
- * key columns and their output functions, the feed's shard count, the
- * tracked root of a partition.  Per row: the key's text form, FNV-1a,
- * nextval, and one execution of a kept SPI plan that inserts the change and
- * its image in one statement with the writer's privileges.
+ * Per relation the trigger resolves once, until a relcache invalidation of
+ * the relation: feed, key columns and their output functions, the change_id
+ * column, the tracked root of a partition.  Per top-level statement: the
+ * feed's shard count.  Per row: the key's text form, nextval, and
+ * cfeed_track_publish (track_insert.c), which locks the shard's row once
+ * and inserts the change and its image (row_image.c) directly, with the
+ * writer's privileges.
  *
  *-------------------------------------------------------------------------
  */

@@ -24,34 +24,43 @@
  *					number, no stamped_at, writer_xid the current one), so
  *					it would not fire
  *	 foreign key	change_shard_fkey: the shard_config row is looked up with
- *					the snapshot and locked FOR KEY SHARE as the RI trigger's
- *					query does (a concurrent DELETE of the shard waits for
- *					this transaction, then finds the change), see lock_shard
+ *					a fresh snapshot and locked FOR KEY SHARE as the RI
+ *					trigger's query does (a concurrent DELETE of the shard
+ *					waits for this transaction, then finds the change); see
+ *					lock_key_shard
  *	 indexes		every index, partial ones by their predicate, unique
  *					ones checked by the index AM
  *
  * When anything would make that list incomplete, the SQL path runs instead:
  * row-level security enabled on either table, a trigger on them other than
  * the two above, CHECK constraints or generated columns, an index that is
- * not a plain immediate btree, a table access method other than heap, a
- * column layout other than the install script's, an executor permission
+ * not a plain immediate btree (expression, exclusion and deferrable indexes
+ * need the executor; other access methods may keep per-query state in their
+ * IndexInfo, which is cached here), a table access method other than heap,
+ * a column layout other than the install script's, an executor permission
  * hook (sepgsql), or INSERT granted only on columns.  Those are cases a DBA
- * creates deliberately; the SQL path then gives their exact semantics.
+ * creates deliberately; the SQL path then gives their exact semantics
+ * (test: sql/track_write.sql).
  *
  * Caching
  * -------
  * Per backend, for each of the two tables: the IndexInfo of its indexes,
  * rebuilt when the relation's index list changes (a new index has a new OID;
  * an index's definition never changes under its OID), and the prepared
- * predicates.  Everything else is read from the relation, opened per row.
+ * predicates.  Everything else (triggers, RLS, privileges, indisready) is
+ * read from the relations, opened per row: relations cannot stay open past
+ * the statement, whose end a row trigger does not see.
  *
- * The shard lock is taken once per (feed, shard) until the subtransaction or
- * the command changes: a lock taken by this transaction holds until it ends
- * unless a subtransaction that took it aborts (hence the subtransaction id),
- * and only a command of this backend could delete the shard meanwhile (hence
- * the command id: any statement run between two rows, e.g. by another
- * trigger, advances it, because the rows inserted here use it).  A bulk
- * INSERT thus locks each shard once; a single-row INSERT once.
+ * The statement's first change for a feed reads all the feed's shard rows
+ * with one index scan, which gives the shard count (for the key's shard)
+ * and the row to lock.  The lock is then taken once per (feed, shard) until
+ * the subtransaction or the command changes: a lock taken by this
+ * transaction holds until it ends unless a subtransaction that took it
+ * aborts (hence the subtransaction id), and only a command of this backend
+ * could delete the shard meanwhile (hence the command id: any statement run
+ * between two rows, e.g. by another trigger, advances it, because the rows
+ * inserted here use it).  A bulk INSERT thus locks each shard once, and a
+ * single-row INSERT pays one index scan of the feed's shards and one lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -172,8 +181,9 @@ layout_matches(Relation rel, const Oid *types, int natts)
 /*
  * insert_triggers_known
  *		Whether every INSERT trigger of rel is one the direct path stands in
- *		for: cfeed.change's foreign-key check against shard_config and its
- *		change_guard (pass InvalidOid for a table that must have none).
+ *		for: cfeed.change's foreign-key check against shard_config (not
+ *		deferred: the direct path checks at once) and its change_guard (pass
+ *		InvalidOid for a table that must have none).
  */
 static bool
 insert_triggers_known(Relation rel, Oid shard_config)
@@ -192,7 +202,7 @@ insert_triggers_known(Relation rel, Oid shard_config)
 		if (!OidIsValid(shard_config))
 			return false;
 		if (t->tgisinternal && t->tgfoid == F_RI_FKEY_CHECK_INS &&
-			t->tgconstrrelid == shard_config)
+			t->tgconstrrelid == shard_config && !t->tgdeferrable)
 			continue;
 		if (!t->tgisinternal && strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 &&
 			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
@@ -308,12 +318,12 @@ static void
 pg_attribute_noreturn()
 report_missing_shard(int32 feed_id, int32 shard, Relation changerel)
 {
-		ereport(ERROR,
-				(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
-				 errmsg("shard %d of feed %d does not exist", shard, feed_id),
-				 errdetail("A change of a tracked table cannot be published to it (foreign key \"change_shard_fkey\")."),
-				 errhint("Do not delete shards of a feed that tracks a table."),
-				 errtableconstraint(changerel, "change_shard_fkey")));
+	ereport(ERROR,
+			(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+			 errmsg("shard %d of feed %d does not exist", shard, feed_id),
+			 errdetail("A change of a tracked table cannot be published to it (foreign key \"change_shard_fkey\")."),
+			 errhint("Do not delete shards of a feed that tracks a table."),
+			 errtableconstraint(changerel, "change_shard_fkey")));
 }
 
 /*
@@ -432,7 +442,10 @@ lock_key_shard(CfeedTrackFeed *feed, const char *key, int keylen, Relation chang
 	}
 	else
 	{
-		/* Every shard's row; the tids stay valid while snapshot is held. */
+		/*
+		 * Every shard's row.  A tid stays valid after the scan: a tuple
+		 * visible to a registered snapshot cannot be pruned away.
+		 */
 		int32		count = 0;
 		int32		max_shard = -1;
 		int			allocated = 16;
