@@ -5,12 +5,19 @@
 # row image per row), same clients, same run, the background sweeper
 # stamping meanwhile.  Prints the cost ratio untracked_tps / tracked_tps.
 # Also a multi-row variant (100 rows per INSERT), where per-row trigger cost
-# is not hidden behind commit, and a COPY-like bulk load.
-# Usage: bash test/bench/track.sh [seconds] [clients]
-# BENCH_FSYNC=off measures CPU cost rather than commit-bound throughput.
+# is not hidden behind commit, and a bulk load (one 200k-row INSERT).
+#
+# Each workload runs REPS times, untracked and tracked alternating, and the
+# median of the per-pair ratios is reported: on a shared machine a single
+# pair can be off by 2x either way.  For the CPU cost alone, without the
+# machine's noise, see track_instructions.sh.
+# Usage: bash test/bench/track.sh [seconds] [clients] [reps]
+# BENCH_FSYNC=off measures CPU cost rather than commit-bound throughput;
+# BENCH_EXTRA_CONF="cfeed.enable_sweeper = off" leaves the sweeper's CPU out.
 . "$(dirname "$0")/lib.sh"
 SECS=${1:-10}
 CLIENTS=${2:-8}
+REPS=${3:-3}
 bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" >/dev/null
@@ -24,32 +31,44 @@ done
 chmod 644 "$BENCH_DIR"/*.sql
 run()
 {
+	psqlc -c "CHECKPOINT"
 	pgbenchc -n -c "$CLIENTS" -j 2 -T "$SECS" -f "$BENCH_DIR/$1.sql" 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
 }
-psqlc -c "CHECKPOINT"
-plain=$(run plain)
-psqlc -c "CHECKPOINT"
-tracked=$(run tracked)
-psqlc -c "CHECKPOINT"
-plain100=$(run plain100)
-psqlc -c "CHECKPOINT"
-tracked100=$(run tracked100)
 bulk()
 {
 	local s e
+	psqlc -c "CHECKPOINT"
 	s=$(now_ms)
 	psqlc -c "INSERT INTO $1 (payload) SELECT 'hello' FROM generate_series(1, 200000)"
 	e=$(now_ms)
 	echo $((e - s))
 }
-bulk_plain=$(bulk plain)
-bulk_tracked=$(bulk tracked)
+median()
+{
+	tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# workload name, then "tps" (cost = untracked/tracked tps) or "ms" (tracked/untracked time)
+measure()
+{
+	local name=$1 unit=$2 i p t ratios=""
+	for i in $(seq "$REPS"); do
+		if [ "$unit" = tps ]; then
+			p=$(run "plain$name"); t=$(run "tracked$name")
+			ratios="$ratios $(echo "scale=3; $p / $t" | bc)"
+		else
+			p=$(bulk plain); t=$(bulk tracked)
+			ratios="$ratios $(echo "scale=3; $t / $p" | bc)"
+		fi
+		echo "  $name run $i: untracked $p $unit, tracked $t $unit" >&2
+	done
+	echo "$ratios" | xargs | median
+}
+single=$(measure "" tps)
+multi=$(measure 100 tps)
+load=$(measure bulk ms)
 psqlc -c "SELECT count(*) FROM cfeed.sweep()" >/dev/null
 pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
-echo "single-row INSERT, $CLIENTS clients: untracked $plain tps, tracked $tracked tps;" \
-	"cost ratio tracked/untracked $(echo "scale=2; $plain / $tracked" | bc)x"
-echo "100-row INSERT, $CLIENTS clients: untracked $plain100 tps, tracked $tracked100 tps;" \
-	"cost ratio $(echo "scale=2; $plain100 / $tracked100" | bc)x"
-echo "one 200k-row INSERT: untracked $bulk_plain ms, tracked $bulk_tracked ms;" \
-	"cost ratio $(echo "scale=2; $bulk_tracked / $bulk_plain" | bc)x"
+echo "single-row INSERT, $CLIENTS clients: cost ratio tracked/untracked ${single}x (median of $REPS)"
+echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x (median of $REPS)"
+echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
