@@ -568,8 +568,9 @@ cfeed_track_row(PG_FUNCTION_ARGS)
  * cfeed_track_change_id
  *		BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW on a tracked table
  *		with a change_id column: draws the change's change_id and stores it in
- *		the row (for a DELETE, remembers it for the AFTER trigger).  For an UPDATE that changes the key it first draws the old key's
- *		tombstone's change_id.  Returns the row to write.
+ *		the row (for a DELETE, remembers it for the AFTER trigger).  For an
+ *		UPDATE that changes the key it first draws the old key's tombstone's
+ *		change_id.  Returns the row to write.
  */
 Datum
 cfeed_track_change_id(PG_FUNCTION_ARGS)

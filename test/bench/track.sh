@@ -7,6 +7,9 @@
 # Also a multi-row variant (100 rows per INSERT), where per-row trigger cost
 # is not hidden behind commit, and a bulk load (one 200k-row INSERT).
 #
+# For reference, single-row INSERTs that publish by hand, the app row and
+# cfeed.publish() in one statement (no row image), as write_overhead.sh.
+#
 # Each workload runs REPS times, untracked and tracked alternating, and the
 # median of the per-pair ratios is reported: on a shared machine a single
 # pair can be off by 2x either way.  For the CPU cost alone, without the
@@ -28,6 +31,10 @@ for t in plain tracked; do
 	echo "INSERT INTO $t (payload) VALUES ('hello');" > "$BENCH_DIR/$t.sql"
 	echo "INSERT INTO $t (payload) SELECT 'hello' FROM generate_series(1, 100);" > "$BENCH_DIR/${t}100.sql"
 done
+cat > "$BENCH_DIR/published.sql" <<'SQL'
+\set s random(0, 3)
+INSERT INTO plain (payload, change_id) VALUES ('hello', cfeed.publish(1, :s));
+SQL
 chmod 644 "$BENCH_DIR"/*.sql
 run()
 {
@@ -47,13 +54,14 @@ median()
 {
 	tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-# workload name, then "tps" (cost = untracked/tracked tps) or "ms" (tracked/untracked time)
+# workload name, then "tps" (cost = untracked/tracked tps) or "ms" (tracked/untracked
+# time); the tracked workload is tracked<name>, or $TRACKED when set
 measure()
 {
 	local name=$1 unit=$2 i p t ratios=""
 	for i in $(seq "$REPS"); do
 		if [ "$unit" = tps ]; then
-			p=$(run "plain$name"); t=$(run "tracked$name")
+			p=$(run "plain$name"); t=$(run "${TRACKED:-tracked$name}")
 			ratios="$ratios $(echo "scale=3; $p / $t" | bc)"
 		else
 			p=$(bulk plain); t=$(bulk tracked)
@@ -64,11 +72,13 @@ measure()
 	echo "$ratios" | xargs | median
 }
 single=$(measure "" tps)
+published=$(TRACKED=published measure "" tps)
 multi=$(measure 100 tps)
 load=$(measure bulk ms)
 psqlc -c "SELECT count(*) FROM cfeed.sweep()" >/dev/null
 pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
 echo "single-row INSERT, $CLIENTS clients: cost ratio tracked/untracked ${single}x (median of $REPS)"
+echo "  reference, app row + cfeed.publish() in one statement: ${published}x"
 echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x (median of $REPS)"
 echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
