@@ -24,11 +24,9 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 
 #include "cfeed.h"
 
@@ -66,9 +64,9 @@ cfeed_schema_oid(bool missing_ok)
  * The OIDs cfeed_relid has looked up, by name.  An entry stays valid until
  * a relcache invalidation names its relation (DROP, RENAME, and the rollback
  * of a CREATE all send one), or all relations (a cache reset), or a schema
- * changes; the callbacks then forget every entry.  This spares the hot paths
- * (the triggers of a tracked table, shard_for) two syscache lookups per
- * relation per call.
+ * changes; the callbacks (registered by _PG_init) then forget every entry.
+ * This spares the hot paths (the triggers of a tracked table, shard_for) two
+ * syscache lookups per relation per call.
  */
 #define RELID_CACHE_SIZE			16
 
@@ -80,11 +78,14 @@ typedef struct CfeedRelidEntry
 
 static CfeedRelidEntry relid_cache[RELID_CACHE_SIZE];
 static int	relid_cache_used = 0;
-static bool relid_callback_registered = false;
 
-/* Relcache invalidation callback: forget everything if it names an entry. */
-static void
-relid_cache_invalidate(Datum arg, Oid relid)
+/*
+ * cfeed_relid_invalidate
+ *		For the relcache invalidation callback: forget every entry if the
+ *		relation is one of them (or for InvalidOid).
+ */
+void
+cfeed_relid_invalidate(Oid relid)
 {
 	int			i;
 
@@ -98,9 +99,13 @@ relid_cache_invalidate(Datum arg, Oid relid)
 	}
 }
 
-/* Syscache callback for pg_namespace: the schema's name or OID may differ. */
-static void
-relid_cache_reset(Datum arg, int cacheid, uint32 hashvalue)
+/*
+ * cfeed_relid_reset
+ *		Syscache invalidation callback for pg_namespace: the schema's name or
+ *		OID may have changed; forget every entry.
+ */
+void
+cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue)
 {
 	relid_cache_used = 0;
 }
@@ -125,12 +130,6 @@ cfeed_relid(const char *relname)
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation cfeed.%s is missing", relname);
 
-	if (!relid_callback_registered)
-	{
-		CacheRegisterRelcacheCallback(relid_cache_invalidate, (Datum) 0);
-		CacheRegisterSyscacheCallback(NAMESPACEOID, relid_cache_reset, (Datum) 0);
-		relid_callback_registered = true;
-	}
 	if (relid_cache_used < RELID_CACHE_SIZE)
 	{
 		strlcpy(relid_cache[relid_cache_used].name, relname, NAMEDATALEN);

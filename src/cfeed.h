@@ -71,6 +71,8 @@ extern int	cfeed_retention_interval;
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);
+extern void cfeed_relid_invalidate(Oid relid);
+extern void cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue);
 extern Oid	cfeed_extension_owner(void);
 extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number,
 							  Snapshot snapshot);
@@ -103,6 +105,10 @@ extern void cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keyle
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
+extern void cfeed_row_image_invalidate(Oid relid);
+
+/* track.c */
+extern void cfeed_track_invalidate(Oid relid);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,

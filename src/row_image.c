@@ -32,7 +32,6 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
@@ -71,12 +70,12 @@ typedef struct CfeedImagePlan
 static HTAB *image_plans = NULL;
 
 /*
- * image_plans_invalidate
- *		Relcache invalidation callback: forget the relation's plan (or all
- *		plans, for InvalidOid).
+ * cfeed_row_image_invalidate
+ *		For the relcache invalidation callback: forget the relation's plan
+ *		(or all plans, for InvalidOid).
  */
-static void
-image_plans_invalidate(Datum arg, Oid relid)
+void
+cfeed_row_image_invalidate(Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	CfeedImagePlan *plan;
@@ -141,7 +140,6 @@ image_plan_get(Oid relid, TupleDesc desc)
 		ctl.entrysize = sizeof(CfeedImagePlan);
 		image_plans = hash_create("cfeed row image plans", 16, &ctl,
 								  HASH_ELEM | HASH_BLOBS);
-		CacheRegisterRelcacheCallback(image_plans_invalidate, (Datum) 0);
 	}
 	plan = (CfeedImagePlan *) hash_search(image_plans, &relid, HASH_ENTER, &found);
 	if (!found)

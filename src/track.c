@@ -79,7 +79,6 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -308,19 +307,21 @@ key_text(CfeedTrackKey *key, HeapTuple tuple, TupleDesc desc, int *len)
 }
 
 /*
- * track_cache_invalidate
- *		Relcache invalidation callback: the tracking state of the relation
- *		(or of all, for InvalidOid) must be resolved again.  Every input of
- *		that state (the trigger's arguments, the primary key, the columns,
- *		partition ancestry) changes only with an invalidation of the
- *		relation.
+ * cfeed_track_invalidate
+ *		For the relcache invalidation callback: the tracking state of the
+ *		relation (or of all, for InvalidOid) must be resolved again.  Every
+ *		input of that state (the trigger's arguments, the primary key, the
+ *		columns, partition ancestry) changes only with an invalidation of
+ *		the relation.
  */
-static void
-track_cache_invalidate(Datum arg, Oid relid)
+void
+cfeed_track_invalidate(Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	CfeedTrackRel *tr;
 
+	if (track_cache == NULL)
+		return;
 	if (OidIsValid(relid))
 	{
 		tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_FIND, NULL);
@@ -356,7 +357,6 @@ track_rel_get(Relation rel, Trigger *trig)
 		ctl.entrysize = sizeof(CfeedTrackRel);
 		track_cache = hash_create("cfeed tracked relations", 32, &ctl,
 								  HASH_ELEM | HASH_BLOBS);
-		CacheRegisterRelcacheCallback(track_cache_invalidate, (Datum) 0);
 	}
 	tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_ENTER, &found);
 	if (!found)
