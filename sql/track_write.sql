@@ -156,3 +156,19 @@ SELECT cfeed.create_feed('track-w1', 1, feed_id => 607);
 SELECT cfeed.track('w_one', 607);
 DELETE FROM cfeed.shard WHERE feed_id = 607;
 SELECT pg_temp.err($$INSERT INTO w_one VALUES (1)$$);
+
+-- cfeed's relation OIDs, cached per session, follow a rolled-back DROP
+-- EXTENSION and a DROP and CREATE EXTENSION in the same session
+SET client_min_messages = warning;
+BEGIN;
+DROP EXTENSION cfeed CASCADE;
+ROLLBACK;
+INSERT INTO w_priv VALUES (100, 'after a rolled-back drop');
+DROP EXTENSION cfeed CASCADE;
+CREATE EXTENSION cfeed;
+RESET client_min_messages;
+SELECT cfeed.create_feed('track-w2', 2, feed_id => 608);
+SELECT cfeed.track('w_priv', 608);
+INSERT INTO w_priv VALUES (101, 'after a new CREATE EXTENSION');
+SELECT cfeed.publish(608, 1) > 0 AS published;
+SELECT feed_id, op, "row" ->> 'v' AS v FROM cfeed.row_image ORDER BY change_id;
