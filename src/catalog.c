@@ -61,16 +61,81 @@ cfeed_schema_oid(bool missing_ok)
 }
 
 /*
+ * The OIDs cfeed_relid has looked up, by name.  An entry stays valid until
+ * a relcache invalidation names its relation (DROP, RENAME, and the rollback
+ * of a CREATE all send one), or all relations (a cache reset), or a schema
+ * changes; the callbacks (registered by _PG_init) then forget every entry.
+ * This spares the hot paths (the triggers of a tracked table, shard_for) two
+ * syscache lookups per relation per call.
+ */
+#define RELID_CACHE_SIZE			16
+
+typedef struct CfeedRelidEntry
+{
+	char		name[NAMEDATALEN];
+	Oid			relid;
+} CfeedRelidEntry;
+
+static CfeedRelidEntry relid_cache[RELID_CACHE_SIZE];
+static int	relid_cache_used = 0;
+
+/*
+ * cfeed_relid_invalidate
+ *		For the relcache invalidation callback: forget every entry if the
+ *		relation is one of them (or for InvalidOid).
+ */
+void
+cfeed_relid_invalidate(Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < relid_cache_used; i++)
+	{
+		if (!OidIsValid(relid) || relid_cache[i].relid == relid)
+		{
+			relid_cache_used = 0;
+			return;
+		}
+	}
+}
+
+/*
+ * cfeed_relid_reset
+ *		Syscache invalidation callback for pg_namespace: the schema's name or
+ *		OID may have changed; forget every entry.
+ */
+void
+cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue)
+{
+	relid_cache_used = 0;
+}
+
+/*
  * cfeed_relid
  *		OID of a relation (table, index, sequence) of schema cfeed.
  */
 Oid
 cfeed_relid(const char *relname)
 {
-	Oid			relid = get_relname_relid(relname, cfeed_schema_oid(false));
+	Oid			relid;
+	int			i;
 
+	for (i = 0; i < relid_cache_used; i++)
+	{
+		if (strcmp(relid_cache[i].name, relname) == 0)
+			return relid_cache[i].relid;
+	}
+
+	relid = get_relname_relid(relname, cfeed_schema_oid(false));
 	if (!OidIsValid(relid))
 		elog(ERROR, "relation cfeed.%s is missing", relname);
+
+	if (relid_cache_used < RELID_CACHE_SIZE)
+	{
+		strlcpy(relid_cache[relid_cache_used].name, relname, NAMEDATALEN);
+		relid_cache[relid_cache_used].relid = relid;
+		relid_cache_used++;
+	}
 	return relid;
 }
 
@@ -248,9 +313,32 @@ cfeed_shard_get(int32 feed_id, int32 shard, bool check_select, CfeedShard *out)
 }
 
 /*
+ * cfeed_check_shard_count
+ *		Raise 42704 for a feed without shards (unknown, or with none) and
+ *		55000 when its count shards are not numbered 0..count-1, the highest
+ *		being max_shard (shard_for needs that).
+ */
+void
+cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
+{
+	if (count == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg(feed_exists(feed_id) ? "feed %d has no shards" : "feed %d does not exist",
+						feed_id),
+				 errhint("Create it with cfeed.create_feed().")));
+	if (max_shard != count - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, count - 1),
+				 errdetail("The feed has %d shards, the highest being %d.", count, max_shard),
+				 errhint("cfeed.shard_for() needs contiguous shard numbers starting at 0.")));
+}
+
+/*
  * cfeed_feed_shard_count
- *		Number of shards of a feed; raises 42704 for an unknown feed and 55000
- *		when its shards are not numbered 0..n-1 (shard_for needs that).
+ *		Number of shards of a feed (fresh snapshot); errors as
+ *		cfeed_check_shard_count.
  */
 int32
 cfeed_feed_shard_count(int32 feed_id)
@@ -280,18 +368,7 @@ cfeed_feed_shard_count(int32 feed_id)
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
 
-	if (count == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg(feed_exists(feed_id) ? "feed %d has no shards" : "feed %d does not exist",
-						feed_id),
-				 errhint("Create it with cfeed.create_feed().")));
-	if (max_shard != count - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, count - 1),
-				 errdetail("The feed has %d shards, the highest being %d.", count, max_shard),
-				 errhint("cfeed.shard_for() needs contiguous shard numbers starting at 0.")));
+	cfeed_check_shard_count(feed_id, count, max_shard);
 	return count;
 }
 

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * cfeed.c
- *	  Module entry point: _PG_init and the cfeed.* settings.
+ *	  Module entry point: _PG_init, the cfeed.* settings, and the relcache
+ *	  invalidation callback of cfeed's backend-local caches.
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +12,8 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
 
 #include "cfeed.h"
 #include "shmem.h"
@@ -26,6 +29,20 @@ int			cfeed_poll_interval = 10;
 int			cfeed_retention_interval = 10000;
 
 void		_PG_init(void);
+
+/*
+ * relcache_invalidate
+ *		Relcache invalidation callback (one for all of cfeed's caches, which
+ *		PostgreSQL allows only ten of per backend): the relation, or every
+ *		relation for InvalidOid, has changed.
+ */
+static void
+relcache_invalidate(Datum arg, Oid relid)
+{
+	cfeed_relid_invalidate(relid);
+	cfeed_track_invalidate(relid);
+	cfeed_row_image_invalidate(relid);
+}
 
 /*
  * _PG_init
@@ -95,6 +112,9 @@ _PG_init(void)
 		cfeed_launcher_register();
 		cfeed_utility_hook_init();
 	}
+
+	CacheRegisterRelcacheCallback(relcache_invalidate, (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, cfeed_relid_reset, (Datum) 0);
 
 	MarkGUCPrefixReserved("cfeed");
 }

@@ -10,8 +10,10 @@
 
 #include "postgres.h"
 
+#include "access/htup.h"
 #include "access/transam.h"
 #include "datatype/timestamp.h"
+#include "utils/relcache.h"
 #include "utils/snapshot.h"
 
 #include "compat.h"
@@ -69,6 +71,8 @@ extern int	cfeed_retention_interval;
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);
+extern void cfeed_relid_invalidate(Oid relid);
+extern void cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue);
 extern Oid	cfeed_extension_owner(void);
 extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number,
 							  Snapshot snapshot);
@@ -77,6 +81,7 @@ extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 							CfeedShard *out);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
+extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
 extern void cfeed_check_select(const char *relname);
 
 /* sweep.c */
@@ -86,6 +91,24 @@ extern void cfeed_check_sweep_isolation(void);
 
 /* feed.c */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+
+/* track_insert.c */
+typedef struct CfeedTrackFeed
+{
+	int32		feed_id;
+	int32		shard_count;	/* 0 until the statement's first change */
+} CfeedTrackFeed;
+
+extern void cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
+								int64 change_id, Oid tbl, const char *op,
+								Relation rel, HeapTuple tuple);
+
+/* row_image.c */
+extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
+extern void cfeed_row_image_invalidate(Oid relid);
+
+/* track.c */
+extern void cfeed_track_invalidate(Oid relid);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,

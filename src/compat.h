@@ -8,7 +8,9 @@
 #ifndef CFEED_COMPAT_H
 #define CFEED_COMPAT_H
 
+#include "access/genam.h"
 #include "executor/spi.h"
+#include "storage/proc.h"
 #include "utils/guc.h"
 
 /* PostgreSQL 15 starts the next transaction inside SPI_commit(). */
@@ -49,6 +51,22 @@
 	object_ownercheck(RelationRelationId, (relid), (roleid))
 #else
 #define cfeed_rel_ownercheck(relid, roleid) pg_class_ownercheck((relid), (roleid))
+#endif
+
+/* index_insert gained indexUnchanged in 14. */
+#if PG_VERSION_NUM >= 140000
+#define cfeed_index_insert(idx, values, isnull, tid, heap, unique, info) \
+	index_insert((idx), (values), (isnull), (tid), (heap), (unique), false, (info))
+#else
+#define cfeed_index_insert(idx, values, isnull, tid, heap, unique, info) \
+	index_insert((idx), (values), (isnull), (tid), (heap), (unique), (info))
+#endif
+
+/* PGPROC's lxid moved into vxid in 17. */
+#if PG_VERSION_NUM >= 170000
+#define CFEED_MY_LXID (MyProc->vxid.lxid)
+#else
+#define CFEED_MY_LXID (MyProc->lxid)
 #endif
 
 #endif							/* CFEED_COMPAT_H */

@@ -22,7 +22,8 @@
  * trigger is a statement trigger and is not, so track() creates it on every
  * existing partition.  The feed and key live in the trigger arguments (names,
  * never OIDs, so pg_dump/pg_restore keep them); '' as key means the primary
- * key, resolved per statement so that it follows renames.
+ * key, resolved again after any change to the table so that it follows
+ * renames.
  *
  * Per-key order
  * -------------
@@ -33,7 +34,7 @@
  * (GetTupleForTrigger), so a writer blocked on that lock draws the later
  * change_id.  The one exception is the change_id of an INSERT into a table
  * with a change_id column: it must be drawn in the BEFORE INSERT trigger,
- * before the unique-index check (see docs/track.md).
+ * before the unique-index check (see README.md, "Per-key order").
  *
  * An UPDATE that changes the key publishes a 'delete' of the old row on the
  * old key's shard, then the 'update' on the new key's shard, with the delete
@@ -42,11 +43,13 @@
  *
  * Cost per row
  * ------------
- * Per (relation, top-level statement) the trigger resolves once: feed,
- * key columns and their output functions, the feed's shard count, the
- * tracked root of a partition.  Per row: the key's text form, FNV-1a,
- * nextval, and one execution of a kept SPI plan that inserts the change and
- * its image in one statement with the writer's privileges.
+ * Per relation the trigger resolves once, until a relcache invalidation of
+ * the relation: feed, key columns and their output functions, the change_id
+ * column, the tracked root of a partition.  Per top-level statement: the
+ * feed's shard count.  Per row: the key's text form, nextval, and
+ * cfeed_track_publish (track_insert.c), which locks the shard's row once
+ * and inserts the change and its image (row_image.c) directly, with the
+ * writer's privileges.
  *
  *-------------------------------------------------------------------------
  */
@@ -114,10 +117,10 @@ typedef struct CfeedTrackKey
 typedef struct CfeedTrackRel
 {
 	Oid			relid;			/* hash key: the relation the trigger fired on */
-	LocalTransactionId lxid;	/* validity: transaction ... */
-	TimestampTz stmt_start;		/* ... and top-level statement */
-	int32		feed_id;
-	int32		shard_count;
+	bool		valid;			/* cleared by a relcache invalidation of relid */
+	LocalTransactionId lxid;	/* the statement feed.shard_count is for: */
+	TimestampTz stmt_start;		/* transaction and top-level statement */
+	CfeedTrackFeed feed;		/* shard count: at the statement's first change */
 	Oid			tracked;		/* the tracked table (a partition's root) */
 	Oid			seqoid;			/* cfeed.change_id */
 	AttrNumber	change_id_att;	/* 0 when the table has no change_id column */
@@ -147,7 +150,6 @@ typedef struct CfeedKeyChange
 static HTAB *track_cache = NULL;
 static HTAB *keychange_map = NULL;
 static LocalTransactionId keychange_lxid = InvalidLocalTransactionId;
-static SPIPlanPtr publish_row_plan = NULL;
 
 /* The tracked table whose triggers backfill() silences in this backend. */
 static Oid	backfill_relid = InvalidOid;
@@ -305,28 +307,39 @@ key_text(CfeedTrackKey *key, HeapTuple tuple, TupleDesc desc, int *len)
 }
 
 /*
- * row_shard
- *		The shard of a row of a tracked relation; its key text in *keyout
- *		when keyout is not NULL.
+ * cfeed_track_invalidate
+ *		For the relcache invalidation callback: the tracking state of the
+ *		relation (or of all, for InvalidOid) must be resolved again.  Every
+ *		input of that state (the trigger's arguments, the primary key, the
+ *		columns, partition ancestry) changes only with an invalidation of
+ *		the relation.
  */
-static int32
-row_shard(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc, char **keyout)
+void
+cfeed_track_invalidate(Oid relid)
 {
-	int			len;
-	char	   *k = key_text(&tr->key, tuple, desc, &len);
-	int32		shard = cfeed_key_shard(k, len, tr->shard_count);
+	HASH_SEQ_STATUS status;
+	CfeedTrackRel *tr;
 
-	if (keyout)
-		*keyout = k;
-	else
-		pfree(k);
-	return shard;
+	if (track_cache == NULL)
+		return;
+	if (OidIsValid(relid))
+	{
+		tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_FIND, NULL);
+		if (tr != NULL)
+			tr->valid = false;
+		return;
+	}
+	hash_seq_init(&status, track_cache);
+	while ((tr = (CfeedTrackRel *) hash_seq_search(&status)) != NULL)
+		tr->valid = false;
 }
 
 /*
  * track_rel_get
- *		The cached tracking state of the relation a trigger fired on,
- *		resolved again at each new top-level statement.
+ *		The cached tracking state of the relation a trigger fired on, resolved
+ *		again after an invalidation of the relation; its feed's shard count
+ *		is forgotten at each new top-level statement (lock_key_shard in
+ *		track_insert.c reads it again).
  */
 static CfeedTrackRel *
 track_rel_get(Relation rel, Trigger *trig)
@@ -347,45 +360,52 @@ track_rel_get(Relation rel, Trigger *trig)
 	}
 	tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_ENTER, &found);
 	if (!found)
-		tr->key.nkeys = 0;
-	else if (tr->lxid == MyProc->lxid &&
-			 tr->stmt_start == GetCurrentStatementStartTimestamp())
-		return tr;
-
-	/* Invalid until completely filled in, in case of an error. */
-	tr->lxid = InvalidLocalTransactionId;
-	if (trig->tgnargs != 2)
-		elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
-			 trig->tgname, RelationGetRelationName(rel));
-	tr->feed_id = parse_feed_arg(trig);
-	resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
-	tr->shard_count = cfeed_feed_shard_count(tr->feed_id);
-	tr->seqoid = cfeed_relid("change_id");
-
-	att = get_attnum(relid, CFEED_CHANGE_ID_COLUMN);
-	tr->change_id_att = (att > 0 &&
-						 TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid == INT8OID)
-		? att : 0;
-
-	tr->tracked = relid;
-	if (rel->rd_rel->relispartition)
 	{
-		List	   *ancestors = get_partition_ancestors(relid);
-		ListCell   *lc;
-
-		foreach(lc, ancestors)
-		{
-			Oid			anc = lfirst_oid(lc);
-
-			if (!OidIsValid(get_trigger_oid(anc, CFEED_TRACK_TRIGGER, true)))
-				break;
-			tr->tracked = anc;
-		}
-		list_free(ancestors);
+		tr->key.nkeys = 0;
+		tr->valid = false;
 	}
 
-	tr->lxid = MyProc->lxid;
-	tr->stmt_start = GetCurrentStatementStartTimestamp();
+	if (!tr->valid)
+	{
+		if (trig->tgnargs != 2)
+			elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
+				 trig->tgname, RelationGetRelationName(rel));
+		tr->feed.feed_id = parse_feed_arg(trig);
+		resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
+
+		att = get_attnum(relid, CFEED_CHANGE_ID_COLUMN);
+		tr->change_id_att = (att > 0 &&
+							 TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid == INT8OID)
+			? att : 0;
+
+		tr->tracked = relid;
+		if (rel->rd_rel->relispartition)
+		{
+			List	   *ancestors = get_partition_ancestors(relid);
+			ListCell   *lc;
+
+			foreach(lc, ancestors)
+			{
+				Oid			anc = lfirst_oid(lc);
+
+				if (!OidIsValid(get_trigger_oid(anc, CFEED_TRACK_TRIGGER, true)))
+					break;
+				tr->tracked = anc;
+			}
+			list_free(ancestors);
+		}
+		tr->lxid = InvalidLocalTransactionId;
+		tr->valid = true;
+	}
+
+	if (tr->lxid != CFEED_MY_LXID ||
+		tr->stmt_start != GetCurrentStatementStartTimestamp())
+	{
+		tr->feed.shard_count = 0;
+		tr->seqoid = cfeed_relid("change_id");
+		tr->lxid = CFEED_MY_LXID;
+		tr->stmt_start = GetCurrentStatementStartTimestamp();
+	}
 	return tr;
 }
 
@@ -414,7 +434,7 @@ keychange_remember(CfeedPendingKey key, int64 delete_id)
 {
 	CfeedKeyChange *e;
 
-	if (keychange_map == NULL || keychange_lxid != MyProc->lxid)
+	if (keychange_map == NULL || keychange_lxid != CFEED_MY_LXID)
 	{
 		HASHCTL		ctl;
 
@@ -423,7 +443,7 @@ keychange_remember(CfeedPendingKey key, int64 delete_id)
 		ctl.hcxt = TopTransactionContext;
 		keychange_map = hash_create("cfeed pending deletes", 64, &ctl,
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-		keychange_lxid = MyProc->lxid;
+		keychange_lxid = CFEED_MY_LXID;
 	}
 	e = (CfeedKeyChange *) hash_search(keychange_map, &key, HASH_ENTER, NULL);
 	e->delete_id = delete_id;
@@ -436,7 +456,7 @@ keychange_take(CfeedPendingKey key)
 	bool		found;
 	int64		id;
 
-	if (keychange_map == NULL || keychange_lxid != MyProc->lxid)
+	if (keychange_map == NULL || keychange_lxid != CFEED_MY_LXID)
 		return 0;
 	e = (CfeedKeyChange *) hash_search(keychange_map, &key, HASH_FIND, &found);
 	if (!found)
@@ -444,44 +464,6 @@ keychange_take(CfeedPendingKey key)
 	id = e->delete_id;
 	hash_search(keychange_map, &key, HASH_REMOVE, NULL);
 	return id;
-}
-
-/*
- * publish_row
- *		Insert a change and its row image, with the caller's privileges.
- *		The caller has done SPI_connect().
- */
-static void
-publish_row(CfeedTrackRel *tr, int32 shard, int64 change_id, const char *op,
-			HeapTuple tuple, TupleDesc desc)
-{
-	Datum		values[6];
-	int			rc;
-
-	if (publish_row_plan == NULL)
-	{
-		Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
-		SPIPlanPtr	plan;
-
-		plan = SPI_prepare("WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
-						   "VALUES ($1, $2, $3)) "
-						   "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
-						   "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
-						   6, types);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		publish_row_plan = plan;
-	}
-	values[0] = Int32GetDatum(tr->feed_id);
-	values[1] = Int32GetDatum(shard);
-	values[2] = Int64GetDatum(change_id);
-	values[3] = ObjectIdGetDatum(tr->tracked);
-	values[4] = CStringGetTextDatum(op);
-	values[5] = heap_copy_tuple_as_datum(tuple, desc);
-	rc = SPI_execute_plan(publish_row_plan, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "cfeed: publishing a row failed: %s", SPI_result_code_string(rc));
 }
 
 /*
@@ -509,7 +491,6 @@ row_change_id(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc)
 Datum
 cfeed_track_row(PG_FUNCTION_ARGS)
 {
-	int			spi_level;
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	Relation	rel;
 	TupleDesc	desc;
@@ -529,36 +510,38 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	if (tr->tracked == backfill_relid)
 		return PointerGetDatum(NULL);
 
-	spi_level = cfeed_spi_connect();
-
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 	{
 		HeapTuple	tuple = trigdata->tg_trigtuple;
 		int64		id = row_change_id(tr, tuple, desc);
+		int			len;
+		char	   *key = key_text(&tr->key, tuple, desc, &len);
 
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		publish_row(tr, row_shard(tr, tuple, desc, NULL), id, "insert", tuple, desc);
+		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "insert", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
 		HeapTuple	tuple = trigdata->tg_trigtuple;
 		int64		id = 0;
+		int			len;
+		char	   *key = key_text(&tr->key, tuple, desc, &len);
 
 		if (tr->change_id_att != 0)
 			id = keychange_take(pending_key(0, RelationGetRelid(rel), &tuple->t_self));
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		publish_row(tr, row_shard(tr, tuple, desc, NULL), id, "delete", tuple, desc);
+		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "delete", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
 	{
 		HeapTuple	oldtup = trigdata->tg_trigtuple;
 		HeapTuple	newtup = trigdata->tg_newtuple;
-		char	   *oldkey;
-		char	   *newkey;
-		int32		oldshard = row_shard(tr, oldtup, desc, &oldkey);
-		int32		newshard = row_shard(tr, newtup, desc, &newkey);
+		int			oldlen;
+		int			newlen;
+		char	   *oldkey = key_text(&tr->key, oldtup, desc, &oldlen);
+		char	   *newkey = key_text(&tr->key, newtup, desc, &newlen);
 		int64		id = row_change_id(tr, newtup, desc);
 
 		if (strcmp(oldkey, newkey) != 0)
@@ -568,16 +551,16 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 
 			if (delete_id == 0)
 				delete_id = nextval_internal(tr->seqoid, true);
-			publish_row(tr, oldshard, delete_id, "delete", oldtup, desc);
+			cfeed_track_publish(&tr->feed, oldkey, oldlen, delete_id, tr->tracked, "delete",
+								rel, oldtup);
 		}
 		if (id == 0)
 			id = nextval_internal(tr->seqoid, true);
-		publish_row(tr, newshard, id, "update", newtup, desc);
+		cfeed_track_publish(&tr->feed, newkey, newlen, id, tr->tracked, "update", rel, newtup);
 	}
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");
 
-	cfeed_spi_finish(spi_level);
 	return PointerGetDatum(NULL);
 }
 
@@ -585,8 +568,9 @@ cfeed_track_row(PG_FUNCTION_ARGS)
  * cfeed_track_change_id
  *		BEFORE INSERT OR UPDATE OR DELETE ... FOR EACH ROW on a tracked table
  *		with a change_id column: draws the change's change_id and stores it in
- *		the row (for a DELETE, remembers it for the AFTER trigger).  For an UPDATE that changes the key it first draws the old key's
- *		tombstone's change_id.  Returns the row to write.
+ *		the row (for a DELETE, remembers it for the AFTER trigger).  For an
+ *		UPDATE that changes the key it first draws the old key's tombstone's
+ *		change_id.  Returns the row to write.
  */
 Datum
 cfeed_track_change_id(PG_FUNCTION_ARGS)
@@ -634,11 +618,10 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 
 	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
-		char	   *oldkey;
-		char	   *newkey;
+		int			len;
+		char	   *oldkey = key_text(&tr->key, trigdata->tg_trigtuple, desc, &len);
+		char	   *newkey = key_text(&tr->key, newtup, desc, &len);
 
-		(void) row_shard(tr, trigdata->tg_trigtuple, desc, &oldkey);
-		(void) row_shard(tr, newtup, desc, &newkey);
 		if (strcmp(oldkey, newkey) != 0)
 			delete_id = nextval_internal(tr->seqoid, true);
 	}

@@ -91,7 +91,7 @@ step feeds1000.sh 10 200
 step open_writer.sh 20
 step held_xmin.sh 60 15
 step e2e.sh 100000
-step track.sh 5 8
+step track.sh 3 8 3
 runtime=$(( $(date +%s) - began ))
 
 
