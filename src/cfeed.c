@@ -42,6 +42,7 @@ relcache_invalidate(Datum arg, Oid relid)
 	cfeed_relid_invalidate(relid);
 	cfeed_track_invalidate(relid);
 	cfeed_row_image_invalidate(relid);
+	cfeed_shard_counts_invalidate(relid);
 }
 
 /*

@@ -25,6 +25,7 @@
 /* Advisory lock tag field4 values that user-level advisory locks never use. */
 #define CFEED_LOCK_SWEEP		0x6366	/* one sweep of a group at a time */
 #define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
+#define CFEED_LOCK_SHARD		0x6368	/* a shard's existence (track_insert.c) */
 
 /* A shard's row of cfeed.shard, as the C code needs it. */
 typedef struct CfeedShard
@@ -93,15 +94,10 @@ extern void cfeed_check_sweep_isolation(void);
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
 
 /* track_insert.c */
-typedef struct CfeedTrackFeed
-{
-	int32		feed_id;
-	int32		shard_count;	/* 0 until the statement's first change */
-} CfeedTrackFeed;
-
-extern void cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
+extern void cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 								int64 change_id, Oid tbl, const char *op,
 								Relation rel, HeapTuple tuple);
+extern void cfeed_shard_counts_invalidate(Oid relid);
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);

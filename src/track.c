@@ -113,16 +113,13 @@ typedef struct CfeedTrackKey
 	FmgrInfo	out[INDEX_MAX_KEYS];
 } CfeedTrackKey;
 
-/* What the triggers of one relation need, valid for one top-level statement. */
+/* What the triggers of one relation need, valid until its invalidation. */
 typedef struct CfeedTrackRel
 {
 	Oid			relid;			/* hash key: the relation the trigger fired on */
 	bool		valid;			/* cleared by a relcache invalidation of relid */
-	LocalTransactionId lxid;	/* the statement feed.shard_count is for: */
-	TimestampTz stmt_start;		/* transaction and top-level statement */
-	CfeedTrackFeed feed;		/* shard count: at the statement's first change */
+	int32		feed_id;
 	Oid			tracked;		/* the tracked table (a partition's root) */
-	Oid			seqoid;			/* cfeed.change_id */
 	AttrNumber	change_id_att;	/* 0 when the table has no change_id column */
 	CfeedTrackKey key;
 } CfeedTrackRel;
@@ -337,9 +334,7 @@ cfeed_track_invalidate(Oid relid)
 /*
  * track_rel_get
  *		The cached tracking state of the relation a trigger fired on, resolved
- *		again after an invalidation of the relation; its feed's shard count
- *		is forgotten at each new top-level statement (lock_key_shard in
- *		track_insert.c reads it again).
+ *		again after an invalidation of the relation.
  */
 static CfeedTrackRel *
 track_rel_get(Relation rel, Trigger *trig)
@@ -370,7 +365,7 @@ track_rel_get(Relation rel, Trigger *trig)
 		if (trig->tgnargs != 2)
 			elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
 				 trig->tgname, RelationGetRelationName(rel));
-		tr->feed.feed_id = parse_feed_arg(trig);
+		tr->feed_id = parse_feed_arg(trig);
 		resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
 
 		att = get_attnum(relid, CFEED_CHANGE_ID_COLUMN);
@@ -394,17 +389,7 @@ track_rel_get(Relation rel, Trigger *trig)
 			}
 			list_free(ancestors);
 		}
-		tr->lxid = InvalidLocalTransactionId;
 		tr->valid = true;
-	}
-
-	if (tr->lxid != CFEED_MY_LXID ||
-		tr->stmt_start != GetCurrentStatementStartTimestamp())
-	{
-		tr->feed.shard_count = 0;
-		tr->seqoid = cfeed_relid("change_id");
-		tr->lxid = CFEED_MY_LXID;
-		tr->stmt_start = GetCurrentStatementStartTimestamp();
 	}
 	return tr;
 }
@@ -467,6 +452,16 @@ keychange_take(CfeedPendingKey key)
 }
 
 /*
+ * next_change_id
+ *		A new change_id from the sequence cfeed.change_id.
+ */
+static int64
+next_change_id(void)
+{
+	return nextval_internal(cfeed_relid("change_id"), true);
+}
+
+/*
  * row_change_id
  *		The change_id column of a row, or 0 when absent or null.
  */
@@ -518,8 +513,8 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 		char	   *key = key_text(&tr->key, tuple, desc, &len);
 
 		if (id == 0)
-			id = nextval_internal(tr->seqoid, true);
-		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "insert", rel, tuple);
+			id = next_change_id();
+		cfeed_track_publish(tr->feed_id, key, len, id, tr->tracked, "insert", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
@@ -531,8 +526,8 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 		if (tr->change_id_att != 0)
 			id = keychange_take(pending_key(0, RelationGetRelid(rel), &tuple->t_self));
 		if (id == 0)
-			id = nextval_internal(tr->seqoid, true);
-		cfeed_track_publish(&tr->feed, key, len, id, tr->tracked, "delete", rel, tuple);
+			id = next_change_id();
+		cfeed_track_publish(tr->feed_id, key, len, id, tr->tracked, "delete", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
 	{
@@ -550,13 +545,13 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 			int64		delete_id = (id != 0) ? keychange_take(pending_key(id, InvalidOid, NULL)) : 0;
 
 			if (delete_id == 0)
-				delete_id = nextval_internal(tr->seqoid, true);
-			cfeed_track_publish(&tr->feed, oldkey, oldlen, delete_id, tr->tracked, "delete",
+				delete_id = next_change_id();
+			cfeed_track_publish(tr->feed_id, oldkey, oldlen, delete_id, tr->tracked, "delete",
 								rel, oldtup);
 		}
 		if (id == 0)
-			id = nextval_internal(tr->seqoid, true);
-		cfeed_track_publish(&tr->feed, newkey, newlen, id, tr->tracked, "update", rel, newtup);
+			id = next_change_id();
+		cfeed_track_publish(tr->feed_id, newkey, newlen, id, tr->tracked, "update", rel, newtup);
 	}
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");
@@ -612,7 +607,7 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
 	{
 		keychange_remember(pending_key(0, RelationGetRelid(rel), &newtup->t_self),
-						   nextval_internal(tr->seqoid, true));
+						   next_change_id());
 		return PointerGetDatum(newtup);
 	}
 
@@ -623,9 +618,9 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 		char	   *newkey = key_text(&tr->key, newtup, desc, &len);
 
 		if (strcmp(oldkey, newkey) != 0)
-			delete_id = nextval_internal(tr->seqoid, true);
+			delete_id = next_change_id();
 	}
-	id = nextval_internal(tr->seqoid, true);
+	id = next_change_id();
 	if (delete_id != 0)
 		keychange_remember(pending_key(id, InvalidOid, NULL), delete_id);
 

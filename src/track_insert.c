@@ -23,11 +23,9 @@
  *	 change_guard	its WHEN clause is false for these rows (no sequence
  *					number, no stamped_at, writer_xid the current one), so
  *					it would not fire
- *	 foreign key	change_shard_fkey: the shard_config row is looked up with
- *					a fresh snapshot and locked FOR KEY SHARE as the RI
- *					trigger's query does (a concurrent DELETE of the shard
- *					waits for this transaction, then finds the change); see
- *					lock_key_shard
+ *	 foreign key	change_shard_fkey: the shard is one of the feed's, and
+ *					cannot go away before this transaction ends (see "The
+ *					foreign key" below)
  *	 indexes		every index, partial ones by their predicate, unique
  *					ones checked by the index AM
  *
@@ -47,20 +45,39 @@
  * Per backend, for each of the two tables: the IndexInfo of its indexes,
  * rebuilt when the relation's index list changes (a new index has a new OID;
  * an index's definition never changes under its OID), and the prepared
- * predicates.  Everything else (triggers, RLS, privileges, indisready) is
- * read from the relations, opened per row: relations cannot stay open past
- * the statement, whose end a row trigger does not see.
+ * predicates; and the shard counts of feeds (above).  Everything else
+ * (triggers, RLS, privileges, indisready) is read from the relations, opened
+ * per row: relations cannot stay open past the statement, whose end a row
+ * trigger does not see.  An index is opened only when the row goes into it
+ * (a partial index by its predicate).
  *
- * The statement's first change for a feed reads all the feed's shard rows
- * with one index scan, which gives the shard count (for the key's shard)
- * and the row to lock.  The lock is then taken once per (feed, shard) until
- * the subtransaction or the command changes: a lock taken by this
- * transaction holds until it ends unless a subtransaction that took it
- * aborts (hence the subtransaction id), and only a command of this backend
- * could delete the shard meanwhile (hence the command id: any statement run
- * between two rows, e.g. by another trigger, advances it, because the rows
- * inserted here use it).  A bulk INSERT thus locks each shard once, and a
- * single-row INSERT pays one index scan of the feed's shards and one lock.
+ * The foreign key
+ * ---------------
+ * The foreign key's own check locks the shard's row FOR KEY SHARE, after an
+ * index lookup: a WAL record and, with concurrent writers, a new multixact
+ * on a row all writers of the shard lock.  Instead, since 1.2, the guard
+ * trigger of cfeed.shard_config (cfeed_shard_config_guard) makes a shard
+ * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
+ * on the shard in exclusive mode, and sends an invalidation of shard_config
+ * for every change to the set of shards.  A direct writer then:
+ *
+ *	 1. processes the invalidations that came, takes the feed's shard count
+ *		from this backend's memory (read with a fresh snapshot after
+ *		shard_config's last invalidation), and the key's shard from it;
+ *	 2. takes the shard's lock in share mode, until the transaction ends;
+ *	 3. if that lock is new, processes the invalidations that came before
+ *		it, and starts again from 1 if shard_config's was among them.
+ *
+ * A transaction that deleted the shard committed either before 3, and its
+ * invalidation (sent before its locks are released) is seen there, or after
+ * this transaction, having waited for it at its BEFORE trigger; after that
+ * its foreign key's check (NO ACTION, at the end of its statement) sees this
+ * transaction's change and fails, as with the foreign key's lock.  A lock
+ * held already was checked when it was taken, and an aborted subtransaction
+ * releases its locks.  When a concurrent deletion renumbers the shards, the
+ * writer waits for it and then places the change by the new count (the
+ * foreign key would fail with 23503).  Without the guard (a database at 1.0
+ * or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL path.
  *
  *-------------------------------------------------------------------------
  */
@@ -74,15 +91,18 @@
 #include "catalog/pg_am.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -114,6 +134,9 @@
 #define Anum_shard_shard			2
 
 #define CHANGE_GUARD_TRIGGER		"change_guard"
+#define SHARD_GUARD_TRIGGER			"shard_config_guard"
+
+PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
 
 static const Oid change_types[CHANGE_NATTS] =
 {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID};
@@ -132,24 +155,21 @@ typedef struct CfeedIndexCache
 	MemoryContext cxt;
 } CfeedIndexCache;
 
-/* A (feed, shard) this transaction holds a KEY SHARE lock on. */
-typedef struct CfeedShardLockKey
+/* The shard count of a feed, valid while gen is shard_counts_gen. */
+typedef struct CfeedShardCount
 {
-	int32		feed_id;
-	int32		shard;
-} CfeedShardLockKey;
-
-typedef struct CfeedShardLock
-{
-	CfeedShardLockKey key;
-	LocalTransactionId lxid;	/* valid while all three are current */
-	SubTransactionId subxid;
-	CommandId	cid;
-} CfeedShardLock;
+	int32		feed_id;		/* hash key */
+	int32		count;
+	uint64		gen;
+} CfeedShardCount;
 
 static CfeedIndexCache change_indexes;
 static CfeedIndexCache image_indexes;
-static HTAB *shard_locks = NULL;
+static HTAB *shard_counts = NULL;
+static uint64 shard_counts_gen = 1;	/* bumped by shard_config's invalidations */
+static Oid	shard_config_relid = InvalidOid;
+static uint64 guard_gen = 0;	/* guard_present holds while it is shard_counts_gen */
+static bool guard_present = false;
 static ExprContext *predicate_econtext = NULL;
 static SPIPlanPtr insert_plan = NULL;
 
@@ -286,207 +306,166 @@ direct_ok(Relation rel, CfeedIndexCache *cache, const Oid *types, int natts,
 }
 
 /*
- * shard_lock_held
- *		Whether this transaction is known to hold the KEY SHARE lock on the
- *		shard's row (see the file header for when the cache entry holds).
+ * cfeed_shard_counts_invalidate
+ *		For the relcache invalidation callback: shard_config (or every
+ *		relation) has changed; forget the shard counts and whether the guard
+ *		trigger exists.
+ */
+void
+cfeed_shard_counts_invalidate(Oid relid)
+{
+	if (!OidIsValid(relid) || relid == shard_config_relid)
+		shard_counts_gen++;
+}
+
+/*
+ * shard_guard_present
+ *		Whether cfeed.shard_config has its guard trigger (from 1.2 on), always
+ *		enabled; without it the shard counts are not cached and the direct
+ *		path is not taken.
  */
 static bool
-shard_lock_held(int32 feed_id, int32 shard)
+shard_guard_present(void)
 {
-	CfeedShardLockKey key;
-	CfeedShardLock *entry;
-
-	if (shard_locks == NULL)
-		return false;
-	memset(&key, 0, sizeof(key));
-	key.feed_id = feed_id;
-	key.shard = shard;
-	entry = (CfeedShardLock *) hash_search(shard_locks, &key, HASH_FIND, NULL);
-	return entry != NULL && entry->lxid == CFEED_MY_LXID &&
-		entry->subxid == GetCurrentSubTransactionId() &&
-		entry->cid == GetCurrentCommandId(false);
-}
-
-/*
- * report_missing_shard
- *		The foreign key's error, 23503, for a change to a missing shard.
- */
-static void
-pg_attribute_noreturn()
-report_missing_shard(int32 feed_id, int32 shard, Relation changerel)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
-			 errmsg("shard %d of feed %d does not exist", shard, feed_id),
-			 errdetail("A change of a tracked table cannot be published to it (foreign key \"change_shard_fkey\")."),
-			 errhint("Do not delete shards of a feed that tracks a table."),
-			 errtableconstraint(changerel, "change_shard_fkey")));
-}
-
-/*
- * lock_shard_tuple
- *		The foreign key's lock: lock the shard_config row at tid (found with
- *		snapshot, still registered) FOR KEY SHARE, as RI_FKey_check's SELECT
- *		... FOR KEY SHARE does: following a concurrent update in READ
- *		COMMITTED, failing with a serialization error in REPEATABLE READ and
- *		SERIALIZABLE.  23503 when the row is gone; remembers the lock.
- */
-static void
-lock_shard_tuple(Relation rel, ItemPointer tid, Snapshot snapshot,
-				 int32 feed_id, int32 shard, Relation changerel)
-{
-	uint8		flags = TUPLE_LOCK_FLAG_LOCK_UPDATE_IN_PROGRESS;
-	TupleTableSlot *slot = table_slot_create(rel, NULL);
-	TM_FailureData tmfd;
-	TM_Result	res;
-	bool		exists = false;
-	bool		isnull;
-	CfeedShardLockKey key;
-	CfeedShardLock *entry;
-
-	if (!IsolationUsesXactSnapshot())
-		flags |= TUPLE_LOCK_FLAG_FIND_LAST_VERSION;
-	res = table_tuple_lock(rel, tid, snapshot, slot, GetCurrentCommandId(true),
-						   LockTupleKeyShare, LockWaitBlock, flags, &tmfd);
-	switch (res)
+	if (guard_gen != shard_counts_gen)
 	{
-		case TM_Ok:
-			/* A followed update could have changed the key. */
-			exists = DatumGetInt32(slot_getattr(slot, Anum_shard_feed_id, &isnull)) == feed_id &&
-				DatumGetInt32(slot_getattr(slot, Anum_shard_shard, &isnull)) == shard;
-			break;
-		case TM_SelfModified:
-			/* Changed by this very command: gone, as for ExecLockRows. */
-			break;
-		case TM_Updated:
-			ereport(ERROR,
-					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-					 errmsg("could not serialize access due to concurrent update")));
-			break;
-		case TM_Deleted:
-			if (IsolationUsesXactSnapshot())
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not serialize access due to concurrent delete")));
-			break;
-		default:
-			elog(ERROR, "cfeed: unexpected result %d locking shard %d of feed %d",
-				 (int) res, shard, feed_id);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	if (!exists)
-		report_missing_shard(feed_id, shard, changerel);
+		Oid			relid = cfeed_relid("shard_config");
+		Relation	rel = table_open(relid, AccessShareLock);
+		TriggerDesc *td = rel->trigdesc;
+		int			i;
 
-	if (shard_locks == NULL)
+		shard_config_relid = relid;
+		guard_present = false;
+		for (i = 0; td != NULL && i < td->numtriggers; i++)
+		{
+			Trigger    *t = &td->triggers[i];
+
+			if (strcmp(t->tgname, SHARD_GUARD_TRIGGER) == 0 &&
+				t->tgenabled == TRIGGER_FIRES_ALWAYS &&
+				TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
+				TRIGGER_FOR_INSERT(t->tgtype) && TRIGGER_FOR_DELETE(t->tgtype) &&
+				TRIGGER_FOR_UPDATE(t->tgtype) && t->tgqual == NULL)
+				guard_present = true;
+		}
+		table_close(rel, AccessShareLock);
+		guard_gen = shard_counts_gen;
+	}
+	return guard_present;
+}
+
+/*
+ * shard_count
+ *		The number of shards of a feed: remembered until shard_config's next
+ *		invalidation when the guard trigger sends them, else read each time
+ *		(fresh snapshot; errors as cfeed_feed_shard_count).
+ */
+static int32
+shard_count(int32 feed_id)
+{
+	uint64		gen = shard_counts_gen;
+	CfeedShardCount *entry;
+	bool		found;
+	int32		count;
+
+	if (!shard_guard_present())
+		return cfeed_feed_shard_count(feed_id);
+	if (shard_counts == NULL)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(CfeedShardLockKey);
-		ctl.entrysize = sizeof(CfeedShardLock);
-		shard_locks = hash_create("cfeed shard locks", 16, &ctl,
-								  HASH_ELEM | HASH_BLOBS);
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(CfeedShardCount);
+		shard_counts = hash_create("cfeed shard counts", 16, &ctl,
+								   HASH_ELEM | HASH_BLOBS);
 	}
-	memset(&key, 0, sizeof(key));
-	key.feed_id = feed_id;
-	key.shard = shard;
-	entry = (CfeedShardLock *) hash_search(shard_locks, &key, HASH_ENTER, NULL);
-	entry->lxid = CFEED_MY_LXID;
-	entry->subxid = GetCurrentSubTransactionId();
-	entry->cid = GetCurrentCommandId(false);
+	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_FIND, NULL);
+	if (entry != NULL && entry->gen == gen)
+		return entry->count;
+
+	count = cfeed_feed_shard_count(feed_id);
+	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_ENTER, &found);
+	entry->count = count;
+	entry->gen = gen;			/* stale at once if an invalidation came meanwhile */
+	return count;
+}
+
+/*
+ * key_shard
+ *		The shard of a key by the feed's shard count as of the last committed
+ *		change to the feed's shards (the invalidations that came are read
+ *		first), and in *gen the invalidation count it was chosen at.
+ */
+static int32
+key_shard(int32 feed_id, const char *key, int keylen, uint64 *gen)
+{
+	AcceptInvalidationMessages();
+	*gen = shard_counts_gen;
+	return cfeed_key_shard(key, keylen, shard_count(feed_id));
 }
 
 /*
  * lock_key_shard
- *		The shard of a key, with the foreign-key check of a change to it: the
- *		shard_config row locked FOR KEY SHARE.  The statement's first change
- *		for the feed reads all the feed's shards with one index scan, counts
- *		them (errors as cfeed_feed_shard_count) and locks the key's; later
- *		ones look up the key's shard unless its lock is held already.  A
- *		fresh snapshot, like cfeed's other lookups in its catalogs.
+ *		The shard of a key, with the foreign-key check of a change to it
+ *		(see the file header): the shard's lock in share mode, then the
+ *		invalidations that came before it, so that the shard count the shard
+ *		was chosen with is known to be still current.
  */
 static int32
-lock_key_shard(CfeedTrackFeed *feed, const char *key, int keylen, Relation changerel)
+lock_key_shard(int32 feed_id, const char *key, int keylen)
 {
-	int32		shard = -1;
-	Relation	rel;
-	Snapshot	snapshot;
-	SysScanDesc scan;
-	ScanKeyData keys[2];
-	HeapTuple	tup;
-	ItemPointerData tid;
-	bool		found = false;
-
-	if (feed->shard_count > 0)
+	for (;;)
 	{
-		shard = cfeed_key_shard(key, keylen, feed->shard_count);
-		if (shard_lock_held(feed->feed_id, shard))
+		uint64		gen;
+		int32		shard = key_shard(feed_id, key, keylen, &gen);
+		LOCKTAG		tag;
+
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, (uint32) shard,
+							 CFEED_LOCK_SHARD);
+		if (LockAcquire(&tag, AccessShareLock, false, false) != LOCKACQUIRE_OK)
+			return shard;		/* held since it was checked */
+		AcceptInvalidationMessages();
+		if (gen == shard_counts_gen)
 			return shard;
 	}
+}
 
-	rel = table_open(cfeed_relid("shard_config"), RowShareLock);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	ScanKeyInit(&keys[0], Anum_shard_feed_id, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(feed->feed_id));
-	ScanKeyInit(&keys[1], Anum_shard_shard, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(shard));
-	scan = systable_beginscan(rel, cfeed_relid("shard_config_pkey"), true, snapshot,
-							  feed->shard_count > 0 ? 2 : 1, keys);
-	if (feed->shard_count > 0)
+/*
+ * cfeed_shard_config_guard
+ *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard ... FOR EACH ROW
+ *		on cfeed.shard_config (enabled always): a shard that goes away waits
+ *		for the direct writers of changes to it (the lock of lock_key_shard,
+ *		in exclusive mode), and every backend forgets its shard counts when
+ *		this transaction commits.
+ */
+Datum
+cfeed_shard_config_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TriggerEvent ev;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function cfeed._shard_config_guard() must be fired as a BEFORE ROW trigger")));
+	ev = trigdata->tg_event;
+	if (!TRIGGER_FIRED_BY_INSERT(ev))
 	{
-		tup = systable_getnext(scan);
-		if ((found = HeapTupleIsValid(tup)))
-			tid = tup->t_self;
+		TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+		bool		isnull;
+		int32		feed_id = DatumGetInt32(heap_getattr(trigdata->tg_trigtuple, Anum_shard_feed_id,
+														 desc, &isnull));
+		int32		shard = DatumGetInt32(heap_getattr(trigdata->tg_trigtuple, Anum_shard_shard,
+													   desc, &isnull));
+		LOCKTAG		tag;
+
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, (uint32) shard,
+							 CFEED_LOCK_SHARD);
+		(void) LockAcquire(&tag, AccessExclusiveLock, false, false);
 	}
-	else
-	{
-		/*
-		 * Every shard's row.  A tid stays valid after the scan: a tuple
-		 * visible to a registered snapshot cannot be pruned away.
-		 */
-		int32		count = 0;
-		int32		max_shard = -1;
-		int			allocated = 16;
-		ItemPointerData *tids = palloc(sizeof(ItemPointerData) * allocated);
-		int32	   *shards = palloc(sizeof(int32) * allocated);
-		int			i;
-
-		while (HeapTupleIsValid(tup = systable_getnext(scan)))
-		{
-			bool		isnull;
-
-			if (count == allocated)
-			{
-				allocated *= 2;
-				tids = repalloc(tids, sizeof(ItemPointerData) * allocated);
-				shards = repalloc(shards, sizeof(int32) * allocated);
-			}
-			shards[count] = DatumGetInt32(heap_getattr(tup, Anum_shard_shard,
-													   RelationGetDescr(rel), &isnull));
-			tids[count] = tup->t_self;
-			max_shard = Max(max_shard, shards[count]);
-			count++;
-		}
-		cfeed_check_shard_count(feed->feed_id, count, max_shard);
-		shard = cfeed_key_shard(key, keylen, count);
-		for (i = 0; i < count; i++)
-		{
-			if (shards[i] == shard)
-			{
-				tid = tids[i];
-				found = true;
-			}
-		}
-		feed->shard_count = count;
-	}
-	systable_endscan(scan);
-
-	if (!found)
-		report_missing_shard(feed->feed_id, shard, changerel);
-	if (!shard_lock_held(feed->feed_id, shard))
-		lock_shard_tuple(rel, &tid, snapshot, feed->feed_id, shard, changerel);
-	UnregisterSnapshot(snapshot);
-	table_close(rel, NoLock);
-	return shard;
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
+						   : trigdata->tg_trigtuple);
 }
 
 /*
@@ -513,14 +492,21 @@ insert_direct(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 	for (i = 0; i < indexes->nindexes; i++)
 	{
 		IndexInfo  *info = indexes->infos[i];
-		Relation	idx = index_open(indexes->oids[i], RowExclusiveLock);
+		Relation	idx;
 		Datum		values[INDEX_MAX_KEYS];
 		bool		isnull[INDEX_MAX_KEYS];
+		bool		skip;
+
+		/* A partial index the row is not in is not even opened. */
+		skip = info->ii_PredicateState != NULL &&
+			!ExecQual(info->ii_PredicateState, predicate_econtext);
+		ResetExprContext(predicate_econtext);
+		if (skip)
+			continue;
 
 		/* indisready is read per row: CREATE INDEX CONCURRENTLY flips it. */
-		if (idx->rd_index->indisready &&
-			(info->ii_PredicateState == NULL ||
-			 ExecQual(info->ii_PredicateState, predicate_econtext)))
+		idx = index_open(indexes->oids[i], RowExclusiveLock);
+		if (idx->rd_index->indisready)
 		{
 			FormIndexDatum(info, slot, NULL, values, isnull);
 			cfeed_index_insert(idx, values, isnull, &slot->tts_tid, rel,
@@ -528,7 +514,6 @@ insert_direct(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 							   info);
 		}
 		index_close(idx, NoLock);
-		ResetExprContext(predicate_econtext);
 	}
 	predicate_econtext->ecxt_scantuple = NULL;
 }
@@ -578,12 +563,11 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
  *		Publish a change of row tuple of rel (tracked table tbl, or one of
  *		its partitions) to the feed, on the shard of the row's key text:
  *		insert (feed_id, shard, change_id) into cfeed.change and the row's
- *		image, with operation op, into cfeed.row_image, as the current user.  feed->shard_count is filled in
- *		at the statement's first change.  Allocates in the current memory
- *		context (the trigger's per-row one).
+ *		image, with operation op, into cfeed.row_image, as the current user.
+ *		Allocates in the current memory context (the trigger's per-row one).
  */
 void
-cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
+cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 					int64 change_id, Oid tbl, const char *op,
 					Relation rel, HeapTuple tuple)
 {
@@ -597,27 +581,27 @@ cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
 
 	changerel = table_open(cfeed_relid("change"), RowExclusiveLock);
 	imagerel = table_open(cfeed_relid("row_image"), RowExclusiveLock);
-	if (ExecutorCheckPerms_hook != NULL ||
+	if (ExecutorCheckPerms_hook != NULL || !shard_guard_present() ||
 		!direct_ok(changerel, &change_indexes, change_types, CHANGE_NATTS,
 				   cfeed_relid("shard_config"), &change_idx) ||
 		!direct_ok(imagerel, &image_indexes, image_types, IMAGE_NATTS,
 				   InvalidOid, &image_idx))
 	{
+		uint64		gen;
+
 		table_close(imagerel, NoLock);
 		table_close(changerel, NoLock);
-		if (feed->shard_count == 0)
-			feed->shard_count = cfeed_feed_shard_count(feed->feed_id);
-		insert_with_sql(feed->feed_id, cfeed_key_shard(key, keylen, feed->shard_count),
+		insert_with_sql(feed_id, key_shard(feed_id, key, keylen, &gen),
 						change_id, tbl, op, tuple, desc);
 		return;
 	}
 
-	shard = lock_key_shard(feed, key, keylen, changerel);
+	shard = lock_key_shard(feed_id, key, keylen);
 
 	slot = MakeSingleTupleTableSlot(RelationGetDescr(changerel), &TTSOpsVirtual);
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, false, sizeof(bool) * CHANGE_NATTS);
-	slot->tts_values[Anum_change_feed_id - 1] = Int32GetDatum(feed->feed_id);
+	slot->tts_values[Anum_change_feed_id - 1] = Int32GetDatum(feed_id);
 	slot->tts_values[Anum_change_shard - 1] = Int32GetDatum(shard);
 	slot->tts_values[Anum_change_change_id - 1] = Int64GetDatum(change_id);
 	slot->tts_isnull[Anum_change_sequence - 1] = true;
@@ -635,7 +619,7 @@ cfeed_track_publish(CfeedTrackFeed *feed, const char *key, int keylen,
 	ExecClearTuple(slot);
 	memset(slot->tts_isnull, false, sizeof(bool) * IMAGE_NATTS);
 	slot->tts_values[Anum_image_change_id - 1] = Int64GetDatum(change_id);
-	slot->tts_values[Anum_image_feed_id - 1] = Int32GetDatum(feed->feed_id);
+	slot->tts_values[Anum_image_feed_id - 1] = Int32GetDatum(feed_id);
 	slot->tts_values[Anum_image_tbl - 1] = ObjectIdGetDatum(tbl);
 	slot->tts_values[Anum_image_op - 1] = CStringGetTextDatum(op);
 	slot->tts_values[Anum_image_row - 1] = cfeed_row_image(RelationGetRelid(rel), tuple, desc);

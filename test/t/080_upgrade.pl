@@ -33,9 +33,17 @@ is(sha256_hex(slurp_file($released)),
 is($node->safe_psql('postgres', q{
 	SELECT string_agg(source || '>' || target, ',' ORDER BY source, target)
 	FROM pg_extension_update_paths('cfeed') WHERE path IS NOT NULL}),
-	'1.0>1.1', 'update path 1.0 -> 1.1');
+	'1.0>1.1,1.0>1.2,1.1>1.2', 'update paths 1.0 -> 1.1 -> 1.2');
 is($node->safe_psql('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'cfeed'}),
-	'1.1', 'default version is 1.1');
+	'1.2', 'default version is 1.2');
+
+# How a tracked row's change was written: from 1.2 on, directly, holding the
+# shard's lock (advisory, field 4 0x6368) instead of the shard row's; before,
+# without shard_config's guard trigger, through SQL and the foreign key.
+my $shard_locks = q{BEGIN;
+	INSERT INTO items (id, v) VALUES (100000, 'probe');
+	SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 25448 AND pid = pg_backend_pid();
+	ROLLBACK;};
 
 # A database that lives at 1.0: changes, a tracked table, a consumer group,
 # swept by the current library's background sweeper.
@@ -54,6 +62,7 @@ $node->safe_psql('old', q{
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.0',
 	'installed at 1.0');
 ok(wait_all_stamped($node, 'old'), 'the background sweeper stamps a 1.0 database');
+is($node->safe_psql('old', $shard_locks), '0', '1.0: tracked changes are written through SQL (no guard)');
 my (undef, $cursor, $epoch) = split /\|/, $node->safe_psql('old', q{
 	SELECT shard, cursor, epoch FROM cfeed.acquire('g', 1, 'a', 60000) WHERE shard = 0});
 $node->safe_psql('old', qq{SELECT cfeed.checkpoint('g', 1, 0, 'a', $epoch, $cursor + 20)});
@@ -63,8 +72,9 @@ $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f'
 	'pg_dump of a 1.0 database');
 
 $node->safe_psql('old', 'ALTER EXTENSION cfeed UPDATE');
-is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.1',
-	'ALTER EXTENSION cfeed UPDATE reaches 1.1');
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.2',
+	'ALTER EXTENSION cfeed UPDATE reaches 1.2');
+is($node->safe_psql('old', $shard_locks), '1', '1.2: tracked changes are written directly, under the shard lock');
 
 # Object for object the same as a fresh install: members, definitions,
 # privileges, comments, columns in order, constraints, indexes, triggers,
@@ -145,8 +155,8 @@ like($err, qr/22023: group_name must be at most 200 characters, got 201/,
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored', $dump ],
 	'pg_restore of the 1.0 dump');
-is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.1',
-	'the restored database runs 1.1');
+is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.2',
+	'the restored database runs 1.2');
 $node->safe_psql('restored', q{INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g});
 ok(wait_all_stamped($node, 'restored'), 'the restored database sweeps on');
 check_invariants($node, 'restored', 'restored 1.0 dump');
