@@ -25,7 +25,7 @@
 /* Advisory lock tag field4 values that user-level advisory locks never use. */
 #define CFEED_LOCK_SWEEP		0x6366	/* one sweep of a group at a time */
 #define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
-#define CFEED_LOCK_SHARD		0x6368	/* a shard's existence (track_insert.c) */
+#define CFEED_LOCK_SHARDS		0x6368	/* a feed's set of shards (track_insert.c) */
 
 /* A shard's row of cfeed.shard, as the C code needs it. */
 typedef struct CfeedShard

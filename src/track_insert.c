@@ -58,13 +58,17 @@
  * on a row all writers of the shard lock.  Instead, since 1.2, the guard
  * trigger of cfeed.shard_config (cfeed_shard_config_guard) makes a shard
  * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
- * on the shard in exclusive mode, and sends an invalidation of shard_config
- * for every change to the set of shards.  A direct writer then:
+ * on its feed's set of shards in exclusive mode, and sends an invalidation
+ * of shard_config for every change to the set of shards.  One lock per feed,
+ * not per shard: a bulk write to a feed of thousands of shards must not fill
+ * the lock table, and deleting a shard is rare enough to wait for all the
+ * feed's writers.  A direct writer then:
  *
  *	 1. processes the invalidations that came, takes the feed's shard count
  *		from this backend's memory (read with a fresh snapshot after
  *		shard_config's last invalidation), and the key's shard from it;
- *	 2. takes the shard's lock in share mode, until the transaction ends;
+ *	 2. takes the feed's shards lock in share mode, until the transaction
+ *		ends;
  *	 3. if that lock is new, processes the invalidations that came before
  *		it, and starts again from 1 if shard_config's was among them.
  *
@@ -131,7 +135,6 @@
 
 /* Columns of cfeed.shard_config used here. */
 #define Anum_shard_feed_id			1
-#define Anum_shard_shard			2
 
 #define CHANGE_GUARD_TRIGGER		"change_guard"
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
@@ -406,7 +409,7 @@ key_shard(int32 feed_id, const char *key, int keylen, uint64 *gen)
 /*
  * lock_key_shard
  *		The shard of a key, with the foreign-key check of a change to it
- *		(see the file header): the shard's lock in share mode, then the
+ *		(see the file header): the feed's shards lock in share mode, then the
  *		invalidations that came before it, so that the shard count the shard
  *		was chosen with is known to be still current.
  */
@@ -419,8 +422,7 @@ lock_key_shard(int32 feed_id, const char *key, int keylen)
 		int32		shard = key_shard(feed_id, key, keylen, &gen);
 		LOCKTAG		tag;
 
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, (uint32) shard,
-							 CFEED_LOCK_SHARD);
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, 0, CFEED_LOCK_SHARDS);
 		if (LockAcquire(&tag, AccessShareLock, false, false) != LOCKACQUIRE_OK)
 			return shard;		/* held since it was checked */
 		AcceptInvalidationMessages();
@@ -433,9 +435,9 @@ lock_key_shard(int32 feed_id, const char *key, int keylen)
  * cfeed_shard_config_guard
  *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard ... FOR EACH ROW
  *		on cfeed.shard_config (enabled always): a shard that goes away waits
- *		for the direct writers of changes to it (the lock of lock_key_shard,
- *		in exclusive mode), and every backend forgets its shard counts when
- *		this transaction commits.
+ *		for the direct writers of changes to its feed (the lock of
+ *		lock_key_shard, in exclusive mode), and every backend forgets its
+ *		shard counts when this transaction commits.
  */
 Datum
 cfeed_shard_config_guard(PG_FUNCTION_ARGS)
@@ -455,12 +457,9 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		bool		isnull;
 		int32		feed_id = DatumGetInt32(heap_getattr(trigdata->tg_trigtuple, Anum_shard_feed_id,
 														 desc, &isnull));
-		int32		shard = DatumGetInt32(heap_getattr(trigdata->tg_trigtuple, Anum_shard_shard,
-													   desc, &isnull));
 		LOCKTAG		tag;
 
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, (uint32) shard,
-							 CFEED_LOCK_SHARD);
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, 0, CFEED_LOCK_SHARDS);
 		(void) LockAcquire(&tag, AccessExclusiveLock, false, false);
 	}
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));

@@ -12,14 +12,16 @@
  * row FOR KEY SHARE, found with an index scan of the feed's shards at every
  * statement: under concurrent writers every shard row carries a multixact of
  * its lockers, and the lock is a WAL record.  From 1.2 a direct writer takes
- * a heavyweight lock on the shard in share mode and keeps the feed's shard
- * count in memory; this trigger makes both sound.  Before a shard row goes
- * away (DELETE, or an UPDATE of its key) it takes that lock in exclusive
- * mode, so it waits for the writers of changes to the shard as the foreign
- * key's lock made it wait; and every INSERT, DELETE or key UPDATE sends an
- * invalidation of cfeed.shard_config, which makes every backend read the
- * shard counts again.  Enabled always: shards deleted with
- * session_replication_role = replica must wait for writers too.
+ * a heavyweight lock on the feed's set of shards in share mode (one per feed
+ * and transaction, however many shards a bulk write touches) and keeps the
+ * feed's shard count in memory; this trigger makes both sound.  Before a
+ * shard row goes away (DELETE, or an UPDATE of its key) it takes that lock in
+ * exclusive mode, so it waits for the transactions writing changes to the
+ * feed, as the foreign key's lock made it wait for those writing to the
+ * shard; and every INSERT, DELETE or key UPDATE sends an invalidation of
+ * cfeed.shard_config, which makes every backend read the shard counts again.
+ * Enabled always: shards deleted with session_replication_role = replica
+ * must wait for writers too.
  *
  * The foreign key stays: SQL inserts into cfeed.change (publish(), and the
  * tracked writes that take the SQL path) keep checking it.  A library of 1.2
