@@ -1,5 +1,7 @@
 -- sweep: cfeed.sweep and cfeed.sweep_loop, gapless numbering, change_id order,
--- sweep groups, batches (guarantees 1, 2, 4, 5 in one session).
+-- sweep groups, batches (guarantees 1, 2, 4, 5 in one session); stamps are
+-- written directly (src/direct.c) with an UPDATE's semantics: what a DBA adds
+-- to cfeed.change is honoured.
 \i test/regress_setup.sql
 
 -- stamped(): every stamped change, ids and numbers relative to their bases
@@ -154,5 +156,51 @@ SELECT count(*) AS pending FROM cfeed.change WHERE change_sequence_number IS NUL
 -- a sweeper's stamps cannot be undone or redone by hand
 SELECT pg_temp.err($$UPDATE cfeed.shard SET last_change_sequence_number = 2000000000000000 WHERE feed_id = 3$$);
 SELECT cfeed.head(3, 0) - 2000000000000000 AS head;
+
+-- what a DBA adds to cfeed.change is honoured when stamping: indexes are
+-- maintained (plain and partial ones directly, others through the SQL
+-- update), an UPDATE trigger fires, row-level security does not apply to the
+-- owner, and a publication of its updates needs a replica identity
+CREATE INDEX s_stamped_at ON cfeed.change (stamped_at);
+CREATE INDEX s_shard1 ON cfeed.change (change_sequence_number) WHERE shard = 1;
+SELECT count(cfeed.publish(1, s % 2)) FROM generate_series(1, 6) s;
+SELECT shard, change_count FROM cfeed.sweep() ORDER BY 1;
+CREATE INDEX s_mod ON cfeed.change ((change_sequence_number % 5));
+SELECT count(cfeed.publish(1, s % 2)) FROM generate_series(1, 6) s;
+SELECT shard, change_count FROM cfeed.sweep() ORDER BY 1;
+-- amcheck: every index holds exactly the entries of the rows it should
+CREATE EXTENSION amcheck;
+SELECT c.relname, bt_index_check(c.oid, heapallindexed => true) AS "error if incomplete"
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'cfeed.change'::regclass ORDER BY 1;
+DROP EXTENSION amcheck;
+DROP INDEX cfeed.s_stamped_at, cfeed.s_shard1, cfeed.s_mod;
+CREATE TABLE s_stamps (n bigint);
+CREATE FUNCTION s_stamp_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.s_stamps VALUES (NEW.change_sequence_number - 2000000000000000);
+	RETURN NEW;
+END $$;
+CREATE TRIGGER s_stamp_seen AFTER UPDATE ON cfeed.change FOR EACH ROW EXECUTE FUNCTION s_stamp_seen();
+SELECT cfeed.publish(3, 0) > 0 AS published;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+DROP TRIGGER s_stamp_seen ON cfeed.change;
+SELECT cfeed.publish(3, 0) > 0 AS published;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+SELECT n AS trigger_saw FROM s_stamps;
+ALTER TABLE cfeed.change ENABLE ROW LEVEL SECURITY;
+SELECT cfeed.publish(3, 0) > 0 AS published;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+ALTER TABLE cfeed.change DISABLE ROW LEVEL SECURITY;
+CREATE PUBLICATION s_changes FOR TABLE cfeed.change;
+SELECT cfeed.publish(3, 0) > 0 AS published;
+SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
+ALTER PUBLICATION s_changes SET (publish = 'insert, delete');
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+DROP PUBLICATION s_changes;
+SELECT s.feed_id, s.shard, count(c.*) AS stamped,
+       max(c.change_sequence_number) - min(c.change_sequence_number) + 1 = count(c.*) AS gapless
+FROM cfeed.shard s LEFT JOIN cfeed.change c USING (feed_id, shard)
+GROUP BY s.feed_id, s.shard ORDER BY 1, 2;
 
 DROP EXTENSION cfeed;

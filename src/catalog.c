@@ -37,11 +37,6 @@
 #define Anum_shard_longpoll			4
 #define Anum_shard_start			5
 
-/* Attribute numbers of cfeed.change used here. */
-#define Anum_change_feed_id			1
-#define Anum_change_shard			2
-#define Anum_change_sequence		4
-
 /*
  * cfeed_schema_oid
  *		OID of schema cfeed; errors out (or returns InvalidOid) when the

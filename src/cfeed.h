@@ -13,6 +13,8 @@
 #include "access/htup.h"
 #include "access/transam.h"
 #include "datatype/timestamp.h"
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
 
@@ -26,6 +28,16 @@
 #define CFEED_LOCK_SWEEP		0x6366	/* one sweep of a group at a time */
 #define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
 #define CFEED_LOCK_SHARDS		0x6368	/* a feed's set of shards (track_insert.c) */
+
+/* Columns of cfeed.change, fixed by the install script. */
+#define CHANGE_NATTS				7
+#define Anum_change_feed_id			1
+#define Anum_change_shard			2
+#define Anum_change_change_id		3
+#define Anum_change_sequence		4
+#define Anum_change_stamped_at		5
+#define Anum_change_written_at		6
+#define Anum_change_writer_xid		7
 
 /* A shard's row of cfeed.shard, as the C code needs it. */
 typedef struct CfeedShard
@@ -92,6 +104,28 @@ extern void cfeed_check_sweep_isolation(void);
 
 /* feed.c */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+
+/*
+ * direct.c: the indexes of a table written directly, as last seen (one
+ * static, zeroed instance per table and caller).
+ */
+typedef struct CfeedIndexCache
+{
+	Oid			relid;			/* InvalidOid: not built */
+	List	   *indexoids;		/* the index list the entries were built for */
+	int			nindexes;
+	Oid		   *oids;
+	IndexInfo **infos;			/* ii_PredicateState prepared */
+	bool		direct_ok;		/* all plain immediate btrees */
+	MemoryContext cxt;
+} CfeedIndexCache;
+
+extern const Oid cfeed_change_types[CHANGE_NATTS];
+extern bool cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, int natts,
+							Oid shard_config, CfeedIndexCache *cache,
+							CfeedIndexCache **indexes);
+extern void cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes,
+									  TupleTableSlot *slot);
 
 /* track_insert.c */
 extern void cfeed_track_publish(int32 feed_id, const char *key, int keylen,

@@ -9,6 +9,7 @@
 #define CFEED_COMPAT_H
 
 #include "access/genam.h"
+#include "access/tableam.h"
 #include "executor/spi.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
@@ -60,6 +61,15 @@
 #else
 #define cfeed_index_insert(idx, values, isnull, tid, heap, unique, info) \
 	index_insert((idx), (values), (isnull), (tid), (heap), (unique), (info))
+#endif
+
+/* table_tuple_update reports the indexes to update as an enum since 16. */
+#if PG_VERSION_NUM >= 160000
+typedef TU_UpdateIndexes cfeed_update_indexes;
+#define cfeed_indexes_to_update(u) ((u) == TU_All)
+#else
+typedef bool cfeed_update_indexes;
+#define cfeed_indexes_to_update(u) (u)
 #endif
 
 /* PGPROC's lxid moved into vxid in 17. */

@@ -33,13 +33,6 @@
 #include "cfeed.h"
 #include "shmem.h"
 
-/* Attribute numbers of cfeed.change, fixed by the install script. */
-#define Anum_change_feed_id			1
-#define Anum_change_shard			2
-#define Anum_change_sequence		4
-#define Anum_change_stamped_at		5
-#define Anum_change_writer_xid		7
-
 PG_FUNCTION_INFO_V1(cfeed_writer_xid);
 PG_FUNCTION_INFO_V1(cfeed_change_guard);
 

@@ -79,6 +79,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -103,14 +104,6 @@
 
 #include "cfeed.h"
 #include "shmem.h"
-
-/* Attribute numbers of cfeed.change, fixed by the install script. */
-#define Anum_change_feed_id			1
-#define Anum_change_shard			2
-#define Anum_change_change_id		3
-#define Anum_change_sequence		4
-#define Anum_change_written_at		6
-#define Anum_change_writer_xid		7
 
 /* Beyond this many xids a watermark falls back to a plain range. */
 #define WATERMARK_MAX_XIDS			4096
@@ -162,6 +155,7 @@ typedef struct ShardEntry
 
 static HTAB *watermarks = NULL;
 static SPIPlanPtr update_changes_plan = NULL;
+static CfeedIndexCache stamp_indexes;
 
 PG_FUNCTION_INFO_V1(cfeed_sweep);
 PG_FUNCTION_INFO_V1(cfeed_sweep_loop);
@@ -489,24 +483,19 @@ build_array(Datum *values, int n, Oid elemtype)
 }
 
 /*
- * execute_checked
- *		Run a prepared update and insist it touched exactly `expected` rows;
- *		anything else means a concurrent sweeper got there first.
+ * concurrent_sweep_error
+ *		A stamping update touched fewer of the batch's changes than it read
+ *		as pending: a concurrent sweep got there first.
  */
 static void
-execute_checked(SPIPlanPtr plan, Datum *args, uint64 expected, const char *what)
+concurrent_sweep_error(uint64 expected, uint64 updated)
 {
-	int			rc = SPI_execute_plan(plan, args, NULL, false, 0);
-
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "cfeed sweep: updating %s failed: %s", what, SPI_result_code_string(rc));
-	if (SPI_processed != expected)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("a concurrent sweep changed %s while this sweep ran", what),
-				 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
-						   expected, SPI_processed),
-				 errhint("Nothing was stamped by this sweep; run it again.  A shard was probably moved to another sweep group.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("a concurrent sweep changed the changes while this sweep ran"),
+			 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
+					   expected, updated),
+			 errhint("Nothing was stamped by this sweep; run it again.  A shard was probably moved to another sweep group.")));
 }
 
 /*
@@ -536,20 +525,21 @@ pin_plan_shapes(void)
 }
 
 /*
- * stamp
- *		Write the numbers: one update of all the batch's changes, which must
- *		touch each of them (a concurrent sweep would have made some invisible).
- *		A number issued twice, by a concurrent sweep of another group after a
- *		shard moved between groups, fails on change_sequence_idx.
+ * stamp_with_sql
+ *		Write the numbers with one update of all the batch's changes, which
+ *		must touch each of them (a concurrent sweep would have made some
+ *		invisible).
  */
 static void
-stamp(PendingChange *changes, int n, TimestampTz now)
+stamp_with_sql(PendingChange *changes, int n, TimestampTz now)
 {
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
 	Datum		args[3];
 	int			i;
 	int			nestlevel;
+	int			spi_level = cfeed_spi_connect();
+	int			rc;
 
 	for (i = 0; i < n; i++)
 	{
@@ -562,8 +552,80 @@ stamp(PendingChange *changes, int n, TimestampTz now)
 	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
 	args[1] = build_array(numbers, n, INT8OID);
 	args[2] = TimestampTzGetDatum(now);
-	execute_checked(update_changes_plan, args, n, "the changes");
+	rc = SPI_execute_plan(update_changes_plan, args, NULL, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed != (uint64) n)
+		concurrent_sweep_error(n, SPI_processed);
 	AtEOXact_GUC(true, nestlevel);
+	cfeed_spi_finish(spi_level);
+}
+
+/*
+ * stamp_direct
+ *		Write the numbers without the executor (direct.c), as the update of
+ *		stamp_with_sql would: per change, the version visible to the sweep's
+ *		snapshot is updated to a new one with its number and stamped_at, and
+ *		the new version's index entries are made.  Each update must succeed
+ *		(else a concurrent sweep got there first).  Returns false, having
+ *		written nothing, when the update must run as SQL (see direct.c).
+ */
+static bool
+stamp_direct(PendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
+{
+	Relation	rel = table_open(cfeed_relid("change"), RowExclusiveLock);
+	CfeedIndexCache *indexes;
+	TupleTableSlot *oldslot;
+	TupleTableSlot *newslot;
+	CommandId	cid;
+	int			i;
+
+	if (ExecutorCheckPerms_hook != NULL ||
+		!cfeed_direct_ok(rel, CMD_UPDATE, cfeed_change_types, CHANGE_NATTS,
+						 cfeed_relid("shard_config"), &stamp_indexes, &indexes))
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+
+	oldslot = table_slot_create(rel, NULL);
+	newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+	cid = GetCurrentCommandId(true);
+	for (i = 0; i < n; i++)
+	{
+		TM_Result	result;
+		TM_FailureData tmfd;
+		LockTupleMode lockmode;
+		cfeed_update_indexes update_indexes;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!table_tuple_fetch_row_version(rel, &changes[i].tid, snapshot, oldslot))
+			concurrent_sweep_error(n, i);
+		slot_getallattrs(oldslot);
+		ExecClearTuple(newslot);
+		memcpy(newslot->tts_values, oldslot->tts_values, sizeof(Datum) * CHANGE_NATTS);
+		memcpy(newslot->tts_isnull, oldslot->tts_isnull, sizeof(bool) * CHANGE_NATTS);
+		newslot->tts_values[Anum_change_sequence - 1] = Int64GetDatum(changes[i].number);
+		newslot->tts_isnull[Anum_change_sequence - 1] = false;
+		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(now);
+		newslot->tts_isnull[Anum_change_stamped_at - 1] = false;
+		ExecStoreVirtualTuple(newslot);
+
+		result = table_tuple_update(rel, &changes[i].tid, newslot, cid, snapshot,
+									InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+		if (result == TM_Updated || result == TM_Deleted)
+			concurrent_sweep_error(n, i);
+		if (result != TM_Ok)
+			elog(ERROR, "cfeed sweep: unexpected result %d updating a change", (int) result);
+		if (cfeed_indexes_to_update(update_indexes))
+			cfeed_direct_index_insert(rel, indexes, newslot);
+	}
+	ExecDropSingleTupleTableSlot(newslot);
+	ExecDropSingleTupleTableSlot(oldslot);
+	table_close(rel, NoLock);
+	CommandCounterIncrement();
+	return true;
 }
 
 /*
@@ -614,7 +676,6 @@ sweep_lock(int32 sweep_group, bool nowait)
 bool
 cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 {
-	int			spi_level;
 	GroupWatermark *gw;
 	Snapshot	snapshot;
 	PendingChange *changes;
@@ -691,8 +752,6 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 	}
 	else
 		propose_watermark(gw, snapshot, NULL, 0);
-	UnregisterSnapshot(snapshot);
-
 	if (n > 0)
 	{
 		qsort(changes, n, sizeof(PendingChange), compare_shard_change);
@@ -712,11 +771,11 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 			e->lag_ms = Max(e->lag_ms, lag);
 		}
 
-		spi_level = cfeed_spi_connect();
-		stamp(changes, n, now);
-		cfeed_spi_finish(spi_level);
+		if (!stamp_direct(changes, n, now, snapshot))
+			stamp_with_sql(changes, n, now);
 		ForceSyncCommit();
 	}
+	UnregisterSnapshot(snapshot);
 
 	/* Report, and announce the new heads at commit. */
 	MemoryContextSwitchTo(oldcxt);

@@ -12,11 +12,11 @@
  * of cfeed.change, which is another SPI query with its own executor start-up;
  * the WHEN clause of change_guard, parsed again (stringToNode) at every
  * executor start; and search_path pinned and restored around the SPI call.
- * So the rows are inserted here directly, heap and indexes, doing what the
- * INSERT would do:
+ * So the rows are inserted here directly, heap and indexes (direct.c),
+ * doing what the INSERT would do:
  *
  *	 privileges		INSERT on both tables for the current user, as the
- *					INSERT checks them (table level; see the fallback)
+ *					INSERT checks them (table level; else the SQL path)
  *	 defaults		written_at = now() (the transaction's start),
  *					writer_xid = cfeed._writer_xid() (top-level xid, and the
  *					note that wakes the sweeper at commit)
@@ -29,27 +29,11 @@
  *	 indexes		every index, partial ones by their predicate, unique
  *					ones checked by the index AM
  *
- * When anything would make that list incomplete, the SQL path runs instead:
- * row-level security enabled on either table, a trigger on them other than
- * the two above, CHECK constraints or generated columns, an index that is
- * not a plain immediate btree (expression, exclusion and deferrable indexes
- * need the executor; other access methods may keep per-query state in their
- * IndexInfo, which is cached here), a table access method other than heap,
- * a column layout other than the install script's, an executor permission
- * hook (sepgsql), or INSERT granted only on columns.  Those are cases a DBA
- * creates deliberately; the SQL path then gives their exact semantics
- * (test: sql/track_write.sql).
- *
- * Caching
- * -------
- * Per backend, for each of the two tables: the IndexInfo of its indexes,
- * rebuilt when the relation's index list changes (a new index has a new OID;
- * an index's definition never changes under its OID), and the prepared
- * predicates; and the shard counts of feeds (above).  Everything else
- * (triggers, RLS, privileges, indisready) is read from the relations, opened
- * per row: relations cannot stay open past the statement, whose end a row
- * trigger does not see.  An index is opened only when the row goes into it
- * (a partial index by its predicate).
+ * When anything would make that list incomplete (row-level security, other
+ * triggers, constraints, indexes or layout: see direct.c), or an executor
+ * permission hook (sepgsql) is loaded, the SQL path runs instead, with the
+ * exact semantics of the INSERT (test: sql/track_write.sql).  The shard
+ * counts of feeds are cached per backend (below).
  *
  * The foreign key
  * ---------------
@@ -116,16 +100,7 @@
 #include "cfeed.h"
 #include "shmem.h"
 
-/* Columns of cfeed.change and cfeed.row_image, fixed by the install script. */
-#define CHANGE_NATTS				7
-#define Anum_change_feed_id			1
-#define Anum_change_shard			2
-#define Anum_change_change_id		3
-#define Anum_change_sequence		4
-#define Anum_change_stamped_at		5
-#define Anum_change_written_at		6
-#define Anum_change_writer_xid		7
-
+/* Columns of cfeed.row_image, fixed by the install script. */
 #define IMAGE_NATTS					5
 #define Anum_image_change_id		1
 #define Anum_image_feed_id			2
@@ -136,27 +111,12 @@
 /* Columns of cfeed.shard_config used here. */
 #define Anum_shard_feed_id			1
 
-#define CHANGE_GUARD_TRIGGER		"change_guard"
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
 PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
 
-static const Oid change_types[CHANGE_NATTS] =
-{INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID};
 static const Oid image_types[IMAGE_NATTS] =
 {INT8OID, INT4OID, REGCLASSOID, TEXTOID, JSONBOID};
-
-/* The indexes of one target table, as last seen. */
-typedef struct CfeedIndexCache
-{
-	Oid			relid;			/* InvalidOid: not built */
-	List	   *indexoids;		/* the index list the entries were built for */
-	int			nindexes;
-	Oid		   *oids;
-	IndexInfo **infos;			/* ii_PredicateState prepared */
-	bool		direct_ok;		/* all plain immediate btrees */
-	MemoryContext cxt;
-} CfeedIndexCache;
 
 /* The shard count of a feed, valid while gen is shard_counts_gen. */
 typedef struct CfeedShardCount
@@ -173,140 +133,7 @@ static uint64 shard_counts_gen = 1;	/* bumped by shard_config's invalidations */
 static Oid	shard_config_relid = InvalidOid;
 static uint64 guard_gen = 0;	/* guard_present holds while it is shard_counts_gen */
 static bool guard_present = false;
-static ExprContext *predicate_econtext = NULL;
 static SPIPlanPtr insert_plan = NULL;
-
-/*
- * layout_matches
- *		Whether a table has exactly the columns the direct path builds.
- */
-static bool
-layout_matches(Relation rel, const Oid *types, int natts)
-{
-	TupleDesc	desc = RelationGetDescr(rel);
-	int			i;
-
-	if (desc->natts != natts)
-		return false;
-	for (i = 0; i < natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attisdropped || att->atttypid != types[i])
-			return false;
-	}
-	return true;
-}
-
-/*
- * insert_triggers_known
- *		Whether every INSERT trigger of rel is one the direct path stands in
- *		for: cfeed.change's foreign-key check against shard_config (not
- *		deferred: the direct path checks at once) and its change_guard (pass
- *		InvalidOid for a table that must have none).
- */
-static bool
-insert_triggers_known(Relation rel, Oid shard_config)
-{
-	TriggerDesc *td = rel->trigdesc;
-	int			i;
-
-	if (td == NULL)
-		return true;
-	for (i = 0; i < td->numtriggers; i++)
-	{
-		Trigger    *t = &td->triggers[i];
-
-		if (!TRIGGER_FOR_INSERT(t->tgtype))
-			continue;
-		if (!OidIsValid(shard_config))
-			return false;
-		if (t->tgisinternal && t->tgfoid == F_RI_FKEY_CHECK_INS &&
-			t->tgconstrrelid == shard_config && !t->tgdeferrable)
-			continue;
-		if (!t->tgisinternal && strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 &&
-			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
-			t->tgqual != NULL)
-			continue;
-		return false;
-	}
-	return true;
-}
-
-/*
- * index_cache_get
- *		The index cache of rel, rebuilt when its index list has changed.
- */
-static CfeedIndexCache *
-index_cache_get(CfeedIndexCache *c, Relation rel)
-{
-	List	   *indexoids = RelationGetIndexList(rel);
-	MemoryContext old;
-	ListCell   *lc;
-	int			i = 0;
-
-	if (c->relid == RelationGetRelid(rel) && equal(indexoids, c->indexoids))
-	{
-		list_free(indexoids);
-		return c;
-	}
-
-	if (c->cxt == NULL)
-		c->cxt = AllocSetContextCreate(TopMemoryContext, "cfeed track indexes",
-									   ALLOCSET_SMALL_SIZES);
-	c->relid = InvalidOid;
-	MemoryContextReset(c->cxt);
-	old = MemoryContextSwitchTo(c->cxt);
-	c->indexoids = list_copy(indexoids);
-	c->nindexes = list_length(indexoids);
-	c->oids = palloc(sizeof(Oid) * Max(c->nindexes, 1));
-	c->infos = palloc(sizeof(IndexInfo *) * Max(c->nindexes, 1));
-	c->direct_ok = true;
-	foreach(lc, indexoids)
-	{
-		Relation	idx = index_open(lfirst_oid(lc), RowExclusiveLock);
-		IndexInfo  *info = BuildIndexInfo(idx);
-
-		if (idx->rd_rel->relam != BTREE_AM_OID || info->ii_Expressions != NIL ||
-			info->ii_ExclusionOps != NULL || !idx->rd_index->indimmediate)
-			c->direct_ok = false;
-		if (info->ii_Predicate != NIL)
-			info->ii_PredicateState =
-				ExecInitQual((List *) expression_planner((Expr *) info->ii_Predicate), NULL);
-		c->oids[i] = RelationGetRelid(idx);
-		c->infos[i] = info;
-		i++;
-		index_close(idx, NoLock);
-	}
-	MemoryContextSwitchTo(old);
-	list_free(indexoids);
-	c->relid = RelationGetRelid(rel);
-	return c;
-}
-
-/*
- * direct_ok
- *		Whether rows of rel can be inserted directly by the current user with
- *		the semantics of an INSERT (see the file header).  Fills *indexes.
- */
-static bool
-direct_ok(Relation rel, CfeedIndexCache *cache, const Oid *types, int natts,
-		  Oid shard_config, CfeedIndexCache **indexes)
-{
-	TupleConstr *constr = RelationGetDescr(rel)->constr;
-
-	if (rel->rd_rel->relkind != RELKIND_RELATION ||
-		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		rel->rd_rel->relrowsecurity ||
-		!layout_matches(rel, types, natts) ||
-		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||
-		!insert_triggers_known(rel, shard_config))
-		return false;
-	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(), ACL_INSERT) != ACLCHECK_OK)
-		return false;
-	*indexes = index_cache_get(cache, rel);
-	return (*indexes)->direct_ok;
-}
 
 /*
  * cfeed_shard_counts_invalidate
@@ -468,56 +295,6 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 }
 
 /*
- * insert_direct
- *		Insert the row in slot into rel and its indexes (see the header for
- *		what the caller has checked).
- */
-static void
-insert_direct(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
-{
-	int			i;
-
-	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
-
-	if (predicate_econtext == NULL)
-	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
-		predicate_econtext = CreateStandaloneExprContext();
-		MemoryContextSwitchTo(old);
-	}
-	predicate_econtext->ecxt_scantuple = slot;
-
-	for (i = 0; i < indexes->nindexes; i++)
-	{
-		IndexInfo  *info = indexes->infos[i];
-		Relation	idx;
-		Datum		values[INDEX_MAX_KEYS];
-		bool		isnull[INDEX_MAX_KEYS];
-		bool		skip;
-
-		/* A partial index the row is not in is not even opened. */
-		skip = info->ii_PredicateState != NULL &&
-			!ExecQual(info->ii_PredicateState, predicate_econtext);
-		ResetExprContext(predicate_econtext);
-		if (skip)
-			continue;
-
-		/* indisready is read per row: CREATE INDEX CONCURRENTLY flips it. */
-		idx = index_open(indexes->oids[i], RowExclusiveLock);
-		if (idx->rd_index->indisready)
-		{
-			FormIndexDatum(info, slot, NULL, values, isnull);
-			cfeed_index_insert(idx, values, isnull, &slot->tts_tid, rel,
-							   idx->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
-							   info);
-		}
-		index_close(idx, NoLock);
-	}
-	predicate_econtext->ecxt_scantuple = NULL;
-}
-
-/*
  * insert_with_sql
  *		The SQL path: one kept plan inserting both rows, run with the
  *		caller's privileges, search_path pinned.
@@ -581,10 +358,10 @@ cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 	changerel = table_open(cfeed_relid("change"), RowExclusiveLock);
 	imagerel = table_open(cfeed_relid("row_image"), RowExclusiveLock);
 	if (ExecutorCheckPerms_hook != NULL || !shard_guard_present() ||
-		!direct_ok(changerel, &change_indexes, change_types, CHANGE_NATTS,
-				   cfeed_relid("shard_config"), &change_idx) ||
-		!direct_ok(imagerel, &image_indexes, image_types, IMAGE_NATTS,
-				   InvalidOid, &image_idx))
+		!cfeed_direct_ok(changerel, CMD_INSERT, cfeed_change_types, CHANGE_NATTS,
+						 cfeed_relid("shard_config"), &change_indexes, &change_idx) ||
+		!cfeed_direct_ok(imagerel, CMD_INSERT, image_types, IMAGE_NATTS,
+						 InvalidOid, &image_indexes, &image_idx))
 	{
 		uint64		gen;
 
@@ -611,7 +388,8 @@ cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 		FullTransactionIdGetDatum(GetTopFullTransactionId());
 	ExecStoreVirtualTuple(slot);
 	cfeed_note_write();
-	insert_direct(changerel, change_idx, slot);
+	table_tuple_insert(changerel, slot, GetCurrentCommandId(true), 0, NULL);
+	cfeed_direct_index_insert(changerel, change_idx, slot);
 	ExecDropSingleTupleTableSlot(slot);
 
 	slot = MakeSingleTupleTableSlot(RelationGetDescr(imagerel), &TTSOpsVirtual);
@@ -623,7 +401,8 @@ cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 	slot->tts_values[Anum_image_op - 1] = CStringGetTextDatum(op);
 	slot->tts_values[Anum_image_row - 1] = cfeed_row_image(RelationGetRelid(rel), tuple, desc);
 	ExecStoreVirtualTuple(slot);
-	insert_direct(imagerel, image_idx, slot);
+	table_tuple_insert(imagerel, slot, GetCurrentCommandId(true), 0, NULL);
+	cfeed_direct_index_insert(imagerel, image_idx, slot);
 	ExecDropSingleTupleTableSlot(slot);
 
 	table_close(imagerel, NoLock);

@@ -1,0 +1,252 @@
+/*-------------------------------------------------------------------------
+ *
+ * direct.c
+ *	  Writing rows of cfeed's own tables without the executor: what an
+ *	  INSERT or UPDATE would do, for the two hot paths that write one row at
+ *	  a time or one batch per transaction, where executor start-up costs
+ *	  more than the writing (track_insert.c: a tracked row's change and
+ *	  image; sweep.c: the stamps of a sweep).
+ *
+ * The caller opens the table, asks cfeed_direct_ok() whether the direct way
+ * has the statement's exact semantics, writes the heap tuple itself
+ * (table_tuple_insert or table_tuple_update) and then calls
+ * cfeed_direct_index_insert() for the new tuple's index entries.  When
+ * cfeed_direct_ok() says no, the caller runs its SQL instead, which gives
+ * whatever a DBA has added to the table its exact semantics:
+ *
+ *	 - row-level security enabled;
+ *	 - a trigger for the command other than the ones the caller stands in
+ *	   for: the foreign-key check of cfeed.change against shard_config (not
+ *	   deferred), and for INSERT the change_guard trigger, whose WHEN clause
+ *	   the callers' rows never satisfy;
+ *	 - CHECK constraints or stored generated columns;
+ *	 - an index that is not a plain immediate btree (expression, exclusion
+ *	   and deferrable indexes need the executor; other access methods may
+ *	   keep per-query state in their IndexInfo, which is cached here);
+ *	 - a table access method other than heap, or a column layout other than
+ *	   the install script's;
+ *	 - the privilege for the command missing at table level for the current
+ *	   user (granted on columns only, say): the SQL reports or allows it
+ *	   exactly.
+ *
+ * An executor permission hook (sepgsql) is the caller's to check.
+ *
+ * Per backend and per table the IndexInfo of the table's indexes is cached,
+ * with their predicates prepared, and rebuilt when the relation's index list
+ * changes (a new index has a new OID; an index's definition never changes
+ * under its OID).  Everything else (triggers, RLS, privileges, indisready)
+ * is read from the relation at every call: relations cannot stay open past
+ * the statement, whose end a row trigger does not see.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "optimizer/optimizer.h"
+#include "utils/acl.h"
+#include "utils/fmgroids.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "cfeed.h"
+
+#define CHANGE_GUARD_TRIGGER		"change_guard"
+
+const Oid	cfeed_change_types[CHANGE_NATTS] =
+{INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID};
+
+static ExprContext *predicate_econtext = NULL;
+
+/*
+ * layout_matches
+ *		Whether a table has exactly the columns the caller builds.
+ */
+static bool
+layout_matches(Relation rel, const Oid *types, int natts)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	int			i;
+
+	if (desc->natts != natts)
+		return false;
+	for (i = 0; i < natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped || att->atttypid != types[i])
+			return false;
+	}
+	return true;
+}
+
+/*
+ * triggers_known
+ *		Whether every trigger of rel for cmd (INSERT or UPDATE) is one the
+ *		direct way stands in for: cfeed.change's foreign-key check against
+ *		shard_config, not deferred (an INSERT checks at once, an UPDATE
+ *		leaves the key alone), and for INSERT its change_guard.  Pass
+ *		InvalidOid for a table that must have none.
+ */
+static bool
+triggers_known(Relation rel, CmdType cmd, Oid shard_config)
+{
+	TriggerDesc *td = rel->trigdesc;
+	int			i;
+
+	if (td == NULL)
+		return true;
+	for (i = 0; i < td->numtriggers; i++)
+	{
+		Trigger    *t = &td->triggers[i];
+
+		if (cmd == CMD_INSERT ? !TRIGGER_FOR_INSERT(t->tgtype) : !TRIGGER_FOR_UPDATE(t->tgtype))
+			continue;
+		if (!OidIsValid(shard_config))
+			return false;
+		if (t->tgisinternal && t->tgconstrrelid == shard_config && !t->tgdeferrable &&
+			t->tgfoid == (cmd == CMD_INSERT ? F_RI_FKEY_CHECK_INS : F_RI_FKEY_CHECK_UPD))
+			continue;
+		if (cmd == CMD_INSERT && !t->tgisinternal &&
+			strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 &&
+			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
+			t->tgqual != NULL)
+			continue;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * index_cache_get
+ *		The index cache of rel, rebuilt when its index list has changed.
+ */
+static CfeedIndexCache *
+index_cache_get(CfeedIndexCache *c, Relation rel)
+{
+	List	   *indexoids = RelationGetIndexList(rel);
+	MemoryContext old;
+	ListCell   *lc;
+	int			i = 0;
+
+	if (c->relid == RelationGetRelid(rel) && equal(indexoids, c->indexoids))
+	{
+		list_free(indexoids);
+		return c;
+	}
+
+	if (c->cxt == NULL)
+		c->cxt = AllocSetContextCreate(TopMemoryContext, "cfeed direct indexes",
+									   ALLOCSET_SMALL_SIZES);
+	c->relid = InvalidOid;
+	MemoryContextReset(c->cxt);
+	old = MemoryContextSwitchTo(c->cxt);
+	c->indexoids = list_copy(indexoids);
+	c->nindexes = list_length(indexoids);
+	c->oids = palloc(sizeof(Oid) * Max(c->nindexes, 1));
+	c->infos = palloc(sizeof(IndexInfo *) * Max(c->nindexes, 1));
+	c->direct_ok = true;
+	foreach(lc, indexoids)
+	{
+		Relation	idx = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *info = BuildIndexInfo(idx);
+
+		if (idx->rd_rel->relam != BTREE_AM_OID || info->ii_Expressions != NIL ||
+			info->ii_ExclusionOps != NULL || !idx->rd_index->indimmediate)
+			c->direct_ok = false;
+		if (info->ii_Predicate != NIL)
+			info->ii_PredicateState =
+				ExecInitQual((List *) expression_planner((Expr *) info->ii_Predicate), NULL);
+		c->oids[i] = RelationGetRelid(idx);
+		c->infos[i] = info;
+		i++;
+		index_close(idx, NoLock);
+	}
+	MemoryContextSwitchTo(old);
+	list_free(indexoids);
+	c->relid = RelationGetRelid(rel);
+	return c;
+}
+
+/*
+ * cfeed_direct_ok
+ *		Whether the current user's cmd (INSERT or UPDATE of the columns the
+ *		caller sets) on rel, a table of natts columns of the given types, can
+ *		be done directly with the statement's semantics (see the file header).
+ *		shard_config: as for triggers_known.  Fills *indexes from cache.
+ */
+bool
+cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, int natts,
+				Oid shard_config, CfeedIndexCache *cache, CfeedIndexCache **indexes)
+{
+	TupleConstr *constr = RelationGetDescr(rel)->constr;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		rel->rd_rel->relrowsecurity ||
+		!layout_matches(rel, types, natts) ||
+		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||
+		!triggers_known(rel, cmd, shard_config))
+		return false;
+	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(),
+						  cmd == CMD_INSERT ? ACL_INSERT : ACL_UPDATE) != ACLCHECK_OK)
+		return false;
+	*indexes = index_cache_get(cache, rel);
+	return (*indexes)->direct_ok;
+}
+
+/*
+ * cfeed_direct_index_insert
+ *		Insert the index entries of the heap tuple just written from slot
+ *		(tts_tid set): into every index of rel, a partial index only when the
+ *		row satisfies its predicate, a unique one checked by the index AM.
+ */
+void
+cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
+{
+	int			i;
+
+	if (predicate_econtext == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		predicate_econtext = CreateStandaloneExprContext();
+		MemoryContextSwitchTo(old);
+	}
+	predicate_econtext->ecxt_scantuple = slot;
+
+	for (i = 0; i < indexes->nindexes; i++)
+	{
+		IndexInfo  *info = indexes->infos[i];
+		Relation	idx;
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+		bool		skip;
+
+		/* A partial index the row is not in is not even opened. */
+		skip = info->ii_PredicateState != NULL &&
+			!ExecQual(info->ii_PredicateState, predicate_econtext);
+		ResetExprContext(predicate_econtext);
+		if (skip)
+			continue;
+
+		/* indisready is read per row: CREATE INDEX CONCURRENTLY flips it. */
+		idx = index_open(indexes->oids[i], RowExclusiveLock);
+		if (idx->rd_index->indisready)
+		{
+			FormIndexDatum(info, slot, NULL, values, isnull);
+			cfeed_index_insert(idx, values, isnull, &slot->tts_tid, rel,
+							   idx->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+							   info);
+		}
+		index_close(idx, NoLock);
+	}
+	predicate_econtext->ecxt_scantuple = NULL;
+}
