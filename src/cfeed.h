@@ -98,7 +98,7 @@ extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
 extern void cfeed_check_select(const char *relname);
 
 /* sweep.c */
-extern bool cfeed_sweep_group(int32 sweep_group, bool nowait,
+extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
 

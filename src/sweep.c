@@ -669,12 +669,14 @@ sweep_lock(int32 sweep_group, bool nowait)
  *		Stamp the committed changes of one sweep group, in the caller's
  *		transaction, which must be READ COMMITTED.  Waits for a concurrent
  *		sweep of the group to finish unless nowait, in which case it returns
- *		false without sweeping.  Runs as the extension's owner.  Fills *result (shards[] palloc'd in the
+ *		false without sweeping.  Runs as the extension's owner: owner, or
+ *		looked up when InvalidOid (the background sweeper passes the one it
+ *		refreshes periodically).  Fills *result (shards[] palloc'd in the
  *		caller's memory context).  The caller commits; the commit is forced
  *		synchronous.
  */
 bool
-cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
+cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *result)
 {
 	GroupWatermark *gw;
 	Snapshot	snapshot;
@@ -704,7 +706,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, CfeedSweepResult *result)
 	 * the caller).
 	 */
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
+	SetUserIdAndSecContext(OidIsValid(owner) ? owner : cfeed_extension_owner(),
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 
 	sweepcxt = AllocSetContextCreate(CurrentMemoryContext, "cfeed sweep",
@@ -834,7 +836,7 @@ cfeed_sweep(PG_FUNCTION_ARGS)
 
 	cfeed_require_arg(fcinfo, 0, "sweep_group");
 	InitMaterializedSRF(fcinfo, 0);
-	cfeed_sweep_group(PG_GETARG_INT32(0), false, &result);
+	cfeed_sweep_group(PG_GETARG_INT32(0), false, InvalidOid, &result);
 
 	for (i = 0; i < result.nshards; i++)
 	{
@@ -905,7 +907,7 @@ try_sweep(void *arg)
 {
 	SweepAttempt *a = arg;
 
-	return cfeed_sweep_group(a->sweep_group, true, &a->result);
+	return cfeed_sweep_group(a->sweep_group, true, InvalidOid, &a->result);
 }
 
 /* What a sweep_loop call reports. */
@@ -940,7 +942,7 @@ sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms
 
 		CHECK_FOR_INTERRUPTS();
 		if (totals->iterations > 0)
-			cfeed_sweep_group(sweep_group, false, &attempt.result);
+			cfeed_sweep_group(sweep_group, false, InvalidOid, &attempt.result);
 		else if (!poll_until(try_sweep, &attempt, turn_deadline))
 			break;
 		totals->iterations++;

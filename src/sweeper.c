@@ -245,7 +245,7 @@ sweep_pass(Oid dboid, int32 sweep_group)
 	else
 		SetUserIdAndSecContext(owner_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	pgstat_report_activity(STATE_RUNNING, "sweeping");
-	if (cfeed_sweep_group(sweep_group, true, &result))
+	if (cfeed_sweep_group(sweep_group, true, owner_oid, &result))
 		stamped = result.change_count;
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 
