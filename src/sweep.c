@@ -57,7 +57,19 @@
  * guarantees 1-5; for safety beyond it (a shard moved to another group while
  * both groups sweep) the unique change_sequence_idx refuses a number issued
  * twice, and the update must touch every change it read as unstamped, or
- * the sweep fails (23505 or 40001) and changes nothing.
+ * the sweep fails (23505 or 40001) and changes nothing (isolation test
+ * sweep_moved_shard).
+ *
+ * Writing the stamps
+ * ------------------
+ * The update is made without the executor (stamp_direct, with direct.c):
+ * per change, the version the sweep's snapshot saw is updated in the heap
+ * and the new version's index entries are made, as an UPDATE would do; a
+ * version updated or deleted meanwhile fails the sweep.  An SPI UPDATE,
+ * whose executor start-up and shutdown cost more than stamping a typical
+ * batch of a few changes, runs instead when what a DBA has added to
+ * cfeed.change needs the executor (see direct.c: triggers, row-level
+ * security, CHECKs, indexes that are not plain btrees).
  *
  * Within a sweep, changes are numbered per shard in change_id order.  When
  * more than cfeed.sweep_batch_size changes are pending, the sweep takes the
