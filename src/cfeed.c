@@ -155,6 +155,26 @@ cfeed_spi_connect(void)
 }
 
 /*
+ * cfeed_spi_plan
+ *		The kept plan of one of cfeed's statements: prepared into *plan on
+ *		first use in this backend (inside cfeed_spi_connect), then reused.
+ */
+SPIPlanPtr
+cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		*plan = p;
+	}
+	return *plan;
+}
+
+/*
  * cfeed_spi_finish
  *		Restore search_path and SPI_finish.
  */

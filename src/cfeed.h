@@ -147,6 +147,8 @@ extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 /* SPI with search_path pinned to pg_catalog (cfeed.c). */
 extern int	cfeed_spi_connect(void);
 extern void cfeed_spi_finish(int nestlevel);
+extern SPIPlanPtr cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs,
+								 Oid *types);
 
 /* Argument helpers for functions that are not STRICT (SPEC: 22004). */
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -177,15 +177,11 @@ cfeed_publish(PG_FUNCTION_ARGS)
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
 
 	spi_level = cfeed_spi_connect();
-	if (publish_plan == NULL)
 	{
 		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
 
-		publish_plan = SPI_prepare("INSERT INTO cfeed.change (feed_id, shard, change_id) "
-								   "VALUES ($1, $2, $3)", 3, types);
-		if (publish_plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(publish_plan);
+		(void) cfeed_spi_plan(&publish_plan, "INSERT INTO cfeed.change (feed_id, shard, change_id) "
+							  "VALUES ($1, $2, $3)", 3, types);
 	}
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(1);

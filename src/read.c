@@ -130,16 +130,10 @@ run_read(Tuplestorestate *store, int32 feed_id, int32 shard, int64 cursor, int64
 		params->params[i].ptype = types[i];
 	}
 
-	if (read_plan == NULL)
-	{
-		read_plan = SPI_prepare("SELECT change_sequence_number, change_id, stamped_at "
-								"FROM cfeed.change "
-								"WHERE feed_id = $1 AND shard = $2 AND change_sequence_number > $3 "
-								"ORDER BY change_sequence_number LIMIT $4", 4, types);
-		if (read_plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(read_plan);
-	}
+	(void) cfeed_spi_plan(&read_plan, "SELECT change_sequence_number, change_id, stamped_at "
+						  "FROM cfeed.change "
+						  "WHERE feed_id = $1 AND shard = $2 AND change_sequence_number > $3 "
+						  "ORDER BY change_sequence_number LIMIT $4", 4, types);
 
 	SetTuplestoreDestReceiverParams(dest, store, CurrentMemoryContext, false, NULL, NULL);
 	memset(&options, 0, sizeof(options));

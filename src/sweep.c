@@ -459,27 +459,6 @@ propose_watermark(GroupWatermark *gw, Snapshot snapshot,
 }
 
 /*
- * prepare_plan
- *		The set-based update of a sweep, prepared once per backend.
- */
-static void
-prepare_plan(void)
-{
-	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
-
-	if (update_changes_plan != NULL)
-		return;
-	update_changes_plan = SPI_prepare(
-		"UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
-		"FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
-		"WHERE c.ctid = u.tid",
-		3, types);
-	if (update_changes_plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	SPI_keepplan(update_changes_plan);
-}
-
-/*
  * build_array
  *		A one-dimensional array of n pass-by-value datums.
  */
@@ -548,6 +527,7 @@ stamp_with_sql(PendingChange *changes, int n, TimestampTz now)
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
 	Datum		args[3];
+	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
 	int			i;
 	int			nestlevel;
 	int			spi_level = cfeed_spi_connect();
@@ -560,11 +540,15 @@ stamp_with_sql(PendingChange *changes, int n, TimestampTz now)
 	}
 
 	nestlevel = pin_plan_shapes();
-	prepare_plan();
 	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
 	args[1] = build_array(numbers, n, INT8OID);
 	args[2] = TimestampTzGetDatum(now);
-	rc = SPI_execute_plan(update_changes_plan, args, NULL, false, 0);
+	rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
+										 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
+										 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+										 "WHERE c.ctid = u.tid",
+										 3, types),
+						  args, NULL, false, 0);
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed != (uint64) n)

@@ -307,20 +307,15 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 	Datum		values[6];
 	int			rc;
 
-	if (insert_plan == NULL)
 	{
 		Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
-		SPIPlanPtr	plan;
 
-		plan = SPI_prepare("WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
-						   "VALUES ($1, $2, $3)) "
-						   "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
-						   "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
-						   6, types);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(plan);
-		insert_plan = plan;
+		(void) cfeed_spi_plan(&insert_plan,
+							  "WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
+							  "VALUES ($1, $2, $3)) "
+							  "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
+							  "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
+							  6, types);
 	}
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = Int32GetDatum(shard);
