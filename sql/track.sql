@@ -32,7 +32,7 @@ SELECT * FROM pg_temp.rows(601);
 -- shards follow shard_for(feed, primary key's text form)
 SELECT bool_and(shard = cfeed.shard_for(601, "row" ->> 'id')) AS pk_sharded FROM pg_temp.rows(601);
 -- the change_id column holds the change_id of the row's latest change
-SELECT t.id, t.change_id = (SELECT max(i.change_id) FROM cfeed.row_image i
+SELECT t.id, t.change_id = (SELECT max(i.change_id) FROM cfeed.change i
 							WHERE i.tbl = 't_acct'::regclass AND i."row" ->> 'id' = t.id::text) AS latest
 FROM t_acct t ORDER BY t.id;
 
@@ -40,7 +40,7 @@ FROM t_acct t ORDER BY t.id;
 UPDATE t_acct SET id = 30 WHERE id = 3;
 SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
 SELECT i.op, i."row" ->> 'id' AS id, cfeed.shard_for(601, i."row" ->> 'id') AS shard
-FROM cfeed.row_image i WHERE i.feed_id = 601
+FROM cfeed.change i WHERE i.feed_id = 601
 ORDER BY i.change_id DESC LIMIT 2;
 
 -- a plain publish to a feed reads with null tbl, op and row
@@ -51,10 +51,10 @@ SELECT n, op, tbl, "row" FROM pg_temp.rows(601) WHERE shard = 0 ORDER BY n DESC 
 -- TRUNCATE of a tracked table is refused; after untrack it works and nothing is published
 SELECT pg_temp.err('TRUNCATE t_acct');
 SELECT cfeed.untrack('t_acct');
-SELECT count(*) AS images_before FROM cfeed.row_image WHERE feed_id = 601;
+SELECT count(*) AS images_before FROM cfeed.change WHERE feed_id = 601 AND "row" IS NOT NULL;
 INSERT INTO t_acct (id, name) VALUES (6, 'fay');
 TRUNCATE t_acct;
-SELECT count(*) AS images_after FROM cfeed.row_image WHERE feed_id = 601;
+SELECT count(*) AS images_after FROM cfeed.change WHERE feed_id = 601 AND "row" IS NOT NULL;
 SELECT tgname FROM pg_trigger WHERE tgrelid = 't_acct'::regclass;
 
 -- a custom key, and a multi-column key ('|'-joined text forms); no change_id column
@@ -145,7 +145,7 @@ SELECT * FROM pg_temp.rows(604);
 SELECT shard, min(n) AS first, max(n) AS last, count(*) = max(n) - min(n) + 1 AS gapless
 FROM pg_temp.rows(604) GROUP BY shard ORDER BY shard;
 -- the rows' change_id is their latest change's, history included
-SELECT bool_and(t.change_id = (SELECT max(i.change_id) FROM cfeed.row_image i
+SELECT bool_and(t.change_id = (SELECT max(i.change_id) FROM cfeed.change i
 							   WHERE i.tbl = 't_hist'::regclass AND i."row" ->> 'id' = t.id::text)) AS latest
 FROM t_hist t;
 -- a second backfill fails and changes nothing
@@ -178,7 +178,13 @@ SELECT pg_temp.err($$SELECT cfeed.backfill(NULL, 601)$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', NULL)$$);
 SELECT cfeed.backfill('t_evt', 602, order_by => 'account DESC NULLS LAST, "id" asc') AS evt_rows;
 
--- retention: deleting changes deletes their row images
+-- images written before 1.3 are in cfeed.row_image: read_rows reads them for
+-- a change without an image of its own, and deleting the changes (retention)
+-- deletes them
+INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, "row")
+SELECT change_id, feed_id, tbl, 'update', "row" || '{"old": true}' FROM cfeed.change WHERE feed_id = 605;
+UPDATE cfeed.change SET tbl = NULL, op = NULL, "row" = NULL WHERE feed_id = 605 AND "row" ->> 'id' = '1';
+SELECT shard, n, op, "row" ->> 'id' AS id, "row" ? 'old' AS from_row_image FROM pg_temp.rows(605);
 DELETE FROM cfeed.change WHERE feed_id = 605;
 SELECT count(*) AS images_left FROM cfeed.row_image WHERE feed_id = 605;
 

@@ -29,8 +29,8 @@
 #define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
 #define CFEED_LOCK_SHARDS		0x6368	/* a feed's set of shards (track_insert.c) */
 
-/* Columns of cfeed.change, fixed by the install script. */
-#define CHANGE_NATTS				7
+/* Columns of cfeed.change, fixed by the install and 1.3 update scripts. */
+#define CHANGE_NATTS				10
 #define Anum_change_feed_id			1
 #define Anum_change_shard			2
 #define Anum_change_change_id		3
@@ -38,6 +38,9 @@
 #define Anum_change_stamped_at		5
 #define Anum_change_written_at		6
 #define Anum_change_writer_xid		7
+#define Anum_change_tbl				8	/* tbl, op and row since 1.3 */
+#define Anum_change_op				9
+#define Anum_change_row				10
 
 /* A shard's row of cfeed.shard, as the C code needs it. */
 typedef struct CfeedShard
@@ -96,6 +99,7 @@ extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 extern int32 cfeed_feed_shard_count(int32 feed_id);
 extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
 extern void cfeed_check_select(const char *relname);
+extern bool cfeed_images_inline(void);
 
 /* sweep.c */
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,

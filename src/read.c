@@ -1,11 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * read.c
- *	  The read side: cfeed.read, cfeed.wait, cfeed.head and cfeed.cursor_at.
+ *	  The read side: cfeed.read, cfeed.read_rows, cfeed.wait, cfeed.head and
+ *	  cfeed.cursor_at.
  *
  *	  read() runs one saved plan, a range scan of change_sequence_idx, with
  *	  the caller's privileges, and streams its rows straight into the
- *	  function's result tuplestore.  When it finds nothing and wait_ms > 0 it
+ *	  function's result tuplestore; read_rows() the same plan with the row
+ *	  image columns, which a change carries since 1.3 (before, its image is
+ *	  in cfeed.row_image, looked up for a change without one).  When it finds nothing and wait_ms > 0 it
  *	  waits for the shard's head to pass what it saw, then reads again with a
  *	  new snapshot, so waiting needs READ COMMITTED.
  *
@@ -37,9 +40,16 @@
 /* Longest sleep on a condition variable before re-reading the head anyway. */
 #define CFEED_CV_SAFETY_MS		1000
 
+/* The range both plans read, $1 feed, $2 shard, $3 cursor, $4 max_count. */
+#define READ_RANGE \
+	"WHERE c.feed_id = $1 AND c.shard = $2 AND c.change_sequence_number > $3 " \
+	"ORDER BY c.change_sequence_number LIMIT $4"
+
 static SPIPlanPtr read_plan = NULL;
+static SPIPlanPtr read_rows_plan = NULL;
 
 PG_FUNCTION_INFO_V1(cfeed_read);
+PG_FUNCTION_INFO_V1(cfeed_read_rows);
 PG_FUNCTION_INFO_V1(cfeed_wait);
 PG_FUNCTION_INFO_V1(cfeed_head);
 PG_FUNCTION_INFO_V1(cfeed_cursor_at);
@@ -105,10 +115,12 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 
 /*
  * run_read
- *		Execute the read plan into the tuplestore; returns the row count.
+ *		Execute a read plan (prepared from sql on first use) into the
+ *		tuplestore; returns the row count.
  */
 static uint64
-run_read(Tuplestorestate *store, int32 feed_id, int32 shard, int64 cursor, int64 max_count)
+run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
+		 int32 feed_id, int32 shard, int64 cursor, int64 max_count)
 {
 	ParamListInfo params = makeParamList(4);
 	DestReceiver *dest = CreateDestReceiver(DestTuplestore);
@@ -130,17 +142,14 @@ run_read(Tuplestorestate *store, int32 feed_id, int32 shard, int64 cursor, int64
 		params->params[i].ptype = types[i];
 	}
 
-	(void) cfeed_spi_plan(&read_plan, "SELECT change_sequence_number, change_id, stamped_at "
-						  "FROM cfeed.change "
-						  "WHERE feed_id = $1 AND shard = $2 AND change_sequence_number > $3 "
-						  "ORDER BY change_sequence_number LIMIT $4", 4, types);
+	(void) cfeed_spi_plan(plan, sql, 4, types);
 
 	SetTuplestoreDestReceiverParams(dest, store, CurrentMemoryContext, false, NULL, NULL);
 	memset(&options, 0, sizeof(options));
 	options.params = params;
 	options.read_only = false;	/* a new snapshot per execution */
 	options.dest = dest;
-	rc = SPI_execute_plan_extended(read_plan, &options);
+	rc = SPI_execute_plan_extended(*plan, &options);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "cfeed.read: select failed: %s", SPI_result_code_string(rc));
 	dest->rDestroy(dest);
@@ -148,12 +157,13 @@ run_read(Tuplestorestate *store, int32 feed_id, int32 shard, int64 cursor, int64
 }
 
 /*
- * cfeed_read
- *		SQL: cfeed.read(feed_id, shard, cursor, max_count, wait_ms) returns
- *		table(change_sequence_number, change_id, stamped_at).
+ * read_common
+ *		cfeed.read and cfeed.read_rows: check the arguments, read the range
+ *		with the plan of sql and, when it is empty and wait_ms > 0, wait and
+ *		read again.
  */
-Datum
-cfeed_read(PG_FUNCTION_ARGS)
+static Datum
+read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 {
 	int			spi_level;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -190,7 +200,8 @@ cfeed_read(PG_FUNCTION_ARGS)
 
 	spi_level = cfeed_spi_connect();
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (run_read(rsinfo->setResult, feed_id, shard, cursor, max_count) == 0 && wait_ms > 0)
+	if (run_read(plan, sql, rsinfo->setResult, feed_id, shard, cursor, max_count) == 0 &&
+		wait_ms > 0)
 	{
 		/*
 		 * Nothing after the cursor as of the head read before the query: wait
@@ -199,11 +210,45 @@ cfeed_read(PG_FUNCTION_ARGS)
 		int64		seen = Max(cursor, sh.last_number);
 
 		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
-			(void) run_read(rsinfo->setResult, feed_id, shard, cursor, max_count);
+			(void) run_read(plan, sql, rsinfo->setResult, feed_id, shard, cursor, max_count);
 	}
 	MemoryContextSwitchTo(oldcxt);
 	cfeed_spi_finish(spi_level);
 	return (Datum) 0;
+}
+
+/*
+ * cfeed_read
+ *		SQL: cfeed.read(feed_id, shard, cursor, max_count, wait_ms) returns
+ *		table(change_sequence_number, change_id, stamped_at).
+ */
+Datum
+cfeed_read(PG_FUNCTION_ARGS)
+{
+	return read_common(fcinfo, &read_plan,
+					   "SELECT c.change_sequence_number, c.change_id, c.stamped_at "
+					   "FROM cfeed.change c " READ_RANGE);
+}
+
+/*
+ * cfeed_read_rows
+ *		SQL (1.3): cfeed.read_rows(feed_id, shard, cursor, max_count, wait_ms)
+ *		returns table(change_sequence_number, change_id, stamped_at, tbl, op,
+ *		row).  A change written before 1.3 has its image in cfeed.row_image:
+ *		the lateral subquery looks it up only for a change without one of its
+ *		own (OFFSET 0 keeps it a subquery, whose outer-only condition becomes
+ *		a one-time filter).
+ */
+Datum
+cfeed_read_rows(PG_FUNCTION_ARGS)
+{
+	return read_common(fcinfo, &read_rows_plan,
+					   "SELECT c.change_sequence_number, c.change_id, c.stamped_at, "
+					   "COALESCE(c.tbl, i.tbl), COALESCE(c.op, i.op), COALESCE(c.\"row\", i.\"row\") "
+					   "FROM cfeed.change c LEFT JOIN LATERAL ("
+					   "SELECT i.tbl, i.op, i.\"row\" FROM cfeed.row_image i "
+					   "WHERE c.op IS NULL AND i.change_id = c.change_id AND i.feed_id = c.feed_id "
+					   "OFFSET 0) i ON true " READ_RANGE);
 }
 
 /*

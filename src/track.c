@@ -1182,8 +1182,9 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 
 	/*
 	 * One statement: rows in order with their shard and image; change_ids in
-	 * that order; numbers start-k+1 .. start per shard; then the changes, the
-	 * images and the rows' change_id.  A shard without room makes the last
+	 * that order; numbers start-k+1 .. start per shard; then the changes with
+	 * their images (until ALTER EXTENSION cfeed UPDATE to 1.3, the images in
+	 * cfeed.row_image) and the rows' change_id.  A shard without room makes the last
 	 * column name it, and the error below undoes everything.
 	 */
 	initStringInfo(&sql);
@@ -1202,12 +1203,21 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 					 "  sh.start_sequence_number - pg_catalog.count(*) OVER (PARTITION BY n.shard)"
 					 "   + pg_catalog.row_number() OVER (PARTITION BY n.shard ORDER BY n.o) AS seq"
 					 " FROM n JOIN cfeed.shard_config sh ON sh.feed_id = $1 AND sh.shard = n.shard),"
-					 " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
-					 " SELECT $1, s.shard, s.cid, s.seq FROM s ORDER BY s.o),"
-					 " i AS (INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
-					 " SELECT s.cid, $1, $2::pg_catalog.regclass, 'insert', %s FROM s)",
+					 " i AS (SELECT s.*, %s AS image FROM s),",
 					 order, qname,
 					 has_cid ? "s.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('change_id', s.cid)" : "s.j");
+	if (cfeed_images_inline())
+		appendStringInfoString(&sql,
+							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number,"
+							   "  tbl, op, \"row\")"
+							   " SELECT $1, i.shard, i.cid, i.seq, $2::pg_catalog.regclass, 'insert', i.image"
+							   " FROM i ORDER BY i.o)");
+	else
+		appendStringInfoString(&sql,
+							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
+							   " SELECT $1, s.shard, s.cid, s.seq FROM s ORDER BY s.o),"
+							   " ri AS (INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
+							   " SELECT i.cid, $1, $2::pg_catalog.regclass, 'insert', i.image FROM i)");
 	if (has_cid)
 		appendStringInfo(&sql,
 						 ", u AS (UPDATE %s t SET change_id = s.cid FROM s"

@@ -1,21 +1,21 @@
 /*-------------------------------------------------------------------------
  *
  * track_insert.c
- *	  Writing one change of a tracked table: its cfeed.change row and its
- *	  cfeed.row_image, for the AFTER ROW trigger of track.c.
+ *	  Writing one change of a tracked table, its cfeed.change row with the
+ *	  row's image, for the AFTER ROW trigger of track.c.
  *
  * Why not SQL
  * -----------
- * The obvious way, one kept SPI plan that inserts both rows, costs several
+ * The obvious way, one kept SPI plan that inserts the row, costs several
  * times the tracked row's own INSERT, and almost none of it is the writing:
  * per row, executor start-up and shutdown of the plan; the foreign-key check
  * of cfeed.change, which is another SPI query with its own executor start-up;
  * the WHEN clause of change_guard, parsed again (stringToNode) at every
  * executor start; and search_path pinned and restored around the SPI call.
- * So the rows are inserted here directly, heap and indexes (direct.c),
+ * So the row is inserted here directly, heap and indexes (direct.c),
  * doing what the INSERT would do:
  *
- *	 privileges		INSERT on both tables for the current user, as the
+ *	 privileges		INSERT on cfeed.change for the current user, as the
  *					INSERT checks them (table level; else the SQL path)
  *	 defaults		written_at = now() (the transaction's start),
  *					writer_xid = cfeed._writer_xid() (top-level xid, and the
@@ -100,23 +100,12 @@
 #include "cfeed.h"
 #include "shmem.h"
 
-/* Columns of cfeed.row_image, fixed by the install script. */
-#define IMAGE_NATTS					5
-#define Anum_image_change_id		1
-#define Anum_image_feed_id			2
-#define Anum_image_tbl				3
-#define Anum_image_op				4
-#define Anum_image_row				5
-
 /* Columns of cfeed.shard_config used here. */
 #define Anum_shard_feed_id			1
 
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
 PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
-
-static const Oid image_types[IMAGE_NATTS] =
-{INT8OID, INT4OID, REGCLASSOID, TEXTOID, JSONBOID};
 
 /* The shard count of a feed, valid while gen is shard_counts_gen. */
 typedef struct CfeedShardCount
@@ -127,13 +116,13 @@ typedef struct CfeedShardCount
 } CfeedShardCount;
 
 static CfeedIndexCache change_indexes;
-static CfeedIndexCache image_indexes;
 static HTAB *shard_counts = NULL;
 static uint64 shard_counts_gen = 1;	/* bumped by shard_config's invalidations */
 static Oid	shard_config_relid = InvalidOid;
 static uint64 guard_gen = 0;	/* guard_present holds while it is shard_counts_gen */
 static bool guard_present = false;
 static SPIPlanPtr insert_plan = NULL;
+static SPIPlanPtr insert_plan_1_2 = NULL;	/* a database still at 1.2 or earlier */
 
 /*
  * cfeed_shard_counts_invalidate
@@ -296,34 +285,39 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 
 /*
  * insert_with_sql
- *		The SQL path: one kept plan inserting both rows, run with the
- *		caller's privileges, search_path pinned.
+ *		The SQL path: one kept plan inserting the change with its image, run
+ *		with the caller's privileges, search_path pinned.  Until ALTER
+ *		EXTENSION cfeed UPDATE to 1.3 the image goes to cfeed.row_image.
  */
 static void
 insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 				const char *op, HeapTuple tuple, TupleDesc desc)
 {
 	int			spi_level = cfeed_spi_connect();
+	Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
 	Datum		values[6];
+	SPIPlanPtr	plan;
 	int			rc;
 
-	{
-		Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
-
-		(void) cfeed_spi_plan(&insert_plan,
+	if (cfeed_images_inline())
+		plan = cfeed_spi_plan(&insert_plan,
+							  "INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, \"row\") "
+							  "VALUES ($1, $2, $3, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
+							  6, types);
+	else
+		plan = cfeed_spi_plan(&insert_plan_1_2,
 							  "WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
 							  "VALUES ($1, $2, $3)) "
 							  "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
 							  "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
 							  6, types);
-	}
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = Int32GetDatum(shard);
 	values[2] = Int64GetDatum(change_id);
 	values[3] = ObjectIdGetDatum(tbl);
 	values[4] = CStringGetTextDatum(op);
 	values[5] = heap_copy_tuple_as_datum(tuple, desc);
-	rc = SPI_execute_plan(insert_plan, values, NULL, false, 0);
+	rc = SPI_execute_plan(plan, values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "cfeed: publishing a row failed: %s", SPI_result_code_string(rc));
 	cfeed_spi_finish(spi_level);
@@ -333,9 +327,9 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
  * cfeed_track_publish
  *		Publish a change of row tuple of rel (tracked table tbl, or one of
  *		its partitions) to the feed, on the shard of the row's key text:
- *		insert (feed_id, shard, change_id) into cfeed.change and the row's
- *		image, with operation op, into cfeed.row_image, as the current user.
- *		Allocates in the current memory context (the trigger's per-row one).
+ *		insert (feed_id, shard, change_id) into cfeed.change, with the row's
+ *		image and operation op, as the current user.  Allocates in the
+ *		current memory context (the trigger's per-row one).
  */
 void
 cfeed_track_publish(int32 feed_id, const char *key, int keylen,
@@ -344,23 +338,17 @@ cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	Relation	changerel;
-	Relation	imagerel;
 	CfeedIndexCache *change_idx = NULL;
-	CfeedIndexCache *image_idx = NULL;
 	TupleTableSlot *slot;
 	int32		shard;
 
 	changerel = table_open(cfeed_relid("change"), RowExclusiveLock);
-	imagerel = table_open(cfeed_relid("row_image"), RowExclusiveLock);
 	if (ExecutorCheckPerms_hook != NULL || !shard_guard_present() ||
 		!cfeed_direct_ok(changerel, CMD_INSERT, cfeed_change_types, CHANGE_NATTS,
-						 cfeed_relid("shard_config"), &change_indexes, &change_idx) ||
-		!cfeed_direct_ok(imagerel, CMD_INSERT, image_types, IMAGE_NATTS,
-						 InvalidOid, &image_indexes, &image_idx))
+						 cfeed_relid("shard_config"), &change_indexes, &change_idx))
 	{
 		uint64		gen;
 
-		table_close(imagerel, NoLock);
 		table_close(changerel, NoLock);
 		insert_with_sql(feed_id, key_shard(feed_id, key, keylen, &gen),
 						change_id, tbl, op, tuple, desc);
@@ -381,25 +369,14 @@ cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
 	slot->tts_values[Anum_change_writer_xid - 1] =
 		FullTransactionIdGetDatum(GetTopFullTransactionId());
+	slot->tts_values[Anum_change_tbl - 1] = ObjectIdGetDatum(tbl);
+	slot->tts_values[Anum_change_op - 1] = CStringGetTextDatum(op);
+	slot->tts_values[Anum_change_row - 1] = cfeed_row_image(RelationGetRelid(rel), tuple, desc);
 	ExecStoreVirtualTuple(slot);
 	cfeed_note_write();
 	table_tuple_insert(changerel, slot, GetCurrentCommandId(true), 0, NULL);
 	cfeed_direct_index_insert(changerel, change_idx, slot);
 	ExecDropSingleTupleTableSlot(slot);
 
-	slot = MakeSingleTupleTableSlot(RelationGetDescr(imagerel), &TTSOpsVirtual);
-	ExecClearTuple(slot);
-	memset(slot->tts_isnull, false, sizeof(bool) * IMAGE_NATTS);
-	slot->tts_values[Anum_image_change_id - 1] = Int64GetDatum(change_id);
-	slot->tts_values[Anum_image_feed_id - 1] = Int32GetDatum(feed_id);
-	slot->tts_values[Anum_image_tbl - 1] = ObjectIdGetDatum(tbl);
-	slot->tts_values[Anum_image_op - 1] = CStringGetTextDatum(op);
-	slot->tts_values[Anum_image_row - 1] = cfeed_row_image(RelationGetRelid(rel), tuple, desc);
-	ExecStoreVirtualTuple(slot);
-	table_tuple_insert(imagerel, slot, GetCurrentCommandId(true), 0, NULL);
-	cfeed_direct_index_insert(imagerel, image_idx, slot);
-	ExecDropSingleTupleTableSlot(slot);
-
-	table_close(imagerel, NoLock);
 	table_close(changerel, NoLock);
 }

@@ -33,9 +33,9 @@ is(sha256_hex(slurp_file($released)),
 is($node->safe_psql('postgres', q{
 	SELECT string_agg(source || '>' || target, ',' ORDER BY source, target)
 	FROM pg_extension_update_paths('cfeed') WHERE path IS NOT NULL}),
-	'1.0>1.1,1.0>1.2,1.1>1.2', 'update paths 1.0 -> 1.1 -> 1.2');
+	'1.0>1.1,1.0>1.2,1.0>1.3,1.1>1.2,1.1>1.3,1.2>1.3', 'update paths 1.0 -> 1.1 -> 1.2 -> 1.3');
 is($node->safe_psql('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'cfeed'}),
-	'1.2', 'default version is 1.2');
+	'1.3', 'default version is 1.3');
 
 # How a tracked row's change was written: from 1.2 on, directly, holding one
 # lock on the feed's shards (advisory, field 4 0x6368) instead of the shard
@@ -64,6 +64,8 @@ is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname =
 	'installed at 1.0');
 ok(wait_all_stamped($node, 'old'), 'the background sweeper stamps a 1.0 database');
 is($node->safe_psql('old', $shard_locks), '0', '1.0: tracked changes are written through SQL (no guard)');
+is($node->safe_psql('old', q{SELECT count(*) FROM cfeed.row_image WHERE feed_id = 2}), '50',
+	'1.0: the images of tracked changes are written to cfeed.row_image');
 my (undef, $cursor, $epoch) = split /\|/, $node->safe_psql('old', q{
 	SELECT shard, cursor, epoch FROM cfeed.acquire('g', 1, 'a', 60000) WHERE shard = 0});
 $node->safe_psql('old', qq{SELECT cfeed.checkpoint('g', 1, 0, 'a', $epoch, $cursor + 20)});
@@ -73,9 +75,9 @@ $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f'
 	'pg_dump of a 1.0 database');
 
 $node->safe_psql('old', 'ALTER EXTENSION cfeed UPDATE');
-is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.2',
-	'ALTER EXTENSION cfeed UPDATE reaches 1.2');
-is($node->safe_psql('old', $shard_locks), '1', '1.2: tracked changes are written directly, under one lock for the feed\'s shards (both shards written)');
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.3',
+	'ALTER EXTENSION cfeed UPDATE reaches 1.3');
+is($node->safe_psql('old', $shard_locks), '1', '1.3: tracked changes are written directly, under one lock for the feed\'s shards (both shards written)');
 
 # Object for object the same as a fresh install: members, definitions,
 # privileges, comments, columns in order, constraints, indexes, triggers,
@@ -136,6 +138,10 @@ $node->safe_psql('old', q{
 	INSERT INTO truth SELECT change_id FROM items WHERE id > 50;
 });
 ok(wait_all_stamped($node, 'old'), 'the background sweeper stamps after the update');
+is($node->safe_psql('old', q{
+	SELECT (SELECT count(*) FROM cfeed.row_image WHERE feed_id = 2) || ' ' ||
+		   (SELECT count(*) FROM cfeed.change WHERE feed_id = 2 AND "row" IS NOT NULL)}),
+	'50 30', '1.3: images of new tracked changes are in their change rows, the old ones stay where they were');
 check_invariants($node, 'old', 'updated database');
 is($node->safe_psql('old', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}), '200',
 	'a reader from the beginning reads across the update');
@@ -156,8 +162,13 @@ like($err, qr/22023: group_name must be at most 200 characters, got 201/,
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored', $dump ],
 	'pg_restore of the 1.0 dump');
-is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.2',
-	'the restored database runs 1.2');
+is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.3',
+	'the restored database runs 1.3');
+is($node->safe_psql('restored', q{
+	SELECT count(*) FROM cfeed.read_rows(2, 1, NULL, 1000) r
+	JOIN items i ON i.change_id = r.change_id WHERE r."row" ->> 'v' = i.v}),
+	$node->safe_psql('restored', q{SELECT count(*) FROM items WHERE cfeed.shard_for(2, id::text) = 1}),
+	'the restored images of 1.0 read back');
 $node->safe_psql('restored', q{INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g});
 ok(wait_all_stamped($node, 'restored'), 'the restored database sweeps on');
 check_invariants($node, 'restored', 'restored 1.0 dump');
