@@ -198,6 +198,20 @@ SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
 ALTER PUBLICATION s_changes SET (publish = 'insert, delete');
 SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
 DROP PUBLICATION s_changes;
+
+-- a sweep checks the head its backend's previous sweep left (a forward
+-- probe) and reads it from the index when that is not the highest number:
+-- with the last change deleted by hand, the next change gets its number
+SELECT max(change_sequence_number) - 2000000000000000 AS head FROM cfeed.change WHERE feed_id = 3;
+DELETE FROM cfeed.change WHERE feed_id = 3
+  AND change_sequence_number = (SELECT max(change_sequence_number) FROM cfeed.change WHERE feed_id = 3);
+SELECT cfeed.publish(3, 0) > 0 AS published;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+-- and a number stamped above it meanwhile (as a restore does) is seen
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number, stamped_at, writer_xid)
+VALUES (3, 0, 99, 2000000000000088, now(), '1');
+SELECT cfeed.publish(3, 0) > 0 AS published;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
 SELECT s.feed_id, s.shard, count(c.*) AS stamped,
        max(c.change_sequence_number) - min(c.change_sequence_number) + 1 = count(c.*) AS gapless
 FROM cfeed.shard s LEFT JOIN cfeed.change c USING (feed_id, shard)

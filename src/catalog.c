@@ -165,43 +165,77 @@ cfeed_extension_owner(void)
 }
 
 /*
- * cfeed_shard_head
- *		The shard's head as of the snapshot: its highest stamped number above
- *		the start value, or the start value (one backward probe of
- *		change_sequence_idx, whose high end never holds dead entries: stamped
- *		rows are not updated, and retention never deletes the head).
+ * head_probe
+ *		First stamped number of a shard in direction dir among those
+ *		compared with bound by strategy (as of the snapshot), in *number;
+ *		with second, whether a second one follows.  Returns whether there was
+ *		one.
  */
-int64
-cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number, Snapshot snapshot)
+static bool
+head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32 shard,
+		   StrategyNumber strategy, RegProcedure proc, int64 bound,
+		   ScanDirection dir, int64 *number, bool *second)
 {
-	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData keys[3];
 	HeapTuple	tup;
-	int64		head = start_number;
+	bool		found;
 
-	rel = table_open(cfeed_relid("change"), AccessShareLock);
 	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], Anum_change_sequence, BTGreaterStrategyNumber,
-				F_INT8GT, Int64GetDatum(start_number));
+	ScanKeyInit(&keys[2], Anum_change_sequence, strategy, proc, Int64GetDatum(bound));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
+	tup = systable_getnext_ordered(scan, dir);
+	found = HeapTupleIsValid(tup);
+	if (found)
 	{
-		Relation	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
+		bool		isnull;
 
-		scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
-		tup = systable_getnext_ordered(scan, BackwardScanDirection);
-		if (HeapTupleIsValid(tup))
-		{
-			bool		isnull;
-
-			head = DatumGetInt64(heap_getattr(tup, Anum_change_sequence,
-											  RelationGetDescr(rel), &isnull));
-		}
-		systable_endscan_ordered(scan);
-		index_close(index, AccessShareLock);
+		*number = DatumGetInt64(heap_getattr(tup, Anum_change_sequence,
+											 RelationGetDescr(rel), &isnull));
+		if (second != NULL)
+			*second = HeapTupleIsValid(systable_getnext_ordered(scan, dir));
 	}
+	systable_endscan_ordered(scan);
+	return found;
+}
+
+/*
+ * cfeed_shard_head
+ *		The shard's head as of the snapshot: its highest stamped number above
+ *		the start value, or the start value (change_sequence_idx, whose high
+ *		end never holds dead entries: stamped rows are not updated, and
+ *		retention never deletes the head).
+ *
+ *		With a hint above the start (the head a sweep of this backend left),
+ *		a forward probe from the hint settles it when it finds the hint and
+ *		nothing after it: a forward scan stops at the first entry past the
+ *		shard, while the backward probe reads the whole leaf page it lands on
+ *		(hundreds of entries, each compared with three keys).  Anything else
+ *		(another backend stamped since, the hint's change is gone) falls back
+ *		to the backward probe; a wrong hint costs time, never correctness.
+ */
+int64
+cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number, int64 hint,
+				 Snapshot snapshot)
+{
+	Relation	rel = table_open(cfeed_relid("change"), AccessShareLock);
+	Relation	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
+	int64		head = start_number;
+	int64		number;
+	bool		more = true;
+
+	if (!(hint > start_number &&
+		  head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
+					 F_INT8GE, hint, ForwardScanDirection, &number, &more) &&
+		  number == hint && !more))
+		(void) head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
+						  F_INT8GT, start_number, BackwardScanDirection, &head, NULL);
+	else
+		head = hint;
+	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return head;
 }
@@ -251,7 +285,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	table_close(rel, AccessShareLock);
 
 	if (found && with_head)
-		out->last_number = cfeed_shard_head(feed_id, shard, out->start_number, snapshot);
+		out->last_number = cfeed_shard_head(feed_id, shard, out->start_number, 0, snapshot);
 	if (own_snapshot)
 		UnregisterSnapshot(snapshot);
 	return found;

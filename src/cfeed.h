@@ -91,7 +91,7 @@ extern void cfeed_relid_invalidate(Oid relid);
 extern void cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue);
 extern Oid	cfeed_extension_owner(void);
 extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number,
-							  Snapshot snapshot);
+							   int64 hint, Snapshot snapshot);
 extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 							  bool with_head, CfeedShard *out);
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,

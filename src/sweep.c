@@ -51,7 +51,9 @@
  * taken before the snapshot, so a sweep sees every stamp of the sweeps
  * before it, and numbers each shard on from its head as of that snapshot.
  * A shard's head is not stored anywhere: it is the highest stamped number,
- * read by one backward probe of change_sequence_idx (see cfeed.shard), so no
+ * read from change_sequence_idx (see cfeed.shard; a sweep first checks the
+ * head its backend's last sweep left with a cheaper forward probe, see
+ * cfeed_shard_head), so no
  * sweep updates a row that writers lock for their foreign-key checks, and
  * nothing grows a version chain while the xmin horizon is held.  That gives
  * guarantees 1-5; for safety beyond it (a shard moved to another group while
@@ -154,6 +156,13 @@ typedef struct PendingChange
 	int64		number;			/* assigned sequence number */
 } PendingChange;
 
+/* The head a sweep of this backend last left a shard at: a hint only. */
+typedef struct HeadHint
+{
+	int32		key[2];			/* feed_id, shard: hash key */
+	int64		head;
+} HeadHint;
+
 /* A shard touched by a sweep. */
 typedef struct ShardEntry
 {
@@ -163,9 +172,11 @@ typedef struct ShardEntry
 	int32		count;
 	int64		new_last;
 	int64		lag_ms;
+	HeadHint   *hint;
 } ShardEntry;
 
 static HTAB *watermarks = NULL;
+static HTAB *head_hints = NULL;
 static SPIPlanPtr update_changes_plan = NULL;
 static CfeedIndexCache stamp_indexes;
 
@@ -275,6 +286,33 @@ group_watermark(int32 sweep_group)
 		memset(&gw->proposed, 0, sizeof(Watermark));
 	}
 	return gw;
+}
+
+/*
+ * head_hint
+ *		The hint entry of a shard (head 0 when new), for cfeed_shard_head.
+ */
+static HeadHint *
+head_hint(int32 feed_id, int32 shard)
+{
+	int32		key[2] = {feed_id, shard};
+	HeadHint   *h;
+	bool		found;
+
+	if (head_hints == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(key);
+		ctl.entrysize = sizeof(HeadHint);
+		ctl.hcxt = TopMemoryContext;
+		head_hints = hash_create("cfeed head hints", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	h = hash_search(head_hints, key, HASH_ENTER, &found);
+	if (!found)
+		h->head = 0;
+	return h;
 }
 
 /*
@@ -731,8 +769,12 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 			e->in_group = cfeed_shard_fetch(key[0], key[1], snapshot, false, &e->shard) &&
 				e->shard.sweep_group == sweep_group;
 			if (e->in_group)
-				e->shard.last_number = cfeed_shard_head(key[0], key[1],
-														e->shard.start_number, snapshot);
+			{
+				e->hint = head_hint(key[0], key[1]);
+				e->shard.last_number = cfeed_shard_head(key[0], key[1], e->shard.start_number,
+														e->hint->head, snapshot);
+				e->hint->head = e->shard.last_number;
+			}
 			e->count = 0;
 			e->lag_ms = 0;
 		}
@@ -766,6 +808,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 				nshards++;
 			}
 			changes[i].number = ++e->new_last;
+			e->hint->head = e->new_last;
 			e->lag_ms = Max(e->lag_ms, lag);
 		}
 
