@@ -65,6 +65,34 @@ tps()
 	pgbenchc -n -c "$1" -j 2 -T "$2" -f "$BENCH_DIR/$3" 2>/dev/null | sed -n 's/^tps = \([0-9]*\).*/\1/p'
 }
 
+# CPU time (user + system, microseconds) the cluster has used: the
+# postmaster, its live children, and the children it has reaped (backends
+# that exited).
+cluster_cpu_us()
+{
+	local pm c
+	pm=$(head -1 "$BENCH_DIR/data/postmaster.pid")
+	{
+		awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pm/stat"
+		for c in $(pgrep -P "$pm"); do awk '{ print $14 + $15 }' "/proc/$c/stat" 2>/dev/null || true; done
+	} | awk -v hz="$(getconf CLK_TCK)" '{ s += $1 } END { printf "%d\n", s * 1000000 / hz }'
+}
+
+# tps_cpu CLIENTS SECONDS SCRIPT: "TPS CPU" of a pgbench run (as tps), CPU
+# being the server's CPU time per transaction in microseconds (sweeper and
+# background processes included, pgbench not).
+tps_cpu()
+{
+	local c0 c1 out n
+	psqlc -c "CHECKPOINT"
+	c0=$(cluster_cpu_us)
+	out=$(pgbenchc -n -c "$1" -j 2 -T "$2" -f "$BENCH_DIR/$3" 2>/dev/null)
+	sleep 0.5			# the backends exit and are reaped
+	c1=$(cluster_cpu_us)
+	n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
+	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n))"
+}
+
 # sql_file NAME LINE...: a pgbench script in $BENCH_DIR, readable by postgres.
 sql_file()
 {

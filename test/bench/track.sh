@@ -3,7 +3,10 @@
 # most 1.3x an untracked one): pgbench TPS of single-row INSERTs into an
 # untracked table and into the same table tracked by cfeed.track() (change +
 # row image per row), same clients, same run, the background sweeper
-# stamping meanwhile.  Prints the cost ratio untracked_tps / tracked_tps.
+# stamping meanwhile.  Prints the cost ratio untracked_tps / tracked_tps,
+# and the ratio of the server's CPU time per transaction (all its processes,
+# the sweeper included: what a tracked INSERT costs the machine, less
+# sensitive than TPS to the shared machine's disk and neighbours).
 # Also a multi-row variant (100 rows per INSERT), where per-row trigger cost
 # is not hidden behind commit, and a bulk load (one 200k-row INSERT).
 #
@@ -45,34 +48,38 @@ median()
 {
 	tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-# workload name, then "tps" (cost = untracked/tracked tps) or "ms" (tracked/untracked
+# workload name, then "tps" (cost = untracked/tracked tps, and tracked/untracked
+# server CPU per transaction: prints both medians) or "ms" (tracked/untracked
 # time); the tracked workload is tracked<name>, or $TRACKED when set
 measure()
 {
-	local name=$1 unit=$2 i p t ratios=""
+	local name=$1 unit=$2 i p t pc tc ratios="" cpus=""
 	for i in $(seq "$REPS"); do
 		if [ "$unit" = tps ]; then
-			p=$(tps "$CLIENTS" "$SECS" "plain$name.sql"); t=$(tps "$CLIENTS" "$SECS" "${TRACKED:-tracked$name}.sql")
+			read -r p pc < <(tps_cpu "$CLIENTS" "$SECS" "plain$name.sql")
+			read -r t tc < <(tps_cpu "$CLIENTS" "$SECS" "${TRACKED:-tracked$name}.sql")
 			ratios="$ratios $(echo "scale=3; $p / $t" | bc)"
+			cpus="$cpus $(echo "scale=3; $tc / $pc" | bc)"
+			echo "  $name run $i: untracked $p tps $pc us CPU/txn, tracked $t tps $tc us CPU/txn" >&2
 		else
 			p=$(bulk plain); t=$(bulk tracked)
 			ratios="$ratios $(echo "scale=3; $t / $p" | bc)"
+			echo "  $name run $i: untracked $p ms, tracked $t ms" >&2
 		fi
-		echo "  $name run $i: untracked $p $unit, tracked $t $unit" >&2
 	done
-	echo "$ratios" | xargs | median
+	echo "$(echo "$ratios" | xargs | median) $(echo "${cpus:-0}" | xargs | median)"
 }
-single=$(measure "" tps)
-published=$(TRACKED=published measure "" tps)
-multi=$(measure 100 tps)
-load=$(measure bulk ms)
+read -r single single_cpu < <(measure "" tps)
+read -r published published_cpu < <(TRACKED=published measure "" tps)
+read -r multi multi_cpu < <(measure 100 tps)
+read -r load _ < <(measure bulk ms)
 psqlc -c "SELECT count(*) FROM cfeed.sweep()" >/dev/null
 pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
-echo "single-row INSERT, $CLIENTS clients: cost ratio tracked/untracked ${single}x (median of $REPS)"
-echo "  reference, app row + cfeed.publish() in one statement: ${published}x"
-echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x (median of $REPS)"
+echo "single-row INSERT, $CLIENTS clients: cost ratio tracked/untracked ${single}x in TPS, ${single_cpu}x in server CPU per INSERT (medians of $REPS)"
+echo "  reference, app row + cfeed.publish() in one statement: ${published}x TPS, ${published_cpu}x CPU"
+echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x TPS, ${multi_cpu}x CPU (medians of $REPS)"
 echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
 result "tracked vs untracked INSERT (issue 6), $CLIENTS clients" "tracked cost ≤ 1.3× untracked" \
-	"cost ${single}× single-row, ${multi}× 100-row INSERTs, ${load}× one 200k-row INSERT (medians of $REPS pairs)" \
-	"untracked, alternated; app row + cfeed.publish() by hand: ${published}×" "${single}×" "$(yesno "$single <= 1.3")"
+	"cost ${single}× TPS, ${single_cpu}× server CPU per single-row INSERT; ${multi}× TPS 100-row INSERTs, ${load}× one 200k-row INSERT (medians of $REPS pairs)" \
+	"untracked, alternated; app row + cfeed.publish() by hand: ${published}× TPS, ${published_cpu}× CPU" "${single}× / ${single_cpu}×" "$(yesno "$single <= 1.3 && $single_cpu <= 1.3")"
