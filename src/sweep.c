@@ -971,8 +971,10 @@ sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms
 				 int32 sleep_ms, SweepLoopTotals *totals)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), duration_ms);
-	SweepAttempt attempt = {sweep_group};
+	SweepAttempt attempt;
 
+	memset(&attempt, 0, sizeof(attempt));
+	attempt.sweep_group = sweep_group;
 	if (SPI_connect_ext(SPI_OPT_NONATOMIC) != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect_ext failed");
 	for (;;)
