@@ -256,6 +256,21 @@ watermark_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
+ * backend_hash
+ *		A hash table for the life of the backend (keys compared as bytes).
+ */
+static HTAB *
+backend_hash(const char *name, Size keysize, Size entrysize)
+{
+	HASHCTL		ctl;
+
+	ctl.keysize = keysize;
+	ctl.entrysize = entrysize;
+	ctl.hcxt = TopMemoryContext;
+	return hash_create(name, 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/*
  * group_watermark
  *		The watermark entry of a sweep group, created (invalid) on first use.
  */
@@ -267,13 +282,8 @@ group_watermark(int32 sweep_group)
 
 	if (watermarks == NULL)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(int32);
-		ctl.entrysize = sizeof(GroupWatermark);
-		ctl.hcxt = TopMemoryContext;
-		watermarks = hash_create("cfeed sweep watermarks", 16, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		watermarks = backend_hash("cfeed sweep watermarks", sizeof(int32),
+								  sizeof(GroupWatermark));
 		RegisterXactCallback(watermark_xact_callback, NULL);
 		RegisterSubXactCallback(watermark_subxact_callback, NULL);
 	}
@@ -300,15 +310,7 @@ head_hint(int32 feed_id, int32 shard)
 	bool		found;
 
 	if (head_hints == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(key);
-		ctl.entrysize = sizeof(HeadHint);
-		ctl.hcxt = TopMemoryContext;
-		head_hints = hash_create("cfeed head hints", 64, &ctl,
-								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
+		head_hints = backend_hash("cfeed head hints", sizeof(key), sizeof(HeadHint));
 	h = hash_search(head_hints, key, HASH_ENTER, &found);
 	if (!found)
 		h->head = 0;
