@@ -224,17 +224,17 @@ cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number, int64 hint,
 	Relation	rel = table_open(cfeed_relid("change"), AccessShareLock);
 	Relation	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
 	int64		head = start_number;
-	int64		number;
-	bool		more = true;
+	int64		first;
+	bool		more;
 
-	if (!(hint > start_number &&
-		  head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
-					 F_INT8GE, hint, ForwardScanDirection, &number, &more) &&
-		  number == hint && !more))
+	if (hint > start_number &&
+		head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
+				   F_INT8GE, hint, ForwardScanDirection, &first, &more) &&
+		first == hint && !more)
+		head = hint;
+	else
 		(void) head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
 						  F_INT8GT, start_number, BackwardScanDirection, &head, NULL);
-	else
-		head = hint;
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return head;

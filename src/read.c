@@ -8,9 +8,10 @@
  *	  the caller's privileges, and streams its rows straight into the
  *	  function's result tuplestore; read_rows() the same plan with the row
  *	  image columns, which a change carries since 1.3 (before, its image is
- *	  in cfeed.row_image, looked up for a change without one).  When it finds nothing and wait_ms > 0 it
- *	  waits for the shard's head to pass what it saw, then reads again with a
- *	  new snapshot, so waiting needs READ COMMITTED.
+ *	  in cfeed.row_image, looked up for a change without one).  When the
+ *	  range is empty and wait_ms > 0, it waits for the shard's head to
+ *	  pass what it saw, then reads again with a new snapshot, so waiting
+ *	  needs READ COMMITTED.
  *
  *-------------------------------------------------------------------------
  */

@@ -53,14 +53,13 @@
  * A shard's head is not stored anywhere: it is the highest stamped number,
  * read from change_sequence_idx (see cfeed.shard; a sweep first checks the
  * head its backend's last sweep left with a cheaper forward probe, see
- * cfeed_shard_head), so no
- * sweep updates a row that writers lock for their foreign-key checks, and
- * nothing grows a version chain while the xmin horizon is held.  That gives
- * guarantees 1-5; for safety beyond it (a shard moved to another group while
- * both groups sweep) the unique change_sequence_idx refuses a number issued
- * twice, and the update must touch every change it read as unstamped, or
- * the sweep fails (23505 or 40001) and changes nothing (isolation test
- * sweep_moved_shard).
+ * cfeed_shard_head), so no sweep updates a row that writers lock for their
+ * foreign-key checks, and nothing grows a version chain while the xmin
+ * horizon is held.  That gives guarantees 1-5; for safety beyond it (a
+ * shard moved to another group while both groups sweep) the unique
+ * change_sequence_idx refuses a number issued twice, and the update must
+ * touch every change it read as unstamped, or the sweep fails (23505 or
+ * 40001) and changes nothing (isolation test sweep_moved_shard).
  *
  * Writing the stamps
  * ------------------
@@ -810,7 +809,6 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 				nshards++;
 			}
 			changes[i].number = ++e->new_last;
-			e->hint->head = e->new_last;
 			e->lag_ms = Max(e->lag_ms, lag);
 		}
 
@@ -843,6 +841,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 			r->shard = e->shard.shard;
 			r->change_count = e->count;
 			r->last_number = e->new_last;
+			e->hint->head = e->new_last;
 			r->lag_ms = e->lag_ms;
 			result->max_lag_ms = Max(result->max_lag_ms, e->lag_ms);
 			cfeed_broadcast_at_commit(e->shard.feed_id, e->shard.shard);

@@ -47,9 +47,9 @@
  * the relation: feed, key columns and their output functions, the change_id
  * column, the tracked root of a partition.  Per top-level statement: the
  * feed's shard count.  Per row: the key's text form, nextval, and
- * cfeed_track_publish (track_insert.c), which locks the shard's row once
- * and inserts the change and its image (row_image.c) directly, with the
- * writer's privileges.
+ * cfeed_track_publish (track_insert.c), which takes the feed's shards lock
+ * once per transaction and inserts the change with its image (row_image.c)
+ * directly, with the writer's privileges.
  *
  *-------------------------------------------------------------------------
  */
@@ -1184,8 +1184,8 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	 * One statement: rows in order with their shard and image; change_ids in
 	 * that order; numbers start-k+1 .. start per shard; then the changes with
 	 * their images (until ALTER EXTENSION cfeed UPDATE to 1.3, the images in
-	 * cfeed.row_image) and the rows' change_id.  A shard without room makes the last
-	 * column name it, and the error below undoes everything.
+	 * cfeed.row_image) and the rows' change_id.  A shard without room makes
+	 * the last column name it, and the error below undoes everything.
 	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
@@ -1215,7 +1215,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	else
 		appendStringInfoString(&sql,
 							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
-							   " SELECT $1, s.shard, s.cid, s.seq FROM s ORDER BY s.o),"
+							   " SELECT $1, i.shard, i.cid, i.seq FROM i ORDER BY i.o),"
 							   " ri AS (INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
 							   " SELECT i.cid, $1, $2::pg_catalog.regclass, 'insert', i.image FROM i)");
 	if (has_cid)

@@ -70,6 +70,12 @@ $node->safe_psql('old', q{
 	SELECT cfeed.track('items', 2);
 	INSERT INTO items (id, v) SELECT g, 'v' || g FROM generate_series(1, 50) g;
 	INSERT INTO truth SELECT change_id FROM items;
+	SELECT cfeed.create_feed('hist', 1);
+	CREATE TABLE hist (id int PRIMARY KEY, v text, change_id bigint);
+	INSERT INTO hist (id, v) SELECT g, 'h' || g FROM generate_series(1, 5) g;
+	SELECT cfeed.track('hist', 3);
+	SELECT cfeed.backfill('hist', 3);
+	INSERT INTO truth SELECT change_id FROM hist;
 });
 is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.0',
 	'installed at 1.0');
@@ -77,6 +83,8 @@ ok(wait_all_stamped($node, 'old'), 'the background sweeper stamps a 1.0 database
 is($node->safe_psql('old', $shard_locks), '0', '1.0: tracked changes are written through SQL (no guard)');
 is($node->safe_psql('old', q{SELECT count(*) FROM cfeed.row_image WHERE feed_id = 2}), '50',
 	'1.0: the images of tracked changes are written to cfeed.row_image');
+is($node->safe_psql('old', q{SELECT count(*) FROM cfeed.row_image WHERE feed_id = 3 AND op = 'insert'}), '5',
+	'1.0: so are the images of a backfill');
 my (undef, $cursor, $epoch) = split /\|/, $node->safe_psql('old', q{
 	SELECT shard, cursor, epoch FROM cfeed.acquire('g', 1, 'a', 60000) WHERE shard = 0});
 $node->safe_psql('old', qq{SELECT cfeed.checkpoint('g', 1, 0, 'a', $epoch, $cursor + 20)});
@@ -157,6 +165,9 @@ check_invariants($node, 'old', 'updated database');
 is($node->safe_psql('old', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}), '200',
 	'a reader from the beginning reads across the update');
 ok(images_read_back('old', 0), 'tracked rows from before and after the update read back');
+is($node->safe_psql('old', q{
+	SELECT string_agg(r."row" ->> 'v', ',' ORDER BY r.change_sequence_number) FROM cfeed.read_rows(3, 0) r}),
+	'h1,h2,h3,h4,h5', 'the history backfilled at 1.0 reads back');
 is($node->safe_psql('old', qq{SELECT FROM cfeed.checkpoint('g', 1, 0, 'a', $epoch, $cursor + 120);
 	SELECT cursor FROM cfeed.lease WHERE group_name = 'g' AND feed_id = 1 AND shard = 0}), $cursor + 120,
 	'the consumer group checkpoints on with its epoch');
