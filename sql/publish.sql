@@ -109,6 +109,60 @@ FROM generate_series(1, 100);
 INSERT INTO cfeed.shard (feed_id, shard) VALUES (2, 5);
 SELECT pg_temp.err($$SELECT cfeed.shard_for(2, 'a')$$);
 
+-- how publish writes: directly (src/track_insert.c), holding its feed's
+-- shards lock (share, advisory key 0x6368) instead of the foreign key's
+-- row lock, or by an INSERT wherever the direct write would not have the
+-- INSERT's exact semantics (RLS, column grants: sql/hardening.sql and
+-- sql/security.sql; added triggers, and the cases below)
+CREATE TEMP VIEW my_shards_locks AS
+SELECT classid AS feed_id, mode FROM pg_locks
+WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 25448;
+BEGIN;
+SELECT cfeed.publish(1, 2, 200);
+SELECT * FROM my_shards_locks;
+COMMIT;
+-- a read-only transaction refuses it (25006), as it refuses the INSERT
+BEGIN READ ONLY;
+SELECT pg_temp.err($$SELECT cfeed.publish(1, 0, 201)$$);
+ROLLBACK;
+-- a trigger added to cfeed.change fires for publish: the INSERT runs
+CREATE TABLE p_seen (change_id bigint);
+CREATE FUNCTION p_seen_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO public.p_seen VALUES (NEW.change_id);
+	RETURN NEW;
+END $$;
+CREATE TRIGGER p_seen AFTER INSERT ON cfeed.change FOR EACH ROW EXECUTE FUNCTION p_seen_change();
+BEGIN;
+SELECT cfeed.publish(1, 2, 202);
+SELECT count(*) AS shards_locks FROM my_shards_locks;
+COMMIT;
+DROP TRIGGER p_seen ON cfeed.change;
+SELECT cfeed.publish(1, 2, 203);
+SELECT change_id FROM p_seen;
+-- feed 2 has shards 0 and 5 (numbered otherwise than 0..n-1): its shards
+-- take the INSERT, a missing one still fails (42704)
+BEGIN;
+SELECT cfeed.publish(2, 5, 204), cfeed.publish(2, 0, 205);
+SELECT count(*) AS shards_locks FROM my_shards_locks;
+COMMIT;
+SELECT pg_temp.err($$SELECT cfeed.publish(2, 1, 206)$$);
+-- a shard added in this transaction is published to at once (directly: the
+-- transaction's own shards are its feed's), and forgotten if it rolls back
+BEGIN;
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (3, 7);
+SELECT cfeed.publish(3, 7, 207);
+SELECT * FROM my_shards_locks;
+COMMIT;
+BEGIN;
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (3, 8);
+SELECT cfeed.publish(3, 8, 208);
+ROLLBACK;
+SELECT pg_temp.err($$SELECT cfeed.publish(3, 8, 209)$$);
+SELECT cfeed.publish(3, 7, 210);
+SELECT feed_id, shard, change_id, change_sequence_number, writer_xid IS NOT NULL AS has_writer_xid
+FROM cfeed.change WHERE change_id BETWEEN 200 AND 299 ORDER BY change_id;
+
 -- channel: cfeed_<feed_id>_<shard>
 SELECT cfeed.channel(1, 0), cfeed.channel(1, 3), cfeed.channel(3, 6);
 

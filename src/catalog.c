@@ -365,21 +365,21 @@ cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
 }
 
 /*
- * cfeed_feed_shard_count
- *		Number of shards of a feed (fresh snapshot); errors as
- *		cfeed_check_shard_count.
+ * cfeed_feed_shards
+ *		Number of shards of a feed and the highest shard number (-1 when it
+ *		has none), read with a fresh snapshot.
  */
-int32
-cfeed_feed_shard_count(int32 feed_id)
+void
+cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 {
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tup;
-	int32		count = 0;
-	int32		max_shard = -1;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
+	*count = 0;
+	*max_shard = -1;
 	rel = table_open(cfeed_relid("shard_config"), AccessShareLock);
 	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
@@ -390,13 +390,26 @@ cfeed_feed_shard_count(int32 feed_id)
 		int32		s = DatumGetInt32(heap_getattr(tup, Anum_shard_shard,
 												   RelationGetDescr(rel), &isnull));
 
-		count++;
-		max_shard = Max(max_shard, s);
+		(*count)++;
+		*max_shard = Max(*max_shard, s);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
+}
 
+/*
+ * cfeed_feed_shard_count
+ *		Number of shards of a feed (fresh snapshot); errors as
+ *		cfeed_check_shard_count.
+ */
+int32
+cfeed_feed_shard_count(int32 feed_id)
+{
+	int32		count;
+	int32		max_shard;
+
+	cfeed_feed_shards(feed_id, &count, &max_shard);
 	cfeed_check_shard_count(feed_id, count, max_shard);
 	return count;
 }

@@ -96,6 +96,7 @@ extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 							  bool with_head, CfeedShard *out);
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 							CfeedShard *out);
+extern void cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
 extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
 extern void cfeed_check_select(const char *relname);
@@ -135,6 +136,7 @@ extern void cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes,
 extern void cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 								int64 change_id, Oid tbl, const char *op,
 								Relation rel, HeapTuple tuple);
+extern bool cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id);
 extern void cfeed_shard_counts_invalidate(Oid relid);
 
 /* row_image.c */

@@ -160,38 +160,44 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 /*
  * cfeed_publish
  *		SQL: cfeed.publish(feed_id, shard, change_id) returns bigint.  Inserts
- *		the change with the caller's privileges (INSERT on cfeed.change); the
- *		shard's existence is checked without needing SELECT on the catalogs.
+ *		the change with the caller's privileges (INSERT on cfeed.change);
+ *		the shard's existence is checked without needing SELECT on the
+ *		catalogs.  Written directly as a tracked change is (track_insert.c),
+ *		else by an INSERT.
  */
 Datum
 cfeed_publish(PG_FUNCTION_ARGS)
 {
-	int			spi_level;
+	int32		feed_id;
+	int32		shard;
+	int64		change_id;
 	CfeedShard	sh;
+	int			spi_level;
 	Datum		values[3];
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
 	int			rc;
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "shard");
 	cfeed_require_arg(fcinfo, 2, "change_id");
-	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
+	feed_id = PG_GETARG_INT32(0);
+	shard = PG_GETARG_INT32(1);
+	change_id = PG_GETARG_INT64(2);
+	if (cfeed_publish_direct(feed_id, shard, change_id))
+		PG_RETURN_INT64(change_id);
 
+	cfeed_shard_get(feed_id, shard, false, &sh);
 	spi_level = cfeed_spi_connect();
-	{
-		Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-
-		(void) cfeed_spi_plan(&publish_plan, "INSERT INTO cfeed.change (feed_id, shard, change_id) "
-							  "VALUES ($1, $2, $3)", 3, types);
-	}
-	values[0] = PG_GETARG_DATUM(0);
-	values[1] = PG_GETARG_DATUM(1);
-	values[2] = PG_GETARG_DATUM(2);
-	rc = SPI_execute_plan(publish_plan, values, NULL, false, 0);
+	values[0] = Int32GetDatum(feed_id);
+	values[1] = Int32GetDatum(shard);
+	values[2] = Int64GetDatum(change_id);
+	rc = SPI_execute_plan(cfeed_spi_plan(&publish_plan, "INSERT INTO cfeed.change (feed_id, shard, change_id) "
+										 "VALUES ($1, $2, $3)", 3, types),
+						  values, NULL, false, 0);
 	if (rc != SPI_OK_INSERT)
 		elog(ERROR, "cfeed.publish: insert failed: %s", SPI_result_code_string(rc));
 	cfeed_spi_finish(spi_level);
-
-	PG_RETURN_INT64(PG_GETARG_INT64(2));
+	PG_RETURN_INT64(change_id);
 }
 
 /*
