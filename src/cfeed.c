@@ -26,6 +26,7 @@ bool		cfeed_enable_sweeper = true;
 int			cfeed_launcher_interval = 1000;
 int			cfeed_fallback_interval = 1000;
 int			cfeed_poll_interval = 10;
+int			cfeed_sweep_delay = 0;
 int			cfeed_retention_interval = 10000;
 
 void		_PG_init(void);
@@ -79,6 +80,13 @@ _PG_init(void)
 							"Commits that record changes wake the sweeper at once; this covers writes that bypass that (e.g. logical replication apply).",
 							&cfeed_fallback_interval,
 							1000, 10, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.sweep_delay",
+							"Sets how long the background sweeper lets commits gather after a sweep that stamped changes.",
+							"The next sweep begins no sooner than this after that one began: under sustained writes each sweep stamps more changes, at less CPU per change, and a change may wait this much longer to be stamped.  0 sweeps as soon as a commit wakes the sweeper.",
+							&cfeed_sweep_delay,
+							0, 0, 10000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cfeed.retention_interval",

@@ -82,6 +82,7 @@ extern bool cfeed_enable_sweeper;
 extern int	cfeed_launcher_interval;
 extern int	cfeed_fallback_interval;
 extern int	cfeed_poll_interval;
+extern int	cfeed_sweep_delay;
 extern int	cfeed_retention_interval;
 
 /* catalog.c */

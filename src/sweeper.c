@@ -12,8 +12,10 @@
  *	 extension still exists (exit 0 if not), the group-0 sweeper refreshes
  *	 the database's list of sweep groups for the launcher, sweep the group
  *	 without waiting for another sweeper of it -> commit -> loop again at
- *	 once if the sweep filled a batch.  The group-0 sweeper also applies
- *	 feeds' retention every cfeed.retention_interval, in its own transaction.
+ *	 once if the sweep filled a batch, or cfeed.sweep_delay after the sweep
+ *	 began if it stamped anything and the delay is set.  The group-0
+ *	 sweeper also applies feeds' retention every cfeed.retention_interval,
+ *	 in its own transaction.
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
  * caught: the transaction is aborted, the message kept for cfeed.sweepers,
@@ -296,6 +298,30 @@ retention_pass(void)
 }
 
 /*
+ * sweep_pause
+ *		cfeed.sweep_delay: after a sweep that stamped changes, let commits
+ *		gather until the delay has passed since the sweep began.  Returns at
+ *		once on a configuration reload, for the loop to read it.
+ */
+static void
+sweep_pause(TimestampTz began)
+{
+	TimestampTz until = TimestampTzPlusMilliseconds(began, cfeed_sweep_delay);
+
+	for (;;)
+	{
+		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (remaining <= 0 || ConfigReloadPending)
+			return;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 remaining, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * cfeed_sweeper_main
  *		Entry point of a sweeper; main_arg is the database OID, bgw_extra the
  *		sweep group.
@@ -323,6 +349,7 @@ cfeed_sweeper_main(Datum main_arg)
 	{
 		int64		stamped = 0;
 		long		sleep_ms = cfeed_fallback_interval;
+		TimestampTz began = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -359,6 +386,11 @@ cfeed_sweeper_main(Datum main_arg)
 
 		if (stamped >= cfeed_sweep_batch_size)
 			continue;			/* a full batch: more is probably pending */
+		if (stamped > 0 && cfeed_sweep_delay > 0)
+		{
+			sweep_pause(began);
+			continue;			/* what committed meanwhile, its wake-ups reset */
+		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 sleep_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

@@ -61,6 +61,28 @@ pass('sweep group 7 has its own sweeper');
 $node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(2, 0)');
 ok(wait_all_stamped($node, 'app'), 'group 7 change stamped');
 
+# cfeed.sweep_delay: after a sweep that stamped changes, the next one begins
+# no sooner than the delay after it, and stamps together what was committed
+# meanwhile (each of those commits would otherwise wake a sweep of its own).
+$node->safe_psql('postgres', q{ALTER SYSTEM SET cfeed.sweep_delay = '2s'});
+$node->reload;
+sleep 1;
+$node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(1, 1)');
+ok(wait_all_stamped($node, 'app'), 'with a sweep delay, a first change is stamped at once');
+$node->safe_psql('app', join("\n", ('INSERT INTO truth SELECT cfeed.publish(1, 1);') x 19));
+ok(wait_all_stamped($node, 'app'), 'the changes committed during the delay are stamped after it');
+my ($delayed_by, $sweeps) = split /\|/, $node->safe_psql('app', q{
+	WITH last AS (
+		SELECT c.stamped_at FROM cfeed.change c JOIN truth t USING (change_id)
+		WHERE c.feed_id = 1 ORDER BY c.change_id DESC LIMIT 20)
+	SELECT extract(epoch FROM max(stamped_at) - min(stamped_at)),
+	       count(DISTINCT stamped_at) - 1
+	FROM last});
+ok($delayed_by >= 1.5, "the next sweep waited for the delay (${delayed_by} s)");
+ok($sweeps <= 2, "the 19 later commits were stamped by $sweeps sweep(s)");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.sweep_delay');
+$node->reload;
+
 # Retention: the worker deletes stamped changes older than the feed's
 # retention, never the shard's head row.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET cfeed.retention_interval = '200ms'});
