@@ -9,7 +9,8 @@
  * -----------
  * The obvious way, one kept SPI plan that inserts the row, costs several
  * times the tracked row's own INSERT (for cfeed.publish, 2.2x the server
- * CPU of an application's one-row INSERT, against 1.4x written directly), and almost none of it is the writing:
+ * CPU of an application's one-row INSERT, against 1.4x written directly),
+ * and almost none of it is the writing:
  * per row, executor start-up and shutdown of the plan; the foreign-key check
  * of cfeed.change, which is another SPI query with its own executor start-up;
  * the WHEN clause of change_guard, parsed again (stringToNode) at every
@@ -57,6 +58,11 @@
  *		ends;
  *	 3. if that lock is new, processes the invalidations that came before
  *		it, and starts again from 1 if shard_config's was among them.
+ *
+ * cfeed.publish, whose caller names the shard, checks at 1 that it is one of
+ * the feed's shards 0..n-1 (the highest is remembered with the count) and
+ * otherwise leaves the change to the SQL path, which reports a missing shard
+ * or writes to one this backend does not know yet.
  *
  * A transaction that deleted the shard committed either before 3, and its
  * invalidation (sent before its locks are released) is seen there, or after
