@@ -468,9 +468,13 @@ bool
 cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id)
 {
 	CfeedIndexCache *indexes = NULL;
-	Relation	changerel = open_change_direct(&indexes);
+	Relation	changerel;
 	uint64		gen;
 
+	/* as the executor checks an INSERT */
+	PreventCommandIfReadOnly("INSERT");
+	PreventCommandIfParallelMode("INSERT");
+	changerel = open_change_direct(&indexes);
 	if (changerel == NULL)
 		return false;
 	do
@@ -487,9 +491,6 @@ cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id)
 		}
 	} while (!shards_locked(feed_id, gen));
 
-	/* as the executor checks an INSERT */
-	PreventCommandIfReadOnly("INSERT");
-	PreventCommandIfParallelMode("INSERT");
 	insert_change(changerel, indexes, feed_id, shard, change_id, InvalidOid, NULL, NULL, NULL);
 	return true;
 }
