@@ -11,8 +11,13 @@
 #include "access/genam.h"
 #include "access/tableam.h"
 #include "executor/spi.h"
+#include "executor/tstoreReceiver.h"
+#include "funcapi.h"
+#include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 
 /* PostgreSQL 15 starts the next transaction inside SPI_commit(). */
 #if PG_VERSION_NUM >= 150000
@@ -77,6 +82,98 @@ typedef bool cfeed_update_indexes;
 #define CFEED_MY_LXID (MyProc->vxid.lxid)
 #else
 #define CFEED_MY_LXID (MyProc->lxid)
+#endif
+
+/*
+ * TimestampDifferenceMilliseconds (14; only later minor releases of 13 have
+ * it): milliseconds from start to stop, rounded up, 0 when stop is not later.
+ */
+#if PG_VERSION_NUM >= 140000
+#define cfeed_ms_until(start, stop) TimestampDifferenceMilliseconds((start), (stop))
+#else
+static inline long
+cfeed_ms_until(TimestampTz start, TimestampTz stop)
+{
+	TimestampTz diff = stop - start;
+
+	return diff <= 0 ? 0 : (long) ((diff + 999) / 1000);
+}
+#endif
+
+/*
+ * InitMaterializedSRF is 15.1's name for 15.0's SetSingleFuncCall; before 15
+ * a set-returning function set up its tuplestore itself, as here.
+ */
+#if PG_VERSION_NUM >= 150000 && PG_VERSION_NUM < 150001
+#define InitMaterializedSRF(fcinfo, flags) SetSingleFuncCall((fcinfo), (flags))
+#define MAT_SRF_USE_EXPECTED_DESC SRF_SINGLE_USE_EXPECTED
+#elif PG_VERSION_NUM < 150000
+#define MAT_SRF_USE_EXPECTED_DESC 0x01
+static inline void
+InitMaterializedSRF(FunctionCallInfo fcinfo, bits32 flags)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	bool		expected = (flags & MAT_SRF_USE_EXPECTED_DESC) != 0;
+	MemoryContext oldcontext;
+	TupleDesc	tupdesc;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		(rsinfo->allowedModes & SFRM_Materialize) == 0 ||
+		(expected && rsinfo->expectedDesc == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	oldcontext = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	if (expected)
+		tupdesc = CreateTupleDescCopy(rsinfo->expectedDesc);
+	else if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult =
+		tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0,
+							  false, work_mem);
+	rsinfo->setDesc = tupdesc;
+	MemoryContextSwitchTo(oldcontext);
+}
+#endif
+
+/*
+ * Running a prepared plan into a tuplestore, with a new snapshot: through a
+ * DestReceiver since 14 (SPI_execute_plan_extended), before by copying
+ * SPI_tuptable.  Returns SPI's result code.
+ */
+#if PG_VERSION_NUM >= 140000
+static inline int
+cfeed_spi_execute_into(SPIPlanPtr plan, ParamListInfo params,
+					   Tuplestorestate *store)
+{
+	DestReceiver *dest = CreateDestReceiver(DestTuplestore);
+	SPIExecuteOptions options;
+	int			rc;
+
+	SetTuplestoreDestReceiverParams(dest, store, CurrentMemoryContext, false,
+									NULL, NULL);
+	memset(&options, 0, sizeof(options));
+	options.params = params;
+	options.read_only = false;
+	options.dest = dest;
+	rc = SPI_execute_plan_extended(plan, &options);
+	dest->rDestroy(dest);
+	return rc;
+}
+#else
+static inline int
+cfeed_spi_execute_into(SPIPlanPtr plan, ParamListInfo params,
+					   Tuplestorestate *store)
+{
+	int			rc = SPI_execute_plan_with_paramlist(plan, params, false, 0);
+	uint64		i;
+
+	if (rc == SPI_OK_SELECT)
+		for (i = 0; i < SPI_processed; i++)
+			tuplestore_puttuple(store, SPI_tuptable->vals[i]);
+	return rc;
+}
 #endif
 
 #endif							/* CFEED_COMPAT_H */

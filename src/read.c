@@ -23,7 +23,6 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
-#include "executor/tstoreReceiver.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -96,7 +95,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
 		if (sh.last_number > cursor)
 			break;
-		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
 		if (cv != NULL)
@@ -124,8 +123,6 @@ run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 		 int32 feed_id, int32 shard, int64 cursor, int64 max_count)
 {
 	ParamListInfo params = makeParamList(4);
-	DestReceiver *dest = CreateDestReceiver(DestTuplestore);
-	SPIExecuteOptions options;
 	int			rc;
 	int			i;
 	Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
@@ -145,15 +142,9 @@ run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 
 	(void) cfeed_spi_plan(plan, sql, 4, types);
 
-	SetTuplestoreDestReceiverParams(dest, store, CurrentMemoryContext, false, NULL, NULL);
-	memset(&options, 0, sizeof(options));
-	options.params = params;
-	options.read_only = false;	/* a new snapshot per execution */
-	options.dest = dest;
-	rc = SPI_execute_plan_extended(*plan, &options);
+	rc = cfeed_spi_execute_into(*plan, params, store);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "cfeed.read: select failed: %s", SPI_result_code_string(rc));
-	dest->rDestroy(dest);
 	return SPI_processed;
 }
 

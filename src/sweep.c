@@ -918,7 +918,7 @@ poll_until(bool (*attempt) (void *arg), void *arg, TimestampTz deadline)
 
 		if (attempt(arg))
 			return true;
-		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			return false;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -993,7 +993,7 @@ sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms
 		pfree(attempt.result.shards);
 		cfeed_spi_commit();
 
-		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
 		if (attempt.result.change_count == 0)

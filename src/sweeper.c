@@ -310,7 +310,7 @@ sweep_pause(TimestampTz began)
 
 	for (;;)
 	{
-		long		remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+		long		remaining = cfeed_ms_until(GetCurrentTimestamp(), until);
 
 		if (remaining <= 0 || ConfigReloadPending)
 			return;
