@@ -11,7 +11,10 @@
 # is not hidden behind commit, and a bulk load (one 200k-row INSERT).
 #
 # For reference, single-row INSERTs that publish by hand, the app row and
-# cfeed.publish() in one statement (no row image), as write_overhead.sh.
+# cfeed.publish() in one statement (no row image), as write_overhead.sh; and,
+# when PgQ is installed, its own way to track a table: the same table with
+# PgQ's C row trigger pgq.logutriga, which queues every row change as an
+# event (no sweeper: PgQ's consumers pay later, by batch).
 #
 # Each workload runs REPS times, untracked and tracked alternating, and the
 # median of the per-pair ratios is reported: on a shared machine a single
@@ -35,6 +38,13 @@ for t in plain tracked; do
 	sql_file "${t}100.sql" "INSERT INTO $t (payload) SELECT 'hello' FROM generate_series(1, 100);"
 done
 sql_file published.sql '\set s random(0, 3)' "INSERT INTO plain (payload, change_id) VALUES ('hello', cfeed.publish(1, :s));"
+if have_pgq; then
+	psqlc -c "CREATE EXTENSION pgq" -c "SELECT pgq.create_queue('q')" \
+	      -c "CREATE TABLE pgqtracked (id bigserial PRIMARY KEY, payload text, change_id bigint)" \
+	      -c "CREATE TRIGGER pgq AFTER INSERT OR UPDATE OR DELETE ON pgqtracked FOR EACH ROW EXECUTE FUNCTION pgq.logutriga('q')" >/dev/null
+	sql_file pgqtracked.sql "INSERT INTO pgqtracked (payload) VALUES ('hello');"
+	sql_file pgqtracked100.sql "INSERT INTO pgqtracked (payload) SELECT 'hello' FROM generate_series(1, 100);"
+fi
 bulk()
 {
 	local s e
@@ -71,15 +81,26 @@ measure()
 }
 read -r single single_cpu < <(measure "" tps)
 read -r published published_cpu < <(TRACKED=published measure "" tps)
+pgq="n/a" pgq_cpu="n/a"
+if have_pgq; then
+	read -r pgq pgq_cpu < <(TRACKED=pgqtracked measure "" tps)
+fi
 read -r multi multi_cpu < <(measure 100 tps)
+pgq100="n/a" pgq100_cpu="n/a"
+if have_pgq; then
+	read -r pgq100 pgq100_cpu < <(TRACKED=pgqtracked100 measure 100 tps)
+fi
 read -r load _ < <(measure bulk ms)
 psqlc -c "SELECT count(*) FROM cfeed.sweep()" >/dev/null
 pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
 echo "single-row INSERT, $CLIENTS clients: cost ratio tracked/untracked ${single}x in TPS, ${single_cpu}x in server CPU per INSERT (medians of $REPS)"
 echo "  reference, app row + cfeed.publish() in one statement: ${published}x TPS, ${published_cpu}x CPU"
+echo "  peer, the table tracked by PgQ's pgq.logutriga instead: ${pgq}x TPS, ${pgq_cpu}x CPU"
 echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x TPS, ${multi_cpu}x CPU (medians of $REPS)"
+echo "  peer, pgq.logutriga: ${pgq100}x TPS, ${pgq100_cpu}x CPU"
 echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
 result "tracked vs untracked INSERT (issue 6), $CLIENTS clients" "tracked cost ≤ 1.3× untracked" \
 	"cost ${single}× TPS, ${single_cpu}× server CPU per single-row INSERT; ${multi}× TPS 100-row INSERTs, ${load}× one 200k-row INSERT (medians of $REPS pairs)" \
-	"untracked, alternated; app row + cfeed.publish() by hand: ${published}× TPS, ${published_cpu}× CPU" "${single}× / ${single_cpu}×" "$(yesno "$single <= 1.3 && $single_cpu <= 1.3")"
+	"untracked, alternated; app row + cfeed.publish() by hand: ${published}× TPS, ${published_cpu}× CPU; PgQ's pgq.logutriga: ${pgq}× TPS, ${pgq_cpu}× CPU (100-row: ${pgq100}×, ${pgq100_cpu}×)" "${single}× / ${single_cpu}×" \
+	"$(yesno "$single <= 1.3") in TPS, $(yesno "$single_cpu <= 1.3") in CPU"
