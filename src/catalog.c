@@ -22,6 +22,8 @@
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "storage/sinval.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -36,6 +38,7 @@
 #define Anum_shard_sweep_group		3
 #define Anum_shard_longpoll			4
 #define Anum_shard_start			5
+#define Anum_shard_deleted_head		6	/* since 1.4 */
 
 /*
  * cfeed_schema_oid
@@ -123,7 +126,11 @@ cfeed_relid(const char *relname)
 
 	relid = get_relname_relid(relname, cfeed_schema_oid(false));
 	if (!OidIsValid(relid))
-		elog(ERROR, "relation cfeed.%s is missing", relname);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("relation cfeed.%s does not exist", relname),
+				 errdetail("The extension cfeed is being dropped, or one of its relations was dropped by hand."),
+				 errhint("Reinstall it with DROP EXTENSION cfeed and CREATE EXTENSION cfeed.")));
 
 	if (relid_cache_used < RELID_CACHE_SIZE)
 	{
@@ -132,6 +139,56 @@ cfeed_relid(const char *relname)
 		relid_cache_used++;
 	}
 	return relid;
+}
+
+/*
+ * cfeed_relid_locked
+ *		OID of relation cfeed.<relname>, locked in lockmode until the end of
+ *		the transaction.  The OID cfeed_relid remembers can be stale until an
+ *		invalidation is read, and taking a lock is what reads them: a
+ *		relation dropped meanwhile (DROP EXTENSION), or an index that REINDEX
+ *		CONCURRENTLY swapped for a new one, would fail with "could not open
+ *		relation".  So, as RangeVarGetRelidExtended does, when invalidations
+ *		arrived while locking, look the name up again and start over if it
+ *		now names another relation.
+ */
+Oid
+cfeed_relid_locked(const char *relname, LOCKMODE lockmode)
+{
+	Oid			locked = InvalidOid;
+
+	for (;;)
+	{
+		uint64		inval_count = SharedInvalidMessageCounter;
+		Oid			relid = cfeed_relid(relname);
+
+		if (OidIsValid(locked))
+		{
+			if (relid == locked)
+				return relid;
+			UnlockRelationOid(locked, lockmode);
+		}
+		LockRelationOid(relid, lockmode);
+		if (inval_count == SharedInvalidMessageCounter)
+			return relid;
+		locked = relid;
+	}
+}
+
+/*
+ * cfeed_table_open / cfeed_index_open
+ *		Open cfeed.<relname> with lockmode (see cfeed_relid_locked).
+ */
+Relation
+cfeed_table_open(const char *relname, LOCKMODE lockmode)
+{
+	return table_open(cfeed_relid_locked(relname, lockmode), NoLock);
+}
+
+Relation
+cfeed_index_open(const char *relname, LOCKMODE lockmode)
+{
+	return index_open(cfeed_relid_locked(relname, lockmode), NoLock);
 }
 
 /*
@@ -205,9 +262,10 @@ head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32
 /*
  * cfeed_shard_head
  *		The shard's head as of the snapshot: its highest stamped number above
- *		the start value, or the start value (change_sequence_idx, whose high
- *		end never holds dead entries: stamped rows are not updated, and
- *		retention never deletes the head).
+ *		floor_number, or floor_number (the shard's floor_number: its start value, or the
+ *		highest number whose change was deleted while it was the head).  Read
+ *		from change_sequence_idx, whose high end never holds dead entries:
+ *		stamped rows are not updated, and retention never deletes the head.
  *
  *		With a hint above the start (the head a sweep of this backend left),
  *		a forward probe from the hint settles it when it finds the hint and
@@ -218,23 +276,23 @@ head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32
  *		to the backward probe; a wrong hint costs time, never correctness.
  */
 int64
-cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number, int64 hint,
+cfeed_shard_head(int32 feed_id, int32 shard, int64 floor_number, int64 hint,
 				 Snapshot snapshot)
 {
-	Relation	rel = table_open(cfeed_relid("change"), AccessShareLock);
-	Relation	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
-	int64		head = start_number;
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
+	int64		head = floor_number;
 	int64		first;
 	bool		more;
 
-	if (hint > start_number &&
+	if (hint > floor_number &&
 		head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
 				   F_INT8GE, hint, ForwardScanDirection, &first, &more) &&
 		first == hint && !more)
 		head = hint;
 	else
 		(void) head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
-						  F_INT8GT, start_number, BackwardScanDirection, &head, NULL);
+						  F_INT8GT, floor_number, BackwardScanDirection, &head, NULL);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return head;
@@ -260,12 +318,12 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	if (own_snapshot)
 		snapshot = RegisterSnapshot(GetLatestSnapshot());
 
-	rel = table_open(cfeed_relid("shard_config"), AccessShareLock);
+	rel = cfeed_table_open("shard_config", AccessShareLock);
 	ScanKeyInit(&keys[0], Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], Anum_shard_shard, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(shard));
-	scan = systable_beginscan(rel, cfeed_relid("shard_config_pkey"), true,
+	scan = systable_beginscan(rel, cfeed_relid_locked("shard_config_pkey", AccessShareLock), true,
 							  snapshot, 2, keys);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
@@ -279,13 +337,23 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 		out->sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group, desc, &isnull));
 		out->longpoll = DatumGetBool(heap_getattr(tup, Anum_shard_longpoll, desc, &isnull));
 		out->start_number = DatumGetInt64(heap_getattr(tup, Anum_shard_start, desc, &isnull));
-		out->last_number = out->start_number;
+		out->floor_number = out->start_number;
+		if (desc->natts >= Anum_shard_deleted_head &&
+			strcmp(NameStr(TupleDescAttr(desc, Anum_shard_deleted_head - 1)->attname),
+				   "deleted_head") == 0)
+		{
+			Datum		d = heap_getattr(tup, Anum_shard_deleted_head, desc, &isnull);
+
+			if (!isnull)
+				out->floor_number = Max(out->floor_number, DatumGetInt64(d));
+		}
+		out->last_number = out->floor_number;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
 	if (found && with_head)
-		out->last_number = cfeed_shard_head(feed_id, shard, out->start_number, 0, snapshot);
+		out->last_number = cfeed_shard_head(feed_id, shard, out->floor_number, 0, snapshot);
 	if (own_snapshot)
 		UnregisterSnapshot(snapshot);
 	return found;
@@ -304,9 +372,9 @@ feed_exists(int32 feed_id)
 	bool		found;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
-	rel = table_open(cfeed_relid("feed"), AccessShareLock);
+	rel = cfeed_table_open("feed", AccessShareLock);
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
-	scan = systable_beginscan(rel, cfeed_relid("feed_pkey"), true, snapshot, 1, &key);
+	scan = systable_beginscan(rel, cfeed_relid_locked("feed_pkey", AccessShareLock), true, snapshot, 1, &key);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -380,10 +448,10 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 
 	*count = 0;
 	*max_shard = -1;
-	rel = table_open(cfeed_relid("shard_config"), AccessShareLock);
+	rel = cfeed_table_open("shard_config", AccessShareLock);
 	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
-	scan = systable_beginscan(rel, cfeed_relid("shard_config_pkey"), true, snapshot, 1, &key);
+	scan = systable_beginscan(rel, cfeed_relid_locked("shard_config_pkey", AccessShareLock), true, snapshot, 1, &key);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;

@@ -44,6 +44,7 @@ relcache_invalidate(Datum arg, Oid relid)
 	cfeed_track_invalidate(relid);
 	cfeed_row_image_invalidate(relid);
 	cfeed_shard_counts_invalidate(relid);
+	cfeed_watermarks_invalidate(relid);
 }
 
 /*
@@ -180,6 +181,30 @@ cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 		*plan = p;
 	}
 	return *plan;
+}
+
+/*
+ * cfeed_spi_run
+ *		Run the kept plan *plan (cfeed_spi_plan) with values, no nulls.
+ *		Returns true when it ran as the statement it is (result code
+ *		expected), false when a rule replaced it (SPI_OK_REWRITTEN: DO
+ *		INSTEAD NOTHING, say), as the same statement sent by a client would
+ *		be.  Such a plan is forgotten: one rewritten into nothing depends on
+ *		no relation, and the plan cache would keep it after the rule is
+ *		dropped.  what names the statement in the error for anything else.
+ */
+bool
+cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected, const char *what)
+{
+	int			rc = SPI_execute_plan(*plan, values, NULL, false, 0);
+
+	if (rc == expected)
+		return true;
+	if (rc != SPI_OK_REWRITTEN)
+		elog(ERROR, "cfeed: %s failed: %s", what, SPI_result_code_string(rc));
+	SPI_freeplan(*plan);
+	*plan = NULL;
+	return false;
 }
 
 /*

@@ -15,6 +15,7 @@
 #include "datatype/timestamp.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
+#include "storage/lockdefs.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
 
@@ -51,6 +52,8 @@ typedef struct CfeedShard
 	bool		longpoll;
 	int64		last_number;	/* head: last_change_sequence_number */
 	int64		start_number;	/* start_sequence_number */
+	int64		floor_number;	/* numbers are issued above it: the start, or
+								 * a higher deleted head (1.4 deleted_head) */
 } CfeedShard;
 
 /* What one sweep did to one shard. */
@@ -90,8 +93,11 @@ extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);
 extern void cfeed_relid_invalidate(Oid relid);
 extern void cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue);
+extern Oid	cfeed_relid_locked(const char *relname, LOCKMODE lockmode);
+extern Relation cfeed_table_open(const char *relname, LOCKMODE lockmode);
+extern Relation cfeed_index_open(const char *relname, LOCKMODE lockmode);
 extern Oid	cfeed_extension_owner(void);
-extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 start_number,
+extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 floor_number,
 							   int64 hint, Snapshot snapshot);
 extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 							  bool with_head, CfeedShard *out);
@@ -107,6 +113,8 @@ extern bool cfeed_images_inline(void);
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
+extern void cfeed_watermarks_invalidate(Oid relid);
+extern bool cfeed_sweep_lock(int32 sweep_group, bool nowait);
 
 /* feed.c */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
@@ -127,9 +135,10 @@ typedef struct CfeedIndexCache
 } CfeedIndexCache;
 
 extern const Oid cfeed_change_types[CHANGE_NATTS];
-extern bool cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, int natts,
-							Oid shard_config, CfeedIndexCache *cache,
-							CfeedIndexCache **indexes);
+extern const bool cfeed_change_notnull[CHANGE_NATTS];
+extern bool cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types,
+							const bool *notnull, int natts, Oid shard_config,
+							CfeedIndexCache *cache, CfeedIndexCache **indexes);
 extern void cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes,
 									  TupleTableSlot *slot);
 
@@ -156,6 +165,8 @@ extern int	cfeed_spi_connect(void);
 extern void cfeed_spi_finish(int nestlevel);
 extern SPIPlanPtr cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs,
 								 Oid *types);
+extern bool cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected,
+						  const char *what);
 
 /* Argument helpers for functions that are not STRICT (SPEC: 22004). */
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -15,11 +15,14 @@
  * whatever a DBA has added to the table its exact semantics:
  *
  *	 - row-level security enabled;
+ *	 - a rule (an INSERT or UPDATE rule rewrites the statement; any rule
+ *	   sends the caller to SQL, where the rewriter decides);
  *	 - a trigger for the command other than the ones the caller stands in
  *	   for: the foreign-key check of cfeed.change against shard_config (not
  *	   deferred), and for INSERT the change_guard trigger, whose WHEN clause
  *	   the callers' rows never satisfy;
- *	 - CHECK constraints or stored generated columns;
+ *	 - CHECK constraints, NOT NULL constraints other than the install
+ *	   script's, or stored generated columns;
  *	 - an index that is not a plain immediate btree (expression, exclusion
  *	   and deferrable indexes need the executor; other access methods may
  *	   keep per-query state in their IndexInfo, which is cached here);
@@ -64,14 +67,20 @@ const Oid	cfeed_change_types[CHANGE_NATTS] =
 {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
 REGCLASSOID, TEXTOID, JSONBOID};
 
+/* The NOT NULL columns of cfeed.change as the scripts create it. */
+const bool	cfeed_change_notnull[CHANGE_NATTS] =
+{true, true, true, false, false, true, true, false, false, false};
+
 static ExprContext *predicate_econtext = NULL;
 
 /*
  * layout_matches
- *		Whether a table has exactly the columns the caller builds.
+ *		Whether a table has exactly the columns the caller builds, NOT NULL
+ *		where notnull says (a column a DBA made NOT NULL besides needs the
+ *		executor's check; the callers never write NULL into the others).
  */
 static bool
-layout_matches(Relation rel, const Oid *types, int natts)
+layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	int			i;
@@ -82,7 +91,8 @@ layout_matches(Relation rel, const Oid *types, int natts)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
-		if (att->attisdropped || att->atttypid != types[i])
+		if (att->attisdropped || att->atttypid != types[i] ||
+			(att->attnotnull && !notnull[i]))
 			return false;
 	}
 	return true;
@@ -179,20 +189,23 @@ index_cache_get(CfeedIndexCache *c, Relation rel)
 /*
  * cfeed_direct_ok
  *		Whether the current user's cmd (INSERT or UPDATE of the columns the
- *		caller sets) on rel, a table of natts columns of the given types, can
- *		be done directly with the statement's semantics (see the file header).
+ *		caller sets) on rel, a table of natts columns of the given types and
+ *		NOT NULL flags, can be done directly with the statement's semantics
+ *		(see the file header).
  *		shard_config: as for triggers_known.  Fills *indexes from cache.
  */
 bool
-cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, int natts,
-				Oid shard_config, CfeedIndexCache *cache, CfeedIndexCache **indexes)
+cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, const bool *notnull,
+				int natts, Oid shard_config, CfeedIndexCache *cache,
+				CfeedIndexCache **indexes)
 {
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
 		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
 		rel->rd_rel->relrowsecurity ||
-		!layout_matches(rel, types, natts) ||
+		rel->rd_rules != NULL ||
+		!layout_matches(rel, types, notnull, natts) ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||
 		!triggers_known(rel, cmd, shard_config))
 		return false;

@@ -175,7 +175,6 @@ cfeed_publish(PG_FUNCTION_ARGS)
 	int			spi_level;
 	Datum		values[3];
 	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
-	int			rc;
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "shard");
@@ -191,11 +190,9 @@ cfeed_publish(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = Int32GetDatum(shard);
 	values[2] = Int64GetDatum(change_id);
-	rc = SPI_execute_plan(cfeed_spi_plan(&publish_plan, "INSERT INTO cfeed.change (feed_id, shard, change_id) "
-										 "VALUES ($1, $2, $3)", 3, types),
-						  values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "cfeed.publish: insert failed: %s", SPI_result_code_string(rc));
+	(void) cfeed_spi_plan(&publish_plan, "INSERT INTO cfeed.change (feed_id, shard, change_id) "
+						  "VALUES ($1, $2, $3)", 3, types);
+	(void) cfeed_spi_run(&publish_plan, values, SPI_OK_INSERT, "cfeed.publish's insert");
 	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT64(change_id);
 }

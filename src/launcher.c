@@ -4,7 +4,8 @@
  *	  The launcher: a background worker connected to no database that keeps
  *	  one sweeper running per (database with cfeed, sweep group), and the
  *	  utility hook that keeps sweepers out of the way of DROP DATABASE and
- *	  friends and tells the launcher about CREATE EXTENSION.
+ *	  friends, tells the launcher about CREATE EXTENSION and wakes the
+ *	  sweepers after COMMIT PREPARED.
  *
  * State machine of a database (CfeedDatabase.state, under CfeedShared->lock)
  * ------------------------------------------------------------------------
@@ -476,6 +477,15 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 	if (!OidIsValid(target))
 	{
 		CFEED_CALL_UTILITY(prev_utility_hook);
+
+		/*
+		 * A prepared transaction's commit is not this session's: no commit
+		 * callback knows whether it recorded changes.  Wake the sweepers
+		 * anyway (a sweep that finds nothing is cheap; 2PC is rare).
+		 */
+		if (IsA(parsetree, TransactionStmt) &&
+			((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
+			cfeed_wake_sweepers(MyDatabaseId);
 		return;
 	}
 

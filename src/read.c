@@ -373,9 +373,12 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, true, &sh))
-		elog(ERROR, "shard %d of feed %d vanished", sh.shard, sh.feed_id);
-	heap = table_open(cfeed_relid("change"), AccessShareLock);
-	index = index_open(cfeed_relid("change_sequence_idx"), AccessShareLock);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("shard %d of feed %d does not exist", sh.shard, sh.feed_id),
+				 errdetail("It was deleted while cfeed.cursor_at ran.")));
+	heap = cfeed_table_open("change", AccessShareLock);
+	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
 
 	/* Invariant: lo was stamped before `at` (or is the start), hi+1 was not. */
 	lo = sh.start_number;

@@ -99,6 +99,8 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "pgstat.h"
+#include "rewrite/prs2lock.h"
+#include "rewrite/rewriteDefine.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -107,6 +109,7 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -175,6 +178,7 @@ typedef struct ShardEntry
 } ShardEntry;
 
 static HTAB *watermarks = NULL;
+static Oid	watermark_shard_config = InvalidOid;	/* its invalidations reset them */
 static HTAB *head_hints = NULL;
 static SPIPlanPtr update_changes_plan = NULL;
 static CfeedIndexCache stamp_indexes;
@@ -298,6 +302,30 @@ group_watermark(int32 sweep_group)
 }
 
 /*
+ * cfeed_watermarks_invalidate
+ *		For the relcache invalidation callback: cfeed.shard_config (or every
+ *		relation) has changed.  A shard may have joined a sweep group whose
+ *		watermark passed over its pending changes while they were another
+ *		group's: every group's next sweep reads the whole pending index.  The
+ *		guard trigger of shard_config sends the invalidation before the
+ *		transaction that moves a shard releases the sweep locks of both
+ *		groups, so the next sweep of either group reads it (cfeed_sweep_group
+ *		reads invalidations after taking its lock).
+ */
+void
+cfeed_watermarks_invalidate(Oid relid)
+{
+	HASH_SEQ_STATUS status;
+	GroupWatermark *gw;
+
+	if (watermarks == NULL || (OidIsValid(relid) && relid != watermark_shard_config))
+		return;
+	hash_seq_init(&status, watermarks);
+	while ((gw = hash_seq_search(&status)) != NULL)
+		gw->valid = false;
+}
+
+/*
  * head_hint
  *		The hint entry of a shard (head 0 when new), for cfeed_shard_head.
  */
@@ -414,12 +442,12 @@ scan_pending_key(Relation heap, Relation index, Snapshot snapshot,
  * scan_pending
  *		Collect the pending changes a sweep must look at: writer_xid >= xmax or
  *		in xip of the group's watermark (all of them without a watermark).
+ *		heap is cfeed.change, locked by the caller until its transaction ends.
  */
 static PendingChange *
-scan_pending(GroupWatermark *gw, Snapshot snapshot, int *nchanges)
+scan_pending(Relation heap, GroupWatermark *gw, Snapshot snapshot, int *nchanges)
 {
-	Relation	heap = table_open(cfeed_relid("change"), AccessShareLock);
-	Relation	index = index_open(cfeed_relid("change_pending_idx"), AccessShareLock);
+	Relation	index = cfeed_index_open("change_pending_idx", AccessShareLock);
 	int			cap = 1024;
 	int			n = 0;
 	PendingChange *changes = palloc(sizeof(PendingChange) * cap);
@@ -442,8 +470,7 @@ scan_pending(GroupWatermark *gw, Snapshot snapshot, int *nchanges)
 		}
 	}
 
-	index_close(index, AccessShareLock);
-	table_close(heap, AccessShareLock);
+	index_close(index, NoLock);
 	*nchanges = n;
 	return changes;
 }
@@ -452,7 +479,7 @@ scan_pending(GroupWatermark *gw, Snapshot snapshot, int *nchanges)
  * propose_watermark
  *		Compute the watermark that holds once this sweep commits: the
  *		snapshot's running xids and xmax, plus the xids of changes left for a
- *		later sweep by the batch cut.
+ *		later sweep by the batch cut, and the sweep's own.
  */
 static void
 propose_watermark(GroupWatermark *gw, Snapshot snapshot,
@@ -462,12 +489,24 @@ propose_watermark(GroupWatermark *gw, Snapshot snapshot,
 	int			nxip = 0;
 	int			i;
 	FullTransactionId *xip = palloc(sizeof(FullTransactionId) * (snapshot->xcnt + nleft + 1));
+	FullTransactionId own;
 	Watermark	w;
 
 	for (i = 0; i < (int) snapshot->xcnt; i++)
 		xip[nxip++] = widen_xid(snapshot->xip[i], next);
 	for (i = 0; i < nleft; i++)
 		xip[nxip++] = left[i].writer_xid;
+
+	/*
+	 * The sweep's own transaction is not in its snapshot's xip, yet it has
+	 * not finished: changes it publishes after this sweep carry its xid.
+	 * (An xid it gets later is at or above xmax, where the next sweep
+	 * looks anyway: xip holds only xids below xmax, each probed once.)
+	 */
+	w.xmax = widen_xid(snapshot->xmax, next);
+	own = GetTopFullTransactionIdIfAny();
+	if (FullTransactionIdIsValid(own) && FullTransactionIdPrecedes(own, w.xmax))
+		xip[nxip++] = own;
 	qsort(xip, nxip, sizeof(FullTransactionId), compare_fxid);
 	/* deduplicate */
 	if (nxip > 1)
@@ -480,7 +519,6 @@ propose_watermark(GroupWatermark *gw, Snapshot snapshot,
 		nxip = j + 1;
 	}
 
-	w.xmax = widen_xid(snapshot->xmax, next);
 	w.nxip = nxip;
 	w.xip = xip;
 	if (nxip > WATERMARK_MAX_XIDS)
@@ -561,7 +599,7 @@ pin_plan_shapes(void)
  *		invisible).
  */
 static void
-stamp_with_sql(PendingChange *changes, int n, TimestampTz now)
+stamp_with_sql(Relation rel, PendingChange *changes, int n, TimestampTz now)
 {
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
@@ -572,6 +610,17 @@ stamp_with_sql(PendingChange *changes, int n, TimestampTz now)
 	int			spi_level = cfeed_spi_connect();
 	int			rc;
 
+	for (i = 0; rel->rd_rules != NULL && i < rel->rd_rules->numLocks; i++)
+	{
+		RewriteRule *rule = rel->rd_rules->rules[i];
+
+		if (rule->event == CMD_UPDATE && rule->isInstead && rule->enabled != RULE_DISABLED)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cfeed cannot stamp changes: a DO INSTEAD rule replaces updates of cfeed.change"),
+					 errdetail("Stamps are written by an update of cfeed.change, which the rule would replace."),
+					 errhint("Drop the rule, or make it DO ALSO.")));
+	}
 	for (i = 0; i < n; i++)
 	{
 		tids[i] = PointerGetDatum(&changes[i].tid);
@@ -604,11 +653,11 @@ stamp_with_sql(PendingChange *changes, int n, TimestampTz now)
  *		the new version's index entries are made.  Each update must succeed
  *		(else a concurrent sweep got there first).  Returns false, having
  *		written nothing, when the update must run as SQL (see direct.c).
+ *		rel is cfeed.change, locked by the caller until its transaction ends.
  */
 static bool
-stamp_direct(PendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
+stamp_direct(Relation rel, PendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
 {
-	Relation	rel = table_open(cfeed_relid("change"), RowExclusiveLock);
 	CfeedIndexCache *indexes;
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
@@ -616,12 +665,9 @@ stamp_direct(PendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
 	int			i;
 
 	if (ExecutorCheckPerms_hook != NULL ||
-		!cfeed_direct_ok(rel, CMD_UPDATE, cfeed_change_types, CHANGE_NATTS,
+		!cfeed_direct_ok(rel, CMD_UPDATE, cfeed_change_types, cfeed_change_notnull, CHANGE_NATTS,
 						 cfeed_relid("shard_config"), &stamp_indexes, &indexes))
-	{
-		table_close(rel, NoLock);
 		return false;
-	}
 	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 
 	oldslot = table_slot_create(rel, NULL);
@@ -658,7 +704,6 @@ stamp_direct(PendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
 	}
 	ExecDropSingleTupleTableSlot(newslot);
 	ExecDropSingleTupleTableSlot(oldslot);
-	table_close(rel, NoLock);
 	CommandCounterIncrement();
 	return true;
 }
@@ -686,11 +731,12 @@ cfeed_check_sweep_isolation(void)
 
 /*
  * cfeed_sweep_lock
- *		Take the transaction-level lock that serializes the sweeps of a group.
- *		Returns false (only with nowait) when another sweeper holds it.
+ *		Take the transaction-level lock that serializes the sweeps of a group
+ *		(also taken by a transaction that moves a shard between groups).
+ *		Returns false (only with nowait) when another transaction holds it.
  */
-static bool
-sweep_lock(int32 sweep_group, bool nowait)
+bool
+cfeed_sweep_lock(int32 sweep_group, bool nowait)
 {
 	LOCKTAG		tag;
 
@@ -715,6 +761,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 {
 	GroupWatermark *gw;
 	Snapshot	snapshot;
+	Relation	changerel;
 	PendingChange *changes;
 	int			nfound;
 	int			n;
@@ -732,7 +779,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 	cfeed_check_sweep_isolation();
 	(void) cfeed_schema_oid(false);
 
-	if (!sweep_lock(sweep_group, nowait))
+	if (!cfeed_sweep_lock(sweep_group, nowait))
 		return false;
 
 	/*
@@ -748,9 +795,21 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 									 ALLOCSET_DEFAULT_SIZES);
 	oldcxt = MemoryContextSwitchTo(sweepcxt);
 
+	/*
+	 * cfeed.change stays locked until the sweep's transaction ends, and is
+	 * locked before the snapshot is taken: the addresses of the changes the
+	 * sweep finds must still be theirs when it stamps them, so a rewrite
+	 * (VACUUM FULL, CLUSTER, a rewriting ALTER TABLE) or a TRUNCATE waits
+	 * for the sweep, and one that committed before is in its snapshot.
+	 * Then the invalidations that came are read (a shard moved to another
+	 * group resets the watermarks), and the watermark is looked at.
+	 */
+	changerel = cfeed_table_open("change", RowExclusiveLock);
+	AcceptInvalidationMessages();
+	watermark_shard_config = cfeed_relid("shard_config");
 	gw = group_watermark(sweep_group);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	changes = scan_pending(gw, snapshot, &nfound);
+	changes = scan_pending(changerel, gw, snapshot, &nfound);
 
 	/* Keep the changes of this group's shards. */
 	ctl.keysize = sizeof(int32) * 2;
@@ -772,7 +831,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 			if (e->in_group)
 			{
 				e->hint = head_hint(key[0], key[1]);
-				e->shard.last_number = cfeed_shard_head(key[0], key[1], e->shard.start_number,
+				e->shard.last_number = cfeed_shard_head(key[0], key[1], e->shard.floor_number,
 														e->hint->head, snapshot);
 				e->hint->head = e->shard.last_number;
 			}
@@ -812,11 +871,12 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 			e->lag_ms = Max(e->lag_ms, lag);
 		}
 
-		if (!stamp_direct(changes, n, now, snapshot))
-			stamp_with_sql(changes, n, now);
+		if (!stamp_direct(changerel, changes, n, now, snapshot))
+			stamp_with_sql(changerel, changes, n, now);
 		ForceSyncCommit();
 	}
 	UnregisterSnapshot(snapshot);
+	table_close(changerel, NoLock);
 
 	/* Report, and announce the new heads at commit. */
 	MemoryContextSwitchTo(oldcxt);

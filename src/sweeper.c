@@ -349,6 +349,7 @@ cfeed_sweeper_main(Datum main_arg)
 	{
 		int64		stamped = 0;
 		long		sleep_ms = cfeed_fallback_interval;
+		long		stats_ms;
 		TimestampTz began = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
@@ -383,6 +384,16 @@ cfeed_sweeper_main(Datum main_arg)
 		PG_END_TRY();
 		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(loopcxt);
+
+		/*
+		 * Report the statistics of what the pass wrote, as a backend does
+		 * when it goes idle: autovacuum learns of the dead versions stamping
+		 * leaves behind only from them.  Reports are rate-limited; when one
+		 * had to wait, come back for it before sleeping long.
+		 */
+		stats_ms = pgstat_report_stat(false);
+		if (stats_ms > 0)
+			sleep_ms = Min(sleep_ms, stats_ms);
 
 		if (stamped >= cfeed_sweep_batch_size)
 			continue;			/* a full batch: more is probably pending */
@@ -428,10 +439,14 @@ cfeed_sweepers(PG_FUNCTION_ARGS)
 		Datum		values[7];
 		bool		nulls[7] = {false, false, false, false, false, false, false};
 		char	   *datname = get_database_name(slots[i].dboid);
+		NameData	dbname;
 
 		values[0] = Int32GetDatum(slots[i].pid);
 		if (datname)
-			values[1] = CStringGetDatum(datname);
+		{
+			namestrcpy(&dbname, datname);
+			values[1] = NameGetDatum(&dbname);
+		}
 		else
 			nulls[1] = true;
 		values[2] = Int32GetDatum(slots[i].sweep_group);

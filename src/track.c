@@ -458,7 +458,7 @@ keychange_take(CfeedPendingKey key)
 static int64
 next_change_id(void)
 {
-	return nextval_internal(cfeed_relid("change_id"), true);
+	return nextval_internal(cfeed_relid_locked("change_id", RowExclusiveLock), true);
 }
 
 /*
@@ -1084,12 +1084,12 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 	bool		found;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
-	rel = table_open(cfeed_relid("change"), AccessShareLock);
+	rel = cfeed_table_open("change", AccessShareLock);
 	/* Heap attribute numbers of cfeed.change: feed_id, shard, change_sequence_number. */
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
 	ScanKeyInit(&keys[2], 4, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(start));
-	scan = systable_beginscan(rel, cfeed_relid("change_sequence_idx"), true, snapshot, 3, keys);
+	scan = systable_beginscan(rel, cfeed_relid_locked("change_sequence_idx", AccessShareLock), true, snapshot, 3, keys);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

@@ -111,6 +111,8 @@
 
 /* Columns of cfeed.shard_config used here. */
 #define Anum_shard_feed_id			1
+#define Anum_shard_shard			2
+#define Anum_shard_sweep_group		3
 
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
@@ -286,12 +288,32 @@ lock_key_shard(int32 feed_id, const char *key, int keylen)
 }
 
 /*
+ * shard_column
+ *		An int4 column of the old row (or with use_new, the new row) of the
+ *		shard_config row a guard trigger fired for.
+ */
+static int32
+shard_column(TriggerData *trigdata, int attnum, bool use_new)
+{
+	bool		isnull;
+
+	return DatumGetInt32(heap_getattr(use_new ? trigdata->tg_newtuple : trigdata->tg_trigtuple,
+									  attnum, RelationGetDescr(trigdata->tg_relation),
+									  &isnull));
+}
+
+/*
  * cfeed_shard_config_guard
- *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard ... FOR EACH ROW
- *		on cfeed.shard_config (enabled always): a shard that goes away waits
- *		for the direct writers of changes to its feed (the lock of
- *		lock_key_shard, in exclusive mode), and every backend forgets its
- *		shard counts when this transaction commits.
+ *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
+ *		FOR EACH ROW on cfeed.shard_config (enabled always): a shard that
+ *		goes away waits for the direct writers of changes to its feed (the
+ *		lock of lock_key_shard, in exclusive mode); a shard that moves to
+ *		another sweep group waits for the sweeps of both groups and keeps
+ *		them waiting until this transaction ends (the sweep locks); and every
+ *		backend forgets its shard counts and sweep watermarks when this
+ *		transaction commits (the invalidation, sent before the locks are
+ *		released).  Sweep groups are moved by 1.4's trigger, feed_id and
+ *		shard by 1.2's.
  */
 Datum
 cfeed_shard_config_guard(PG_FUNCTION_ARGS)
@@ -305,16 +327,31 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function cfeed._shard_config_guard() must be fired as a BEFORE ROW trigger")));
 	ev = trigdata->tg_event;
-	if (!TRIGGER_FIRED_BY_INSERT(ev))
+	if (TRIGGER_FIRED_BY_DELETE(ev) ||
+		(TRIGGER_FIRED_BY_UPDATE(ev) &&
+		 (shard_column(trigdata, Anum_shard_feed_id, false) !=
+		  shard_column(trigdata, Anum_shard_feed_id, true) ||
+		  shard_column(trigdata, Anum_shard_shard, false) !=
+		  shard_column(trigdata, Anum_shard_shard, true))))
 	{
-		TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
-		bool		isnull;
-		int32		feed_id = DatumGetInt32(heap_getattr(trigdata->tg_trigtuple, Anum_shard_feed_id,
-														 desc, &isnull));
 		LOCKTAG		tag;
 
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, 0, CFEED_LOCK_SHARDS);
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
+							 (uint32) shard_column(trigdata, Anum_shard_feed_id, false),
+							 0, CFEED_LOCK_SHARDS);
 		(void) LockAcquire(&tag, AccessExclusiveLock, false, false);
+	}
+	if (TRIGGER_FIRED_BY_UPDATE(ev))
+	{
+		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
+		int32		to = shard_column(trigdata, Anum_shard_sweep_group, true);
+
+		/* lowest group first, as every mover does: no deadlock among them */
+		if (from != to)
+		{
+			(void) cfeed_sweep_lock(Min(from, to), false);
+			(void) cfeed_sweep_lock(Max(from, to), false);
+		}
 	}
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
@@ -334,16 +371,15 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 	int			spi_level = cfeed_spi_connect();
 	Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
 	Datum		values[6];
-	SPIPlanPtr	plan;
-	int			rc;
+	SPIPlanPtr *plan = cfeed_images_inline() ? &insert_plan : &insert_plan_1_2;
 
-	if (cfeed_images_inline())
-		plan = cfeed_spi_plan(&insert_plan,
+	if (plan == &insert_plan)
+		(void) cfeed_spi_plan(plan,
 							  "INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, \"row\") "
 							  "VALUES ($1, $2, $3, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
 							  6, types);
 	else
-		plan = cfeed_spi_plan(&insert_plan_1_2,
+		(void) cfeed_spi_plan(plan,
 							  "WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
 							  "VALUES ($1, $2, $3)) "
 							  "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
@@ -355,9 +391,7 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 	values[3] = ObjectIdGetDatum(tbl);
 	values[4] = CStringGetTextDatum(op);
 	values[5] = heap_copy_tuple_as_datum(tuple, desc);
-	rc = SPI_execute_plan(plan, values, NULL, false, 0);
-	if (rc != SPI_OK_INSERT)
-		elog(ERROR, "cfeed: publishing a row failed: %s", SPI_result_code_string(rc));
+	(void) cfeed_spi_run(plan, values, SPI_OK_INSERT, "publishing a row");
 	cfeed_spi_finish(spi_level);
 }
 
@@ -369,10 +403,10 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 static Relation
 open_change_direct(CfeedIndexCache **indexes)
 {
-	Relation	changerel = table_open(cfeed_relid("change"), RowExclusiveLock);
+	Relation	changerel = cfeed_table_open("change", RowExclusiveLock);
 
 	if (ExecutorCheckPerms_hook != NULL || !shard_guard_present() ||
-		!cfeed_direct_ok(changerel, CMD_INSERT, cfeed_change_types, CHANGE_NATTS,
+		!cfeed_direct_ok(changerel, CMD_INSERT, cfeed_change_types, cfeed_change_notnull, CHANGE_NATTS,
 						 cfeed_relid("shard_config"), &change_indexes, indexes))
 	{
 		table_close(changerel, NoLock);
