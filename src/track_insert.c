@@ -160,12 +160,11 @@ shard_guard_present(void)
 {
 	if (guard_gen != shard_counts_gen)
 	{
-		Oid			relid = cfeed_relid("shard_config");
-		Relation	rel = table_open(relid, AccessShareLock);
+		Relation	rel = cfeed_table_open("shard_config", AccessShareLock);
 		TriggerDesc *td = rel->trigdesc;
 		int			i;
 
-		shard_config_relid = relid;
+		shard_config_relid = RelationGetRelid(rel);
 		guard_present = false;
 		for (i = 0; td != NULL && i < td->numtriggers; i++)
 		{
