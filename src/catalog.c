@@ -262,7 +262,7 @@ head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32
 /*
  * cfeed_shard_head
  *		The shard's head as of the snapshot: its highest stamped number above
- *		floor_number, or floor_number (the shard's floor_number: its start value, or the
+ *		floor_number, or floor_number (the shard's: its start value, or the
  *		highest number whose change was deleted while it was the head).  Read
  *		from change_sequence_idx, whose high end never holds dead entries:
  *		stamped rows are not updated, and retention never deletes the head.

@@ -50,12 +50,23 @@
  * Sweeps of one group are serialized by a transaction-level advisory lock
  * taken before the snapshot, so a sweep sees every stamp of the sweeps
  * before it, and numbers each shard on from its head as of that snapshot.
+ * Next, still before the snapshot, the sweep locks cfeed.change (ROW
+ * EXCLUSIVE) until its transaction ends: a rewrite (VACUUM FULL, CLUSTER,
+ * a rewriting ALTER TABLE) or TRUNCATE waits for the sweep, so the tuple
+ * addresses it collected stay valid until it has stamped them, and one
+ * that committed before is in the sweep's snapshot (isolation test
+ * sweep_rewrite).  A shard moved to another group takes both groups' locks
+ * until its move commits, and its invalidation of cfeed.shard_config makes
+ * every backend's watermarks invalid (cfeed_watermarks_invalidate).
  * A shard's head is not stored anywhere: it is the highest stamped number,
  * read from change_sequence_idx (see cfeed.shard; a sweep first checks the
  * head its backend's last sweep left with a cheaper forward probe, see
  * cfeed_shard_head), so no sweep updates a row that writers lock for their
  * foreign-key checks, and nothing grows a version chain while the xmin
- * horizon is held.  That gives guarantees 1-5; for safety beyond it (a
+ * horizon is held.  A number whose row is deleted is never issued again:
+ * the shard's floor (cfeed.shard_config.deleted_head, kept by the
+ * statement triggers of DELETE and TRUNCATE) is where numbering goes on
+ * when it is above the highest stamped row.  That gives guarantees 1-5; for safety beyond it (a
  * shard moved to another group while both groups sweep) the unique
  * change_sequence_idx refuses a number issued twice, and the update must
  * touch every change it read as unstamped, or the sweep fails (23505 or
@@ -409,7 +420,7 @@ scan_pending_key(Relation heap, Relation index, Snapshot snapshot,
 	IndexScanDesc scan;
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 
-	scan = index_beginscan(heap, index, snapshot, key ? 1 : 0, 0);
+	scan = cfeed_index_beginscan(heap, index, snapshot, key ? 1 : 0, 0);
 	index_rescan(scan, key, key ? 1 : 0, NULL, 0);
 	while (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -982,7 +993,7 @@ poll_until(bool (*attempt) (void *arg), void *arg, TimestampTz deadline)
 		if (remaining <= 0)
 			return false;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 Min(remaining, 10), PG_WAIT_EXTENSION);
+						 Min(remaining, 10), cfeed_wait_event(CFEED_WAIT_SWEEP_TURN));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -1059,7 +1070,7 @@ sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms
 		if (attempt.result.change_count == 0)
 		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Min(remaining, Max(sleep_ms, 1)), PG_WAIT_EXTENSION);
+							 Min(remaining, Max(sleep_ms, 1)), cfeed_wait_event(CFEED_WAIT_SWEEP_LOOP));
 			ResetLatch(MyLatch);
 		}
 	}
