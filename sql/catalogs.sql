@@ -18,8 +18,9 @@ WHERE attrelid IN ('cfeed.feed'::regclass, 'cfeed.shard'::regclass, 'cfeed.chang
 ORDER BY attrelid::regclass::text, attnum;
 
 -- constraints: keys, name and shard checks, change -> shard foreign key
+-- (NOT NULL shows in pg_constraint from PostgreSQL 18 on: left out)
 SELECT conrelid::regclass AS tbl, conname, contype, pg_get_constraintdef(oid) AS def
-FROM pg_constraint WHERE connamespace = 'cfeed'::regnamespace
+FROM pg_constraint WHERE connamespace = 'cfeed'::regnamespace AND contype <> 'n'
 ORDER BY conrelid::regclass::text, conname;
 
 -- the readers' index and the sweeper's index

@@ -1,55 +1,198 @@
 #!/bin/bash
 # test/run-tests.sh: build, install and run every test suite of cfeed
-# (pg_regress, isolation, TAP) against the installed PostgreSQL 15.
+# (pg_regress, isolation, TAP) on throwaway servers.
 #
-# Run as root from anywhere:  bash test/run-tests.sh
-# Builds and installs as root, then runs the tests as the postgres user
-# (initdb refuses root).  CI=true adds -Werror to the build.  Extra
-# arguments are passed to `make installcheck` (e.g. PROVE_TESTS=...).
-# Exits non-zero on any failure, after printing the diffs and logs.
+#   bash test/run-tests.sh            this machine's PostgreSQL (15 on Debian 12)
+#   bash test/run-tests.sh --pg 17    PostgreSQL 17 (or 18, or 15): when this
+#                                     machine does not serve that major, in a
+#                                     Debian root that does (17 trixie, 18 sid),
+#                                     made with debootstrap under /var/tmp on
+#                                     first use (~2 minutes) and reused after
+#   bash test/run-tests.sh --all      15, 17 and 18, and the cross-version dump
+#                                     test (a dump made on 15 restored on 17 and
+#                                     18): what CI runs (.ci/run)
+#
+# Run as root from anywhere.  Installs what is missing (PostgreSQL, the build
+# tools, debootstrap), builds and installs as root, runs the tests as the
+# postgres user (initdb refuses root).  CI=true builds with -Werror.  Other
+# arguments go to `make installcheck` (e.g. PROVE_TESTS=test/t/010_worker.pl,
+# TAP_TESTS=).  Exits non-zero on any failure, after printing the diffs and
+# logs; the last line counts the tests, "tests: N passed, N failed".
+#
+# Environment: CFEED_TEST_PORT (default 54400 + major) is the port of the
+# pg_regress and isolation servers (Unix socket only); CFEED_ROOTS (default
+# /var/tmp) holds the roots; CFEED_FRESH_ROOTS=1 rebuilds them;
+# CFEED_MATRIX_JOBS (default 2) is how many roots --all runs at once.
 
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PGBIN=/usr/lib/postgresql/15/bin
-export PATH="$PGBIN:$PATH"
+SRC=$PWD
+ROOTSH=$SRC/test/matrix/root.sh
+ROOTS=${CFEED_ROOTS:-/var/tmp}
+MAJORS=(15 17 18)
+
+usage() { sed -n '2,25p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+
+major=
+all=false
+dump_out=
+dump_in=
+make_args=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+		--pg) [ $# -ge 2 ] || usage; major=$2; shift 2 ;;
+		--pg=*) major=${1#--pg=}; shift ;;
+		--all) all=true; shift ;;
+		# internal, for --all: make the cross-version dump / restore one
+		--dump-out) [ $# -ge 2 ] || usage; dump_out=$2; shift 2 ;;
+		--dump-in) [ $# -ge 2 ] || usage; dump_in=$2; shift 2 ;;
+		-h|--help) usage ;;
+		*) make_args+=("$1"); shift ;;
+	esac
+done
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "run-tests.sh: run as root (it installs the extension and runs the tests as postgres)" >&2
 	exit 2
 fi
 
-# Install what is missing (a fresh Debian 12); .ci/run installs it all.
-PACKAGES=(build-essential postgresql-15 postgresql-server-dev-15 libipc-run-perl libpq-dev)
-missing=()
-for p in "${PACKAGES[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update
-	apt-get install -y --no-install-recommends "${missing[@]}"
-fi
+# The major this machine serves: the one installed (the highest), else the
+# one its Debian release ships.
+local_major() {
+	local m codename
+	m=$(ls -d /usr/lib/postgresql/*/bin/pg_config 2>/dev/null | sed 's|/usr/lib/postgresql/||; s|/.*||' |
+		sort -n | tail -n 1)
+	if [ -n "$m" ]; then
+		echo "$m"
+		return
+	fi
+	codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+	case "$codename" in
+		bookworm) echo 15 ;;
+		trixie) echo 17 ;;
+		*) echo 18 ;;
+	esac
+}
 
-# The tests run as postgres and write into the tree: work on a copy when
-# postgres cannot reach this directory (e.g. a checkout under /root).
-if ! runuser -u postgres -- test -x "$PWD" 2>/dev/null; then
-	work=$(mktemp -d /tmp/cfeed-tests.XXXXXX)
-	chmod 755 "$work"
-	cp -a . "$work/"
-	cd "$work"
-	echo "run-tests.sh: running in $work (postgres cannot reach the checkout)"
-fi
+# Install the Debian packages that are not installed yet.
+install_missing() {
+	local p missing=()
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ "${#missing[@]}" -gt 0 ]; then
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update
+		apt-get install -y --no-install-recommends "${missing[@]}"
+	fi
+}
 
-copt=()
-if [ "${CI:-}" = "true" ]; then
-	copt=(COPT=-Werror)
-fi
+# The counts of one suite's output, as "regress 12/12, isolation 12/12, TAP
+# 296 (11 files), dump 11/11", and the totals as "PASSED FAILED" in the
+# variables counts, n_passed, n_failed.
+count_tests() {
+	local log=$1 line total failed i=0
+	counts=
+	n_passed=0
+	n_failed=0
+	while read -r line; do
+		i=$((i + 1))
+		if [[ $line =~ All\ ([0-9]+)\ tests\ passed ]]; then
+			total=${BASH_REMATCH[1]}
+			failed=0
+		elif [[ $line =~ ([0-9]+)\ of\ ([0-9]+)\ tests\ failed ]]; then
+			total=${BASH_REMATCH[2]}
+			failed=${BASH_REMATCH[1]}
+		else
+			continue
+		fi
+		[ "$i" -eq 1 ] && counts+="regress" || counts+=", isolation"
+		counts+=" $((total - failed))/$total"
+		n_passed=$((n_passed + total - failed))
+		n_failed=$((n_failed + failed))
+	done < <(grep -aE 'All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log" | head -n 2)
+	line=$(grep -aE '^Files=[0-9]+, Tests=[0-9]+' "$log" | tail -n 1 || true)
+	if [[ $line =~ Files=([0-9]+),\ Tests=([0-9]+) ]]; then
+		# prove's summary: "t/x.pl (Wstat: 256 (exited 1) Tests: 12 Failed: 1)"
+		failed=$({ grep -aoE 'Tests: [0-9]+ Failed: [0-9]+\)' "$log" || true; } |
+			awk '{ n += $4 } END { print n + 0 }')
+		counts+=", TAP $((BASH_REMATCH[2] - failed))/${BASH_REMATCH[2]} (${BASH_REMATCH[1]} files)"
+		n_passed=$((n_passed + BASH_REMATCH[2] - failed))
+		n_failed=$((n_failed + failed))
+	fi
+	line=$(grep -aE '^cross-version dump .*: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 || true)
+	if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+		counts+=", cross-version dump ${BASH_REMATCH[1]}/$((BASH_REMATCH[1] + BASH_REMATCH[2]))"
+		n_passed=$((n_passed + BASH_REMATCH[1]))
+		n_failed=$((n_failed + BASH_REMATCH[2]))
+	fi
+	counts=${counts#, }
+	[ -n "$counts" ] || counts="no test ran"
+}
 
-make with_llvm=no "${copt[@]}"
-make install with_llvm=no "${copt[@]}"
+elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-chown -R postgres: .
+# ---------------------------------------------------------------------------
+# The suite against a PostgreSQL installed here.
+run_local() {
+	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt
+	PGBIN=/usr/lib/postgresql/$m/bin
+	export PATH="$PGBIN:$PATH"
+	install_missing build-essential "postgresql-$m" "postgresql-server-dev-$m" libipc-run-perl libpq-dev
+
+	# The tests run as postgres and write into the tree: work on a copy when
+	# postgres cannot reach this directory (e.g. a checkout under /root).
+	if ! runuser -u postgres -- test -x "$PWD" 2>/dev/null; then
+		work=$(mktemp -d /tmp/cfeed-tests.XXXXXX)
+		chmod 755 "$work"
+		cp -a . "$work/"
+		cd "$work"
+		echo "run-tests.sh: running in $work (postgres cannot reach the checkout)"
+	fi
+
+	# -Wall (PGXS) and -Wextra; PostgreSQL's own headers and callbacks leave
+	# parameters unused
+	copt="-Wextra -Wno-unused-parameter"
+	[ "${CI:-}" = "true" ] && copt+=" -Werror"
+	make clean PG_CONFIG="$PGBIN/pg_config" >/dev/null
+	make with_llvm=no PG_CONFIG="$PGBIN/pg_config" COPT="$copt"
+	make install with_llvm=no PG_CONFIG="$PGBIN/pg_config" COPT="$copt"
+	version=$(pg_config --version | awk '{ print $2 }')
+
+	if [ -n "$dump_out" ]; then
+		PGBIN=$PGBIN bash test/matrix/dump.sh make "$dump_out"
+	fi
+
+	chown -R postgres: .
+	log=$(mktemp /tmp/cfeed-tests-log.XXXXXX)
+	runuser -u postgres -- env PATH="$PATH" PG_TEST_TIMEOUT_DEFAULT=60 PGISOLATIONTIMEOUT=60 \
+		make installcheck with_llvm=no PG_CONFIG="$PGBIN/pg_config" \
+		CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" "${make_args[@]}" 2>&1 |
+		tee "$log" || status=$?
+	if [ "$status" -ne 0 ]; then
+		show_failures
+	fi
+
+	if [ -n "$dump_in" ]; then
+		if [ -f "$dump_in" ]; then
+			PGBIN=$PGBIN bash test/matrix/dump.sh restore "$dump_in" 2>&1 | tee -a "$log" || dump_status=$?
+		else
+			echo "cross-version dump: no dump to restore ($dump_in): 0 passed, 1 failed" | tee -a "$log"
+			dump_status=1
+		fi
+	fi
+
+	count_tests "$log"
+	rm -f "$log"
+	if [ "$status" -ne 0 ] || [ "$dump_status" -ne 0 ] || [ "$n_failed" -ne 0 ]; then
+		echo "run-tests.sh: PostgreSQL $version: FAILED: $counts ($(elapsed $((SECONDS - started))))" >&2
+		echo "tests: $n_passed passed, $((n_failed > 0 ? n_failed : 1)) failed"
+		return 1
+	fi
+	echo "run-tests.sh: PostgreSQL $version: all tests passed: $counts ($(elapsed $((SECONDS - started))))"
+	echo "tests: $n_passed passed, 0 failed"
+}
 
 show_failures() {
 	local f
@@ -66,13 +209,176 @@ show_failures() {
 	done
 }
 
-status=0
-runuser -u postgres -- env PATH="$PATH" PG_TEST_TIMEOUT_DEFAULT=60 PGISOLATIONTIMEOUT=60 \
-	make installcheck with_llvm=no "$@" || status=$?
+# ---------------------------------------------------------------------------
+# The suite against a major this machine does not serve, in its root: a
+# copy of the tree in the root's /build, and run-tests.sh run there.  Holds
+# the root's lock throughout; unmounts on the way out, whatever happens.
+run_in_root() {
+	local m=$1 root lockfd inner=()
+	install_missing debootstrap
+	root=$ROOTS/cfeed-r$m
+	mkdir -p "$ROOTS"
+	exec {lockfd}>"$root.lock"
+	flock "$lockfd"
+	trap 'bash "$ROOTSH" umount '"$m"' || true' EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+	[ "${CFEED_FRESH_ROOTS:-}" = 1 ] && [ -z "${CFEED_ROOTS_FRESHENED:-}" ] && bash "$ROOTSH" remove "$m"
+	CFEED_ROOTS=$ROOTS bash "$ROOTSH" setup "$m"
 
-if [ "$status" -ne 0 ]; then
-	show_failures
-	echo "run-tests.sh: FAILED (make installcheck exited $status)" >&2
-	exit "$status"
+	rm -rf "$root/build"
+	mkdir -p "$root/build"
+	tar -C "$SRC" --exclude=./.git --exclude=./tmp_check --exclude=./tmp_regress --exclude=./tmp_iso \
+		--exclude=./results --exclude=./output_iso --exclude=./log --exclude='*.o' --exclude='*.so' \
+		--exclude='*.bc' -cf - . | tar -C "$root/build" -xf -
+	if [ -n "$dump_in" ]; then
+		mkdir -p "$root/build/.cross-dump"
+		cp "$dump_in"* "$root/build/.cross-dump/" 2>/dev/null || true
+		inner+=(--dump-in "/build/.cross-dump/$(basename "$dump_in")")
+	fi
+	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+		${LANG:+LANG="$LANG"} ${LC_ALL:+LC_ALL="$LC_ALL"} CI="${CI:-}" CFEED_IN_ROOT=1 \
+		CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" \
+		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}"
+}
+
+# ---------------------------------------------------------------------------
+# --all: 15 here while the roots of 17 and 18 are made or checked; then 17
+# and 18 (CFEED_MATRIX_JOBS at once), each restoring 15's dump.
+run_matrix() {
+	local logs m rc started=$SECONDS jobs=${CFEED_MATRIX_JOBS:-2} total_passed=0 total_failed=0
+	local -A status took setup_pid run_pid
+	local here t0
+	here=$(local_major)
+	logs=$(mktemp -d /var/tmp/cfeed-matrix.XXXXXX)
+	install_missing debootstrap
+	echo "run-tests.sh --all: PostgreSQL ${MAJORS[*]}; logs in $logs"
+
+	matrix_cleanup() {
+		local p
+		for p in "${setup_pid[@]}" "${run_pid[@]}"; do
+			kill "$p" 2>/dev/null || true
+		done
+		wait 2>/dev/null || true
+	}
+	trap matrix_cleanup EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+
+	# Make (or check) the roots in the background, each under its lock.
+	for m in "${MAJORS[@]}"; do
+		[ "$m" = "$here" ] && continue
+		(
+			exec 9>"$ROOTS/cfeed-r$m.lock"
+			flock 9
+			trap 'bash "$ROOTSH" umount '"$m"' || true' EXIT
+			trap 'exit 143' TERM
+			[ "${CFEED_FRESH_ROOTS:-}" = 1 ] && bash "$ROOTSH" remove "$m"
+			bash "$ROOTSH" setup "$m"
+		) >"$logs/setup-$m.log" 2>&1 &
+		setup_pid[$m]=$!
+	done
+	export CFEED_ROOTS_FRESHENED=1
+
+	# The local major first (it makes the dump), streamed.
+	echo "===== PostgreSQL $here (this machine)"
+	m=$here
+	rc=0
+	t0=$SECONDS
+	bash "$SRC/test/run-tests.sh" --pg "$m" --dump-out "$logs/dump$m.sql" "${make_args[@]}" 2>&1 |
+		tee "$logs/test-$m.log" || rc=$?
+	status[$m]=$rc
+	took[$m]=$((SECONDS - t0))
+
+	# The roots: at most $jobs at once, each into its log; printed when done.
+	local queue=() t0 m2
+	local -A t_start
+	for m in "${MAJORS[@]}"; do
+		[ "$m" = "$here" ] && continue
+		rc=0
+		wait "${setup_pid[$m]}" || rc=$?
+		unset "setup_pid[$m]"
+		if [ "$rc" -ne 0 ]; then
+			{
+				echo "run-tests.sh: the root of PostgreSQL $m could not be made:"
+				cat "$logs/setup-$m.log"
+			} | tee "$logs/test-$m.log"
+			status[$m]=$rc
+			took[$m]=0
+		else
+			queue+=("$m")
+		fi
+	done
+	if [ "$jobs" -le 1 ]; then
+		for m in "${queue[@]}"; do
+			echo "===== PostgreSQL $m (root $ROOTS/cfeed-r$m)"
+			t0=$SECONDS
+			rc=0
+			bash "$SRC/test/run-tests.sh" --pg "$m" --dump-in "$logs/dump$here.sql" "${make_args[@]}" 2>&1 |
+				tee "$logs/test-$m.log" || rc=$?
+			status[$m]=$rc
+			took[$m]=$((SECONDS - t0))
+		done
+	elif [ "${#queue[@]}" -gt 0 ]; then
+		echo "===== PostgreSQL ${queue[*]}: running at once in their roots (logs $logs/test-*.log)"
+		for m in "${queue[@]}"; do
+			t_start[$m]=$SECONDS
+			bash "$SRC/test/run-tests.sh" --pg "$m" --dump-in "$logs/dump$here.sql" "${make_args[@]}" \
+				>"$logs/test-$m.log" 2>&1 &
+			run_pid[$m]=$!
+		done
+		# print each log as its run ends, in the order they end
+		while [ "${#run_pid[@]}" -gt 0 ]; do
+			rc=0
+			wait -n -p m2 "${run_pid[@]}" || rc=$?
+			for m in "${!run_pid[@]}"; do
+				[ "${run_pid[$m]}" = "$m2" ] || continue
+				unset "run_pid[$m]"
+				status[$m]=$rc
+				took[$m]=$((SECONDS - t_start[$m]))
+				echo "===== PostgreSQL $m (root $ROOTS/cfeed-r$m), $(elapsed "${took[$m]}")"
+				cat "$logs/test-$m.log"
+			done
+		done
+	fi
+
+	echo
+	echo "===== run-tests.sh --all: summary ($(elapsed $((SECONDS - started))) in all)"
+	local failed_majors=()
+	for m in "${MAJORS[@]}"; do
+		count_tests "$logs/test-$m.log"
+		if [ "${status[$m]}" -eq 0 ] && [ "$n_failed" -eq 0 ]; then
+			printf 'PostgreSQL %s: passed  %s (%s)\n' "$m" "$counts" "$(elapsed "${took[$m]}")"
+		else
+			printf 'PostgreSQL %s: FAILED  %s (%s)\n' "$m" "$counts" "$(elapsed "${took[$m]}")"
+			failed_majors+=("$m")
+			[ "$n_failed" -gt 0 ] || n_failed=1
+		fi
+		total_passed=$((total_passed + n_passed))
+		total_failed=$((total_failed + n_failed))
+	done
+	trap - EXIT
+	if [ "${#failed_majors[@]}" -gt 0 ]; then
+		echo "run-tests.sh --all: FAILED on PostgreSQL ${failed_majors[*]}" >&2
+		echo "tests: $total_passed passed, $total_failed failed"
+		return 1
+	fi
+	echo "tests: $total_passed passed, 0 failed"
+}
+
+if $all; then
+	[ -z "$major" ] || usage
+	run_matrix
+	exit
 fi
-echo "run-tests.sh: all tests passed"
+[ -n "$major" ] || major=$(local_major)
+case " ${MAJORS[*]} " in
+	*" $major "*) ;;
+	*) echo "run-tests.sh: PostgreSQL $major is not built here (15, 17 and 18 are)" >&2; exit 2 ;;
+esac
+if [ -n "${CFEED_IN_ROOT:-}" ] || [ -x "/usr/lib/postgresql/$major/bin/pg_config" ] ||
+	[ "$major" = "$(local_major)" ]; then
+	run_local "$major"
+else
+	run_in_root "$major"
+fi
