@@ -15,11 +15,12 @@ OBJS = \
 	src/track.o \
 	src/track_insert.o \
 	src/direct.o \
-	src/row_image.o
+	src/row_image.o \
+	src/read_access.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 
-REGRESS = catalogs publish sweep read errors security leases track track_write operations hardening
+REGRESS = catalogs publish sweep read errors security leases track track_write operations read_access hardening
 REGRESS_OPTS = --inputdir=. --temp-instance=tmp_regress --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
 ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation sweep_notify acquire_race steal_vs_checkpoint expiry_vs_renew track_same_key track_fk sweep_moved_shard sweep_rewrite

@@ -13,6 +13,8 @@ GRANT EXECUTE ON FUNCTION cfeed.sweep(int) TO regress_cfeed_sweeper;
 GRANT EXECUTE ON PROCEDURE cfeed.sweep_loop(int, int, int, int, int, bigint, int) TO regress_cfeed_sweeper;
 
 SELECT cfeed.create_feed('sec', 2);
+-- the reader reads feed 1 (per-feed grants: sql/read_access.sql)
+SELECT cfeed.grant_read(1, 'regress_cfeed_reader');
 
 -- PUBLIC: USAGE on the schema only, no privilege on any table, view or sequence
 SELECT has_schema_privilege('public', 'cfeed', 'USAGE') AS usage,
@@ -121,6 +123,7 @@ SELECT count(*) AS pending FROM cfeed.change WHERE change_sequence_number IS NUL
 -- without the EXECUTE grants the helper functions refuse
 CREATE ROLE regress_cfeed_operator;
 GRANT SELECT ON cfeed.stats, cfeed.sweepers, cfeed.consumer_lag, cfeed.groups TO regress_cfeed_operator;
+SELECT cfeed.grant_read_all('regress_cfeed_operator');
 SET ROLE regress_cfeed_operator;
 SELECT pg_temp.err($$SELECT * FROM cfeed.stats$$) AS stats_without_execute;
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweepers$$) AS sweepers_without_execute;

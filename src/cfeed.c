@@ -45,6 +45,7 @@ relcache_invalidate(Datum arg, Oid relid)
 	cfeed_row_image_invalidate(relid);
 	cfeed_shard_counts_invalidate(relid);
 	cfeed_watermarks_invalidate(relid);
+	cfeed_read_access_invalidate(relid);
 }
 
 /*

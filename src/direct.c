@@ -203,7 +203,7 @@ cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, const bool *notnull
 
 	if (rel->rd_rel->relkind != RELKIND_RELATION ||
 		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		rel->rd_rel->relrowsecurity ||
+		(rel->rd_rel->relrowsecurity && !cfeed_rls_direct_ok(rel, cmd)) ||
 		rel->rd_rules != NULL ||
 		!layout_matches(rel, types, notnull, natts) ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||

@@ -13,6 +13,13 @@
  *	  pass what it saw, then reads again with a new snapshot, so waiting
  *	  needs READ COMMITTED.
  *
+ *	  Read access (1.4, read_access.c): every function here raises 42501
+ *	  for a feed the caller may not read, before looking the feed up (after
+ *	  the table privilege checks of earlier versions), and again after a
+ *	  wait, so that a revoke committed meanwhile holds.  The plans run with
+ *	  the caller's privileges, so cfeed.change's row-level security also
+ *	  leaves out the changes whose row image the caller may not see.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -186,6 +193,8 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 				 errhint("Read with wait_ms => 0, or wait in a READ COMMITTED transaction.")));
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	cfeed_check_select("change");
+	cfeed_check_read(feed_id);
 	cfeed_shard_get(feed_id, shard, false, &sh);
 	if (max_count == 0)
 		return (Datum) 0;
@@ -202,7 +211,10 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 		int64		seen = Max(cursor, sh.last_number);
 
 		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
+		{
+			cfeed_recheck_read(feed_id);
 			(void) run_read(plan, sql, rsinfo->setResult, feed_id, shard, cursor, max_count);
+		}
 	}
 	MemoryContextSwitchTo(oldcxt);
 	cfeed_spi_finish(spi_level);
@@ -251,15 +263,20 @@ Datum
 cfeed_wait(PG_FUNCTION_ARGS)
 {
 	CfeedShard	sh;
+	int64		head;
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "shard");
 	cfeed_require_arg(fcinfo, 2, "cursor");
 	cfeed_require_arg(fcinfo, 3, "timeout_ms");
 	check_nonnegative(PG_GETARG_INT32(3), "timeout_ms");
+	cfeed_check_select("shard");
+	cfeed_check_read(PG_GETARG_INT32(0));
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
-	PG_RETURN_INT64(cfeed_wait_for_head(sh.feed_id, sh.shard, PG_GETARG_INT64(2),
-										PG_GETARG_INT32(3)));
+	head = cfeed_wait_for_head(sh.feed_id, sh.shard, PG_GETARG_INT64(2), PG_GETARG_INT32(3));
+	if (head > sh.last_number)
+		cfeed_recheck_read(sh.feed_id);
+	PG_RETURN_INT64(head);
 }
 
 /*
@@ -273,6 +290,8 @@ cfeed_head(PG_FUNCTION_ARGS)
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_check_select("shard");
+	cfeed_check_read(PG_GETARG_INT32(0));
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
 	PG_RETURN_INT64(sh.last_number);
 }
@@ -368,6 +387,8 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	cfeed_require_arg(fcinfo, 1, "shard");
 	cfeed_require_arg(fcinfo, 2, "at");
 	at = PG_GETARG_TIMESTAMPTZ(2);
+	cfeed_check_select("shard");
+	cfeed_check_read(PG_GETARG_INT32(0));
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
 	cfeed_check_select("change");
 

@@ -802,6 +802,20 @@ cfeed_track(PG_FUNCTION_ARGS)
 				 errdetail("cfeed stores each change's change_id in a table's change_id column."),
 				 errhint("Rename the column or change its type to bigint.")));
 
+	/*
+	 * Row-level security (1.4): a reader sees a row image only if the table's
+	 * policies do not apply to it (read_access.c), checked at every read, so
+	 * that enabling it later holds too.  Say so now: to the table's other
+	 * readers, its changes will not show in the feed.
+	 */
+	if (rel->rd_rel->relrowsecurity)
+		ereport(NOTICE,
+				(errmsg("table \"%s\" has row-level security: its changes are shown only to roles its policies do not apply to",
+						RelationGetRelationName(rel)),
+				 errdetail("A change carries a copy of its row, which cfeed cannot check against the table's policies."),
+				 errhint("Its owner, superusers and roles with BYPASSRLS see them, if they may read feed %d.",
+						 feed_id)));
+
 	qname = qualified_name(relid);
 	args = psprintf("%s, %s", quote_literal_cstr(psprintf("%d", feed_id)),
 					quote_literal_cstr(keyspec.data));

@@ -1,0 +1,485 @@
+/*-------------------------------------------------------------------------
+ *
+ * read_access.c
+ *	  Per-feed read access (1.4): which feeds the current user may read, and
+ *	  which tracked tables' row images it may see.
+ *
+ * The rules
+ * ---------
+ * cfeed.read_grant holds the grants: (grantee, feed_id), a null feed_id
+ * meaning every feed, grantee 0 meaning PUBLIC.  A role may read a feed when
+ * it is a superuser, has BYPASSRLS, has the privileges of the extension's
+ * owner, or has the privileges of a grantee of the feed or of every feed.
+ * A role may see the row image of a change of table T when, besides, it may
+ * SELECT every column of T (a table grant, or a grant on each column) and
+ * T's own row-level security does not apply to it (T's owner unless FORCEd,
+ * superusers, BYPASSRLS roles): an image is a copy of a row, so it is shown
+ * only to whom T would show that row whatever T's policies say.  A change
+ * of a dropped table is seen by no one but those.
+ *
+ * Where they are enforced: row-level security on cfeed.change (policy
+ * change_read: cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
+ * (images written before 1.3) and cfeed.lease (cfeed._may_read(feed_id));
+ * the cfeed.shard view, on which the other views join, filters on
+ * cfeed._may_read(feed_id); and the C read functions (read.c) call
+ * cfeed_check_read first, so that a feed the caller may not read is 42501
+ * rather than silence.  The owner of cfeed.change, who stamps, bypasses its
+ * row-level security.
+ *
+ * The cache
+ * ---------
+ * Per backend, for the current user: the grants (read whole, the table is
+ * small) and the decisions made so far, per feed and per table, with the
+ * last decision of each kind in front (a read asks about one feed for every
+ * row).  Everything is dropped, and rebuilt on the next question, when the
+ * user changes, at a relcache invalidation of cfeed.read_grant (its
+ * statement trigger, cfeed._read_grant_changed, sends one), of a table
+ * decided about (GRANT, REVOKE and ALTER TABLE ... ROW LEVEL SECURITY send
+ * one), or of everything, and at any change of roles or role membership.
+ * Invalidations are read at the start of every transaction and whenever a
+ * lock is first taken: a revoke takes effect from the reader's next
+ * transaction, and read() and wait() read them again after waiting.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/trigger.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "rewrite/rowsecurity.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/syscache.h"
+
+#include "cfeed.h"
+
+/* Columns of cfeed.read_grant, fixed by the 1.4 update script. */
+#define Anum_read_grant_grantee		1
+#define Anum_read_grant_feed_id		2
+
+typedef struct CfeedReadGrant
+{
+	Oid			grantee;		/* ACL_ID_PUBLIC: every role */
+	int32		feed_id;
+	bool		every_feed;		/* feed_id null in the table */
+} CfeedReadGrant;
+
+/* A decision about one feed or one table. */
+typedef struct CfeedFeedAccess
+{
+	int32		feed_id;		/* hash key */
+	bool		may;
+} CfeedFeedAccess;
+
+typedef struct CfeedTableAccess
+{
+	Oid			relid;			/* hash key */
+	bool		may;
+} CfeedTableAccess;
+
+PG_FUNCTION_INFO_V1(cfeed_may_read);
+PG_FUNCTION_INFO_V1(cfeed_may_read_change);
+PG_FUNCTION_INFO_V1(cfeed_read_grant_changed);
+
+/*
+ * The cache (see the file header).  Invalidation callbacks only clear
+ * access_valid and count; memory is reset by access_prepare, never by a
+ * callback, which may run in the middle of a decision.
+ */
+static MemoryContext access_cxt = NULL;
+static bool access_valid = false;
+static uint64 access_invals = 0;
+static Oid	access_user = InvalidOid;
+static Oid	grant_relid = InvalidOid;	/* cfeed.read_grant when read */
+static bool reads_all = false;	/* the user may read every feed */
+static CfeedReadGrant *grants = NULL;
+static int	ngrants = 0;
+static HTAB *feed_access = NULL;
+static HTAB *table_access = NULL;
+static bool last_feed_set = false;
+static int32 last_feed;
+static bool last_feed_may;
+static Oid	last_table = InvalidOid;
+static bool last_table_may;
+
+/*
+ * access_forget
+ *		Mark the cache stale (safe in an invalidation callback).
+ */
+static void
+access_forget(void)
+{
+	access_valid = false;
+	access_invals++;
+}
+
+/*
+ * cfeed_read_access_invalidate
+ *		For the relcache invalidation callback: forget everything when the
+ *		relation is cfeed.read_grant or a table decided about (or for
+ *		InvalidOid, every relation).
+ */
+void
+cfeed_read_access_invalidate(Oid relid)
+{
+	/* while the cache is being built, any invalidation makes it stale */
+	if (!access_valid || !OidIsValid(relid) || relid == grant_relid ||
+		(table_access != NULL && hash_search(table_access, &relid, HASH_FIND, NULL) != NULL))
+		access_forget();
+}
+
+/*
+ * roles_changed
+ *		Syscache callback for pg_authid and pg_auth_members: superuser,
+ *		BYPASSRLS and memberships decide too.
+ */
+static void
+roles_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	access_forget();
+}
+
+/*
+ * grants_load
+ *		Read cfeed.read_grant into grants[] (in access_cxt) with a fresh
+ *		catalog snapshot; none when the database is not at 1.4 yet.
+ */
+static void
+grants_load(void)
+{
+	Oid			nsp = cfeed_schema_oid(true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("read_grant", nsp) : InvalidOid;
+	Relation	rel;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	int			allocated = 16;
+
+	ngrants = 0;
+	grant_relid = relid;
+	grants = MemoryContextAlloc(access_cxt, sizeof(CfeedReadGrant) * allocated);
+	if (!OidIsValid(relid) || (rel = try_relation_open(relid, AccessShareLock)) == NULL)
+		return;
+	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		bool		isnull;
+		Datum		feed = heap_getattr(tup, Anum_read_grant_feed_id, RelationGetDescr(rel), &isnull);
+		CfeedReadGrant *g;
+
+		if (ngrants == allocated)
+		{
+			allocated *= 2;
+			grants = repalloc(grants, sizeof(CfeedReadGrant) * allocated);
+		}
+		g = &grants[ngrants++];
+		g->every_feed = isnull;
+		g->feed_id = isnull ? 0 : DatumGetInt32(feed);
+		g->grantee = DatumGetObjectId(heap_getattr(tup, Anum_read_grant_grantee,
+												   RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan(scan);
+	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * grantee_matches
+ *		Whether the current user has the privileges of a grant's grantee.
+ */
+static bool
+grantee_matches(const CfeedReadGrant *g)
+{
+	return g->grantee == ACL_ID_PUBLIC || has_privs_of_role(access_user, g->grantee);
+}
+
+/*
+ * access_prepare
+ *		Make the cache current for GetUserId(): a no-op while nothing was
+ *		invalidated and the user is the same.
+ */
+static void
+access_prepare(void)
+{
+	Oid			user = GetUserId();
+	uint64		invals = access_invals;
+	HASHCTL		ctl;
+	bool		all;
+	int			i;
+
+	if (access_valid && user == access_user)
+		return;
+	if (access_cxt == NULL)
+	{
+		access_cxt = AllocSetContextCreate(TopMemoryContext, "cfeed read access",
+										   ALLOCSET_SMALL_SIZES);
+		CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum) 0);
+	}
+	access_valid = false;
+	feed_access = NULL;
+	table_access = NULL;
+	last_feed_set = false;
+	last_table = InvalidOid;
+	MemoryContextReset(access_cxt);
+
+	access_user = user;
+	grants_load();
+	all = !OidIsValid(grant_relid) || superuser_arg(user) ||
+		has_bypassrls_privilege(user) || has_privs_of_role(user, cfeed_extension_owner());
+	for (i = 0; i < ngrants && !all; i++)
+		all = grants[i].every_feed && grantee_matches(&grants[i]);
+	reads_all = all;
+
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(CfeedFeedAccess);
+	ctl.hcxt = access_cxt;
+	feed_access = hash_create("cfeed feed access", 16, &ctl,
+							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = sizeof(Oid);
+	ctl.entrysize = sizeof(CfeedTableAccess);
+	table_access = hash_create("cfeed table access", 16, &ctl,
+							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	/* An invalidation read while building leaves the cache stale. */
+	access_valid = (invals == access_invals);
+}
+
+/*
+ * cfeed_may_read_feed
+ *		Whether the current user may read the feed (see the file header).
+ *		Does not check that the feed exists.
+ */
+bool
+cfeed_may_read_feed(int32 feed_id)
+{
+	CfeedFeedAccess *entry;
+	bool		may = false;
+	int			i;
+
+	access_prepare();
+	if (last_feed_set && last_feed == feed_id)
+		return last_feed_may;
+	entry = hash_search(feed_access, &feed_id, HASH_FIND, NULL);
+	if (entry != NULL)
+		may = entry->may;
+	else
+	{
+		may = reads_all;
+		for (i = 0; i < ngrants && !may; i++)
+			may = !grants[i].every_feed && grants[i].feed_id == feed_id &&
+				grantee_matches(&grants[i]);
+		/* a role lookup above may have made the cache stale: then keep nothing */
+		if (!access_valid)
+			return may;
+		entry = hash_search(feed_access, &feed_id, HASH_ENTER, NULL);
+		entry->may = may;
+	}
+	last_feed = feed_id;
+	last_feed_may = may;
+	last_feed_set = true;
+	return may;
+}
+
+/*
+ * table_decide
+ *		Whether the current user may see the row images of relation relid:
+ *		it exists, the user may SELECT all its columns, and its row-level
+ *		security does not apply to the user.
+ */
+static bool
+table_decide(Oid relid)
+{
+	bool		missing = false;
+
+	if (pg_class_aclcheck_ext(relid, access_user, ACL_SELECT, &missing) != ACLCHECK_OK)
+	{
+		if (missing ||
+			pg_attribute_aclcheck_all(relid, access_user, ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
+			return false;
+	}
+	if (missing)
+		return false;
+	return check_enable_rls(relid, access_user, true) != RLS_ENABLED;
+}
+
+/*
+ * cfeed_may_read_table
+ *		Whether the current user may see the row images of table relid.
+ */
+bool
+cfeed_may_read_table(Oid relid)
+{
+	CfeedTableAccess *entry;
+	bool		may;
+
+	access_prepare();
+	if (relid == last_table && OidIsValid(relid))
+		return last_table_may;
+	entry = hash_search(table_access, &relid, HASH_FIND, NULL);
+	if (entry != NULL)
+		may = entry->may;
+	else
+	{
+		may = table_decide(relid);
+		if (!access_valid)
+			return may;
+		entry = hash_search(table_access, &relid, HASH_ENTER, NULL);
+		entry->may = may;
+	}
+	last_table = relid;
+	last_table_may = may;
+	return may;
+}
+
+/*
+ * cfeed_check_read
+ *		Raise 42501 unless the current user may read the feed.  Callers check
+ *		it before looking the feed up, so that whether a feed exists is told
+ *		only to those who may read it (or every feed).
+ */
+void
+cfeed_check_read(int32 feed_id)
+{
+	if (cfeed_may_read_feed(feed_id))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied for feed %d", feed_id),
+			 errdetail("Role \"%s\" has no read grant on feed %d.",
+					   GetUserNameFromId(GetUserId(), false), feed_id),
+			 errhint("The extension's owner grants it with cfeed.grant_read(%d, role).", feed_id)));
+}
+
+/*
+ * cfeed_recheck_read
+ *		cfeed_check_read after a wait: first read the invalidations that
+ *		arrived meanwhile (a revoke committed while the caller slept), which
+ *		the transaction would otherwise see only at its next lock.
+ */
+void
+cfeed_recheck_read(int32 feed_id)
+{
+	AcceptInvalidationMessages();
+	cfeed_check_read(feed_id);
+}
+
+/*
+ * cfeed_may_read
+ *		SQL (1.4): cfeed._may_read(feed_id int) returns bool.  The filter of
+ *		the cfeed.shard view and the policy of cfeed.lease; false for null.
+ */
+Datum
+cfeed_may_read(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(cfeed_may_read_feed(PG_GETARG_INT32(0)));
+}
+
+/*
+ * cfeed_may_read_change
+ *		SQL (1.4): cfeed._may_read(feed_id int, tbl regclass) returns bool.
+ *		The policy of cfeed.change and cfeed.row_image, run for every row a
+ *		reader subject to it reads: may the user read the feed and, for a
+ *		change with a row image (tbl not null), see the image?
+ */
+Datum
+cfeed_may_read_change(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0) || !cfeed_may_read_feed(PG_GETARG_INT32(0)))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(PG_ARGISNULL(1) || cfeed_may_read_table(PG_GETARG_OID(1)));
+}
+
+/*
+ * cfeed_read_grant_changed
+ *		AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ... FOR EACH STATEMENT on
+ *		cfeed.read_grant (enabled always): every backend forgets its read
+ *		access decisions when the transaction commits (this one at once).
+ */
+Datum
+cfeed_read_grant_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_STATEMENT(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function cfeed._read_grant_changed() must be fired as an AFTER STATEMENT trigger")));
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * is_true_const
+ *		Whether a policy expression is the constant true.
+ */
+static bool
+is_true_const(Expr *expr)
+{
+	return expr != NULL && IsA(expr, Const) && !((Const *) expr)->constisnull &&
+		DatumGetBool(((Const *) expr)->constvalue);
+}
+
+/*
+ * cfeed_rls_direct_ok
+ *		For direct.c, on a relation with row-level security enabled: whether
+ *		the current user's cmd (an INSERT or UPDATE without RETURNING) is, as
+ *		far as the policies go, exactly what it would be without them.  True
+ *		when they do not apply to the user (the owner, who stamps; superusers;
+ *		BYPASSRLS), and for an INSERT when the policies for it are permissive
+ *		ones one of which is for PUBLIC WITH CHECK (true), as 1.4's
+ *		change_write is: per-feed read access then costs a writer one walk of
+ *		the policy list.  Otherwise the caller's SQL applies them.
+ */
+bool
+cfeed_rls_direct_ok(Relation rel, CmdType cmd)
+{
+	RowSecurityDesc *rsdesc = rel->rd_rsdesc;
+
+	if (cmd == CMD_INSERT && row_security && rsdesc != NULL)
+	{
+		bool		allowed = false;
+		bool		restricted = false;
+		ListCell   *lc;
+
+		foreach(lc, rsdesc->policies)
+		{
+			RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
+			Expr	   *check;
+			Oid		   *roles;
+			int			nroles;
+			int			i;
+
+			if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
+				continue;
+			if (!policy->permissive)
+			{
+				restricted = true;
+				break;
+			}
+			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
+			if (!is_true_const(check))
+				continue;
+			roles = (Oid *) ARR_DATA_PTR(policy->roles);
+			nroles = ArrayGetNItems(ARR_NDIM(policy->roles), ARR_DIMS(policy->roles));
+			for (i = 0; i < nroles; i++)
+				allowed |= (roles[i] == ACL_ID_PUBLIC);
+		}
+		if (allowed && !restricted)
+			return true;
+	}
+	return check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
+}
