@@ -1,9 +1,10 @@
 #!/bin/bash
 # demo.sh: see cfeed work in under a minute, on a throwaway server.
 #
-# Run as root on Debian 12 from anywhere:  bash demo.sh
-# Installs what is missing (PostgreSQL 15 and its build tools), builds and
-# installs cfeed, starts a temporary preloaded server in a temp directory
+# Run on Debian 12 from anywhere:  bash demo.sh  (as root, or as a user who
+# may sudo: it re-runs itself under sudo).  Installs what is missing
+# (PostgreSQL 15 -- 17 on Debian 13, 18 on unstable -- and the build tools),
+# builds and installs cfeed, starts a temporary preloaded server in a temp directory
 # (Unix socket only), then: a reader long-polls a feed in the background, a
 # writer records orders and their changes (one transaction rolls back), a
 # sweep stamps them, and the reader prints what it received.  Everything is
@@ -12,14 +13,28 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
-PGBIN=/usr/lib/postgresql/15/bin
-export PATH="$PGBIN:$PATH"
-PACKAGES=(build-essential postgresql-15 postgresql-server-dev-15 libipc-run-perl libpq-dev)
 
 if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then
+		exec sudo bash "$PWD/demo.sh" "$@"
+	fi
 	echo "demo.sh: run as root (it installs packages and the extension)" >&2
 	exit 2
 fi
+
+# The PostgreSQL of this Debian release (the highest installed, if any).
+PGMAJOR=$(ls -d /usr/lib/postgresql/*/bin/pg_config 2>/dev/null |
+	sed 's|/usr/lib/postgresql/||; s|/.*||' | sort -n | tail -n 1)
+if [ -z "$PGMAJOR" ]; then
+	case "$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" in
+		bookworm) PGMAJOR=15 ;;
+		trixie) PGMAJOR=17 ;;
+		*) PGMAJOR=18 ;;
+	esac
+fi
+PGBIN=/usr/lib/postgresql/$PGMAJOR/bin
+export PATH="$PGBIN:$PATH"
+PACKAGES=(build-essential "postgresql-$PGMAJOR" "postgresql-server-dev-$PGMAJOR" libipc-run-perl libpq-dev)
 
 say() { printf '\n== %s\n' "$*"; }
 
@@ -38,7 +53,8 @@ fi
 # 2. Build and install
 say "building and installing cfeed"
 buildlog=$(mktemp)
-if ! { make with_llvm=no && make install with_llvm=no; } >"$buildlog" 2>&1; then
+if ! { make with_llvm=no PG_CONFIG="$PGBIN/pg_config" &&
+	make install with_llvm=no PG_CONFIG="$PGBIN/pg_config"; } >"$buildlog" 2>&1; then
 	cat "$buildlog"
 	exit 1
 fi
@@ -53,13 +69,15 @@ READER_PID=
 cleanup() {
 	[ -n "$READER_PID" ] && kill "$READER_PID" 2>/dev/null || true
 	if [ -f "$DIR/data/postmaster.pid" ]; then
-		runuser -u postgres -- pg_ctl -D "$DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+		as_pg pg_ctl -D "$DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
 	fi
 	rm -rf "$DIR"
 }
 trap cleanup EXIT
 
-as_pg() { runuser -u postgres -- env PATH="$PATH" "$@"; }
+# As postgres, from / (psql complains about a working directory postgres
+# cannot enter, such as root's home).
+as_pg() { (cd / && exec runuser -u postgres -- env PATH="$PATH" "$@"); }
 sql() { as_pg psql -X -q -At -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d demo "$@"; }
 
 say "starting a temporary server in $DIR"

@@ -12,7 +12,8 @@
 #                                     test (a dump made on 15 restored on 17 and
 #                                     18): what CI runs (.ci/run)
 #
-# Run as root from anywhere.  Installs what is missing (PostgreSQL, the build
+# Run as root (or as a user who may sudo: it re-runs itself under sudo)
+# from anywhere.  Installs what is missing (PostgreSQL, the build
 # tools, debootstrap), builds and installs as root, runs the tests as the
 # postgres user (initdb refuses root).  CI=true builds with -Werror.  Other
 # arguments go to `make installcheck` (e.g. PROVE_TESTS=test/t/010_worker.pl,
@@ -33,6 +34,10 @@ ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
 usage() { sed -n '2,25p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+	exec sudo bash "$SRC/test/run-tests.sh" "$@"
+fi
 
 major=
 all=false
