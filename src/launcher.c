@@ -330,7 +330,7 @@ cfeed_launcher_main(Datum main_arg)
 		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 cfeed_launcher_interval, PG_WAIT_EXTENSION);
+						 cfeed_launcher_interval, cfeed_wait_event(CFEED_WAIT_LAUNCHER_MAIN));
 		ResetLatch(MyLatch);
 	}
 }
@@ -374,7 +374,7 @@ pause_database(Oid dboid)
 		if (!any)
 			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
+						 10, cfeed_wait_event(CFEED_WAIT_SWEEPER_EXIT));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}

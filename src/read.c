@@ -107,11 +107,11 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 			break;
 		if (cv != NULL)
 			(void) ConditionVariableTimedSleep(cv, Min(remaining, CFEED_CV_SAFETY_MS),
-											   PG_WAIT_EXTENSION);
+											   cfeed_wait_event(CFEED_WAIT_READ));
 		else
 		{
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Min(remaining, cfeed_poll_interval), PG_WAIT_EXTENSION);
+							 Min(remaining, cfeed_poll_interval), cfeed_wait_event(CFEED_WAIT_READ));
 			ResetLatch(MyLatch);
 		}
 	}

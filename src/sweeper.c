@@ -315,7 +315,7 @@ sweep_pause(TimestampTz began)
 		if (remaining <= 0 || ConfigReloadPending)
 			return;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 remaining, PG_WAIT_EXTENSION);
+						 remaining, cfeed_wait_event(CFEED_WAIT_SWEEPER_DELAY));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -403,7 +403,7 @@ cfeed_sweeper_main(Datum main_arg)
 			continue;			/* what committed meanwhile, its wake-ups reset */
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sleep_ms, PG_WAIT_EXTENSION);
+						 sleep_ms, cfeed_wait_event(CFEED_WAIT_SWEEPER_MAIN));
 		ResetLatch(MyLatch);
 	}
 }

@@ -202,7 +202,7 @@ resolve_key(Relation rel, const char *keyspec, CfeedTrackKey *key, MemoryContext
 
 	if (keyspec[0] == '\0')
 	{
-		Oid			pkoid = RelationGetPrimaryKeyIndex(rel);
+		Oid			pkoid = cfeed_primary_key_index(rel);
 		Relation	idx;
 
 		if (!OidIsValid(pkoid))
@@ -1160,7 +1160,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(2))
 	{
 		CfeedTrackKey key;
-		Oid			pk = RelationGetPrimaryKeyIndex(rel);
+		Oid			pk = cfeed_primary_key_index(rel);
 		StringInfoData ob;
 		int			i;
 
