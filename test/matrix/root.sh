@@ -104,17 +104,24 @@ do_setup() {
 		echo "$suite" >"$root/.cfeed-debootstrap"
 	fi
 	do_mount "$root"
-	echo "root.sh: installing PostgreSQL $major in $root"
-	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive bash -c "
-		set -e
-		apt-get -q update
-		apt-get install -y -q --no-install-recommends build-essential \
-			postgresql-$major postgresql-server-dev-$major libpq-dev libipc-run-perl
-	" >"$root.apt.log" 2>&1 || {
-		tail -n 40 "$root.apt.log" >&2
-		return 1
-	}
-	echo "$major" >"$root/.cfeed-root"
+	packages="build-essential postgresql-$major postgresql-server-dev-$major libpq-dev libipc-run-perl"
+	# shellcheck disable=SC2086
+	if [ "$(cat "$root/.cfeed-root" 2>/dev/null)" = "$major" ] &&
+		chroot "$root" dpkg-query -W -f='${Status}\n' $packages 2>/dev/null |
+		awk '$3 != "installed" { bad = 1 } END { exit bad }'; then
+		echo "root.sh: reusing $root"
+	else
+		echo "root.sh: installing PostgreSQL $major in $root"
+		chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive bash -c "
+			set -e
+			apt-get -q update
+			apt-get install -y -q --no-install-recommends $packages
+		" >"$root.apt.log" 2>&1 || {
+			tail -n 40 "$root.apt.log" >&2
+			return 1
+		}
+		echo "$major" >"$root/.cfeed-root"
+	fi
 	echo "root.sh: $root ready ($(chroot "$root" /usr/lib/postgresql/"$major"/bin/pg_config --version))"
 }
 
