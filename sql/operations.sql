@@ -82,6 +82,20 @@ ROLLBACK;
 -- a reader from the beginning sees only what is left, in order
 SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(72, 0);
 
+-- a stamped change keeps its number where it was stamped: moving it to
+-- another shard or renumbering it is refused (22023); its other columns may
+-- change (clearing a row image, say), and backfilled history may be edited
+-- within the migration range
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 71 WHERE change_id = 307$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = change_sequence_number + 10 WHERE change_id = 307$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET stamped_at = now() - interval '1 day' WHERE change_id = 307$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET "row" = '{}', shard = shard WHERE change_id = 307$$);
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (72, 0, 308, 1999999999999990);
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 1999999999999991 WHERE change_id = 308$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 2000000000000100 WHERE change_id = 308$$);
+SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(72, 0);
+DELETE FROM cfeed.change WHERE change_id = 308;
+
 /*
  * What a DBA attaches to cfeed.change is honoured by the direct paths
  * (cfeed.publish, a tracked table's trigger, the sweep's stamps) exactly as

@@ -143,8 +143,9 @@ cfeed_relid(const char *relname)
 
 /*
  * cfeed_relid_locked
- *		OID of relation cfeed.<relname>, locked in lockmode until the end of
- *		the transaction.  The OID cfeed_relid remembers can be stale until an
+ *		OID of relation cfeed.<relname>, locked in lockmode (until the end of
+ *		the transaction, or until the caller unlocks it: an index passed to
+ *		systable_beginscan is unlocked after systable_endscan).  The OID cfeed_relid remembers can be stale until an
  *		invalidation is read, and taking a lock is what reads them: a
  *		relation dropped meanwhile (DROP EXTENSION), or an index that REINDEX
  *		CONCURRENTLY swapped for a new one, would fail with "could not open
@@ -312,6 +313,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	SysScanDesc scan;
 	ScanKeyData keys[2];
 	HeapTuple	tup;
+	Oid			pkey;
 	bool		found = false;
 	bool		own_snapshot = (snapshot == NULL);
 
@@ -319,12 +321,12 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 		snapshot = RegisterSnapshot(GetLatestSnapshot());
 
 	rel = cfeed_table_open("shard_config", AccessShareLock);
+	pkey = cfeed_relid_locked("shard_config_pkey", AccessShareLock);
 	ScanKeyInit(&keys[0], Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], Anum_shard_shard, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(shard));
-	scan = systable_beginscan(rel, cfeed_relid_locked("shard_config_pkey", AccessShareLock), true,
-							  snapshot, 2, keys);
+	scan = systable_beginscan(rel, pkey, true, snapshot, 2, keys);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
 	{
@@ -350,6 +352,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 		out->last_number = out->floor_number;
 	}
 	systable_endscan(scan);
+	UnlockRelationOid(pkey, AccessShareLock);
 	table_close(rel, AccessShareLock);
 
 	if (found && with_head)
@@ -369,14 +372,17 @@ feed_exists(int32 feed_id)
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
+	Oid			pkey;
 	bool		found;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
 	rel = cfeed_table_open("feed", AccessShareLock);
 	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
-	scan = systable_beginscan(rel, cfeed_relid_locked("feed_pkey", AccessShareLock), true, snapshot, 1, &key);
+	pkey = cfeed_relid_locked("feed_pkey", AccessShareLock);
+	scan = systable_beginscan(rel, pkey, true, snapshot, 1, &key);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
+	UnlockRelationOid(pkey, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
 	return found;
@@ -444,6 +450,7 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tup;
+	Oid			pkey;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
 	*count = 0;
@@ -451,7 +458,8 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 	rel = cfeed_table_open("shard_config", AccessShareLock);
 	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
-	scan = systable_beginscan(rel, cfeed_relid_locked("shard_config_pkey", AccessShareLock), true, snapshot, 1, &key);
+	pkey = cfeed_relid_locked("shard_config_pkey", AccessShareLock);
+	scan = systable_beginscan(rel, pkey, true, snapshot, 1, &key);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;
@@ -462,6 +470,7 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 		*max_shard = Max(*max_shard, s);
 	}
 	systable_endscan(scan);
+	UnlockRelationOid(pkey, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
 }

@@ -19,8 +19,9 @@
  *	   sends the caller to SQL, where the rewriter decides);
  *	 - a trigger for the command other than the ones the caller stands in
  *	   for: the foreign-key check of cfeed.change against shard_config (not
- *	   deferred), and for INSERT the change_guard trigger, whose WHEN clause
- *	   the callers' rows never satisfy;
+ *	   deferred), for INSERT the change_guard trigger and for UPDATE the
+ *	   change_stamp_guard trigger, whose WHEN clauses the callers' rows
+ *	   never satisfy;
  *	 - CHECK constraints, NOT NULL constraints other than the install
  *	   script's, or stored generated columns;
  *	 - an index that is not a plain immediate btree (expression, exclusion
@@ -62,6 +63,7 @@
 #include "cfeed.h"
 
 #define CHANGE_GUARD_TRIGGER		"change_guard"
+#define CHANGE_STAMP_GUARD_TRIGGER	"change_stamp_guard"
 
 const Oid	cfeed_change_types[CHANGE_NATTS] =
 {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
@@ -103,7 +105,8 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
  *		Whether every trigger of rel for cmd (INSERT or UPDATE) is one the
  *		direct way stands in for: cfeed.change's foreign-key check against
  *		shard_config, not deferred (an INSERT checks at once, an UPDATE
- *		leaves the key alone), and for INSERT its change_guard.  Pass
+ *		leaves the key alone), for INSERT its change_guard and for UPDATE
+ *		its change_stamp_guard (the sweep updates unnumbered rows only).  Pass
  *		InvalidOid for a table that must have none.
  */
 static bool
@@ -125,8 +128,8 @@ triggers_known(Relation rel, CmdType cmd, Oid shard_config)
 		if (t->tgisinternal && t->tgconstrrelid == shard_config && !t->tgdeferrable &&
 			t->tgfoid == (cmd == CMD_INSERT ? F_RI_FKEY_CHECK_INS : F_RI_FKEY_CHECK_UPD))
 			continue;
-		if (cmd == CMD_INSERT && !t->tgisinternal &&
-			strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 &&
+		if (!t->tgisinternal &&
+			strcmp(t->tgname, cmd == CMD_INSERT ? CHANGE_GUARD_TRIGGER : CHANGE_STAMP_GUARD_TRIGGER) == 0 &&
 			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
 			t->tgqual != NULL)
 			continue;

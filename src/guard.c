@@ -26,6 +26,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/datum.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
@@ -35,6 +36,7 @@
 
 PG_FUNCTION_INFO_V1(cfeed_writer_xid);
 PG_FUNCTION_INFO_V1(cfeed_change_guard);
+PG_FUNCTION_INFO_V1(cfeed_change_stamp_guard);
 
 /*
  * cfeed_writer_xid
@@ -154,4 +156,70 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	}
 
 	PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, ncols, cols, values, nulls));
+}
+
+/*
+ * cfeed_change_stamp_guard
+ *		BEFORE UPDATE OF feed_id, shard, change_sequence_number, stamped_at
+ *		on cfeed.change, for rows already numbered (WHEN OLD's number is not
+ *		null: the sweeper's own updates never fire it).  A number the sweeper
+ *		issued stays with its change where it was stamped: moving or
+ *		renumbering it would let the sweeper issue the number again, or
+ *		collide with one it issues later (refused, 22023).  Backfilled
+ *		history, numbered at or below its shard's start value, may be edited
+ *		within the migration range.
+ */
+Datum
+cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_stamp_guard()");
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	HeapTuple	oldtup = trigdata->tg_trigtuple;
+	HeapTuple	newtup = trigdata->tg_newtuple;
+	bool		isnull;
+	bool		new_null;
+	int32		feed_id;
+	int32		shard;
+	int64		number;
+	CfeedShard	sh;
+	int			attnums[] = {Anum_change_feed_id, Anum_change_shard,
+	Anum_change_sequence, Anum_change_stamped_at};
+	bool		changed = false;
+	int			i;
+
+	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		elog(ERROR, "cfeed._change_stamp_guard() fired for something other than UPDATE");
+
+	for (i = 0; i < (int) lengthof(attnums); i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, attnums[i] - 1);
+		bool		oldnull;
+		Datum		oldval = heap_getattr(oldtup, attnums[i], desc, &oldnull);
+		Datum		newval = heap_getattr(newtup, attnums[i], desc, &new_null);
+
+		if (oldnull != new_null ||
+			(!oldnull && !datumIsEqual(oldval, newval, att->attbyval, att->attlen)))
+			changed = true;
+	}
+	if (!changed)
+		PG_RETURN_POINTER(newtup);
+
+	feed_id = DatumGetInt32(heap_getattr(oldtup, Anum_change_feed_id, desc, &isnull));
+	shard = DatumGetInt32(heap_getattr(oldtup, Anum_change_shard, desc, &isnull));
+	number = DatumGetInt64(heap_getattr(oldtup, Anum_change_sequence, desc, &isnull));
+	if (cfeed_shard_fetch(feed_id, shard, NULL, false, &sh) && number > sh.start_number)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("change " INT64_FORMAT " of shard %d of feed %d cannot be renumbered or moved",
+						number, shard, feed_id),
+				 errdetail("Its number was issued by the sweeper; feed_id, shard, change_sequence_number and stamped_at of a stamped change are fixed."),
+				 errhint("Delete the change instead: its number is never issued again.")));
+
+	/* backfilled history: the new number must stay in the migration range */
+	number = DatumGetInt64(heap_getattr(newtup, Anum_change_sequence, desc, &new_null));
+	if (!new_null)
+		check_writer_number(DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &isnull)),
+							DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &isnull)),
+							number, false);
+	PG_RETURN_POINTER(newtup);
 }

@@ -55,7 +55,9 @@
  * a rewriting ALTER TABLE) or TRUNCATE waits for the sweep, so the tuple
  * addresses it collected stay valid until it has stamped them, and one
  * that committed before is in the sweep's snapshot (isolation test
- * sweep_rewrite).  A shard moved to another group takes both groups' locks
+ * sweep_rewrite).  (cfeed.shard_config is locked first, in the order of
+ * DROP EXTENSION, which would otherwise deadlock with a sweep.)  A shard
+ * moved to another group takes both groups' locks
  * until its move commits, and its invalidation of cfeed.shard_config makes
  * every backend's watermarks invalid (cfeed_watermarks_invalidate).
  * A shard's head is not stored anywhere: it is the highest stamped number,
@@ -815,6 +817,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 	 * Then the invalidations that came are read (a shard moved to another
 	 * group resets the watermarks), and the watermark is looked at.
 	 */
+	(void) cfeed_relid_locked("shard_config", AccessShareLock);
 	changerel = cfeed_table_open("change", RowExclusiveLock);
 	AcceptInvalidationMessages();
 	watermark_shard_config = cfeed_relid("shard_config");

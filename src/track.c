@@ -74,6 +74,7 @@
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "parser/scansup.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -1095,6 +1096,7 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData keys[3];
+	Oid			index;
 	bool		found;
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
@@ -1103,9 +1105,11 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
 	ScanKeyInit(&keys[2], 4, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(start));
-	scan = systable_beginscan(rel, cfeed_relid_locked("change_sequence_idx", AccessShareLock), true, snapshot, 3, keys);
+	index = cfeed_relid_locked("change_sequence_idx", AccessShareLock);
+	scan = systable_beginscan(rel, index, true, snapshot, 3, keys);
 	found = HeapTupleIsValid(systable_getnext(scan));
 	systable_endscan(scan);
+	UnlockRelationOid(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
 	return found;

@@ -319,6 +319,8 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	TriggerEvent ev;
+	bool		key_changed;
+	bool		group_changed;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
@@ -326,12 +328,20 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function cfeed._shard_config_guard() must be fired as a BEFORE ROW trigger")));
 	ev = trigdata->tg_event;
-	if (TRIGGER_FIRED_BY_DELETE(ev) ||
-		(TRIGGER_FIRED_BY_UPDATE(ev) &&
-		 (shard_column(trigdata, Anum_shard_feed_id, false) !=
-		  shard_column(trigdata, Anum_shard_feed_id, true) ||
-		  shard_column(trigdata, Anum_shard_shard, false) !=
-		  shard_column(trigdata, Anum_shard_shard, true))))
+	key_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
+		(shard_column(trigdata, Anum_shard_feed_id, false) !=
+		 shard_column(trigdata, Anum_shard_feed_id, true) ||
+		 shard_column(trigdata, Anum_shard_shard, false) !=
+		 shard_column(trigdata, Anum_shard_shard, true));
+	group_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
+		shard_column(trigdata, Anum_shard_sweep_group, false) !=
+		shard_column(trigdata, Anum_shard_sweep_group, true);
+
+	/* an UPDATE that changes neither (cfeed.shard sets sweep_group always) */
+	if (TRIGGER_FIRED_BY_UPDATE(ev) && !key_changed && !group_changed)
+		return PointerGetDatum(trigdata->tg_newtuple);
+
+	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
 	{
 		LOCKTAG		tag;
 
@@ -340,17 +350,20 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 							 0, CFEED_LOCK_SHARDS);
 		(void) LockAcquire(&tag, AccessExclusiveLock, false, false);
 	}
-	if (TRIGGER_FIRED_BY_UPDATE(ev))
+	if (group_changed)
 	{
 		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
 		int32		to = shard_column(trigdata, Anum_shard_sweep_group, true);
 
-		/* lowest group first, as every mover does: no deadlock among them */
-		if (from != to)
-		{
-			(void) cfeed_sweep_lock(Min(from, to), false);
-			(void) cfeed_sweep_lock(Max(from, to), false);
-		}
+		/*
+		 * Lowest group first: two moves of one shard each cannot deadlock.
+		 * (Statements moving several shards take their groups row by row,
+		 * and can; PostgreSQL detects it and cancels one.)  The sweepers
+		 * are woken at commit: theirs may have given up on the lock.
+		 */
+		(void) cfeed_sweep_lock(Min(from, to), false);
+		(void) cfeed_sweep_lock(Max(from, to), false);
+		cfeed_note_write();
 	}
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
@@ -402,7 +415,11 @@ insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
 static Relation
 open_change_direct(CfeedIndexCache **indexes)
 {
-	Relation	changerel = cfeed_table_open("change", RowExclusiveLock);
+	Relation	changerel;
+
+	/* shard_config first, as DROP EXTENSION locks them (no deadlock) */
+	(void) cfeed_relid_locked("shard_config", AccessShareLock);
+	changerel = cfeed_table_open("change", RowExclusiveLock);
 
 	if (ExecutorCheckPerms_hook != NULL || !shard_guard_present() ||
 		!cfeed_direct_ok(changerel, CMD_INSERT, cfeed_change_types, cfeed_change_notnull, CHANGE_NATTS,

@@ -47,8 +47,10 @@ COMMENT ON COLUMN cfeed.shard.last_change_sequence_number IS 'highest number iss
  * whose highest stamped row the statement deleted, remember that number.
  * A statement trigger with the deleted rows as a transition table: one
  * update per statement and shard, none for retention (it keeps the head
- * row).  Enabled always, so deletes applied by logical replication or made
- * with session_replication_role = replica count too.
+ * row).  Enabled always, so deletes made with session_replication_role =
+ * replica count too.  (Logical replication's apply fires no statement
+ * triggers: a subscriber gets deleted_head with cfeed.shard_config, which a
+ * publication of cfeed.change must then carry too.)
  */
 CREATE FUNCTION cfeed._change_deleted() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
@@ -109,6 +111,25 @@ REVOKE ALL ON FUNCTION cfeed._change_truncated() FROM PUBLIC;
 CREATE TRIGGER change_truncated BEFORE TRUNCATE ON cfeed.change
 	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._change_truncated();
 ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_truncated;
+
+/*
+ * A stamped change keeps its number where it was stamped: an UPDATE of
+ * feed_id, shard, change_sequence_number or stamped_at of a row the sweeper
+ * numbered is refused (22023); moving it to another shard would let its old
+ * shard issue the number again and collide with what the new one issues.
+ * Backfilled history may be edited within the migration range.  The WHEN
+ * clause keeps the sweep's own updates (of unnumbered rows) from firing it,
+ * and the direct stamping path stands in for it (src/direct.c).
+ */
+CREATE FUNCTION cfeed._change_stamp_guard() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_change_stamp_guard';
+COMMENT ON FUNCTION cfeed._change_stamp_guard() IS 'internal: refuses renumbering or moving a change the sweeper stamped';
+
+CREATE TRIGGER change_stamp_guard
+	BEFORE UPDATE OF feed_id, shard, change_sequence_number, stamped_at ON cfeed.change
+	FOR EACH ROW WHEN (OLD.change_sequence_number IS NOT NULL)
+	EXECUTE FUNCTION cfeed._change_stamp_guard();
+ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_stamp_guard;
 
 /*
  * Moving a shard to another sweep group waits for the sweeps of both groups
