@@ -38,7 +38,7 @@ WHERE extname = 'cfeed' ORDER BY c::regclass::text;
 -- functions: signatures, volatility, strictness (none may be STRICT), security
 SELECT p.oid::regprocedure AS function, prokind, provolatile, proisstrict, prosecdef, proparallel,
        pg_get_function_result(p.oid) AS result
-FROM pg_proc p WHERE pronamespace = 'cfeed'::regnamespace ORDER BY proname;
+FROM pg_proc p WHERE pronamespace = 'cfeed'::regnamespace ORDER BY proname, p.oid::regprocedure::text COLLATE "C";
 
 -- every public object has a comment
 SELECT c.relname AS undocumented FROM pg_class c

@@ -87,11 +87,17 @@ do_setup() {
 		[ -n "$mirror" ] || mirror=http://deb.debian.org/debian
 		echo "root.sh: debootstrap $suite into $root ($mirror)"
 		mkdir -p "$ROOTS"
-		debootstrap --variant=minbase --include=ca-certificates "$suite" "$root" "$mirror" \
-			>"$root.debootstrap.log" 2>&1 || {
-			tail -n 40 "$root.debootstrap.log" >&2
-			return 1
-		}
+		# a second try after a network hiccup, from scratch
+		if ! debootstrap --variant=minbase --include=ca-certificates "$suite" "$root" "$mirror" \
+			>"$root.debootstrap.log" 2>&1; then
+			echo "root.sh: debootstrap failed, trying once more"
+			do_remove "$root"
+			debootstrap --variant=minbase --include=ca-certificates "$suite" "$root" "$mirror" \
+				>"$root.debootstrap.log" 2>&1 || {
+				tail -n 40 "$root.debootstrap.log" >&2
+				return 1
+			}
+		fi
 		rm -f "$root.debootstrap.log"
 		# No service starts inside the root, and no "main" cluster is made.
 		printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
@@ -114,8 +120,11 @@ do_setup() {
 		echo "root.sh: installing PostgreSQL $major in $root"
 		chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive bash -c "
 			set -e
-			apt-get -q update
-			apt-get install -y -q --no-install-recommends $packages
+			for try in 1 2; do
+				apt-get -q update && apt-get install -y -q --no-install-recommends $packages && exit 0
+				sleep 5
+			done
+			exit 1
 		" >"$root.apt.log" 2>&1 || {
 			tail -n 40 "$root.apt.log" >&2
 			return 1
