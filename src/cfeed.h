@@ -164,7 +164,6 @@ extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 extern bool cfeed_may_read_feed(int32 feed_id);
 extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
-extern void cfeed_recheck_read(int32 feed_id);
 extern void cfeed_read_access_invalidate(Oid relid);
 extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
 

@@ -212,7 +212,7 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 
 		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
 		{
-			cfeed_recheck_read(feed_id);
+			cfeed_check_read(feed_id);
 			(void) run_read(plan, sql, rsinfo->setResult, feed_id, shard, cursor, max_count);
 		}
 	}
@@ -275,7 +275,7 @@ cfeed_wait(PG_FUNCTION_ARGS)
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
 	head = cfeed_wait_for_head(sh.feed_id, sh.shard, PG_GETARG_INT64(2), PG_GETARG_INT32(3));
 	if (head > sh.last_number)
-		cfeed_recheck_read(sh.feed_id);
+		cfeed_check_read(sh.feed_id);
 	PG_RETURN_INT64(head);
 }
 

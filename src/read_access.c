@@ -36,9 +36,10 @@
  * statement trigger, cfeed._read_grant_changed, sends one), of a table
  * decided about (GRANT, REVOKE and ALTER TABLE ... ROW LEVEL SECURITY send
  * one), or of everything, and at any change of roles or role membership.
- * Invalidations are read at the start of every transaction and whenever a
- * lock is first taken: a revoke takes effect from the reader's next
- * transaction, and read() and wait() read them again after waiting.
+ * Invalidations are read at the start of every transaction, whenever a lock
+ * is first taken, and by cfeed_check_read: a revoke takes effect at the
+ * reader's next call of a read function (or after its wait), and for plain
+ * SQL on cfeed.change at its next transaction, as a REVOKE would.
  *
  *-------------------------------------------------------------------------
  */
@@ -346,11 +347,16 @@ cfeed_may_read_table(Oid relid)
  * cfeed_check_read
  *		Raise 42501 unless the current user may read the feed.  Callers check
  *		it before looking the feed up, so that whether a feed exists is told
- *		only to those who may read it (or every feed).
+ *		only to those who may read it (or every feed), and again after a
+ *		wait.  The invalidations that arrived since the transaction last read
+ *		them are read first: a revoke committed meanwhile (while the caller
+ *		slept, say) holds from the next call on, even within a transaction
+ *		that would otherwise see it only at its next lock.
  */
 void
 cfeed_check_read(int32 feed_id)
 {
+	AcceptInvalidationMessages();
 	if (cfeed_may_read_feed(feed_id))
 		return;
 	ereport(ERROR,
@@ -359,19 +365,6 @@ cfeed_check_read(int32 feed_id)
 			 errdetail("Role \"%s\" has no read grant on feed %d.",
 					   GetUserNameFromId(GetUserId(), false), feed_id),
 			 errhint("The extension's owner grants it with cfeed.grant_read(%d, role).", feed_id)));
-}
-
-/*
- * cfeed_recheck_read
- *		cfeed_check_read after a wait: first read the invalidations that
- *		arrived meanwhile (a revoke committed while the caller slept), which
- *		the transaction would otherwise see only at its next lock.
- */
-void
-cfeed_recheck_read(int32 feed_id)
-{
-	AcceptInvalidationMessages();
-	cfeed_check_read(feed_id);
 }
 
 /*
