@@ -92,6 +92,7 @@ step open_writer.sh 20
 step held_xmin.sh 60 15
 step e2e.sh 100000
 step track.sh 3 8 3
+step read_access.sh 300000 5 8 3
 runtime=$(( $(date +%s) - began ))
 
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Per-feed read access (issue 22): what its row-level security on
+# cfeed.change costs, measured against the same cluster with that security
+# disabled (how 1.3 ran).  Writes: pgbench TPS, CLIENTS clients, of a writer
+# role that is not the owner and has no read grant (cfeed.publish() with an
+# app row, the INSERT pattern, an INSERT into a tracked table), the
+# background sweeper stamping meanwhile, and the server's CPU time per
+# transaction (which decides: it varies less than the TPS of a shared
+# machine); ROUNDS rounds of each variant with the security on and off,
+# alternated, best of each.  Reads: readrate.c as a
+# role granted the feed (cfeed._may_read runs for every row it reads),
+# cfeed.read and the plain index range over an N-change shard, best of 3
+# passes each way after a warm-up.
+# Usage: bash test/bench/read_access.sh [N] [seconds] [clients] [rounds]
+. "$(dirname "$0")/lib.sh"
+N=${1:-300000}
+SECS=${2:-5}
+CLIENTS=${3:-8}
+ROUNDS=${4:-2}
+cc_tool readrate
+bench_start
+bench_settings
+psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('r', 1)" -c "SELECT cfeed.create_feed('w', 4)" \
+	-c "INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, 0, nextval('cfeed.change_id') FROM generate_series(1, $N)" \
+	-c "DO \$\$ BEGIN LOOP EXIT WHEN (SELECT coalesce(sum(change_count), 0) FROM cfeed.sweep()) = 0; COMMIT; END LOOP; END \$\$" \
+	-c "VACUUM ANALYZE cfeed.change" \
+	-c "CREATE TABLE app (id bigserial PRIMARY KEY, payload text, change_id bigint)" \
+	-c "CREATE TABLE tracked (id bigserial PRIMARY KEY, payload text)" -c "SELECT cfeed.track('tracked', 2)" \
+	-c "CREATE ROLE bench_writer LOGIN" -c "CREATE ROLE bench_reader LOGIN" \
+	-c "GRANT INSERT ON cfeed.change TO bench_writer" -c "GRANT USAGE ON SEQUENCE cfeed.change_id TO bench_writer" \
+	-c "GRANT INSERT ON app, tracked TO bench_writer" -c "GRANT USAGE ON SEQUENCE app_id_seq, tracked_id_seq TO bench_writer" \
+	-c "GRANT SELECT ON cfeed.change, cfeed.shard TO bench_reader" -c "SELECT cfeed.grant_read(1, 'bench_reader')" >/dev/null
+rls() { psqlc -c "ALTER TABLE cfeed.change $1 ROW LEVEL SECURITY" >/dev/null; }
+
+# Reads, as the reader: cfeed.read and the plain range, with the security on and off.
+start=$(psqlc -c "SELECT min(change_sequence_number) - 1 FROM cfeed.change WHERE feed_id = 1")
+rate() { as_pg "$BENCH_DIR/readrate" "$CONNINFO user=bench_reader" cfeed "$start"; }
+declare -A rows
+for state in on off; do
+	[ "$state" = on ] && rls ENABLE || rls DISABLE
+	rate >/dev/null		# warm-up
+	passes=$(for _ in 1 2 3; do rate; done)
+	for m in cfeed plain; do
+		rows[$m-$state]=$(echo "$passes" | awk -v m="$m" '$1 == m && $3 > best {best = $3} END {print best}')
+	done
+	echo "reader, row-level security $state: cfeed.read ${rows[cfeed-$state]} rows/s, plain range ${rows[plain-$state]} rows/s"
+done
+rls ENABLE
+
+# Writes, as the writer.
+sql_file publish.sql '\set s random(0, 3)' "INSERT INTO app (payload, change_id) VALUES ('hello', cfeed.publish(2, :s));"
+sql_file insert.sql '\set s random(0, 3)' "BEGIN;" \
+	"INSERT INTO app (payload, change_id) VALUES ('hello', nextval('cfeed.change_id'));" \
+	"INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, :s, currval('cfeed.change_id'));" "COMMIT;"
+sql_file tracked.sql "INSERT INTO tracked (payload) VALUES ('hello');"
+# tps_cpu_as SCRIPT: "TPS CPU" (lib.sh's tps_cpu) of the writer role.
+tps_cpu_as()
+{
+	local c0 c1 out n
+	psqlc -c "CHECKPOINT"
+	c0=$(cluster_cpu_us)
+	out=$(pgbenchc -n -U bench_writer -c "$CLIENTS" -j 2 -T "$SECS" -f "$BENCH_DIR/$1" 2>/dev/null)
+	sleep 0.5
+	c1=$(cluster_cpu_us)
+	n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
+	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n))"
+}
+declare -A best cpu
+for round in $(seq 1 "$ROUNDS"); do
+	for v in publish insert tracked; do
+		for state in on off; do
+			[ "$state" = on ] && rls ENABLE || rls DISABLE
+			read -r t c <<<"$(tps_cpu_as "$v.sql")"
+			echo "round $round: $v, row-level security $state: $t tps, $c µs server CPU per transaction"
+			[ "${best[$v-$state]:-0}" -ge "$t" ] || best[$v-$state]=$t
+			[ "${cpu[$v-$state]:-999999999}" -le "$c" ] || cpu[$v-$state]=$c
+		done
+	done
+done
+rls ENABLE
+for v in publish insert tracked; do
+	echo "best of $ROUNDS: $v ${best[$v-on]} tps, ${cpu[$v-on]} µs CPU/tx with per-feed read access; ${best[$v-off]} tps, ${cpu[$v-off]} µs without ($(calc "${best[$v-on]} / ${best[$v-off]}")× TPS, $(calc "${cpu[$v-on]} / ${cpu[$v-off]}")× CPU)"
+done
+# The CPU per transaction decides: the TPS of a loaded 2-core machine varies more than the cost.
+worst=$(calc "x = ${cpu[publish-on]} / ${cpu[publish-off]}; y = ${cpu[insert-on]} / ${cpu[insert-off]}; z = ${cpu[tracked-on]} / ${cpu[tracked-off]}; if (y > x) x = y; if (z > x) x = z; x")
+result "per-feed read access, writer ($CLIENTS clients): with vs without its row-level security" "≤ 1.03× server CPU per transaction (nothing measurable)" \
+	"publish ${best[publish-on]} tps ${cpu[publish-on]} µs, INSERT ${best[insert-on]} tps ${cpu[insert-on]} µs, tracked ${best[tracked-on]} tps ${cpu[tracked-on]} µs" \
+	"without: ${best[publish-off]} tps ${cpu[publish-off]} µs, ${best[insert-off]} tps ${cpu[insert-off]} µs, ${best[tracked-off]} tps ${cpu[tracked-off]} µs" \
+	"CPU $(calc "${cpu[publish-on]} / ${cpu[publish-off]}")×, $(calc "${cpu[insert-on]} / ${cpu[insert-off]}")×, $(calc "${cpu[tracked-on]} / ${cpu[tracked-off]}")×; TPS $(calc "${best[publish-on]} / ${best[publish-off]}")×, $(calc "${best[insert-on]} / ${best[insert-off]}")×, $(calc "${best[tracked-on]} / ${best[tracked-off]}")×" \
+	"$(yesno "$worst <= 1.03")"
+result "per-feed read access, reader rows/s (1000-row pages, $N-change shard): a granted reader with vs without its row-level security" "≥ 0.9×" \
+	"cfeed.read ${rows[cfeed-on]}, plain range ${rows[plain-on]} rows/s" \
+	"without: ${rows[cfeed-off]}, ${rows[plain-off]} rows/s" \
+	"$(calc "${rows[cfeed-on]} / ${rows[cfeed-off]}")×, $(calc "${rows[plain-on]} / ${rows[plain-off]}")×" \
+	"$(yesno "${rows[cfeed-on]} >= 0.9 * ${rows[cfeed-off]}")"
