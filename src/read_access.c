@@ -14,8 +14,9 @@
  * SELECT every column of T (a table grant, or a grant on each column) and
  * T's own row-level security does not apply to it (T's owner unless FORCEd,
  * superusers, BYPASSRLS roles): an image is a copy of a row, so it is shown
- * only to whom T would show that row whatever T's policies say.  A change
- * of a dropped table is seen by no one but those.
+ * only to whom T would show that row whatever T's policies say.  The
+ * changes of a dropped table are seen only by the roles that bypass
+ * cfeed.change's row-level security (its owner, superusers, BYPASSRLS).
  *
  * Where they are enforced: row-level security on cfeed.change (policy
  * change_read: cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
