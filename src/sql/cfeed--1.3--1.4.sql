@@ -432,6 +432,13 @@ BEGIN
 		CREATE POLICY lease_access ON cfeed.lease
 			USING (cfeed._may_read(feed_id)) WITH CHECK (cfeed._may_read(feed_id));
 		ALTER TABLE cfeed.lease ENABLE ROW LEVEL SECURITY;
+		COMMENT ON POLICY lease_access ON cfeed.lease IS 'a feed''s leases are seen and written by its readers';
+	END IF;
+	IF NOT v_change_rls THEN
+		COMMENT ON POLICY change_write ON cfeed.change IS 'writers insert as their table privileges allow (direct writes stay direct); a restrictive policy of your own can keep a writer to some feeds';
+		COMMENT ON POLICY change_delete ON cfeed.change IS 'who may DELETE deletes the changes it may read';
 	END IF;
 END
 $do$;
+COMMENT ON POLICY change_read ON cfeed.change IS 'a change is read by who may read its feed and, for a change with a row image, may SELECT all of its table unrestricted by the table''s row-level security (cfeed.grant_read)';
+COMMENT ON POLICY row_image_read ON cfeed.row_image IS 'an image written before 1.3 is read as its change would be';
