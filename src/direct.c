@@ -14,7 +14,9 @@
  * cfeed_direct_ok() says no, the caller runs its SQL instead, which gives
  * whatever a DBA has added to the table its exact semantics:
  *
- *	 - row-level security enabled;
+ *	 - row-level security that applies to the user and could refuse the
+ *	   row (read_access.c's cfeed_rls_direct_ok: per-feed read access's own
+ *	   permissive INSERT policy does not);
  *	 - a rule (an INSERT or UPDATE rule rewrites the statement; any rule
  *	   sends the caller to SQL, where the rewriter decides);
  *	 - a trigger for the command other than the ones the caller stands in
