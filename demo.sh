@@ -23,7 +23,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # The PostgreSQL of this Debian release (the highest installed, if any).
-PGMAJOR=$(ls -d /usr/lib/postgresql/*/bin/pg_config 2>/dev/null |
+PGMAJOR=$( (ls -d /usr/lib/postgresql/*/bin/pg_config 2>/dev/null || true) |
 	sed 's|/usr/lib/postgresql/||; s|/.*||' | sort -n | tail -n 1)
 if [ -z "$PGMAJOR" ]; then
 	case "$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")" in
@@ -46,8 +46,13 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
 	say "installing ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	aptlog=$(mktemp)
+	if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+		>"$aptlog" 2>&1; then
+		cat "$aptlog"
+		exit 1
+	fi
+	rm -f "$aptlog"
 fi
 
 # 2. Build and install

@@ -66,8 +66,8 @@ fi
 # one its Debian release ships.
 local_major() {
 	local m codename
-	m=$(ls -d /usr/lib/postgresql/*/bin/pg_config 2>/dev/null | sed 's|/usr/lib/postgresql/||; s|/.*||' |
-		sort -n | tail -n 1)
+	m=$( (ls -d /usr/lib/postgresql/*/bin/pg_config 2>/dev/null || true) |
+		sed 's|/usr/lib/postgresql/||; s|/.*||' | sort -n | tail -n 1)
 	if [ -n "$m" ]; then
 		echo "$m"
 		return
