@@ -144,6 +144,11 @@ run_local() {
 	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt
 	PGBIN=/usr/lib/postgresql/$m/bin
 	export PATH="$PGBIN:$PATH"
+	# The expected files were made in C.UTF-8 (UTF8 encoding, code point
+	# order): the throwaway servers use it whatever this shell's locale.
+	# Through LANG: pg_regress unsets LC_ALL.
+	unset LC_ALL LC_COLLATE LC_CTYPE LC_MONETARY LC_NUMERIC LC_TIME LANGUAGE
+	export LANG=C.UTF-8
 	install_missing build-essential "postgresql-$m" "postgresql-server-dev-$m" libipc-run-perl libpq-dev
 
 	# The tests run as postgres and write into the tree: work on a copy when
@@ -243,8 +248,7 @@ run_in_root() {
 		cp "$dump_in"* "$root/build/.cross-dump/" 2>/dev/null || true
 		inner+=(--dump-in "/build/.cross-dump/$(basename "$dump_in")")
 	fi
-	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-		${LANG:+LANG="$LANG"} ${LC_ALL:+LC_ALL="$LC_ALL"} CI="${CI:-}" CFEED_IN_ROOT=1 \
+	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CI="${CI:-}" CFEED_IN_ROOT=1 \
 		CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" \
 		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}"
 }
