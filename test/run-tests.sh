@@ -226,7 +226,7 @@ show_failures() {
 # copy of the tree in the root's /build, and run-tests.sh run there.  Holds
 # the root's lock throughout; unmounts on the way out, whatever happens.
 run_in_root() {
-	local m=$1 root lockfd inner=()
+	local m=$1 root lockfd inner=() inner_pid
 	install_missing debootstrap
 	root=$ROOTS/cfeed-r$m
 	mkdir -p "$ROOTS"
@@ -248,9 +248,15 @@ run_in_root() {
 		cp "$dump_in"* "$root/build/.cross-dump/" 2>/dev/null || true
 		inner+=(--dump-in "/build/.cross-dump/$(basename "$dump_in")")
 	fi
-	chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CI="${CI:-}" CFEED_IN_ROOT=1 \
-		CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" \
-		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}"
+	# In a session of its own, waited for in the background: a TERM or INT
+	# stops the suite in the root at once, then the EXIT trap unmounts.
+	setsid chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CI="${CI:-}" \
+		CFEED_IN_ROOT=1 CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" \
+		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}" &
+	inner_pid=$!
+	trap 'kill -TERM -- -$inner_pid 2>/dev/null; wait $inner_pid; exit 143' TERM
+	trap 'kill -TERM -- -$inner_pid 2>/dev/null; wait $inner_pid; exit 130' INT
+	wait "$inner_pid"
 }
 
 # ---------------------------------------------------------------------------
