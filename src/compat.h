@@ -6,7 +6,8 @@
  *	  Built and tested on PostgreSQL 15, 17 and 18 (test/run-tests.sh --all).
  *	  The shims for 13 and 14 below have never been compiled: no headers of
  *	  those majors (nor of 16) are available where cfeed is built.  Call
- *	  sites use the cfeed_* names; nothing else tests PG_VERSION_NUM.
+ *	  sites use the cfeed_* names (shmem.c's choice of shmem_request_hook,
+ *	  15+, is the one PG_VERSION_NUM test outside this file).
  *
  *-------------------------------------------------------------------------
  */
