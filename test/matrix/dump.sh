@@ -113,37 +113,35 @@ fi
 from=$(cat "$file.version" 2>/dev/null || echo '?')
 passed=0
 failed=0
-check() {
-	local name=$1 query=$2 got
-	got=$(sql -d dst -c "$query" 2>&1) || true
-	if [ "$got" = t ]; then
+# result NAME STATUS DETAIL: count one test and print its TAP-style line,
+# with DETAIL (text) when it failed
+result() {
+	if [ "$2" -eq 0 ]; then
 		passed=$((passed + 1))
-		echo "ok - $name"
+		echo "ok - $1"
 	else
 		failed=$((failed + 1))
-		echo "not ok - $name (got: $got)"
+		echo "not ok - $1"
+		echo "$3"
 	fi
+}
+check() {
+	local name=$1 query=$2 got status=0
+	got=$(sql -d dst -c "$query" 2>&1) || true
+	[ "$got" = t ] || status=1
+	result "$name" $status "got: $got"
 }
 
 sql -d postgres -c 'CREATE DATABASE dst'
-if as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d dst -f "$file" >"$DIR/restore.out" 2>&1; then
-	passed=$((passed + 1))
-	echo "ok - the $from dump restores into $version without an error"
-else
-	failed=$((failed + 1))
-	echo "not ok - the $from dump restores into $version without an error"
-	cat "$DIR/restore.out"
-fi
+status=0
+as_pg psql -X -q -v ON_ERROR_STOP=1 -h "$DIR" -p "$PORT" -d dst -f "$file" >"$DIR/restore.out" 2>&1 || status=$?
+result "the $from dump restores into $version without an error" $status "$(cat "$DIR/restore.out")"
 
 sql -d dst -F '|' -c "$STATE_SQL" >"$DIR/state" 2>&1 || true
-if diff -u "$file.state" "$DIR/state" >"$DIR/state.diff"; then
-	passed=$((passed + 1))
-	echo "ok - feeds, shards, changes and their numbers, change_id, leases and the tracked table are as dumped"
-else
-	failed=$((failed + 1))
-	echo "not ok - restored state differs from the dump's"
-	cat "$DIR/state.diff"
-fi
+status=0
+diff -u "$file.state" "$DIR/state" >"$DIR/state.diff" || status=$?
+result "feeds, shards, changes and their numbers, change_id, leases and the tracked table are as dumped" \
+	$status "$(cat "$DIR/state.diff")"
 
 # The gapless check of test/t/CfeedCheck.pm: per shard, the numbers above
 # the start value are start+1 .. start+n without duplicates, and the head
