@@ -79,18 +79,21 @@ typedef struct CfeedReadGrant
 	bool		every_feed;		/* feed_id null in the table */
 } CfeedReadGrant;
 
-/* A decision about one feed or one table. */
-typedef struct CfeedFeedAccess
+/* A decision about one feed (feed_id) or one table (its OID). */
+typedef struct CfeedAccessEntry
 {
-	int32		feed_id;		/* hash key */
+	uint32		key;			/* hash key */
 	bool		may;
-} CfeedFeedAccess;
+} CfeedAccessEntry;
 
-typedef struct CfeedTableAccess
+/* The decisions of one kind, and the last one asked for. */
+typedef struct CfeedAccessMemo
 {
-	Oid			relid;			/* hash key */
-	bool		may;
-} CfeedTableAccess;
+	HTAB	   *decided;		/* NULL until access_prepare builds it */
+	bool		last_set;
+	uint32		last_key;
+	bool		last_may;
+} CfeedAccessMemo;
 
 PG_FUNCTION_INFO_V1(cfeed_may_read);
 PG_FUNCTION_INFO_V1(cfeed_may_read_change);
@@ -109,13 +112,8 @@ static Oid	grant_relid = InvalidOid;	/* cfeed.read_grant when read */
 static bool reads_all = false;	/* the user may read every feed */
 static CfeedReadGrant *grants = NULL;
 static int	ngrants = 0;
-static HTAB *feed_access = NULL;
-static HTAB *table_access = NULL;
-static bool last_feed_set = false;
-static int32 last_feed;
-static bool last_feed_may;
-static Oid	last_table = InvalidOid;
-static bool last_table_may;
+static CfeedAccessMemo feed_access;
+static CfeedAccessMemo table_access;
 
 /*
  * access_forget
@@ -139,7 +137,8 @@ cfeed_read_access_invalidate(Oid relid)
 {
 	/* while the cache is being built, any invalidation makes it stale */
 	if (!access_valid || !OidIsValid(relid) || relid == grant_relid ||
-		(table_access != NULL && hash_search(table_access, &relid, HASH_FIND, NULL) != NULL))
+		(table_access.decided != NULL &&
+		 hash_search(table_access.decided, &relid, HASH_FIND, NULL) != NULL))
 		access_forget();
 }
 
@@ -230,10 +229,8 @@ access_prepare(void)
 		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum) 0);
 	}
 	access_valid = false;
-	feed_access = NULL;
-	table_access = NULL;
-	last_feed_set = false;
-	last_table = InvalidOid;
+	memset(&feed_access, 0, sizeof(feed_access));
+	memset(&table_access, 0, sizeof(table_access));
 	MemoryContextReset(access_cxt);
 
 	access_user = user;
@@ -244,17 +241,65 @@ access_prepare(void)
 		all = grants[i].every_feed && grantee_matches(&grants[i]);
 	reads_all = all;
 
-	ctl.keysize = sizeof(int32);
-	ctl.entrysize = sizeof(CfeedFeedAccess);
+	ctl.keysize = sizeof(uint32);
+	ctl.entrysize = sizeof(CfeedAccessEntry);
 	ctl.hcxt = access_cxt;
-	feed_access = hash_create("cfeed feed access", 16, &ctl,
-							  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	ctl.keysize = sizeof(Oid);
-	ctl.entrysize = sizeof(CfeedTableAccess);
-	table_access = hash_create("cfeed table access", 16, &ctl,
-							   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	feed_access.decided = hash_create("cfeed feed access", 16, &ctl,
+									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	table_access.decided = hash_create("cfeed table access", 16, &ctl,
+									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	/* An invalidation read while building leaves the cache stale. */
 	access_valid = (invals == access_invals);
+}
+
+/*
+ * memo_decide
+ *		The decision about key: the last one asked for, a remembered one, or
+ *		decide(key), remembered unless the cache went stale while deciding
+ *		(a role lookup reads invalidations).  The caller has run
+ *		access_prepare.
+ */
+static bool
+memo_decide(CfeedAccessMemo *memo, uint32 key, bool (*decide) (uint32 key))
+{
+	CfeedAccessEntry *entry;
+	bool		may;
+
+	if (memo->last_set && memo->last_key == key)
+		return memo->last_may;
+	entry = hash_search(memo->decided, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		may = entry->may;
+	else
+	{
+		may = decide(key);
+		if (!access_valid)
+			return may;
+		entry = hash_search(memo->decided, &key, HASH_ENTER, NULL);
+		entry->may = may;
+	}
+	memo->last_set = true;
+	memo->last_key = key;
+	memo->last_may = may;
+	return may;
+}
+
+/*
+ * feed_decide
+ *		Whether the current user may read the feed: every feed, or a grant
+ *		of it to a role whose privileges the user has.
+ */
+static bool
+feed_decide(uint32 key)
+{
+	int32		feed_id = (int32) key;
+	bool		may = reads_all;
+	int			i;
+
+	for (i = 0; i < ngrants && !may; i++)
+		may = !grants[i].every_feed && grants[i].feed_id == feed_id &&
+			grantee_matches(&grants[i]);
+	return may;
 }
 
 /*
@@ -265,32 +310,8 @@ access_prepare(void)
 bool
 cfeed_may_read_feed(int32 feed_id)
 {
-	CfeedFeedAccess *entry;
-	bool		may = false;
-	int			i;
-
 	access_prepare();
-	if (last_feed_set && last_feed == feed_id)
-		return last_feed_may;
-	entry = hash_search(feed_access, &feed_id, HASH_FIND, NULL);
-	if (entry != NULL)
-		may = entry->may;
-	else
-	{
-		may = reads_all;
-		for (i = 0; i < ngrants && !may; i++)
-			may = !grants[i].every_feed && grants[i].feed_id == feed_id &&
-				grantee_matches(&grants[i]);
-		/* a role lookup above may have made the cache stale: then keep nothing */
-		if (!access_valid)
-			return may;
-		entry = hash_search(feed_access, &feed_id, HASH_ENTER, NULL);
-		entry->may = may;
-	}
-	last_feed = feed_id;
-	last_feed_may = may;
-	last_feed_set = true;
-	return may;
+	return memo_decide(&feed_access, (uint32) feed_id, feed_decide);
 }
 
 /*
@@ -300,7 +321,7 @@ cfeed_may_read_feed(int32 feed_id)
  *		security does not apply to the user.
  */
 static bool
-table_decide(Oid relid)
+table_decide(uint32 relid)
 {
 	bool		missing = false;
 
@@ -322,26 +343,8 @@ table_decide(Oid relid)
 bool
 cfeed_may_read_table(Oid relid)
 {
-	CfeedTableAccess *entry;
-	bool		may;
-
 	access_prepare();
-	if (relid == last_table && OidIsValid(relid))
-		return last_table_may;
-	entry = hash_search(table_access, &relid, HASH_FIND, NULL);
-	if (entry != NULL)
-		may = entry->may;
-	else
-	{
-		may = table_decide(relid);
-		if (!access_valid)
-			return may;
-		entry = hash_search(table_access, &relid, HASH_ENTER, NULL);
-		entry->may = may;
-	}
-	last_table = relid;
-	last_table_may = may;
-	return may;
+	return memo_decide(&table_access, relid, table_decide);
 }
 
 /*
