@@ -2,7 +2,8 @@
 #
 # Operations torture test: cfeed's guarantees (README, "Guarantees") hold
 # whatever an operator does to cfeed.change while it is written, swept and
-# read (docs/operations.md, "Maintenance and replication").  For CFEED_TORTURE_SECONDS (default 30), all at once:
+# read (docs/operations.md, "Maintenance and replication").  For
+# CFEED_TORTURE_SECONDS (default 30), all at once:
 #
 #   writers    pgbench, 4 clients: direct INSERTs into cfeed.change and
 #              cfeed.publish() (one change_id to two feeds), ~1/5 of the
