@@ -1,6 +1,6 @@
 # test/t/090_operations.pl
 #
-# Operations torture test: cfeed's guarantees (README, "Guarantees") hold
+# Operations torture test: cfeed's guarantees (README) hold
 # whatever an operator does to cfeed.change while it is written, swept and
 # read (docs/operations.md, "Maintenance and replication").  For
 # CFEED_TORTURE_SECONDS (default 30), all at once:
