@@ -1,4 +1,5 @@
--- errors: every SQLSTATE of SPEC section 7, for every function; bad input writes nothing.
+-- errors: every SQLSTATE of docs/reference.md ("Errors"), for every function; bad
+-- input writes nothing.
 \i test/regress_setup.sql
 
 SELECT cfeed.create_feed('e', 2);

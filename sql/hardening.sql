@@ -1,10 +1,6 @@
--- hardening (issue 8): bad input of every kind for every function (SPEC section 7),
--- privileges of writer/reader/stranger (section 8), a hostile search_path, and
--- per-feed access with row-level security.  Runs last: it alters cfeed.change.
--- (track, before it, leaves the extension installed: start from a fresh one)
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS cfeed CASCADE;
-RESET client_min_messages;
+-- hardening: bad input of every kind for every function (the SQLSTATEs of
+-- docs/reference.md), privileges of writer/reader/stranger (docs/security.md),
+-- a hostile search_path, and per-feed access with row-level security.
 \i test/regress_setup.sql
 GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 
@@ -267,7 +263,7 @@ DROP VIEW h_now;
 SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep();
 
 /*
- * Privileges (SPEC section 8).
+ * Privileges (docs/security.md).
  */
 CREATE ROLE regress_cfeed_h_writer;
 CREATE ROLE regress_cfeed_h_reader;

@@ -1,4 +1,4 @@
--- leases: consumer groups (SPEC §5) and retention (SPEC §6): balancing,
+-- leases: consumer groups and retention: balancing,
 -- fencing, lag arithmetic, start positions, release, seek, drop_group,
 -- retention holds, errors.
 \i test/regress_setup.sql

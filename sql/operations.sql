@@ -3,9 +3,6 @@
 -- one transaction, DELETE and TRUNCATE of stamped changes, and the objects a
 -- DBA can attach to cfeed.change (each honoured by the direct write paths
 -- exactly as by the SQL INSERT and UPDATE they stand in for).
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS cfeed CASCADE;
-RESET client_min_messages;
 \i test/regress_setup.sql
 
 SELECT cfeed.create_feed('ops', 2, feed_id => 71);

@@ -1,5 +1,5 @@
 -- read: cfeed.read, cfeed.head, cfeed.cursor_at, cfeed.wait without contention,
--- backfilled history, and the seed's join pattern with its plan.
+-- backfilled history, and the join pattern with its plan.
 \i test/regress_setup.sql
 
 SELECT cfeed.create_feed('r', 2);
@@ -108,7 +108,7 @@ SELECT count(*) FROM cfeed.read(1, 0, cfeed.cursor_at(1, 0, '2001-01-01 12:00:00
 -- an empty shard: the start value
 SELECT cfeed.cursor_at(1, 1, :'t_mid');
 
--- the seed's join pattern: an application table joined by change_id
+-- the join pattern: an application table joined by change_id
 CREATE TABLE myevent (change_id bigint PRIMARY KEY, payload text NOT NULL);
 INSERT INTO myevent SELECT cfeed.publish(2, i % 2), 'event ' || i FROM generate_series(1, 2010) i;
 SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep() ORDER BY 1, 2;

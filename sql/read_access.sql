@@ -1,10 +1,7 @@
--- read_access (issue 22): a role reads the feeds it is granted
+-- read_access: a role reads the feeds it is granted
 -- (cfeed.grant_read), through every read path, and sees a change's row
 -- image only if it may SELECT all of the image's table, which that table's
 -- row-level security must not restrict; writers are not affected.
-SET client_min_messages = warning;
-DROP EXTENSION IF EXISTS cfeed CASCADE;
-RESET client_min_messages;
 \i test/regress_setup.sql
 GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 -- sequence numbers relative to the start value
@@ -12,7 +9,7 @@ CREATE FUNCTION pg_temp.n(bigint) RETURNS bigint LANGUAGE sql AS $$ SELECT $1 - 
 GRANT EXECUTE ON FUNCTION pg_temp.n(bigint) TO PUBLIC;
 
 /*
- * The issue's scenario: orders (feed 1) and secrets (feed 2), both tracked;
+ * The scenario: orders (feed 1) and secrets (feed 2), both tracked;
  * order_reader may SELECT orders and, as the README of 1.3 said a reader
  * needs, cfeed's tables.
  */
@@ -68,7 +65,7 @@ SELECT pg_temp.n(cfeed.head(1, 0)) AS head, pg_temp.n(cfeed.wait(1, 0, 0, 0)) AS
 SELECT count(*) AS read FROM cfeed.read(1, 0, NULL, 10, 200);
 RESET ROLE;
 
--- the tables and views show feed 1 only: cfeed.change (the seed's join
+-- the tables and views show feed 1 only: cfeed.change (the join
 -- pattern), cfeed.row_image, cfeed.shard, cfeed.stats, cfeed.lease,
 -- cfeed.consumer_lag, cfeed.groups
 SELECT count(*) FROM cfeed.acquire('g1', 1, 'owner', 600000);
@@ -227,7 +224,7 @@ SELECT grantee, feed_id FROM cfeed.read_grant ORDER BY grantee::text, feed_id;
 
 /*
  * Grants: only who may write cfeed.read_grant (the owner) grants, with the
- * errors of SPEC section 7; a dropped role's grants are forgotten, and a
+ * errors of docs/reference.md; a dropped role's grants are forgotten, and a
  * deleted feed's go with it.
  */
 SET ROLE regress_ra_order_reader;

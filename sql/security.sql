@@ -1,4 +1,4 @@
--- security: what writers, readers and strangers may do (SPEC section 8).
+-- security: what writers, readers and strangers may do (docs/security.md).
 \i test/regress_setup.sql
 GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 

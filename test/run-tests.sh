@@ -16,14 +16,16 @@
 # from anywhere.  Installs what is missing (PostgreSQL, the build
 # tools, debootstrap), builds and installs as root, runs the tests as the
 # postgres user (initdb refuses root).  CI=true builds with -Werror.  Other
-# arguments go to `make installcheck` (e.g. PROVE_TESTS=test/t/010_worker.pl,
-# TAP_TESTS=).  Exits non-zero on any failure, after printing the diffs and
-# logs; the last line counts the tests, "tests: N passed, N failed".
+# arguments go to `make installcheck` (e.g. CFEED_QUICK=1, which leaves out
+# the slow TAP tests, PROVE_TESTS=test/t/010_worker.pl, TAP_TESTS=).  Exits
+# non-zero on any failure, after printing the diffs and logs; the last line
+# counts the tests, "tests: N passed, N failed".
 #
-# Environment: CFEED_TEST_PORT (default 54400 + major) is the port of the
-# pg_regress and isolation servers (Unix socket only); CFEED_ROOTS (default
-# /var/tmp) holds the roots; CFEED_FRESH_ROOTS=1 rebuilds them;
-# CFEED_MATRIX_JOBS (default 2) is how many roots --all runs at once.
+# Environment: CFEED_TEST_PORT is the port of the pg_regress and isolation
+# servers (Unix socket only; unset, `make installcheck` picks a free one);
+# CFEED_ROOTS (default /var/tmp) holds the roots; CFEED_FRESH_ROOTS=1
+# rebuilds them; CFEED_MATRIX_JOBS (default 2) is how many roots --all runs
+# at once.
 
 set -euo pipefail
 
@@ -33,7 +35,7 @@ ROOTSH=$SRC/test/matrix/root.sh
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
-usage() { sed -n '2,25p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+usage() { sed -n '2,28p' "$SRC/test/run-tests.sh" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
 	exec sudo bash "$SRC/test/run-tests.sh" "$@"
@@ -180,7 +182,7 @@ run_local() {
 	log=$(mktemp /tmp/cfeed-tests-log.XXXXXX)
 	runuser -u postgres -- env PATH="$PATH" PG_TEST_TIMEOUT_DEFAULT=60 PGISOLATIONTIMEOUT=60 \
 		make installcheck with_llvm=no PG_CONFIG="$PGBIN/pg_config" \
-		CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" "${make_args[@]}" 2>&1 |
+		${CFEED_TEST_PORT:+CFEED_TEST_PORT="$CFEED_TEST_PORT"} "${make_args[@]}" 2>&1 |
 		tee "$log" || status=$?
 	if [ "$status" -ne 0 ]; then
 		show_failures
@@ -251,7 +253,7 @@ run_in_root() {
 	# In a session of its own, waited for in the background: a TERM or INT
 	# stops the suite in the root at once, then the EXIT trap unmounts.
 	setsid chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CI="${CI:-}" \
-		CFEED_IN_ROOT=1 CFEED_TEST_PORT="${CFEED_TEST_PORT:-$((54400 + m))}" \
+		CFEED_IN_ROOT=1 ${CFEED_TEST_PORT:+CFEED_TEST_PORT="$CFEED_TEST_PORT"} \
 		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}" &
 	inner_pid=$!
 	trap 'kill -TERM -- -$inner_pid 2>/dev/null; wait $inner_pid; exit 143' TERM

@@ -6,7 +6,8 @@
 # Called by `make valgrind-check` (run as the postgres user, after `make
 # install`).  Settings (environment):
 #   VALGRIND_SUITES   "regress isolation" (default) or "regress"
-#   VALGRIND_PORT     port of the valgrind server (default 54380)
+#   VALGRIND_PORT     port of the valgrind server (default: a free one,
+#                     test/free-port.pl)
 #   VALGRIND_SUPP     suppressions file; default: PostgreSQL's
 #                     src/tools/valgrind.supp when the server's build tree has
 #                     one, else test/valgrind.supp (Debian's postgresql-15 does
@@ -25,7 +26,7 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PGBIN=$(pg_config --bindir)
 export PATH="$PGBIN:$PATH"
-port=${VALGRIND_PORT:-54380}
+port=${VALGRIND_PORT:-$(perl test/free-port.pl)}
 suites=${VALGRIND_SUITES:-regress isolation}
 dir=$PWD/tmp_valgrind
 supp=${VALGRIND_SUPP:-}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end (SPEC §9 row 9): TOTAL changes written by 16 pgbench clients to
+# End to end (target 9, test/bench/README.md): TOTAL changes written by 16 pgbench clients to
 # an 8-shard feed, read by a consumer group of 4 (consumer loops in 4
 # background psql sessions).  Each page is recorded in a `delivered` table in
 # its checkpoint's transaction: its shard, first and last number, row count,
@@ -21,8 +21,8 @@ publish_all() { pgbenchc -n -c 16 -j 2 -t $((TOTAL / 16)) -f "$BENCH_DIR/w$1.sql
 psqlc -c "CHECKPOINT"
 t0=$(now_ms); publish_all 1; t1=$(now_ms)
 alone=$((t1 - t0))
-# consumer NAME: the loop of the README's "The consumer loop": acquire in its
-# own transaction every second (ttl 3 s), then one page per lease, each page
+# consumer NAME: the consumer loop of docs/consumer-groups.md: acquire in
+# its own transaction every second (ttl 3 s), then one page per lease, each page
 # and its checkpoint in one transaction; a fenced checkpoint (55000) undoes
 # the page and triggers a new acquire.  After a round that brought fewer
 # than 200 changes it waits 20 ms (fewer, fuller pages: a checkpoint per

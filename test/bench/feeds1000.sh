@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many feeds (SPEC §9 row 6): sparse traffic (RATE publishes/s on random
+# Many feeds (target 6, test/bench/README.md): sparse traffic (RATE publishes/s on random
 # shards) over 1 load feed x 4 shards, then over 1,000 load feeds x 4 shards:
 # commit -> cfeed.wait woken latency on a separate probe feed meanwhile (3
 # probe runs of 300 samples: median p50 and p99), and the sweeper's CPU per

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The held-xmin trap (SPEC §9 row 8) with live writers: 8 pgbench clients
+# The held-xmin trap (target 8, test/bench/README.md) with live writers: 8 pgbench clients
 # publish changes while the background sweeper stamps them, for WINDOW
 # seconds normally, then HELD seconds while another session holds an xid
 # (and so the xmin horizon: no stamped-over entry can be pruned), then WINDOW

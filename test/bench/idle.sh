@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idle cost (SPEC §9 row 5): CPU of the cfeed launcher and sweeper, and the
+# Idle cost (target 5, test/bench/README.md): CPU of the cfeed launcher and sweeper, and the
 # WAL written, over SECS idle seconds with a 4-shard feed, one change and
 # the sweeper running; the WAL records of the window are listed by
 # pg_waldump (anything not from cfeed is the server's own, e.g. the running

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A writer transaction left open while others write (SPEC §9 row 7): one
+# A writer transaction left open while others write (target 7, test/bench/README.md): one
 # session publishes to shard 0 and stays open SECS seconds while 4 pgbench
 # clients publish to the same shard.  The head, sampled 4 times while the
 # writer is open, must rise every time (the feed never stalls); the late

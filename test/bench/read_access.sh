@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-feed read access (issue 22): what its row-level security on
+# Per-feed read access: what its row-level security on
 # cfeed.change costs, measured against the same cluster with that security
 # disabled (how 1.3 ran).  Writes: pgbench TPS, CLIENTS clients, of a writer
 # role that is not the owner and has no read grant (cfeed.publish() with an

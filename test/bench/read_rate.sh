@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Read throughput (SPEC §9 row 4): a consumer reading a whole log in
+# Read throughput (target 4, test/bench/README.md): a consumer reading a whole log in
 # 1000-row pages over libpq (readrate.c), rows/s: cfeed.read over an
 # N-change shard vs the same query on cfeed.change directly (the baseline;
 # a page of each in turn, best of 3 passes after a warm-up); and the peers

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The benchmark suite (`make bench`): every SPEC §9 row against its baseline
-# and the peers (PgQ, wal2json) measured in the same run, ~7-10 minutes on 2
-# cores.  Run as root: it installs the peers from Debian when they are
-# missing (their rows are skipped when it cannot) and each script starts and
-# removes its own throwaway cluster.  Uses the installed cfeed (make install).
+# The benchmark suite (`make bench`): every performance target of
+# test/bench/README.md against its baseline and the peers (PgQ, wal2json)
+# measured in the same run, ~7-10 minutes on 2 cores.  Run as root: it
+# installs the peers from Debian when they are missing (their rows are
+# skipped when it cannot) and each script starts and removes its own
+# throwaway cluster.  Uses the installed cfeed (make install).
 # Output: results/latest.txt (everything), RESULTS.md (settings and table;
 # the notes after its "<!-- notes -->" marker are kept), latency.png.
 set -euo pipefail
@@ -130,7 +131,7 @@ notes=$([ -f "$md" ] && sed -n '/^<!-- notes -->/,$p' "$md" || true)
 	echo
 	echo "wal_level is logical only in the clusters of the rows with a wal2json peer (write overhead, latency, read), replica elsewhere."
 	echo
-	echo "| row (SPEC §9) | target | measured | baseline (same run) | ratio | met |"
+	echo "| row | target | measured | baseline (same run) | ratio | met |"
 	echo "|---|---|---|---|---|---|"
 	grep '^RESULT|' "$log" | cut -d'|' -f2- | sed 's/|/ | /g; s/^/| /; s/$/ |/'
 	echo

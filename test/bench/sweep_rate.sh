@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sweeper drain rate vs the insert rate of the same rows (SPEC §9 row 2),
+# Sweeper drain rate vs the insert rate of the same rows (target 2, test/bench/README.md),
 # the background sweeper off (sweeps run here, timed, until none is
 # pending).  Baseline: N changes on 4 shards inserted in one statement (the
 # fastest way to write them), ROUNDS rounds, best of each; for scale, the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tracked-table write overhead (issue 6 budget: a tracked INSERT costs at
-# most 1.3x an untracked one): pgbench TPS of single-row INSERTs into an
+# Tracked-table write overhead (budget: a tracked INSERT costs at most 1.3x
+# an untracked one; target 1, test/bench/README.md): pgbench TPS of single-row INSERTs into an
 # untracked table and into the same table tracked by cfeed.track() (change +
 # row image per row), same clients, same run, the background sweeper
 # stamping meanwhile.  Prints the cost ratio untracked_tps / tracked_tps,
@@ -100,7 +100,7 @@ echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x TPS, ${multi_cpu}x 
 echo "  peer, pgq.logutriga: ${pgq100}x TPS, ${pgq100_cpu}x CPU"
 echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
-result "tracked vs untracked INSERT (issue 6), $CLIENTS clients" "tracked cost ≤ 1.3× untracked" \
+result "tracked vs untracked INSERT, $CLIENTS clients" "tracked cost ≤ 1.3× untracked" \
 	"cost ${single}× TPS, ${single_cpu}× server CPU per single-row INSERT; ${multi}× TPS 100-row INSERTs, ${load}× one 200k-row INSERT (medians of $REPS pairs)" \
 	"untracked, alternated; app row + cfeed.publish() by hand: ${published}× TPS, ${published_cpu}× CPU; PgQ's pgq.logutriga: ${pgq}× TPS, ${pgq_cpu}× CPU (100-row: ${pgq100}×, ${pgq100_cpu}×)" "${single}× / ${single_cpu}×" \
 	"$(yesno "$single <= 1.3") in TPS, $(yesno "$single_cpu <= 1.3") in CPU"

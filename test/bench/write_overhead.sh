@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Write overhead (SPEC §9 row 1): pgbench TPS, CLIENTS clients, one app row
+# Write overhead (target 1, test/bench/README.md): pgbench TPS, CLIENTS clients, one app row
 # per transaction, on one cluster with wal_level = logical: the app row alone
 # (the baseline); + cfeed.publish() in the same statement, the background
 # sweeper stamping meanwhile; + PgQ's insert_event in the same statement; the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test/matrix/dump.sh: the cross-version dump test (issue 18).  A pg_dump of
+# test/matrix/dump.sh: the cross-version dump test.  A pg_dump of
 # a database with feeds, stamped and pending changes, consumer leases and a
 # tracked table, made on one PostgreSQL major, restores into another, which
 # then numbers on gaplessly.
@@ -12,16 +12,17 @@
 # test/run-tests.sh --all makes the dump on 15 and restores it on 17 and 18.
 # Run as root after `make install` (of the major on PATH, or PGBIN).  Each
 # step starts its own throwaway server (Unix socket only, sweeper off: the
-# test sweeps with cfeed.sweep()) and removes it.
+# test sweeps with cfeed.sweep()) and removes it, on port CFEED_DUMP_PORT
+# (default: a free one, test/free-port.pl).
 
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PGBIN=${PGBIN:-$(dirname "$(command -v pg_config)")}
 export PATH="$PGBIN:$PATH"
-PORT=${CFEED_DUMP_PORT:-54490}
+PORT=${CFEED_DUMP_PORT:-$(perl "$HERE/../free-port.pl")}
 
-[ $# -eq 2 ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 mode=$1
 file=$(readlink -f "$2")
 
@@ -109,7 +110,7 @@ SQL
 	exit 0
 fi
 
-[ "$mode" = restore ] || { sed -n '2,15p' "$0" >&2; exit 2; }
+[ "$mode" = restore ] || { sed -n '2,16p' "$0" >&2; exit 2; }
 from=$(cat "$file.version" 2>/dev/null || echo '?')
 passed=0
 failed=0

@@ -1,4 +1,4 @@
-# The background sweeper's lifecycle (SPEC §3, issue 3): autostart after
+# The background sweeper's lifecycle: autostart after
 # CREATE EXTENSION, wake at commit, one sweeper per sweep group,
 # pg_stat_activity, DROP EXTENSION / DROP DATABASE / CREATE DATABASE ...
 # TEMPLATE, SIGKILL and immediate shutdown under load, idle WAL, standby

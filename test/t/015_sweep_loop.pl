@@ -1,4 +1,4 @@
-# sweep_loop's wait_ms (SPEC §3): it bounds the wait for a turn when another
+# sweep_loop's wait_ms: it bounds the wait for a turn when another
 # sweeper holds the group.  Within the bound, sweep_loop takes its turn when
 # the other sweep commits; past it, it returns with iterations = 0 while the
 # other sweep still holds the group.  (The isolation spec double_sweep covers

@@ -1,4 +1,4 @@
-# Long-polling (SPEC §3 NOTIFY, §4 wait/read(wait_ms), issue 4): every
+# Long-polling (the sweeper's NOTIFY, wait and read(wait_ms)): every
 # longpoll shard of a sweep group notifies its channel with the new head;
 # longpoll = false shards send nothing; waits wake on a stamp, time out,
 # are cancellable and show a wait event; without the preload and on a hot

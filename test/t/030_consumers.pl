@@ -1,4 +1,4 @@
-# Consumer groups under stress (SPEC §5, issue 5): 4 consumer processes
+# Consumer groups under stress: 4 consumer processes
 # share group "grp" over a 6-shard feed while pgbench writes continuously;
 # consumers are killed (backend terminated mid-work, leases left to expire)
 # and restarted at random.  Each consumer loops: acquire, then per held

@@ -1,4 +1,4 @@
-# pg_dump / pg_restore (SPEC §6): feeds, shards, stamped and pending
+# pg_dump / pg_restore: feeds, shards, stamped and pending
 # changes, backfilled history and the change_id sequence position survive
 # into a fresh database, which then sweeps and reads on from where it
 # stopped, gaplessly.

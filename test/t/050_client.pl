@@ -230,7 +230,7 @@ if ($have_groups eq 'f')
 }
 else
 {
-	# Consumer groups (SPEC §5): one member reads everything once, then
+	# Consumer groups: one member reads everything once, then
 	# resumes from its checkpoints.
 	$node->safe_psql('postgres', "select cfeed.create_feed('grouped', 3, 4)");
 	my @ids = publish(4, 3, 9);

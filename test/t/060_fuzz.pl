@@ -1,6 +1,6 @@
 # test/t/060_fuzz.pl
 #
-# Fuzz the SQL API (issue 8): for CFEED_FUZZ_SECONDS (default 45) two
+# Fuzz the SQL API: for CFEED_FUZZ_SECONDS (default 45) two
 # sessions call random functions of cfeed with random argument combinations
 # (NULLs, zero, negative, int/bigint extremes, random ints, empty, huge,
 # quoted, unicode strings) while pgbench publishes to feed 1 and the

@@ -1,7 +1,7 @@
 # test/t/070_soak.pl
 #
-# Soak (issue 8): mixed load for CFEED_SOAK_SECONDS (default 60; the long
-# soak is CFEED_SOAK_SECONDS=600, see README "Operations"):
+# Soak: mixed load for CFEED_SOAK_SECONDS (default 60; the long soak is
+# CFEED_SOAK_SECONDS=600, see docs/testing.md):
 #
 #   writers     pgbench, 3 clients: publish + record in truth and commit, or
 #               publish and roll back (~25%), or roll back a savepoint

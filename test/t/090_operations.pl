@@ -1,8 +1,9 @@
 # test/t/090_operations.pl
 #
-# Operations torture test (issue 17): cfeed's guarantees (SPEC §3) hold
+# Operations torture test: cfeed's guarantees (README) hold
 # whatever an operator does to cfeed.change while it is written, swept and
-# read (SPEC §6).  For CFEED_TORTURE_SECONDS (default 30), all at once:
+# read (docs/operations.md, "Maintenance and replication").  For
+# CFEED_TORTURE_SECONDS (default 30), all at once:
 #
 #   writers    pgbench, 4 clients: direct INSERTs into cfeed.change and
 #              cfeed.publish() (one change_id to two feeds), ~1/5 of the
@@ -34,13 +35,13 @@
 # no rolled-back one is; each shard's numbers (present or deleted) are
 # exactly start+1..head, and cfeed.head() is the highest; every number a
 # reader saw still names the same change with the same stamped_at, no number
-# was issued twice, no change delivered under two numbers; SPEC order
+# was issued twice, no change delivered under two numbers; order
 # (guarantee 4) holds for writers that had finished; amcheck finds nothing
 # wrong with cfeed.change's heap or indexes; the server log has no PANIC or
 # "could not read block".  Then TRUNCATE cfeed.change: new numbers continue
 # above the old heads.
 #
-# cfeed 1.3 fails it (issue 17).  In every run: a deleted head's number
+# cfeed 1.3 fails it.  In every run: a deleted head's number
 # issued again (the quiet shard), every sweep failing while a publication
 # exists, numbering restarting after TRUNCATE.  In most runs of 30 s, from a
 # rewrite landing inside a sweep: stamped changes renumbered (a reader's
@@ -374,8 +375,8 @@ PostgreSQL::Test::Utils::append_to_file("$dir/rewriter.sql",
 start_bg('rewriter',
 	[ 'psql', '-X', '-At', '-v', 'VERBOSITY=verbose', @conn, '-d', $db, '-f', "$dir/rewriter.sql" ]);
 
-# The operator.  Every operation is expected to succeed (README, "Maintenance
-# and replication": each is safe or waits); a deadlock with a sweep is retried.
+# The operator.  Every operation is expected to succeed (docs/operations.md,
+# "Maintenance and replication": each is safe or waits); a deadlock with a sweep is retried.
 # Each returns an error text, or '' when it succeeded.
 my %runs;
 my %failures;
@@ -734,7 +735,7 @@ for my $c (@CHECKS)
 	  or $c->[2] && diag($node->safe_psql($db, $c->[2]));
 }
 
-# SPEC guarantee 4, for writers that had finished: if A's xid is below the
+# Guarantee 4, for writers that had finished: if A's xid is below the
 # xmin of the snapshot in which B drew its change_id, A committed before and
 # every change of A has a lower number than every change of B in a shard
 # they share (a running maximum over xid, one probe per change).

@@ -1,4 +1,4 @@
-# Wait events (issue 18): from PostgreSQL 17 each cfeed wait has a name of
+# Wait events: from PostgreSQL 17 each cfeed wait has a name of
 # its own in pg_stat_activity.wait_event, so an idle sweeper, the launcher,
 # a reader waiting for changes and a sweep_loop between sweeps are told
 # apart; before 17 all of them show wait_event 'Extension'.  Always

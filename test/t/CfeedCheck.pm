@@ -1,6 +1,6 @@
 # CfeedCheck: shared helpers for cfeed's TAP tests.
 #
-# check_invariants() asserts SPEC §3 guarantees 1, 2 and 5 on a database
+# check_invariants() asserts guarantees 1, 2 and 5 (README) on a database
 # whose writers record every committed change_id in table "truth" in the
 # same transaction as the change.
 package CfeedCheck;

@@ -26,7 +26,7 @@
 #
 # Afterwards, with everything swept: gapless numbering, exactly-once stamping
 # of exactly the committed changes, last_change_sequence_number = max,
-# change_id order within a sweep, and SPEC guarantee 4 checked against the
+# change_id order within a sweep, and guarantee 4 checked against the
 # writers' snapshots.  The run fails below 50,000 stamped changes.
 #
 package CfeedStress;
@@ -329,7 +329,7 @@ my @FINAL_CHECKS = (
 	],
 );
 
-# SPEC guarantee 4: if writer A committed before writer B took the snapshot
+# Guarantee 4: if writer A committed before writer B took the snapshot
 # of the statement that drew B's change_id (A visible in B's recorded
 # snapshot), every change of A gets a lower number than every change of B in
 # the shards they share.  Checked exactly, in three parts:
