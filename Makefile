@@ -16,7 +16,10 @@ OBJS = \
 	src/track_insert.o \
 	src/direct.o \
 	src/row_image.o \
-	src/read_access.o
+	src/read_access.o \
+	src/cache.o \
+	src/spi.o \
+	src/locks.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

@@ -1,19 +1,18 @@
 /*-------------------------------------------------------------------------
  *
  * cfeed.c
- *	  Module entry point: _PG_init, the cfeed.* settings, and the relcache
- *	  invalidation callback of cfeed's backend-local caches.
+ *	  Module entry point: _PG_init and the cfeed.* settings.  Under
+ *	  shared_preload_libraries it also sets up the shared memory, the
+ *	  launcher and the utility hook (shmem.c, launcher.c).  Every other file
+ *	  reads the settings' variables; none calls into this one.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
-#include "utils/syscache.h"
 
 #include "cfeed.h"
 #include "shmem.h"
@@ -30,23 +29,6 @@ int			cfeed_sweep_delay = 0;
 int			cfeed_retention_interval = 10000;
 
 void		_PG_init(void);
-
-/*
- * relcache_invalidate
- *		Relcache invalidation callback (one for all of cfeed's caches, which
- *		PostgreSQL allows only ten of per backend): the relation, or every
- *		relation for InvalidOid, has changed.
- */
-static void
-relcache_invalidate(Datum arg, Oid relid)
-{
-	cfeed_relid_invalidate(relid);
-	cfeed_track_invalidate(relid);
-	cfeed_row_image_invalidate(relid);
-	cfeed_shard_counts_invalidate(relid);
-	cfeed_watermarks_invalidate(relid);
-	cfeed_read_access_invalidate(relid);
-}
 
 /*
  * _PG_init
@@ -124,97 +106,5 @@ _PG_init(void)
 		cfeed_utility_hook_init();
 	}
 
-	CacheRegisterRelcacheCallback(relcache_invalidate, (Datum) 0);
-	CacheRegisterSyscacheCallback(NAMESPACEOID, cfeed_relid_reset, (Datum) 0);
-
 	MarkGUCPrefixReserved("cfeed");
-}
-
-/*
- * cfeed_require_arg
- *		Raise 22004 when a required argument of a non-STRICT function is NULL.
- */
-void
-cfeed_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
-{
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("argument \"%s\" must not be null", argname)));
-}
-
-/*
- * cfeed_spi_connect
- *		SPI_connect, with search_path pinned to pg_catalog for the SQL cfeed
- *		sends: its own objects are schema-qualified, and a hostile path (one
- *		shadowing "=" or now(), say) must not change what that SQL does, the
- *		more so as some of it runs as the extension's owner.  Returns the GUC
- *		nest level for cfeed_spi_finish.
- */
-int
-cfeed_spi_connect(void)
-{
-	int			nestlevel;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	return nestlevel;
-}
-
-/*
- * cfeed_spi_plan
- *		The kept plan of one of cfeed's statements: prepared into *plan on
- *		first use in this backend (inside cfeed_spi_connect), then reused.
- */
-SPIPlanPtr
-cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
-{
-	if (*plan == NULL)
-	{
-		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
-
-		if (p == NULL)
-			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-		SPI_keepplan(p);
-		*plan = p;
-	}
-	return *plan;
-}
-
-/*
- * cfeed_spi_run
- *		Run the kept plan *plan (cfeed_spi_plan) with values, no nulls.
- *		Returns true when it ran as the statement it is (result code
- *		expected), false when a rule replaced it (SPI_OK_REWRITTEN: DO
- *		INSTEAD NOTHING, say), as the same statement sent by a client would
- *		be.  Such a plan is forgotten: one rewritten into nothing depends on
- *		no relation, and the plan cache would keep it after the rule is
- *		dropped.  what names the statement in the error for anything else.
- */
-bool
-cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected, const char *what)
-{
-	int			rc = SPI_execute_plan(*plan, values, NULL, false, 0);
-
-	if (rc == expected)
-		return true;
-	if (rc != SPI_OK_REWRITTEN)
-		elog(ERROR, "cfeed: %s failed: %s", what, SPI_result_code_string(rc));
-	SPI_freeplan(*plan);
-	*plan = NULL;
-	return false;
-}
-
-/*
- * cfeed_spi_finish
- *		Restore search_path and SPI_finish.
- */
-void
-cfeed_spi_finish(int nestlevel)
-{
-	AtEOXact_GUC(true, nestlevel);
-	SPI_finish();
 }

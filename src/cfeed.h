@@ -25,11 +25,6 @@
 #define CFEED_SCHEMA			"cfeed"
 #define CFEED_CHANNEL_PREFIX	"cfeed_"
 
-/* Advisory lock tag field4 values that user-level advisory locks never use. */
-#define CFEED_LOCK_SWEEP		0x6366	/* one sweep of a group at a time */
-#define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
-#define CFEED_LOCK_SHARDS		0x6368	/* a feed's set of shards (track_insert.c) */
-
 /* Columns of cfeed.change, fixed by the install and 1.3 update scripts. */
 #define CHANGE_NATTS				10
 #define Anum_change_feed_id			1
@@ -91,8 +86,6 @@ extern int	cfeed_retention_interval;
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);
-extern void cfeed_relid_invalidate(Oid relid);
-extern void cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue);
 extern Oid	cfeed_relid_locked(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_table_open(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_index_open(const char *relname, LOCKMODE lockmode);
@@ -113,8 +106,6 @@ extern bool cfeed_images_inline(void);
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
-extern void cfeed_watermarks_invalidate(Oid relid);
-extern bool cfeed_sweep_lock(int32 sweep_group, bool nowait);
 
 /* feed.c */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
@@ -147,14 +138,9 @@ extern void cfeed_track_publish(int32 feed_id, const char *key, int keylen,
 								int64 change_id, Oid tbl, const char *op,
 								Relation rel, HeapTuple tuple);
 extern bool cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id);
-extern void cfeed_shard_counts_invalidate(Oid relid);
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
-extern void cfeed_row_image_invalidate(Oid relid);
-
-/* track.c */
-extern void cfeed_track_invalidate(Oid relid);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
@@ -164,19 +150,24 @@ extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 extern bool cfeed_may_read_feed(int32 feed_id);
 extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
-extern void cfeed_read_access_invalidate(Oid relid);
 extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
 
-/* SPI with search_path pinned to pg_catalog (cfeed.c). */
+/* spi.c: required arguments (SPEC: 22004) and SPI with search_path pinned */
+extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *argname);
 extern int	cfeed_spi_connect(void);
 extern void cfeed_spi_finish(int nestlevel);
 extern SPIPlanPtr cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs,
 								 Oid *types);
 extern bool cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected,
 						  const char *what);
+extern void cfeed_spi_exec(const char *sql, int nargs, Oid *types, Datum *values,
+						   const char *nulls, int expected);
 
-/* Argument helpers for functions that are not STRICT (SPEC: 22004). */
-extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
-							  const char *argname);
+/* locks.c: cfeed's advisory locks */
+extern bool cfeed_sweep_lock(int32 sweep_group, bool nowait);
+extern bool cfeed_leader_lock(int32 sweep_group);
+extern void cfeed_leader_unlock(int32 sweep_group);
+extern bool cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode);
 
 #endif							/* CFEED_H */

@@ -57,21 +57,6 @@ check_feed_name(const char *name)
 }
 
 /*
- * spi_exec
- *		Run a statement with arguments through SPI; errors out unless it
- *		returns the expected SPI code.
- */
-static void
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
-		 int expected)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
-}
-
-/*
  * cfeed_create_feed
  *		SQL: cfeed.create_feed(name, shards, feed_id, sweep_group, longpoll,
  *		comment) returns int.  Creates the feed and shards 0..shards-1 with the
@@ -104,12 +89,12 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 	spi_level = cfeed_spi_connect();
 
 	/* Concurrent create_feed calls pick feed ids and names one at a time. */
-	spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
+	cfeed_spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
 			 SPI_OK_UTILITY);
 
 	if (PG_ARGISNULL(2))
 	{
-		spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0) + 1 FROM cfeed.feed",
+		cfeed_spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0) + 1 FROM cfeed.feed",
 				 0, NULL, NULL, NULL, SPI_OK_SELECT);
 		feed_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
@@ -118,7 +103,7 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = PointerGetDatum(cstring_to_text(name));
-	spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
+	cfeed_spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
 			 2, types, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 	{
@@ -147,9 +132,9 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 	values[3] = Int32GetDatum(shards);
 	values[4] = PG_GETARG_DATUM(3);
 	values[5] = PG_GETARG_DATUM(4);
-	spi_exec("INSERT INTO cfeed.feed (feed_id, name, comment) VALUES ($1, $2, $3)",
+	cfeed_spi_exec("INSERT INTO cfeed.feed (feed_id, name, comment) VALUES ($1, $2, $3)",
 			 3, types, values, nulls, SPI_OK_INSERT);
-	spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) "
+	cfeed_spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) "
 			 "SELECT $1, s, $5, $6 FROM pg_catalog.generate_series(0, $4 - 1) AS s",
 			 6, types, values, nulls, SPI_OK_INSERT);
 

@@ -35,6 +35,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
+#include "cache.h"
 #include "cfeed.h"
 
 /* How one column is converted. */
@@ -70,12 +71,12 @@ typedef struct CfeedImagePlan
 static HTAB *image_plans = NULL;
 
 /*
- * cfeed_row_image_invalidate
- *		For the relcache invalidation callback: forget the relation's plan
- *		(or all plans, for InvalidOid).
+ * image_plans_invalidate
+ *		The cache's invalidation callback (cache.c): forget the relation's
+ *		plan (or all plans, for InvalidOid).
  */
-void
-cfeed_row_image_invalidate(Oid relid)
+static void
+image_plans_invalidate(Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	CfeedImagePlan *plan;
@@ -134,12 +135,9 @@ image_plan_get(Oid relid, TupleDesc desc)
 
 	if (image_plans == NULL)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(CfeedImagePlan);
-		image_plans = hash_create("cfeed row image plans", 16, &ctl,
-								  HASH_ELEM | HASH_BLOBS);
+		cfeed_cache_register(CFEED_CACHE_ROW_IMAGES, image_plans_invalidate);
+		image_plans = cfeed_cache_hash("cfeed row image plans", sizeof(Oid),
+									   sizeof(CfeedImagePlan));
 	}
 	plan = (CfeedImagePlan *) hash_search(image_plans, &relid, HASH_ENTER, &found);
 	if (!found)

@@ -59,7 +59,7 @@
  * DROP EXTENSION, which would otherwise deadlock with a sweep.)  A shard
  * moved to another group takes both groups' locks
  * until its move commits, and its invalidation of cfeed.shard_config makes
- * every backend's watermarks invalid (cfeed_watermarks_invalidate).
+ * every backend's watermarks invalid (watermarks_invalidate).
  * A shard's head is not stored anywhere: it is the highest stamped number,
  * read from change_sequence_idx (see cfeed.shard; a sweep first checks the
  * head its backend's last sweep left with a cheaper forward probe, see
@@ -131,14 +131,12 @@
 #include "utils/tuplestore.h"
 #include "utils/xid8.h"
 
+#include "cache.h"
 #include "cfeed.h"
 #include "shmem.h"
 
 /* Beyond this many xids a watermark falls back to a plain range. */
 #define WATERMARK_MAX_XIDS			4096
-
-/* First key of cfeed's advisory locks ('cfee'). */
-#define CFEED_LOCK_KEY				0x63666565
 
 /* An xid watermark: look at writer_xid in xip[] or >= xmax. */
 typedef struct Watermark
@@ -272,18 +270,27 @@ watermark_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * backend_hash
- *		A hash table for the life of the backend (keys compared as bytes).
+ * watermarks_invalidate
+ *		The cache's invalidation callback (cache.c): cfeed.shard_config (or
+ *		every relation) has changed.  A shard may have joined a sweep group whose
+ *		watermark passed over its pending changes while they were another
+ *		group's: every group's next sweep reads the whole pending index.  The
+ *		guard trigger of shard_config sends the invalidation before the
+ *		transaction that moves a shard releases the sweep locks of both
+ *		groups, so the next sweep of either group reads it (cfeed_sweep_group
+ *		reads invalidations after taking its lock).
  */
-static HTAB *
-backend_hash(const char *name, Size keysize, Size entrysize)
+static void
+watermarks_invalidate(Oid relid)
 {
-	HASHCTL		ctl;
+	HASH_SEQ_STATUS status;
+	GroupWatermark *gw;
 
-	ctl.keysize = keysize;
-	ctl.entrysize = entrysize;
-	ctl.hcxt = TopMemoryContext;
-	return hash_create(name, 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	if (watermarks == NULL || (OidIsValid(relid) && relid != watermark_shard_config))
+		return;
+	hash_seq_init(&status, watermarks);
+	while ((gw = hash_seq_search(&status)) != NULL)
+		gw->valid = false;
 }
 
 /*
@@ -298,8 +305,9 @@ group_watermark(int32 sweep_group)
 
 	if (watermarks == NULL)
 	{
-		watermarks = backend_hash("cfeed sweep watermarks", sizeof(int32),
-								  sizeof(GroupWatermark));
+		cfeed_cache_register(CFEED_CACHE_WATERMARKS, watermarks_invalidate);
+		watermarks = cfeed_cache_hash("cfeed sweep watermarks", sizeof(int32),
+									  sizeof(GroupWatermark));
 		RegisterXactCallback(watermark_xact_callback, NULL);
 		RegisterSubXactCallback(watermark_subxact_callback, NULL);
 	}
@@ -315,30 +323,6 @@ group_watermark(int32 sweep_group)
 }
 
 /*
- * cfeed_watermarks_invalidate
- *		For the relcache invalidation callback: cfeed.shard_config (or every
- *		relation) has changed.  A shard may have joined a sweep group whose
- *		watermark passed over its pending changes while they were another
- *		group's: every group's next sweep reads the whole pending index.  The
- *		guard trigger of shard_config sends the invalidation before the
- *		transaction that moves a shard releases the sweep locks of both
- *		groups, so the next sweep of either group reads it (cfeed_sweep_group
- *		reads invalidations after taking its lock).
- */
-void
-cfeed_watermarks_invalidate(Oid relid)
-{
-	HASH_SEQ_STATUS status;
-	GroupWatermark *gw;
-
-	if (watermarks == NULL || (OidIsValid(relid) && relid != watermark_shard_config))
-		return;
-	hash_seq_init(&status, watermarks);
-	while ((gw = hash_seq_search(&status)) != NULL)
-		gw->valid = false;
-}
-
-/*
  * head_hint
  *		The hint entry of a shard (head 0 when new), for cfeed_shard_head.
  */
@@ -350,7 +334,7 @@ head_hint(int32 feed_id, int32 shard)
 	bool		found;
 
 	if (head_hints == NULL)
-		head_hints = backend_hash("cfeed head hints", sizeof(key), sizeof(HeadHint));
+		head_hints = cfeed_cache_hash("cfeed head hints", sizeof(key), sizeof(HeadHint));
 	h = hash_search(head_hints, key, HASH_ENTER, &found);
 	if (!found)
 		h->head = 0;
@@ -743,22 +727,6 @@ cfeed_check_sweep_isolation(void)
 }
 
 /*
- * cfeed_sweep_lock
- *		Take the transaction-level lock that serializes the sweeps of a group
- *		(also taken by a transaction that moves a shard between groups).
- *		Returns false (only with nowait) when another transaction holds it.
- */
-bool
-cfeed_sweep_lock(int32 sweep_group, bool nowait)
-{
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) sweep_group,
-						 CFEED_LOCK_SWEEP);
-	return LockAcquire(&tag, ExclusiveLock, false, nowait) != LOCKACQUIRE_NOT_AVAIL;
-}
-
-/*
  * cfeed_sweep_group
  *		Stamp the committed changes of one sweep group, in the caller's
  *		transaction, which must be READ COMMITTED.  Waits for a concurrent
@@ -968,17 +936,6 @@ cfeed_sweep(PG_FUNCTION_ARGS)
 }
 
 /*
- * leader_lock_tag
- *		The session-level lock a sweep_loop holds for its whole duration.
- */
-static void
-leader_lock_tag(LOCKTAG *tag, int32 sweep_group)
-{
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) sweep_group,
-						 CFEED_LOCK_LEADER);
-}
-
-/*
  * poll_until
  *		Call attempt(arg) every 10 ms until it returns true (then return
  *		true) or deadline passes (then false).  Interruptible.
@@ -1006,7 +963,7 @@ poll_until(bool (*attempt) (void *arg), void *arg, TimestampTz deadline)
 static bool
 try_leader(void *arg)
 {
-	return LockAcquire((LOCKTAG *) arg, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL;
+	return cfeed_leader_lock(*(int32 *) arg);
 }
 
 /* One sweep of a group, as poll_until attempts it: only if the group is free. */
@@ -1097,7 +1054,6 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
-	LOCKTAG		tag;
 	TimestampTz turn_deadline;
 
 	cfeed_require_arg(fcinfo, 0, "sweep_group");
@@ -1125,8 +1081,7 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 	tupdesc = BlessTupleDesc(tupdesc);
 
 	turn_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-	leader_lock_tag(&tag, sweep_group);
-	if (poll_until(try_leader, &tag, turn_deadline))
+	if (poll_until(try_leader, &sweep_group, turn_deadline))
 	{
 		PG_TRY();
 		{
@@ -1134,11 +1089,11 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 		}
 		PG_CATCH();
 		{
-			LockRelease(&tag, ExclusiveLock, true);
+			cfeed_leader_unlock(sweep_group);
 			PG_RE_THROW();
 		}
 		PG_END_TRY();
-		LockRelease(&tag, ExclusiveLock, true);
+		cfeed_leader_unlock(sweep_group);
 	}
 
 	values[0] = Int32GetDatum((int32) Min(totals.change_count, PG_INT32_MAX));

@@ -87,6 +87,7 @@
 #include "utils/typcache.h"
 #include "utils/varlena.h"
 
+#include "cache.h"
 #include "cfeed.h"
 
 #define CFEED_TRACK_TRIGGER		"cfeed_track"
@@ -305,15 +306,15 @@ key_text(CfeedTrackKey *key, HeapTuple tuple, TupleDesc desc, int *len)
 }
 
 /*
- * cfeed_track_invalidate
- *		For the relcache invalidation callback: the tracking state of the
- *		relation (or of all, for InvalidOid) must be resolved again.  Every
+ * track_cache_invalidate
+ *		The cache's invalidation callback (cache.c): the tracking state of
+ *		the relation (or of all, for InvalidOid) must be resolved again.  Every
  *		input of that state (the trigger's arguments, the primary key, the
  *		columns, partition ancestry) changes only with an invalidation of
  *		the relation.
  */
-void
-cfeed_track_invalidate(Oid relid)
+static void
+track_cache_invalidate(Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	CfeedTrackRel *tr;
@@ -347,12 +348,9 @@ track_rel_get(Relation rel, Trigger *trig)
 
 	if (track_cache == NULL)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(CfeedTrackRel);
-		track_cache = hash_create("cfeed tracked relations", 32, &ctl,
-								  HASH_ELEM | HASH_BLOBS);
+		cfeed_cache_register(CFEED_CACHE_TRACKED_RELS, track_cache_invalidate);
+		track_cache = cfeed_cache_hash("cfeed tracked relations", sizeof(Oid),
+									   sizeof(CfeedTrackRel));
 	}
 	tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_ENTER, &found);
 	if (!found)
@@ -702,19 +700,6 @@ qualified_name(Oid relid)
 }
 
 /*
- * spi_run
- *		Run a utility or other statement through SPI, erroring on failure.
- */
-static void
-spi_run(const char *sql, int expected)
-{
-	int			rc = SPI_execute(sql, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
-}
-
-/*
  * partitions_of
  *		The table's partitions at every level (without the table itself);
  *		NIL unless it is partitioned.  Locks them in lockmode.
@@ -824,19 +809,16 @@ cfeed_track(PG_FUNCTION_ARGS)
 	table_close(rel, NoLock);
 
 	spi_level = cfeed_spi_connect();
-	spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_TRIGGER
+	cfeed_spi_exec(psprintf("CREATE TRIGGER " CFEED_TRACK_TRIGGER
 					 " AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
-					 " EXECUTE FUNCTION cfeed._track_row(%s)", qname, args),
-			SPI_OK_UTILITY);
+					 " EXECUTE FUNCTION cfeed._track_row(%s)", qname, args), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	if (cid_att > 0)
-		spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_ID_TRIGGER
+		cfeed_spi_exec(psprintf("CREATE TRIGGER " CFEED_TRACK_ID_TRIGGER
 						 " BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
-						 " EXECUTE FUNCTION cfeed._track_change_id(%s)", qname, args),
-				SPI_OK_UTILITY);
-	spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_TRUNCATE
+						 " EXECUTE FUNCTION cfeed._track_change_id(%s)", qname, args), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
+	cfeed_spi_exec(psprintf("CREATE TRIGGER " CFEED_TRACK_TRUNCATE
 					 " BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
-					 " EXECUTE FUNCTION cfeed._track_truncate(%s)", qname, args),
-			SPI_OK_UTILITY);
+					 " EXECUTE FUNCTION cfeed._track_truncate(%s)", qname, args), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	foreach(lc, parts)
 	{
 		Oid			part = lfirst_oid(lc);
@@ -844,11 +826,10 @@ cfeed_track(PG_FUNCTION_ARGS)
 
 		if (kind != RELKIND_RELATION && kind != RELKIND_PARTITIONED_TABLE)
 			continue;
-		spi_run(psprintf("CREATE TRIGGER " CFEED_TRACK_TRUNCATE
+		cfeed_spi_exec(psprintf("CREATE TRIGGER " CFEED_TRACK_TRUNCATE
 						 " BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
 						 " EXECUTE FUNCTION cfeed._track_truncate(%s)",
-						 qualified_name(part), args),
-				SPI_OK_UTILITY);
+						 qualified_name(part), args), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	}
 	cfeed_spi_finish(spi_level);
 	PG_RETURN_VOID();
@@ -884,21 +865,18 @@ cfeed_untrack(PG_FUNCTION_ARGS)
 	table_close(rel, NoLock);
 
 	spi_level = cfeed_spi_connect();
-	spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRIGGER " ON %s", qname), SPI_OK_UTILITY);
+	cfeed_spi_exec(psprintf("DROP TRIGGER " CFEED_TRACK_TRIGGER " ON %s", qname), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	if (OidIsValid(get_trigger_oid(relid, CFEED_TRACK_ID_TRIGGER, true)))
-		spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_ID_TRIGGER " ON %s", qname),
-				SPI_OK_UTILITY);
+		cfeed_spi_exec(psprintf("DROP TRIGGER " CFEED_TRACK_ID_TRIGGER " ON %s", qname), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	if (OidIsValid(get_trigger_oid(relid, CFEED_TRACK_TRUNCATE, true)))
-		spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRUNCATE " ON %s", qname),
-				SPI_OK_UTILITY);
+		cfeed_spi_exec(psprintf("DROP TRIGGER " CFEED_TRACK_TRUNCATE " ON %s", qname), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	foreach(lc, parts)
 	{
 		Oid			part = lfirst_oid(lc);
 
 		if (OidIsValid(get_trigger_oid(part, CFEED_TRACK_TRUNCATE, true)))
-			spi_run(psprintf("DROP TRIGGER " CFEED_TRACK_TRUNCATE " ON %s",
-							 qualified_name(part)),
-					SPI_OK_UTILITY);
+			cfeed_spi_exec(psprintf("DROP TRIGGER " CFEED_TRACK_TRUNCATE " ON %s",
+							 qualified_name(part)), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	}
 	cfeed_spi_finish(spi_level);
 	PG_RETURN_VOID();
@@ -1249,7 +1227,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
 	spi_level = cfeed_spi_connect();
-	spi_run(psprintf("LOCK TABLE %s IN SHARE MODE", qname), SPI_OK_UTILITY);
+	cfeed_spi_exec(psprintf("LOCK TABLE %s IN SHARE MODE", qname), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	backfill_relid = relid;
 	PG_TRY();
 	{

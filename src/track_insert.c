@@ -106,6 +106,7 @@
 #include "utils/timestamp.h"
 #include "utils/xid8.h"
 
+#include "cache.h"
 #include "cfeed.h"
 #include "shmem.h"
 
@@ -137,13 +138,13 @@ static SPIPlanPtr insert_plan = NULL;
 static SPIPlanPtr insert_plan_1_2 = NULL;	/* a database still at 1.2 or earlier */
 
 /*
- * cfeed_shard_counts_invalidate
- *		For the relcache invalidation callback: shard_config (or every
+ * shard_counts_invalidate
+ *		The cache's invalidation callback (cache.c): shard_config (or every
  *		relation) has changed; forget the shard counts and whether the guard
  *		trigger exists.
  */
-void
-cfeed_shard_counts_invalidate(Oid relid)
+static void
+shard_counts_invalidate(Oid relid)
 {
 	if (!OidIsValid(relid) || relid == shard_config_relid)
 		shard_counts_gen++;
@@ -158,6 +159,7 @@ cfeed_shard_counts_invalidate(Oid relid)
 static bool
 shard_guard_present(void)
 {
+	cfeed_cache_register(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate);
 	if (guard_gen != shard_counts_gen)
 	{
 		Relation	rel = cfeed_table_open("shard_config", AccessShareLock);
@@ -199,12 +201,9 @@ feed_shards(int32 feed_id)
 
 	if (shard_counts == NULL)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(int32);
-		ctl.entrysize = sizeof(CfeedShardCount);
-		shard_counts = hash_create("cfeed shard counts", 16, &ctl,
-								   HASH_ELEM | HASH_BLOBS);
+		cfeed_cache_register(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate);
+		shard_counts = cfeed_cache_hash("cfeed shard counts", sizeof(int32),
+										sizeof(CfeedShardCount));
 	}
 	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_FIND, NULL);
 	if (entry != NULL && entry->gen == gen)
@@ -260,10 +259,7 @@ key_shard(int32 feed_id, const char *key, int keylen, uint64 *gen)
 static bool
 shards_locked(int32 feed_id, uint64 gen)
 {
-	LOCKTAG		tag;
-
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) feed_id, 0, CFEED_LOCK_SHARDS);
-	if (LockAcquire(&tag, AccessShareLock, false, false) != LOCKACQUIRE_OK)
+	if (!cfeed_shards_lock(feed_id, AccessShareLock))
 		return true;			/* held since it was checked */
 	AcceptInvalidationMessages();
 	return gen == shard_counts_gen;
@@ -342,14 +338,8 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(trigdata->tg_newtuple);
 
 	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
-	{
-		LOCKTAG		tag;
-
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId,
-							 (uint32) shard_column(trigdata, Anum_shard_feed_id, false),
-							 0, CFEED_LOCK_SHARDS);
-		(void) LockAcquire(&tag, AccessExclusiveLock, false, false);
-	}
+		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
+								 AccessExclusiveLock);
 	if (group_changed)
 	{
 		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
