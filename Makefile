@@ -8,6 +8,9 @@ OBJS = \
 	src/guard.o \
 	src/feed.o \
 	src/sweep.o \
+	src/sweep_sql.o \
+	src/stamp.o \
+	src/watermark.o \
 	src/read.o \
 	src/shmem.o \
 	src/launcher.o \

@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "access/skey.h"
 #include "access/transam.h"
 #include "datatype/timestamp.h"
 #include "executor/tuptable.h"
@@ -102,10 +103,35 @@ extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
 extern void cfeed_check_select(const char *relname);
 extern bool cfeed_images_inline(void);
 
+/* One pending change found by a sweep (sweep.c), stamped by stamp.c. */
+typedef struct CfeedPendingChange
+{
+	int32		feed_id;
+	int32		shard;
+	int64		change_id;
+	ItemPointerData tid;
+	TimestampTz written_at;
+	FullTransactionId writer_xid;
+	int64		number;			/* assigned sequence number */
+} CfeedPendingChange;
+
 /* sweep.c */
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
+
+/* watermark.c: a sweep group's xid watermark */
+typedef struct CfeedGroupWatermark CfeedGroupWatermark;
+extern CfeedGroupWatermark *cfeed_watermark_get(int32 sweep_group);
+extern void cfeed_watermark_probes(CfeedGroupWatermark *gw,
+								   void (*probe) (ScanKey key, void *arg),
+								   void *arg);
+extern void cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
+									const FullTransactionId *left, int nleft);
+
+/* stamp.c: a sweep's write step */
+extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
+						TimestampTz now, Snapshot snapshot);
 
 /* feed.c */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
