@@ -16,7 +16,8 @@ OBJS = \
 	src/launcher.o \
 	src/sweeper.o \
 	src/track.o \
-	src/track_insert.o \
+	src/append.o \
+	src/shards.o \
 	src/direct.o \
 	src/row_image.o \
 	src/read_access.o \

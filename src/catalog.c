@@ -33,14 +33,6 @@
 #include "cache.h"
 #include "cfeed.h"
 
-/* Attribute numbers of cfeed.shard_config, fixed by the install script. */
-#define Anum_shard_feed_id			1
-#define Anum_shard_shard			2
-#define Anum_shard_sweep_group		3
-#define Anum_shard_longpoll			4
-#define Anum_shard_start			5
-#define Anum_shard_deleted_head		6	/* since 1.4 */
-
 /*
  * cfeed_schema_oid
  *		OID of schema cfeed; errors out (or returns InvalidOid) when the

@@ -26,6 +26,14 @@
 #define CFEED_SCHEMA			"cfeed"
 #define CFEED_CHANNEL_PREFIX	"cfeed_"
 
+/* Columns of cfeed.shard_config, fixed by the install and 1.4 update scripts. */
+#define Anum_shard_feed_id			1
+#define Anum_shard_shard			2
+#define Anum_shard_sweep_group		3
+#define Anum_shard_longpoll			4
+#define Anum_shard_start			5
+#define Anum_shard_deleted_head		6	/* since 1.4 */
+
 /* Columns of cfeed.change, fixed by the install and 1.3 update scripts. */
 #define CHANGE_NATTS				10
 #define Anum_change_feed_id			1
@@ -133,37 +141,35 @@ extern void cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
 
-/* feed.c */
+/* shards.c: the shard of a key, the shard counts, the shards lock */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+extern bool cfeed_shards_guarded(void);
+extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen);
+extern int32 cfeed_shard_locked(int32 feed_id, const char *key, int keylen,
+								int32 shard);
 
-/*
- * direct.c: the indexes of a table written directly, as last seen (one
- * static, zeroed instance per table and caller).
- */
-typedef struct CfeedIndexCache
+/* direct.c: heap and index writes of cfeed.change */
+extern bool cfeed_direct_ok(Relation rel, CmdType cmd);
+extern void cfeed_direct_insert(Relation rel, TupleTableSlot *slot);
+extern bool cfeed_direct_update(Relation rel, ItemPointer tid,
+								TupleTableSlot *newslot, Snapshot snapshot);
+
+/* One change to append (append.c). */
+typedef struct CfeedChange
 {
-	Oid			relid;			/* InvalidOid: not built */
-	List	   *indexoids;		/* the index list the entries were built for */
-	int			nindexes;
-	Oid		   *oids;
-	IndexInfo **infos;			/* ii_PredicateState prepared */
-	bool		direct_ok;		/* all plain immediate btrees */
-	MemoryContext cxt;
-} CfeedIndexCache;
+	int32		feed_id;
+	int32		shard;			/* with key NULL: the shard the caller names */
+	const char *key;			/* else the change goes to this key's shard */
+	int			keylen;
+	int64		change_id;
+	Oid			tbl;			/* the tracked table (rel, or its root) */
+	const char *op;				/* 'insert', 'update' or 'delete' */
+	Relation	rel;			/* with tuple, the row's image; NULL: none */
+	HeapTuple	tuple;
+} CfeedChange;
 
-extern const Oid cfeed_change_types[CHANGE_NATTS];
-extern const bool cfeed_change_notnull[CHANGE_NATTS];
-extern bool cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types,
-							const bool *notnull, int natts, Oid shard_config,
-							CfeedIndexCache *cache, CfeedIndexCache **indexes);
-extern void cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes,
-									  TupleTableSlot *slot);
-
-/* track_insert.c */
-extern void cfeed_track_publish(int32 feed_id, const char *key, int keylen,
-								int64 change_id, Oid tbl, const char *op,
-								Relation rel, HeapTuple tuple);
-extern bool cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id);
+/* append.c */
+extern void cfeed_append(const CfeedChange *change);
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);

@@ -27,6 +27,7 @@
 #include "postgres.h"
 
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -42,7 +43,6 @@
 #include "cfeed.h"
 
 static SPIPlanPtr update_changes_plan = NULL;
-static CfeedIndexCache stamp_indexes;
 
 /*
  * build_array
@@ -167,28 +167,17 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 static bool
 stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
 {
-	CfeedIndexCache *indexes;
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
-	CommandId	cid;
 	int			i;
 
-	if (ExecutorCheckPerms_hook != NULL ||
-		!cfeed_direct_ok(rel, CMD_UPDATE, cfeed_change_types, cfeed_change_notnull, CHANGE_NATTS,
-						 cfeed_relid("shard_config"), &stamp_indexes, &indexes))
+	if (!cfeed_direct_ok(rel, CMD_UPDATE))
 		return false;
-	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
 
 	oldslot = table_slot_create(rel, NULL);
 	newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
-	cid = GetCurrentCommandId(true);
 	for (i = 0; i < n; i++)
 	{
-		TM_Result	result;
-		TM_FailureData tmfd;
-		LockTupleMode lockmode;
-		cfeed_update_indexes update_indexes;
-
 		CHECK_FOR_INTERRUPTS();
 		if (!table_tuple_fetch_row_version(rel, &changes[i].tid, snapshot, oldslot))
 			concurrent_sweep_error(n, i);
@@ -201,15 +190,8 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
 		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(now);
 		newslot->tts_isnull[Anum_change_stamped_at - 1] = false;
 		ExecStoreVirtualTuple(newslot);
-
-		result = table_tuple_update(rel, &changes[i].tid, newslot, cid, snapshot,
-									InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
-		if (result == TM_Updated || result == TM_Deleted)
+		if (!cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot))
 			concurrent_sweep_error(n, i);
-		if (result != TM_Ok)
-			elog(ERROR, "cfeed sweep: unexpected result %d updating a change", (int) result);
-		if (cfeed_indexes_to_update(update_indexes))
-			cfeed_direct_index_insert(rel, indexes, newslot);
 	}
 	ExecDropSingleTupleTableSlot(newslot);
 	ExecDropSingleTupleTableSlot(oldslot);

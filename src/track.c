@@ -47,7 +47,7 @@
  * the relation: feed, key columns and their output functions, the change_id
  * column, the tracked root of a partition.  Per top-level statement: the
  * feed's shard count.  Per row: the key's text form, nextval, and
- * cfeed_track_publish (track_insert.c), which takes the feed's shards lock
+ * cfeed_append (append.c), which takes the feed's shards lock
  * once per transaction and inserts the change with its image (row_image.c)
  * directly, with the writer's privileges.
  *
@@ -477,6 +477,31 @@ row_change_id(CfeedTrackRel *tr, HeapTuple tuple, TupleDesc desc)
 }
 
 /*
+ * publish_row
+ *		Append the change of row tuple of rel (the relation the trigger fired
+ *		on) to the feed, on the shard of the row's key text, with the row's
+ *		image and operation op, as the current user.  Allocates in the
+ *		current memory context (the trigger's per-row one).
+ */
+static void
+publish_row(CfeedTrackRel *tr, const char *key, int keylen, int64 change_id,
+			const char *op, Relation rel, HeapTuple tuple)
+{
+	CfeedChange change;
+
+	change.feed_id = tr->feed_id;
+	change.shard = -1;
+	change.key = key;
+	change.keylen = keylen;
+	change.change_id = change_id;
+	change.tbl = tr->tracked;
+	change.op = op;
+	change.rel = rel;
+	change.tuple = tuple;
+	cfeed_append(&change);
+}
+
+/*
  * cfeed_track_row
  *		AFTER INSERT OR UPDATE OR DELETE ... FOR EACH ROW on a tracked table:
  *		publishes the change and the row image (the new row for inserts and
@@ -513,7 +538,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 
 		if (id == 0)
 			id = next_change_id();
-		cfeed_track_publish(tr->feed_id, key, len, id, tr->tracked, "insert", rel, tuple);
+		publish_row(tr, key, len, id, "insert", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_DELETE(ev))
 	{
@@ -526,7 +551,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 			id = keychange_take(pending_key(0, RelationGetRelid(rel), &tuple->t_self));
 		if (id == 0)
 			id = next_change_id();
-		cfeed_track_publish(tr->feed_id, key, len, id, tr->tracked, "delete", rel, tuple);
+		publish_row(tr, key, len, id, "delete", rel, tuple);
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(ev))
 	{
@@ -545,12 +570,11 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 
 			if (delete_id == 0)
 				delete_id = next_change_id();
-			cfeed_track_publish(tr->feed_id, oldkey, oldlen, delete_id, tr->tracked, "delete",
-								rel, oldtup);
+			publish_row(tr, oldkey, oldlen, delete_id, "delete", rel, oldtup);
 		}
 		if (id == 0)
 			id = next_change_id();
-		cfeed_track_publish(tr->feed_id, newkey, newlen, id, tr->tracked, "update", rel, newtup);
+		publish_row(tr, newkey, newlen, id, "update", rel, newtup);
 	}
 	else
 		elog(ERROR, "cfeed._track_row() fired for an unexpected event");

@@ -1,49 +1,25 @@
 /*-------------------------------------------------------------------------
  *
- * track_insert.c
- *	  Writing one change: a tracked table's, its cfeed.change row with the
- *	  row's image, for the AFTER ROW trigger of track.c; and cfeed.publish's
- *	  (feed.c), without an image, on the shard the caller names.
+ * shards.c
+ *	  A feed's shards as a writer sees them: the shard of a key, the shard
+ *	  counts each backend keeps, the feed's shards lock that stands in for
+ *	  cfeed.change's foreign key on a direct write (append.c), and the guard
+ *	  trigger of cfeed.shard_config that makes it hold.
  *
- * Why not SQL
- * -----------
- * The obvious way, one kept SPI plan that inserts the row, costs several
- * times the tracked row's own INSERT (for cfeed.publish, 2.2x the server
- * CPU of an application's one-row INSERT, against 1.4x written directly),
- * and almost none of it is the writing:
- * per row, executor start-up and shutdown of the plan; the foreign-key check
- * of cfeed.change, which is another SPI query with its own executor start-up;
- * the WHEN clause of change_guard, parsed again (stringToNode) at every
- * executor start; and search_path pinned and restored around the SPI call.
- * So the row is inserted here directly, heap and indexes (direct.c),
- * doing what the INSERT would do:
- *
- *	 privileges		INSERT on cfeed.change for the current user, as the
- *					INSERT checks them (table level; else the SQL path)
- *	 defaults		written_at = now() (the transaction's start),
- *					writer_xid = cfeed._writer_xid() (top-level xid, and the
- *					note that wakes the sweeper at commit)
- *	 change_guard	its WHEN clause is false for these rows (no sequence
- *					number, no stamped_at, writer_xid the current one), so
- *					it would not fire
- *	 foreign key	change_shard_fkey: the shard is one of the feed's, and
- *					cannot go away before this transaction ends (see "The
- *					foreign key" below)
- *	 indexes		every index, partial ones by their predicate, unique
- *					ones checked by the index AM
- *
- * When anything would make that list incomplete (row-level security, other
- * triggers, constraints, indexes or layout: see direct.c), or an executor
- * permission hook (sepgsql) is loaded, the SQL path runs instead, with the
- * exact semantics of the INSERT (test: sql/track_write.sql).  The shard
- * counts of feeds are cached per backend (below).
+ * The shard of a key
+ * ------------------
+ * cfeed_key_shard's hash is part of the public contract (clients outside
+ * the database compute it too, for cfeed.shard_for and the tracking
+ * triggers alike): FNV-1a, 32 bits, over the key's UTF-8 bytes (offset basis
+ * 2166136261, prime 16777619), taken as an unsigned 32-bit number modulo
+ * the feed's shard count.
  *
  * The foreign key
  * ---------------
  * The foreign key's own check locks the shard's row FOR KEY SHARE, after an
  * index lookup: a WAL record and, with concurrent writers, a new multixact
  * on a row all writers of the shard lock.  Instead, since 1.2, the guard
- * trigger of cfeed.shard_config (cfeed_shard_config_guard) makes a shard
+ * trigger of cfeed.shard_config (cfeed_shard_config_guard, below) makes a shard
  * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
  * on its feed's set of shards in exclusive mode, and sends an invalidation
  * of shard_config for every change to the set of shards.  One lock per feed,
@@ -75,45 +51,30 @@
  * foreign key would fail with 23503).  Without the guard (a database at 1.0
  * or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL path.
  *
+ * Locking protocol, in short: a direct writer holds its feed's shards lock
+ * (locks.c) in share mode until its transaction ends; a transaction that
+ * takes a shard away holds it in exclusive mode; a transaction that moves a
+ * shard between sweep groups holds both groups' sweep locks.  The shard
+ * counts are cached per backend (cache.h) until shard_config's next
+ * invalidation.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/table.h"
-#include "access/tableam.h"
-#include "access/xact.h"
-#include "catalog/index.h"
-#include "catalog/pg_am.h"
 #include "catalog/pg_trigger.h"
-#include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "executor/executor.h"
-#include "executor/spi.h"
 #include "fmgr.h"
-#include "miscadmin.h"
-#include "optimizer/optimizer.h"
-#include "storage/lmgr.h"
-#include "tcop/utility.h"
-#include "utils/acl.h"
-#include "utils/builtins.h"
-#include "utils/fmgroids.h"
+#include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
-#include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/snapmgr.h"
-#include "utils/timestamp.h"
-#include "utils/xid8.h"
 
 #include "cache.h"
 #include "cfeed.h"
 #include "shmem.h"
-
-/* Columns of cfeed.shard_config used here. */
-#define Anum_shard_feed_id			1
-#define Anum_shard_shard			2
-#define Anum_shard_sweep_group		3
 
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
@@ -128,14 +89,49 @@ typedef struct CfeedShardCount
 	uint64		gen;
 } CfeedShardCount;
 
-static CfeedIndexCache change_indexes;
 static HTAB *shard_counts = NULL;
 static uint64 shard_counts_gen = 1;	/* bumped by shard_config's invalidations */
 static Oid	shard_config_relid = InvalidOid;
 static uint64 guard_gen = 0;	/* guard_present holds while it is shard_counts_gen */
 static bool guard_present = false;
-static SPIPlanPtr insert_plan = NULL;
-static SPIPlanPtr insert_plan_1_2 = NULL;	/* a database still at 1.2 or earlier */
+
+/*
+ * fnv1a
+ *		FNV-1a, 32 bits, of a byte string.
+ */
+static uint32
+fnv1a(const unsigned char *bytes, size_t len)
+{
+	uint32		h = 2166136261u;
+	size_t		i;
+
+	for (i = 0; i < len; i++)
+	{
+		h ^= bytes[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/*
+ * cfeed_key_shard
+ *		The shard of a partition key given in the server encoding: FNV-1a 32
+ *		of its UTF-8 bytes modulo count (> 0).  Shared by cfeed.shard_for and
+ *		the tracking triggers, so that both always agree.
+ */
+int32
+cfeed_key_shard(const char *key, int len, int32 count)
+{
+	const char *utf8 = pg_server_to_any(key, len, PG_UTF8);
+	uint32		h;
+
+	if (utf8 != key)
+		len = strlen(utf8);
+	h = fnv1a((const unsigned char *) utf8, len);
+	if (utf8 != key)
+		pfree((void *) utf8);
+	return (int32) (h % (uint32) count);
+}
 
 /*
  * shard_counts_invalidate
@@ -151,13 +147,13 @@ shard_counts_invalidate(Oid relid)
 }
 
 /*
- * shard_guard_present
+ * cfeed_shards_guarded
  *		Whether cfeed.shard_config has its guard trigger (from 1.2 on), always
  *		enabled; without it the shard counts are not cached and the direct
  *		path is not taken.
  */
-static bool
-shard_guard_present(void)
+bool
+cfeed_shards_guarded(void)
 {
 	cfeed_cache_register(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate);
 	if (guard_gen != shard_counts_gen)
@@ -228,7 +224,7 @@ shard_count(int32 feed_id)
 {
 	CfeedShardCount *entry;
 
-	if (!shard_guard_present())
+	if (!cfeed_shards_guarded())
 		return cfeed_feed_shard_count(feed_id);
 	entry = feed_shards(feed_id);
 	cfeed_check_shard_count(feed_id, entry->count, entry->max_shard);
@@ -266,19 +262,51 @@ shards_locked(int32 feed_id, uint64 gen)
 }
 
 /*
- * lock_key_shard
- *		The shard of a key, with the foreign-key check of a change to it.
+ * cfeed_shard_of_key
+ *		The shard of a key by the feed's shard count as of the last committed
+ *		change to its shards, without a lock (the SQL path, whose foreign key
+ *		checks the shard).  Errors as cfeed_feed_shard_count.
  */
-static int32
-lock_key_shard(int32 feed_id, const char *key, int keylen)
+int32
+cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
+{
+	uint64		gen;
+
+	return key_shard(feed_id, key, keylen, &gen);
+}
+
+/*
+ * cfeed_shard_locked
+ *		The shard of a change written directly to a feed, with the foreign-key
+ *		check of a change to it (the feed's shards lock, see the file
+ *		header): with a key, the key's shard; else shard, when it is one of
+ *		the feed's shards 0..n-1 as this backend knows them, or -1 (nothing
+ *		locked) when it is not, for the SQL path to report a missing shard or
+ *		write to one added since.  The caller has checked
+ *		cfeed_shards_guarded.
+ */
+int32
+cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 {
 	for (;;)
 	{
 		uint64		gen;
-		int32		shard = key_shard(feed_id, key, keylen, &gen);
+		int32		placed = shard;
 
+		if (key != NULL)
+			placed = key_shard(feed_id, key, keylen, &gen);
+		else
+		{
+			CfeedShardCount *shards;
+
+			AcceptInvalidationMessages();
+			gen = shard_counts_gen;
+			shards = feed_shards(feed_id);
+			if (shard < 0 || shard >= shards->count || shards->max_shard != shards->count - 1)
+				return -1;
+		}
 		if (shards_locked(feed_id, gen))
-			return shard;
+			return placed;
 	}
 }
 
@@ -302,7 +330,7 @@ shard_column(TriggerData *trigdata, int attnum, bool use_new)
  *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
  *		FOR EACH ROW on cfeed.shard_config (enabled always): a shard that
  *		goes away waits for the direct writers of changes to its feed (the
- *		lock of lock_key_shard, in exclusive mode); a shard that moves to
+ *		lock of cfeed_shard_locked, in exclusive mode); a shard that moves to
  *		another sweep group waits for the sweeps of both groups and keeps
  *		them waiting until this transaction ends (the sweep locks); and every
  *		backend forgets its shard counts and sweep watermarks when this
@@ -358,179 +386,4 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
 						   : trigdata->tg_trigtuple);
-}
-
-/*
- * insert_with_sql
- *		The SQL path: one kept plan inserting the change with its image, run
- *		with the caller's privileges, search_path pinned.  Until ALTER
- *		EXTENSION cfeed UPDATE to 1.3 the image goes to cfeed.row_image.
- */
-static void
-insert_with_sql(int32 feed_id, int32 shard, int64 change_id, Oid tbl,
-				const char *op, HeapTuple tuple, TupleDesc desc)
-{
-	int			spi_level = cfeed_spi_connect();
-	Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
-	Datum		values[6];
-	SPIPlanPtr *plan = cfeed_images_inline() ? &insert_plan : &insert_plan_1_2;
-
-	if (plan == &insert_plan)
-		(void) cfeed_spi_plan(plan,
-							  "INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, \"row\") "
-							  "VALUES ($1, $2, $3, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
-							  6, types);
-	else
-		(void) cfeed_spi_plan(plan,
-							  "WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
-							  "VALUES ($1, $2, $3)) "
-							  "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
-							  "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
-							  6, types);
-	values[0] = Int32GetDatum(feed_id);
-	values[1] = Int32GetDatum(shard);
-	values[2] = Int64GetDatum(change_id);
-	values[3] = ObjectIdGetDatum(tbl);
-	values[4] = CStringGetTextDatum(op);
-	values[5] = heap_copy_tuple_as_datum(tuple, desc);
-	(void) cfeed_spi_run(plan, values, SPI_OK_INSERT, "publishing a row");
-	cfeed_spi_finish(spi_level);
-}
-
-/*
- * open_change_direct
- *		Open cfeed.change for a direct insert, or return NULL (nothing open)
- *		when the SQL path must run instead; *indexes as cfeed_direct_ok.
- */
-static Relation
-open_change_direct(CfeedIndexCache **indexes)
-{
-	Relation	changerel;
-
-	/* shard_config first, as DROP EXTENSION locks them (no deadlock) */
-	(void) cfeed_relid_locked("shard_config", AccessShareLock);
-	changerel = cfeed_table_open("change", RowExclusiveLock);
-
-	if (ExecutorCheckPerms_hook != NULL || !shard_guard_present() ||
-		!cfeed_direct_ok(changerel, CMD_INSERT, cfeed_change_types, cfeed_change_notnull, CHANGE_NATTS,
-						 cfeed_relid("shard_config"), &change_indexes, indexes))
-	{
-		table_close(changerel, NoLock);
-		return NULL;
-	}
-	return changerel;
-}
-
-/*
- * insert_change
- *		Insert one unstamped change into cfeed.change (opened by
- *		open_change_direct, closed here), heap and indexes, with the defaults
- *		of its columns; with the image of row tuple of rel (tracked table tbl
- *		or one of its partitions) and operation op, or without an image when
- *		rel is NULL.
- */
-static void
-insert_change(Relation changerel, CfeedIndexCache *indexes, int32 feed_id, int32 shard,
-			  int64 change_id, Oid tbl, const char *op, Relation rel, HeapTuple tuple)
-{
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(changerel), &TTSOpsVirtual);
-
-	ExecClearTuple(slot);
-	memset(slot->tts_isnull, false, sizeof(bool) * CHANGE_NATTS);
-	slot->tts_values[Anum_change_feed_id - 1] = Int32GetDatum(feed_id);
-	slot->tts_values[Anum_change_shard - 1] = Int32GetDatum(shard);
-	slot->tts_values[Anum_change_change_id - 1] = Int64GetDatum(change_id);
-	slot->tts_isnull[Anum_change_sequence - 1] = true;
-	slot->tts_isnull[Anum_change_stamped_at - 1] = true;
-	slot->tts_values[Anum_change_written_at - 1] =
-		TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	slot->tts_values[Anum_change_writer_xid - 1] =
-		FullTransactionIdGetDatum(GetTopFullTransactionId());
-	if (rel != NULL)
-	{
-		slot->tts_values[Anum_change_tbl - 1] = ObjectIdGetDatum(tbl);
-		slot->tts_values[Anum_change_op - 1] = CStringGetTextDatum(op);
-		slot->tts_values[Anum_change_row - 1] =
-			cfeed_row_image(RelationGetRelid(rel), tuple, RelationGetDescr(rel));
-	}
-	else
-	{
-		slot->tts_isnull[Anum_change_tbl - 1] = true;
-		slot->tts_isnull[Anum_change_op - 1] = true;
-		slot->tts_isnull[Anum_change_row - 1] = true;
-	}
-	ExecStoreVirtualTuple(slot);
-	cfeed_note_write();
-	table_tuple_insert(changerel, slot, GetCurrentCommandId(true), 0, NULL);
-	cfeed_direct_index_insert(changerel, indexes, slot);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(changerel, NoLock);
-}
-
-/*
- * cfeed_track_publish
- *		Publish a change of row tuple of rel (tracked table tbl, or one of
- *		its partitions) to the feed, on the shard of the row's key text:
- *		insert (feed_id, shard, change_id) into cfeed.change, with the row's
- *		image and operation op, as the current user.  Allocates in the
- *		current memory context (the trigger's per-row one).
- */
-void
-cfeed_track_publish(int32 feed_id, const char *key, int keylen,
-					int64 change_id, Oid tbl, const char *op,
-					Relation rel, HeapTuple tuple)
-{
-	CfeedIndexCache *indexes = NULL;
-	Relation	changerel = open_change_direct(&indexes);
-
-	if (changerel == NULL)
-	{
-		uint64		gen;
-
-		insert_with_sql(feed_id, key_shard(feed_id, key, keylen, &gen),
-						change_id, tbl, op, tuple, RelationGetDescr(rel));
-		return;
-	}
-	insert_change(changerel, indexes, feed_id, lock_key_shard(feed_id, key, keylen),
-				  change_id, tbl, op, rel, tuple);
-}
-
-/*
- * cfeed_publish_direct
- *		cfeed.publish's insert of (feed_id, shard, change_id), written
- *		directly as the current user.  Returns false, having written nothing,
- *		when it must run as SQL instead: what open_change_direct refuses, or
- *		a shard that is not among the feed's shards 0..n-1 as this backend
- *		knows them (the SQL path reports a missing one, and writes to a shard
- *		added since, or of a feed whose shards are numbered otherwise).
- */
-bool
-cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id)
-{
-	CfeedIndexCache *indexes = NULL;
-	Relation	changerel;
-	uint64		gen;
-
-	/* as the executor checks an INSERT */
-	PreventCommandIfReadOnly("INSERT");
-	PreventCommandIfParallelMode("INSERT");
-	changerel = open_change_direct(&indexes);
-	if (changerel == NULL)
-		return false;
-	do
-	{
-		CfeedShardCount *shards;
-
-		AcceptInvalidationMessages();
-		gen = shard_counts_gen;
-		shards = feed_shards(feed_id);
-		if (shard < 0 || shard >= shards->count || shards->max_shard != shards->count - 1)
-		{
-			table_close(changerel, NoLock);
-			return false;
-		}
-	} while (!shards_locked(feed_id, gen));
-
-	insert_change(changerel, indexes, feed_id, shard, change_id, InvalidOid, NULL, NULL, NULL);
-	return true;
 }
