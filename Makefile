@@ -15,7 +15,10 @@ OBJS = \
 	src/shmem.o \
 	src/launcher.o \
 	src/sweeper.o \
-	src/track.o \
+	src/tracked.o \
+	src/track_ddl.o \
+	src/track_trigger.o \
+	src/backfill.o \
 	src/append.o \
 	src/shards.o \
 	src/direct.o \
