@@ -19,6 +19,7 @@ OBJS = \
 	src/track_ddl.o \
 	src/track_trigger.o \
 	src/backfill.o \
+	src/order_by.o \
 	src/append.o \
 	src/shards.o \
 	src/direct.o \

@@ -2,7 +2,22 @@
  *
  * backfill.c
  *	  cfeed.backfill: numbering the existing rows of a tracked table into
- *	  each shard's migration range, in one statement.
+ *	  each shard's migration range (start-k+1 .. start for a shard with k
+ *	  rows), with 'insert' row images, in one statement.
+ *
+ *	  The statement takes the rows in order_by order (order_by.c checks it),
+ *	  with their shard (cfeed.shard_for of cfeed._track_key, as the triggers
+ *	  place them) and image, draws their change_ids in that order, numbers
+ *	  them per shard, inserts the changes (until ALTER EXTENSION cfeed UPDATE
+ *	  to 1.3, the images into cfeed.row_image) and sets the rows' change_id
+ *	  column.  It also returns, as typed columns, the first shard whose
+ *	  numbers would fall below 1; backfill then raises "no room", which
+ *	  undoes it all.
+ *
+ *	  Locking: the table is held in SHARE mode (writers wait), so history
+ *	  and the changes the triggers publish after it meet exactly; its
+ *	  triggers are silenced in this backend while the statement runs, which
+ *	  writes the rows' change_id itself.  The caller must own the table.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,7 +29,6 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
-#include "parser/scansup.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -27,117 +41,55 @@
 
 PG_FUNCTION_INFO_V1(cfeed_backfill);
 
+/* The columns of the statement's result. */
+#define BACKFILL_ROWS			1	/* bigint: rows numbered */
+#define BACKFILL_FULL_SHARD		2	/* int: a shard without room, or null */
+#define BACKFILL_FULL_ROWS		3	/* bigint: its row count */
+#define BACKFILL_FULL_START		4	/* bigint: its start value */
+
 /*
- * order_by_clause
- *		Validate an ORDER BY list given as text -- column names (plain or
- *		double-quoted) of tbl, each optionally followed by ASC or DESC and
- *		NULLS FIRST or NULLS LAST, separated by commas -- and return it
- *		rebuilt from quoted identifiers and keywords, safe to put into SQL.
- *		22023 for anything else, 42703 for an unknown column.
+ * open_tracked_table
+ *		Open table relid for backfill in SHARE mode, checking that the caller
+ *		owns it and that feed feed_id tracks it; the tracking trigger in
+ *		*trig and the feed's shard count in *count.
+ */
+static Relation
+open_tracked_table(Oid relid, int32 feed_id, Trigger **trig, int32 *count)
+{
+	Relation	rel = cfeed_track_open_table(relid, ShareLock);
+
+	cfeed_track_check_owner(rel);
+	*count = cfeed_feed_shard_count(feed_id);
+	*trig = cfeed_track_trigger(rel);
+	if (*trig == NULL || cfeed_track_feed_arg(*trig) != feed_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is not tracked by feed %d", RelationGetRelationName(rel), feed_id),
+				 errdetail("backfill() shards the rows by the key the table is tracked with."),
+				 errhint("Run cfeed.track() and cfeed.backfill() in one transaction, so that history and live changes meet exactly.")));
+	return rel;
+}
+
+/*
+ * default_order
+ *		The order of backfill without order_by: the primary key's columns,
+ *		else the tracking key's, as "t.<column>, ...".
  */
 static char *
-order_by_clause(Oid relid, const char *given)
+default_order(Relation rel, Trigger *trig)
 {
-	StringInfoData out;
-	const char *p = given;
-	bool		first = true;
+	CfeedTrackKey key;
+	Oid			pk = cfeed_primary_key_index(rel);
+	StringInfoData ob;
+	int			i;
 
-	initStringInfo(&out);
-	for (;;)
-	{
-		StringInfoData ident;
-		AttrNumber	att;
-
-		while (scanner_isspace(*p))
-			p++;
-		initStringInfo(&ident);
-		if (*p == '"')
-		{
-			p++;
-			for (;;)
-			{
-				if (*p == '\0')
-					goto bad;
-				if (*p == '"')
-				{
-					if (p[1] != '"')
-						break;
-					p++;
-				}
-				appendStringInfoChar(&ident, *p++);
-			}
-			p++;
-			if (ident.len == 0)
-				goto bad;
-		}
-		else
-		{
-			if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
-				  IS_HIGHBIT_SET(*p)))
-				goto bad;
-			while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' ||
-				   (*p >= '0' && *p <= '9') || *p == '$' || IS_HIGHBIT_SET(*p))
-				appendStringInfoChar(&ident, *p++);
-			ident.data = downcase_identifier(ident.data, ident.len, false, false);
-		}
-		att = get_attnum(relid, ident.data);
-		if (att <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_COLUMN),
-					 errmsg("column \"%s\" of table \"%s\" does not exist",
-							ident.data, get_rel_name(relid)),
-					 errhint("order_by lists column names of the table.")));
-		if (!first)
-			appendStringInfoString(&out, ", ");
-		first = false;
-		appendStringInfoString(&out, "t.");
-		appendStringInfoString(&out, quote_identifier(ident.data));
-
-		/* Optional direction and NULLS placement: words up to ',' or the end. */
-		{
-			int			nwords = 0;
-			char	   *words[3];
-
-			for (;;)
-			{
-				const char *start;
-
-				while (scanner_isspace(*p))
-					p++;
-				if (*p == ',' || *p == '\0')
-					break;
-				start = p;
-				while ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z'))
-					p++;
-				if (p == start || nwords == 3)
-					goto bad;
-				words[nwords++] = downcase_identifier(start, p - start, false, false);
-			}
-			if (nwords >= 1 && (strcmp(words[0], "asc") == 0 || strcmp(words[0], "desc") == 0))
-			{
-				appendStringInfo(&out, " %s", strcmp(words[0], "asc") == 0 ? "ASC" : "DESC");
-				memmove(words, words + 1, sizeof(char *) * 2);
-				nwords--;
-			}
-			if (nwords == 2 && strcmp(words[0], "nulls") == 0 &&
-				(strcmp(words[1], "first") == 0 || strcmp(words[1], "last") == 0))
-				appendStringInfo(&out, " NULLS %s", strcmp(words[1], "first") == 0 ? "FIRST" : "LAST");
-			else if (nwords != 0)
-				goto bad;
-		}
-		if (*p == '\0')
-			break;
-		p++;					/* the comma */
-	}
-	return out.data;
-
-bad:
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid order_by \"%s\"", given),
-			 errdetail("order_by is a comma-separated list of column names, each optionally followed by ASC or DESC and NULLS FIRST or NULLS LAST."),
-			 errhint("For example: order_by => 'created_at, id DESC'.")));
-	return NULL;				/* keep the compiler quiet */
+	key.nkeys = 0;
+	cfeed_track_resolve_key(rel, OidIsValid(pk) ? "" : trig->tgargs[1], &key, CurrentMemoryContext);
+	initStringInfo(&ob);
+	for (i = 0; i < key.nkeys; i++)
+		appendStringInfo(&ob, "%st.%s", i > 0 ? ", " : "",
+						 quote_identifier(get_attname(RelationGetRelid(rel), key.attnums[i], false)));
+	return ob.data;
 }
 
 /*
@@ -172,68 +124,13 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 }
 
 /*
- * cfeed_backfill
- *		SQL: cfeed.backfill(tbl regclass, feed_id int, order_by text) returns
- *		bigint.  Numbers the existing rows of a table tracked by the feed into
- *		each shard's migration range, start-k+1 .. start for a shard with k
- *		rows, in order_by order (the primary key's, else the key's, when
- *		null), with 'insert' row images, and sets the rows' change_id column.
- *		Holds tbl in SHARE mode.  Returns the number of rows.  The caller must
- *		own tbl.
+ * check_no_history
+ *		55000 when a shard of the feed (0..count-1) has history already.
  */
-Datum
-cfeed_backfill(PG_FUNCTION_ARGS)
+static void
+check_no_history(int32 feed_id, int32 count)
 {
-	int			spi_level;
-	Oid			relid;
-	int32		feed_id;
-	Relation	rel;
-	Trigger    *trig;
-	int32		tracked_feed;
-	int32		count;
 	int32		s;
-	char	   *order;
-	char	   *qname;
-	bool		has_cid;
-	StringInfoData sql;
-	volatile int64 rows = 0;
-	Oid			types[2] = {INT4OID, OIDOID};
-	Datum		values[2];
-
-	cfeed_require_arg(fcinfo, 0, "tbl");
-	cfeed_require_arg(fcinfo, 1, "feed_id");
-	relid = PG_GETARG_OID(0);
-	feed_id = PG_GETARG_INT32(1);
-
-	rel = cfeed_track_open_table(relid, ShareLock);
-	cfeed_track_check_owner(rel);
-	count = cfeed_feed_shard_count(feed_id);
-	trig = cfeed_track_trigger(rel);
-	tracked_feed = trig ? cfeed_track_feed_arg(trig) : 0;
-	if (trig == NULL || tracked_feed != feed_id)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"%s\" is not tracked by feed %d", RelationGetRelationName(rel), feed_id),
-				 errdetail("backfill() shards the rows by the key the table is tracked with."),
-				 errhint("Run cfeed.track() and cfeed.backfill() in one transaction, so that history and live changes meet exactly.")));
-
-	if (PG_ARGISNULL(2))
-	{
-		CfeedTrackKey key;
-		Oid			pk = cfeed_primary_key_index(rel);
-		StringInfoData ob;
-		int			i;
-
-		key.nkeys = 0;
-		cfeed_track_resolve_key(rel, OidIsValid(pk) ? "" : trig->tgargs[1], &key, CurrentMemoryContext);
-		initStringInfo(&ob);
-		for (i = 0; i < key.nkeys; i++)
-			appendStringInfo(&ob, "%st.%s", i > 0 ? ", " : "",
-							 quote_identifier(get_attname(relid, key.attnums[i], false)));
-		order = ob.data;
-	}
-	else
-		order = order_by_clause(relid, text_to_cstring(PG_GETARG_TEXT_PP(2)));
 
 	for (s = 0; s < count; s++)
 	{
@@ -249,18 +146,19 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 							   sh.start_number),
 					 errhint("Backfill a feed once, before or right after it starts tracking.")));
 	}
+}
 
-	has_cid = get_attnum(relid, CFEED_CHANGE_ID_COLUMN) > 0;
-	qname = cfeed_qualified_name(relid);
-	table_close(rel, NoLock);
+/*
+ * backfill_statement
+ *		The one statement of backfill (see the file header), $1 the feed,
+ *		$2 the table, whose quoted name is qname; has_cid when it has a
+ *		change_id column.  Its one row has the BACKFILL_* columns.
+ */
+static char *
+backfill_statement(const char *order, const char *qname, bool has_cid)
+{
+	StringInfoData sql;
 
-	/*
-	 * One statement: rows in order with their shard and image; change_ids in
-	 * that order; numbers start-k+1 .. start per shard; then the changes with
-	 * their images (until ALTER EXTENSION cfeed UPDATE to 1.3, the images in
-	 * cfeed.row_image) and the rows' change_id.  A shard without room makes
-	 * the last column name it, and the error below undoes everything.
-	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "WITH r AS MATERIALIZED ("
@@ -298,47 +196,114 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 						 " WHERE t.tableoid = s.toid AND t.ctid = s.tid)",
 						 qname);
 	appendStringInfoString(&sql,
-						   " SELECT pg_catalog.count(*),"
-						   " (SELECT pg_catalog.format('%s %s %s', s.shard, s.k, s.start)"
-						   "  FROM s WHERE s.seq < 1 LIMIT 1) FROM s");
+						   " SELECT n.rows, f.shard, f.k, f.start"
+						   " FROM (SELECT pg_catalog.count(*) AS rows FROM s) n"
+						   " LEFT JOIN (SELECT s.shard, s.k, s.start FROM s WHERE s.seq < 1 LIMIT 1) f ON true");
+	return sql.data;
+}
+
+/*
+ * result_column
+ *		Column attnum of the statement's one result row (inside SPI); NULL
+ *		sets *isnull.
+ */
+static Datum
+result_column(int attnum, bool *isnull)
+{
+	return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, attnum, isnull);
+}
+
+/*
+ * run_statement
+ *		Run backfill's statement with the feed and the table's triggers
+ *		silenced (inside SPI); returns the rows numbered, or raises "no room"
+ *		for the shard the statement names.
+ */
+static int64
+run_statement(const char *sql, int32 feed_id, Oid relid)
+{
+	Oid			types[2] = {INT4OID, OIDOID};
+	Datum		values[2];
+	bool		isnull;
+	Datum		full;
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
-	spi_level = cfeed_spi_connect();
-	cfeed_spi_exec(psprintf("LOCK TABLE %s IN SHARE MODE", qname), 0, NULL, NULL, NULL, SPI_OK_UTILITY);
 	cfeed_track_silence(relid);
 	PG_TRY();
 	{
-		int			rc = SPI_execute_with_args(sql.data, 2, types, values, NULL, false, 0);
-		bool		isnull;
-		Datum		full;
+		int			rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
 
 		if (rc != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "cfeed.backfill: statement failed: %s", SPI_result_code_string(rc));
-		rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		full = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull);
-		if (!isnull)
-		{
-			int			fshard;
-			long long	k;
-			long long	start;
-
-			if (sscanf(TextDatumGetCString(full), "%d %lld %lld", &fshard, &k, &start) != 3)
-				elog(ERROR, "cfeed.backfill: bad room report");
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("shard %d of feed %d has no room for %lld history rows",
-							fshard, feed_id, k),
-					 errdetail("History is numbered 1 .. %lld, the shard's migration range, which holds %lld rows.",
-							   start, start),
-					 errhint("Use more shards, or create the shard with a higher start value.")));
-		}
 	}
 	PG_FINALLY();
 	{
 		cfeed_track_silence(InvalidOid);
 	}
 	PG_END_TRY();
+
+	full = result_column(BACKFILL_FULL_SHARD, &isnull);
+	if (!isnull)
+	{
+		int64		k = DatumGetInt64(result_column(BACKFILL_FULL_ROWS, &isnull));
+		int64		start = DatumGetInt64(result_column(BACKFILL_FULL_START, &isnull));
+
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shard %d of feed %d has no room for " INT64_FORMAT " history rows",
+						DatumGetInt32(full), feed_id, k),
+				 errdetail("History is numbered 1 .. " INT64_FORMAT ", the shard's migration range, which holds " INT64_FORMAT " rows.",
+						   start, start),
+				 errhint("Use more shards, or create the shard with a higher start value.")));
+	}
+	return DatumGetInt64(result_column(BACKFILL_ROWS, &isnull));
+}
+
+/*
+ * cfeed_backfill
+ *		SQL: cfeed.backfill(tbl regclass, feed_id int, order_by text) returns
+ *		bigint.  Numbers the existing rows of a table tracked by the feed into
+ *		each shard's migration range, start-k+1 .. start for a shard with k
+ *		rows, in order_by order (the primary key's, else the key's, when
+ *		null), with 'insert' row images, and sets the rows' change_id column.
+ *		Holds tbl in SHARE mode.  Returns the number of rows.  The caller must
+ *		own tbl.
+ */
+Datum
+cfeed_backfill(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	int32		feed_id;
+	int32		count;
+	Relation	rel;
+	Trigger    *trig;
+	char	   *order;
+	char	   *qname;
+	char	   *sql;
+	int			spi_level;
+	int64		rows;
+
+	cfeed_require_arg(fcinfo, 0, "tbl");
+	cfeed_require_arg(fcinfo, 1, "feed_id");
+	relid = PG_GETARG_OID(0);
+	feed_id = PG_GETARG_INT32(1);
+
+	rel = open_tracked_table(relid, feed_id, &trig, &count);
+	if (PG_ARGISNULL(2))
+		order = default_order(rel, trig);
+	else
+		order = cfeed_order_by_clause(relid, text_to_cstring(PG_GETARG_TEXT_PP(2)));
+	check_no_history(feed_id, count);
+	qname = cfeed_qualified_name(relid);
+	sql = backfill_statement(order, qname,
+							 get_attnum(relid, CFEED_CHANGE_ID_COLUMN) > 0);
+	table_close(rel, NoLock);
+
+	spi_level = cfeed_spi_connect();
+	cfeed_spi_exec(psprintf("LOCK TABLE %s IN SHARE MODE", qname), 0, NULL, NULL, NULL,
+				   SPI_OK_UTILITY);
+	rows = run_statement(sql, feed_id, relid);
 	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT64(rows);
 }

@@ -171,6 +171,9 @@ typedef struct CfeedChange
 /* append.c */
 extern void cfeed_append(const CfeedChange *change);
 
+/* order_by.c: backfill's order_by */
+extern char *cfeed_order_by_clause(Oid relid, const char *given);
+
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
 
