@@ -113,12 +113,17 @@ cfeed_cache_register(CfeedCacheId id, CfeedInvalidate invalidate)
 
 /*
  * cfeed_cache_hash
- *		A hash table for the life of the backend, keys compared as bytes.
+ *		The hash table of cache id, for the life of the backend, keys
+ *		compared as bytes; registers invalidate first (none for NULL).
  */
 HTAB *
-cfeed_cache_hash(const char *name, Size keysize, Size entrysize)
+cfeed_cache_hash(CfeedCacheId id, CfeedInvalidate invalidate, const char *name,
+				 Size keysize, Size entrysize)
 {
 	HASHCTL		ctl;
+
+	if (invalidate != NULL)
+		cfeed_cache_register(id, invalidate);
 
 	ctl.keysize = keysize;
 	ctl.entrysize = entrysize;

@@ -70,7 +70,7 @@
 
 #include "utils/hsearch.h"
 
-/* The caches that need invalidations (see the list above). */
+/* The caches with a hash table or invalidations (see the list above). */
 typedef enum CfeedCacheId
 {
 	CFEED_CACHE_RELIDS,			/* also pg_namespace */
@@ -79,6 +79,7 @@ typedef enum CfeedCacheId
 	CFEED_CACHE_TRACKED_RELS,
 	CFEED_CACHE_ROW_IMAGES,
 	CFEED_CACHE_READ_ACCESS,	/* also pg_authid, pg_auth_members */
+	CFEED_CACHE_HEAD_HINTS,		/* never invalidated */
 	CFEED_CACHE_COUNT
 } CfeedCacheId;
 
@@ -86,6 +87,7 @@ typedef enum CfeedCacheId
 typedef void (*CfeedInvalidate) (Oid relid);
 
 extern void cfeed_cache_register(CfeedCacheId id, CfeedInvalidate invalidate);
-extern HTAB *cfeed_cache_hash(const char *name, Size keysize, Size entrysize);
+extern HTAB *cfeed_cache_hash(CfeedCacheId id, CfeedInvalidate invalidate,
+							  const char *name, Size keysize, Size entrysize);
 
 #endif							/* CFEED_CACHE_H */

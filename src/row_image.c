@@ -134,11 +134,9 @@ image_plan_get(Oid relid, TupleDesc desc)
 	int			i;
 
 	if (image_plans == NULL)
-	{
-		cfeed_cache_register(CFEED_CACHE_ROW_IMAGES, image_plans_invalidate);
-		image_plans = cfeed_cache_hash("cfeed row image plans", sizeof(Oid),
+		image_plans = cfeed_cache_hash(CFEED_CACHE_ROW_IMAGES, image_plans_invalidate,
+									   "cfeed row image plans", sizeof(Oid),
 									   sizeof(CfeedImagePlan));
-	}
 	plan = (CfeedImagePlan *) hash_search(image_plans, &relid, HASH_ENTER, &found);
 	if (!found)
 	{

@@ -196,11 +196,9 @@ feed_shards(int32 feed_id)
 	int32		max_shard;
 
 	if (shard_counts == NULL)
-	{
-		cfeed_cache_register(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate);
-		shard_counts = cfeed_cache_hash("cfeed shard counts", sizeof(int32),
+		shard_counts = cfeed_cache_hash(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate,
+										"cfeed shard counts", sizeof(int32),
 										sizeof(CfeedShardCount));
-	}
 	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_FIND, NULL);
 	if (entry != NULL && entry->gen == gen)
 		return entry;

@@ -144,7 +144,8 @@ head_hint(int32 feed_id, int32 shard)
 	bool		found;
 
 	if (head_hints == NULL)
-		head_hints = cfeed_cache_hash("cfeed head hints", sizeof(key), sizeof(HeadHint));
+		head_hints = cfeed_cache_hash(CFEED_CACHE_HEAD_HINTS, NULL, "cfeed head hints",
+									  sizeof(key), sizeof(HeadHint));
 	h = hash_search(head_hints, key, HASH_ENTER, &found);
 	if (!found)
 		h->head = 0;

@@ -154,11 +154,9 @@ track_rel_get(Relation rel, Trigger *trig)
 	AttrNumber	att;
 
 	if (track_cache == NULL)
-	{
-		cfeed_cache_register(CFEED_CACHE_TRACKED_RELS, track_cache_invalidate);
-		track_cache = cfeed_cache_hash("cfeed tracked relations", sizeof(Oid),
+		track_cache = cfeed_cache_hash(CFEED_CACHE_TRACKED_RELS, track_cache_invalidate,
+									   "cfeed tracked relations", sizeof(Oid),
 									   sizeof(CfeedTrackRel));
-	}
 	tr = (CfeedTrackRel *) hash_search(track_cache, &relid, HASH_ENTER, &found);
 	if (!found)
 	{

@@ -107,13 +107,15 @@ watermark_copy(Watermark *dst, const Watermark *src)
 }
 
 /*
- * watermark_xact_callback / watermark_subxact_callback
- *		Make a proposed watermark the committed one when its transaction
- *		commits; forget it when the transaction or the subtransaction that
- *		swept aborts.
+ * settle_proposals
+ *		The (sub)transaction in which the proposals from subtransaction from
+ *		on were made ends (from 0: the top-level one).  Committed: a top-level
+ *		commit makes them the committed watermarks, a subtransaction's hands
+ *		them to its parent (parent).  Aborted (or prepared: its commit is not
+ *		this backend's to see): they are forgotten.
  */
 static void
-watermark_xact_callback(XactEvent event, void *arg)
+settle_proposals(SubTransactionId from, bool committed, SubTransactionId parent)
 {
 	HASH_SEQ_STATUS status;
 	CfeedGroupWatermark *gw;
@@ -123,39 +125,45 @@ watermark_xact_callback(XactEvent event, void *arg)
 	hash_seq_init(&status, watermarks);
 	while ((gw = hash_seq_search(&status)) != NULL)
 	{
-		if (!gw->proposed_valid)
+		if (!gw->proposed_valid || gw->proposed_subid < from)
 			continue;
-		if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+		if (committed && parent != InvalidSubTransactionId)
+			gw->proposed_subid = parent;
+		else
 		{
-			watermark_copy(&gw->committed, &gw->proposed);
-			gw->valid = true;
-		}
-		if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
-			event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
-			event == XACT_EVENT_PREPARE)
+			if (committed)
+			{
+				watermark_copy(&gw->committed, &gw->proposed);
+				gw->valid = true;
+			}
 			gw->proposed_valid = false;
+		}
 	}
+}
+
+/*
+ * watermark_xact_callback / watermark_subxact_callback
+ *		Settle the proposed watermarks when the transaction, or the
+ *		subtransaction that swept, ends.
+ */
+static void
+watermark_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
+		settle_proposals(InvalidSubTransactionId, true, InvalidSubTransactionId);
+	else if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+			 event == XACT_EVENT_PREPARE)
+		settle_proposals(InvalidSubTransactionId, false, InvalidSubTransactionId);
 }
 
 static void
 watermark_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						   SubTransactionId parentSubid, void *arg)
 {
-	HASH_SEQ_STATUS status;
-	CfeedGroupWatermark *gw;
-
-	if (watermarks == NULL)
-		return;
-	hash_seq_init(&status, watermarks);
-	while ((gw = hash_seq_search(&status)) != NULL)
-	{
-		if (!gw->proposed_valid || gw->proposed_subid < mySubid)
-			continue;
-		if (event == SUBXACT_EVENT_ABORT_SUB)
-			gw->proposed_valid = false;
-		else if (event == SUBXACT_EVENT_COMMIT_SUB)
-			gw->proposed_subid = parentSubid;
-	}
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+		settle_proposals(mySubid, true, parentSubid);
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+		settle_proposals(mySubid, false, InvalidSubTransactionId);
 }
 
 /*
@@ -197,8 +205,8 @@ cfeed_watermark_get(int32 sweep_group)
 	watermark_shard_config = cfeed_relid("shard_config");
 	if (watermarks == NULL)
 	{
-		cfeed_cache_register(CFEED_CACHE_WATERMARKS, watermarks_invalidate);
-		watermarks = cfeed_cache_hash("cfeed sweep watermarks", sizeof(int32),
+		watermarks = cfeed_cache_hash(CFEED_CACHE_WATERMARKS, watermarks_invalidate,
+									  "cfeed sweep watermarks", sizeof(int32),
 									  sizeof(CfeedGroupWatermark));
 		RegisterXactCallback(watermark_xact_callback, NULL);
 		RegisterSubXactCallback(watermark_subxact_callback, NULL);
