@@ -4,6 +4,7 @@ EXTENSION = cfeed
 MODULE_big = cfeed
 OBJS = \
 	src/cfeed.o \
+	src/settings.o \
 	src/catalog.o \
 	src/guard.o \
 	src/feed.o \

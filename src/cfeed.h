@@ -82,7 +82,8 @@ typedef struct CfeedSweepResult
 /* How often the launcher rescans pg_database for new databases. */
 #define CFEED_DB_SCAN_MS		10000
 
-/* GUCs (cfeed.c) */
+/* settings.c: the cfeed.* settings */
+extern void cfeed_define_settings(bool preload);
 extern int	cfeed_sweep_batch_size;
 extern int	cfeed_max_workers;
 extern bool cfeed_enable_sweeper;
