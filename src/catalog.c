@@ -10,6 +10,12 @@
  *	  (cfeed_shard_get with check_select); existence checks do not: they only
  *	  tell whether a feed or shard exists, which every error message says.
  *
+ *	  Locking: every relation of cfeed is opened through cfeed_relid_locked,
+ *	  which takes the caller's lock mode and looks the name up again when
+ *	  invalidations arrived while it waited (a relation dropped or swapped
+ *	  by REINDEX CONCURRENTLY).  Catalog lookups take ACCESS SHARE and use a
+ *	  fresh snapshot unless the caller passes one (a sweep passes its own).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * cfeed.h
- *	  Declarations shared between the files of the cfeed extension.
+ *	  Declarations shared between the files of the cfeed extension, grouped
+ *	  by the file that defines them (docs/design.md maps the files).
  *
  *-------------------------------------------------------------------------
  */

@@ -44,6 +44,10 @@
  * is read from the relation at every call: relations cannot stay open past
  * the statement, whose end a row trigger does not see.
  *
+ * Locking: the caller holds cfeed.change in ROW EXCLUSIVE mode until its
+ * transaction ends; its indexes are opened with ROW EXCLUSIVE, as the
+ * executor opens them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

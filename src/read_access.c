@@ -42,6 +42,9 @@
  * reader's next call of a read function (or after its wait), and for plain
  * SQL on cfeed.change at its next transaction, as a REVOKE would.
  *
+ * Locking: cfeed.read_grant is read with ACCESS SHARE and a catalog
+ * snapshot; the cache is backend-local (cache.h).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -21,6 +21,8 @@
  *	  it (ALTER TABLE, RENAME COLUMN, DROP), so they always match its
  *	  current columns.
  *
+ *	  Locking: none; the trigger's caller holds the relation open.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

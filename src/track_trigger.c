@@ -37,6 +37,9 @@
  * table's triggers in its backend (cfeed_track_silence): its own statement
  * writes the rows' change_id column.
  *
+ * Locking: the triggers run under the writer's locks on the table; a
+ * change's shard is locked by append.c (the feed's shards lock).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
