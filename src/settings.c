@@ -8,6 +8,9 @@
  *	  defined only while the postmaster loads the library; without the
  *	  preload there is no sweeper to size.
  *
+ *	  Locking: none; PostgreSQL's GUC machinery sets the variables, and
+ *	  each backend reads its own copy.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -28,8 +31,7 @@ int			cfeed_retention_interval = 10000;
 /*
  * cfeed_define_settings
  *		Define the settings (cfeed.max_workers only with preload), then
- *		reserve the prefix "cfeed".  A list of definitions, one per setting:
- *		longer than a function should be, and clearer in one place.
+ *		reserve the prefix "cfeed".
  */
 void
 cfeed_define_settings(bool preload)
