@@ -4,19 +4,31 @@ EXTENSION = cfeed
 MODULE_big = cfeed
 OBJS = \
 	src/cfeed.o \
+	src/settings.o \
 	src/catalog.o \
 	src/guard.o \
 	src/feed.o \
 	src/sweep.o \
+	src/sweep_sql.o \
+	src/stamp.o \
+	src/watermark.o \
 	src/read.o \
 	src/shmem.o \
 	src/launcher.o \
 	src/sweeper.o \
-	src/track.o \
-	src/track_insert.o \
+	src/tracked.o \
+	src/track_ddl.o \
+	src/track_trigger.o \
+	src/backfill.o \
+	src/order_by.o \
+	src/append.o \
+	src/shards.o \
 	src/direct.o \
 	src/row_image.o \
-	src/read_access.o
+	src/read_access.o \
+	src/cache.o \
+	src/spi.o \
+	src/locks.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

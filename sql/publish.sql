@@ -109,7 +109,7 @@ FROM generate_series(1, 100);
 INSERT INTO cfeed.shard (feed_id, shard) VALUES (2, 5);
 SELECT pg_temp.err($$SELECT cfeed.shard_for(2, 'a')$$);
 
--- how publish writes: directly (src/track_insert.c), holding its feed's
+-- how publish writes: directly (src/append.c), holding its feed's
 -- shards lock (share, advisory key 0x6368) instead of the foreign key's
 -- row lock, or by an INSERT wherever the direct write would not have the
 -- INSERT's exact semantics (RLS, column grants: sql/hardening.sql and

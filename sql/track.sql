@@ -173,6 +173,19 @@ SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'id; DROP T
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'id DESC NULLS')$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'lower(account)')$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'nope')$$);
+-- order_by is a sort list of column names as SQL parses it, and nothing else:
+-- calls, subqueries, a second statement, comments, USING, LIMIT, parentheses
+-- and Unicode escapes are refused (22023), or 42703 when the item starts with
+-- a word that is no column; quoted names are taken as written, reserved words
+-- must be quoted
+SELECT s, pg_temp.err(format('SELECT cfeed.backfill(%L, 602, order_by => %L)', 't_evt', s))
+FROM (VALUES ('id(1)'), ('abs(id)'), ('(SELECT 1)'), ('id, (SELECT max(id) FROM t_evt)'),
+             ('1; DROP TABLE t_evt'), ('id -- comment'), ('id /* c */ DESC'), ('id USING <'),
+             ('id LIMIT 1'), ('(id)'), ('t_evt.id'), ('U&"id"'), ('"ID"'), ('"id'), ('""'),
+             ('id DESC, "Account"'), ('desc'), ('id,')) AS t(s);
+BEGIN;
+SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => ' "account"  Desc nulls FIRST ,ID')$$);
+ROLLBACK;
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 601)$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill(NULL, 601)$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', NULL)$$);

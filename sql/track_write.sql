@@ -1,5 +1,5 @@
 -- track_write: how the tracking trigger writes a change with its row image
--- (src/track_insert.c inserts it directly, src/row_image.c builds the
+-- (src/append.c inserts it directly, src/row_image.c builds the
 -- image): images equal to_jsonb(row), the INSERT's privileges, row-level
 -- security, triggers and indexes of cfeed.change are honoured, and state
 -- cached per relation follows DDL.

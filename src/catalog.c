@@ -10,6 +10,12 @@
  *	  (cfeed_shard_get with check_select); existence checks do not: they only
  *	  tell whether a feed or shard exists, which every error message says.
  *
+ *	  Locking: every relation of cfeed is opened through cfeed_relid_locked,
+ *	  which takes the caller's lock mode and looks the name up again when
+ *	  invalidations arrived while it waited (a relation dropped or swapped
+ *	  by REINDEX CONCURRENTLY).  Catalog lookups take ACCESS SHARE and use a
+ *	  fresh snapshot unless the caller passes one (a sweep passes its own).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -30,15 +36,8 @@
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
+#include "cache.h"
 #include "cfeed.h"
-
-/* Attribute numbers of cfeed.shard_config, fixed by the install script. */
-#define Anum_shard_feed_id			1
-#define Anum_shard_shard			2
-#define Anum_shard_sweep_group		3
-#define Anum_shard_longpoll			4
-#define Anum_shard_start			5
-#define Anum_shard_deleted_head		6	/* since 1.4 */
 
 /*
  * cfeed_schema_oid
@@ -62,7 +61,7 @@ cfeed_schema_oid(bool missing_ok)
  * The OIDs cfeed_relid has looked up, by name.  An entry stays valid until
  * a relcache invalidation names its relation (DROP, RENAME, and the rollback
  * of a CREATE all send one), or all relations (a cache reset), or a schema
- * changes; the callbacks (registered by _PG_init) then forget every entry.
+ * changes; the callback (relids_invalidate) then forgets every entry.
  * This spares the hot paths (the triggers of a tracked table, shard_for) two
  * syscache lookups per relation per call.
  */
@@ -78,12 +77,13 @@ static CfeedRelidEntry relid_cache[RELID_CACHE_SIZE];
 static int	relid_cache_used = 0;
 
 /*
- * cfeed_relid_invalidate
- *		For the relcache invalidation callback: forget every entry if the
- *		relation is one of them (or for InvalidOid).
+ * relids_invalidate
+ *		The cache's invalidation callback (cache.c): forget every entry if
+ *		the relation is one of them, or for InvalidOid (every relation, or a
+ *		change of pg_namespace: the schema's name or OID may have changed).
  */
-void
-cfeed_relid_invalidate(Oid relid)
+static void
+relids_invalidate(Oid relid)
 {
 	int			i;
 
@@ -98,17 +98,6 @@ cfeed_relid_invalidate(Oid relid)
 }
 
 /*
- * cfeed_relid_reset
- *		Syscache invalidation callback for pg_namespace: the schema's name or
- *		OID may have changed; forget every entry.
- */
-void
-cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue)
-{
-	relid_cache_used = 0;
-}
-
-/*
  * cfeed_relid
  *		OID of a relation (table, index, sequence) of schema cfeed.
  */
@@ -118,6 +107,7 @@ cfeed_relid(const char *relname)
 	Oid			relid;
 	int			i;
 
+	cfeed_cache_register(CFEED_CACHE_RELIDS, relids_invalidate);
 	for (i = 0; i < relid_cache_used; i++)
 	{
 		if (strcmp(relid_cache[i].name, relname) == 0)

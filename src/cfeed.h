@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * cfeed.h
- *	  Declarations shared between the files of the cfeed extension.
+ *	  Declarations shared between the files of the cfeed extension, grouped
+ *	  by the file that defines them (docs/design.md maps the files).
  *
  *-------------------------------------------------------------------------
  */
@@ -11,6 +12,7 @@
 #include "postgres.h"
 
 #include "access/htup.h"
+#include "access/skey.h"
 #include "access/transam.h"
 #include "datatype/timestamp.h"
 #include "executor/tuptable.h"
@@ -25,10 +27,13 @@
 #define CFEED_SCHEMA			"cfeed"
 #define CFEED_CHANNEL_PREFIX	"cfeed_"
 
-/* Advisory lock tag field4 values that user-level advisory locks never use. */
-#define CFEED_LOCK_SWEEP		0x6366	/* one sweep of a group at a time */
-#define CFEED_LOCK_LEADER		0x6367	/* one sweep_loop leader per group */
-#define CFEED_LOCK_SHARDS		0x6368	/* a feed's set of shards (track_insert.c) */
+/* Columns of cfeed.shard_config, fixed by the install and 1.4 update scripts. */
+#define Anum_shard_feed_id			1
+#define Anum_shard_shard			2
+#define Anum_shard_sweep_group		3
+#define Anum_shard_longpoll			4
+#define Anum_shard_start			5
+#define Anum_shard_deleted_head		6	/* since 1.4 */
 
 /* Columns of cfeed.change, fixed by the install and 1.3 update scripts. */
 #define CHANGE_NATTS				10
@@ -78,7 +83,8 @@ typedef struct CfeedSweepResult
 /* How often the launcher rescans pg_database for new databases. */
 #define CFEED_DB_SCAN_MS		10000
 
-/* GUCs (cfeed.c) */
+/* settings.c: the cfeed.* settings */
+extern void cfeed_define_settings(bool preload);
 extern int	cfeed_sweep_batch_size;
 extern int	cfeed_max_workers;
 extern bool cfeed_enable_sweeper;
@@ -91,8 +97,6 @@ extern int	cfeed_retention_interval;
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);
-extern void cfeed_relid_invalidate(Oid relid);
-extern void cfeed_relid_reset(Datum arg, int cacheid, uint32 hashvalue);
 extern Oid	cfeed_relid_locked(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_table_open(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_index_open(const char *relname, LOCKMODE lockmode);
@@ -109,52 +113,71 @@ extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
 extern void cfeed_check_select(const char *relname);
 extern bool cfeed_images_inline(void);
 
+/* One pending change found by a sweep (sweep.c), stamped by stamp.c. */
+typedef struct CfeedPendingChange
+{
+	int32		feed_id;
+	int32		shard;
+	int64		change_id;
+	ItemPointerData tid;
+	TimestampTz written_at;
+	FullTransactionId writer_xid;
+	int64		number;			/* assigned sequence number */
+} CfeedPendingChange;
+
 /* sweep.c */
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
-extern void cfeed_watermarks_invalidate(Oid relid);
-extern bool cfeed_sweep_lock(int32 sweep_group, bool nowait);
 
-/* feed.c */
+/* watermark.c: a sweep group's xid watermark */
+typedef struct CfeedGroupWatermark CfeedGroupWatermark;
+extern CfeedGroupWatermark *cfeed_watermark_get(int32 sweep_group);
+extern void cfeed_watermark_probes(CfeedGroupWatermark *gw,
+								   void (*probe) (ScanKey key, void *arg),
+								   void *arg);
+extern void cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
+									const FullTransactionId *left, int nleft);
+
+/* stamp.c: a sweep's write step */
+extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
+						TimestampTz now, Snapshot snapshot);
+
+/* shards.c: the shard of a key, the shard counts, the shards lock */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+extern bool cfeed_shards_guarded(void);
+extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen);
+extern int32 cfeed_shard_locked(int32 feed_id, const char *key, int keylen,
+								int32 shard);
 
-/*
- * direct.c: the indexes of a table written directly, as last seen (one
- * static, zeroed instance per table and caller).
- */
-typedef struct CfeedIndexCache
+/* direct.c: heap and index writes of cfeed.change */
+extern bool cfeed_direct_ok(Relation rel, CmdType cmd);
+extern void cfeed_direct_insert(Relation rel, TupleTableSlot *slot);
+extern bool cfeed_direct_update(Relation rel, ItemPointer tid,
+								TupleTableSlot *newslot, Snapshot snapshot);
+
+/* One change to append (append.c). */
+typedef struct CfeedChange
 {
-	Oid			relid;			/* InvalidOid: not built */
-	List	   *indexoids;		/* the index list the entries were built for */
-	int			nindexes;
-	Oid		   *oids;
-	IndexInfo **infos;			/* ii_PredicateState prepared */
-	bool		direct_ok;		/* all plain immediate btrees */
-	MemoryContext cxt;
-} CfeedIndexCache;
+	int32		feed_id;
+	int32		shard;			/* with key NULL: the shard the caller names */
+	const char *key;			/* else the change goes to this key's shard */
+	int			keylen;
+	int64		change_id;
+	Oid			tbl;			/* the tracked table (rel, or its root) */
+	const char *op;				/* 'insert', 'update' or 'delete' */
+	Relation	rel;			/* with tuple, the row's image; NULL: none */
+	HeapTuple	tuple;
+} CfeedChange;
 
-extern const Oid cfeed_change_types[CHANGE_NATTS];
-extern const bool cfeed_change_notnull[CHANGE_NATTS];
-extern bool cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types,
-							const bool *notnull, int natts, Oid shard_config,
-							CfeedIndexCache *cache, CfeedIndexCache **indexes);
-extern void cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes,
-									  TupleTableSlot *slot);
+/* append.c */
+extern void cfeed_append(const CfeedChange *change);
 
-/* track_insert.c */
-extern void cfeed_track_publish(int32 feed_id, const char *key, int keylen,
-								int64 change_id, Oid tbl, const char *op,
-								Relation rel, HeapTuple tuple);
-extern bool cfeed_publish_direct(int32 feed_id, int32 shard, int64 change_id);
-extern void cfeed_shard_counts_invalidate(Oid relid);
+/* order_by.c: backfill's order_by */
+extern char *cfeed_order_by_clause(Oid relid, const char *given);
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
-extern void cfeed_row_image_invalidate(Oid relid);
-
-/* track.c */
-extern void cfeed_track_invalidate(Oid relid);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
@@ -164,19 +187,24 @@ extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 extern bool cfeed_may_read_feed(int32 feed_id);
 extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
-extern void cfeed_read_access_invalidate(Oid relid);
 extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
 
-/* SPI with search_path pinned to pg_catalog (cfeed.c). */
+/* spi.c: required arguments (SPEC: 22004) and SPI with search_path pinned */
+extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *argname);
 extern int	cfeed_spi_connect(void);
 extern void cfeed_spi_finish(int nestlevel);
 extern SPIPlanPtr cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs,
 								 Oid *types);
 extern bool cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected,
 						  const char *what);
+extern void cfeed_spi_exec(const char *sql, int nargs, Oid *types, Datum *values,
+						   const char *nulls, int expected);
 
-/* Argument helpers for functions that are not STRICT (SPEC: 22004). */
-extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
-							  const char *argname);
+/* locks.c: cfeed's advisory locks */
+extern bool cfeed_sweep_lock(int32 sweep_group, bool nowait);
+extern bool cfeed_leader_lock(int32 sweep_group);
+extern void cfeed_leader_unlock(int32 sweep_group);
+extern bool cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode);
 
 #endif							/* CFEED_H */

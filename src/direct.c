@@ -1,18 +1,19 @@
 /*-------------------------------------------------------------------------
  *
  * direct.c
- *	  Writing rows of cfeed's own tables without the executor: what an
- *	  INSERT or UPDATE would do, for the two hot paths that write one row at
- *	  a time or one batch per transaction, where executor start-up costs
- *	  more than the writing (track_insert.c: a tracked row's change and
- *	  image; sweep.c: the stamps of a sweep).
+ *	  Writing rows of cfeed.change without the executor: what an INSERT or
+ *	  UPDATE would do, for the two hot paths that write one row at a time or
+ *	  one batch per transaction, where executor start-up costs more than the
+ *	  writing (append.c: a change, with a tracked row's image; stamp.c: the
+ *	  stamps of a sweep).  Every heap and index write of cfeed goes through
+ *	  the three calls here.
  *
- * The caller opens the table, asks cfeed_direct_ok() whether the direct way
- * has the statement's exact semantics, writes the heap tuple itself
- * (table_tuple_insert or table_tuple_update) and then calls
- * cfeed_direct_index_insert() for the new tuple's index entries.  When
- * cfeed_direct_ok() says no, the caller runs its SQL instead, which gives
- * whatever a DBA has added to the table its exact semantics:
+ * The caller opens cfeed.change, asks cfeed_direct_ok() whether the direct
+ * way has the statement's exact semantics, and then writes each row with
+ * cfeed_direct_insert() or cfeed_direct_update(), which write the heap
+ * tuple and its index entries.  When cfeed_direct_ok() says no, the caller
+ * runs its SQL instead, which gives whatever a DBA has added to the table
+ * its exact semantics:
  *
  *	 - row-level security that applies to the user and could refuse the
  *	   row (read_access.c's cfeed_rls_direct_ok: per-feed read access's own
@@ -33,22 +34,27 @@
  *	   the install script's;
  *	 - the privilege for the command missing at table level for the current
  *	   user (granted on columns only, say): the SQL reports or allows it
- *	   exactly.
+ *	   exactly;
+ *	 - an executor permission hook (sepgsql), which only the executor calls.
  *
- * An executor permission hook (sepgsql) is the caller's to check.
- *
- * Per backend and per table the IndexInfo of the table's indexes is cached,
+ * Per backend the IndexInfo of cfeed.change's indexes is cached,
  * with their predicates prepared, and rebuilt when the relation's index list
  * changes (a new index has a new OID; an index's definition never changes
  * under its OID).  Everything else (triggers, RLS, privileges, indisready)
  * is read from the relation at every call: relations cannot stay open past
  * the statement, whose end a row trigger does not see.
  *
+ * Locking: the caller holds cfeed.change in ROW EXCLUSIVE mode until its
+ * transaction ends; its indexes are opened with ROW EXCLUSIVE, as the
+ * executor opens them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/index.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_trigger.h"
@@ -67,14 +73,28 @@
 #define CHANGE_GUARD_TRIGGER		"change_guard"
 #define CHANGE_STAMP_GUARD_TRIGGER	"change_stamp_guard"
 
-const Oid	cfeed_change_types[CHANGE_NATTS] =
+/* The column types of cfeed.change as the scripts create it. */
+static const Oid change_types[CHANGE_NATTS] =
 {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
 REGCLASSOID, TEXTOID, JSONBOID};
 
 /* The NOT NULL columns of cfeed.change as the scripts create it. */
-const bool	cfeed_change_notnull[CHANGE_NATTS] =
+static const bool change_notnull[CHANGE_NATTS] =
 {true, true, true, false, false, true, true, false, false, false};
 
+/* The indexes of cfeed.change, as last seen. */
+typedef struct CfeedIndexCache
+{
+	Oid			relid;			/* InvalidOid: not built */
+	List	   *indexoids;		/* the index list the entries were built for */
+	int			nindexes;
+	Oid		   *oids;
+	IndexInfo **infos;			/* ii_PredicateState prepared */
+	bool		direct_ok;		/* all plain immediate btrees */
+	MemoryContext cxt;
+} CfeedIndexCache;
+
+static CfeedIndexCache change_indexes;
 static ExprContext *predicate_econtext = NULL;
 
 /*
@@ -108,8 +128,7 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
  *		direct way stands in for: cfeed.change's foreign-key check against
  *		shard_config, not deferred (an INSERT checks at once, an UPDATE
  *		leaves the key alone), for INSERT its change_guard and for UPDATE
- *		its change_stamp_guard (the sweep updates unnumbered rows only).  Pass
- *		InvalidOid for a table that must have none.
+ *		its change_stamp_guard (the sweep updates unnumbered rows only).
  */
 static bool
 triggers_known(Relation rel, CmdType cmd, Oid shard_config)
@@ -125,8 +144,6 @@ triggers_known(Relation rel, CmdType cmd, Oid shard_config)
 
 		if (cmd == CMD_INSERT ? !TRIGGER_FOR_INSERT(t->tgtype) : !TRIGGER_FOR_UPDATE(t->tgtype))
 			continue;
-		if (!OidIsValid(shard_config))
-			return false;
 		if (t->tgisinternal && t->tgconstrrelid == shard_config && !t->tgdeferrable &&
 			t->tgfoid == (cmd == CMD_INSERT ? F_RI_FKEY_CHECK_INS : F_RI_FKEY_CHECK_UPD))
 			continue;
@@ -194,41 +211,43 @@ index_cache_get(CfeedIndexCache *c, Relation rel)
 /*
  * cfeed_direct_ok
  *		Whether the current user's cmd (INSERT or UPDATE of the columns the
- *		caller sets) on rel, a table of natts columns of the given types and
- *		NOT NULL flags, can be done directly with the statement's semantics
- *		(see the file header).
- *		shard_config: as for triggers_known.  Fills *indexes from cache.
+ *		callers set) on rel, cfeed.change, can be done directly with the
+ *		statement's semantics (see the file header).  For an UPDATE, also
+ *		checks what the executor would: a replica identity when the table
+ *		publishes updates.
  */
 bool
-cfeed_direct_ok(Relation rel, CmdType cmd, const Oid *types, const bool *notnull,
-				int natts, Oid shard_config, CfeedIndexCache *cache,
-				CfeedIndexCache **indexes)
+cfeed_direct_ok(Relation rel, CmdType cmd)
 {
 	TupleConstr *constr = RelationGetDescr(rel)->constr;
 
-	if (rel->rd_rel->relkind != RELKIND_RELATION ||
+	if (ExecutorCheckPerms_hook != NULL ||
+		rel->rd_rel->relkind != RELKIND_RELATION ||
 		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
 		(rel->rd_rel->relrowsecurity && !cfeed_rls_direct_ok(rel, cmd)) ||
 		rel->rd_rules != NULL ||
-		!layout_matches(rel, types, notnull, natts) ||
+		!layout_matches(rel, change_types, change_notnull, CHANGE_NATTS) ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||
-		!triggers_known(rel, cmd, shard_config))
+		!triggers_known(rel, cmd, cfeed_relid("shard_config")))
 		return false;
 	if (pg_class_aclcheck(RelationGetRelid(rel), GetUserId(),
 						  cmd == CMD_INSERT ? ACL_INSERT : ACL_UPDATE) != ACLCHECK_OK)
 		return false;
-	*indexes = index_cache_get(cache, rel);
-	return (*indexes)->direct_ok;
+	if (!index_cache_get(&change_indexes, rel)->direct_ok)
+		return false;
+	if (cmd == CMD_UPDATE)
+		CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	return true;
 }
 
 /*
- * cfeed_direct_index_insert
+ * index_insert_all
  *		Insert the index entries of the heap tuple just written from slot
  *		(tts_tid set): into every index of rel, a partial index only when the
  *		row satisfies its predicate, a unique one checked by the index AM.
  */
-void
-cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
+static void
+index_insert_all(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 {
 	int			i;
 
@@ -268,4 +287,45 @@ cfeed_direct_index_insert(Relation rel, CfeedIndexCache *indexes, TupleTableSlot
 		index_close(idx, NoLock);
 	}
 	predicate_econtext->ecxt_scantuple = NULL;
+}
+
+/*
+ * cfeed_direct_insert
+ *		Insert the row in slot into rel, heap and indexes, as the current
+ *		command.  The caller has had cfeed_direct_ok(rel, CMD_INSERT) say
+ *		yes in this statement.
+ */
+void
+cfeed_direct_insert(Relation rel, TupleTableSlot *slot)
+{
+	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
+	index_insert_all(rel, &change_indexes, slot);
+}
+
+/*
+ * cfeed_direct_update
+ *		Replace the version of row tid visible to snapshot with the row in
+ *		newslot, heap and (unless the update is HOT) indexes, as the current
+ *		command.  Returns false, having written nothing, when that version
+ *		was updated or deleted meanwhile.  The caller has had
+ *		cfeed_direct_ok(rel, CMD_UPDATE) say yes in this statement.
+ */
+bool
+cfeed_direct_update(Relation rel, ItemPointer tid, TupleTableSlot *newslot,
+					Snapshot snapshot)
+{
+	TM_Result	result;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	cfeed_update_indexes update_indexes;
+
+	result = table_tuple_update(rel, tid, newslot, GetCurrentCommandId(true), snapshot,
+								InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+	if (result == TM_Updated || result == TM_Deleted)
+		return false;
+	if (result != TM_Ok)
+		elog(ERROR, "cfeed sweep: unexpected result %d updating a change", (int) result);
+	if (cfeed_indexes_to_update(update_indexes))
+		index_insert_all(rel, &change_indexes, newslot);
+	return true;
 }

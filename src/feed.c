@@ -1,13 +1,12 @@
 /*-------------------------------------------------------------------------
  *
  * feed.c
- *	  The write side: cfeed.create_feed, cfeed.publish, cfeed.shard_for and
- *	  cfeed.channel.
+ *	  The SQL entry points of the write side: cfeed.create_feed,
+ *	  cfeed.publish (written by append.c), cfeed.shard_for (the hash of
+ *	  shards.c, part of the public contract) and cfeed.channel.
  *
- *	  shard_for's hash is part of the public contract (clients outside the
- *	  database compute it too): FNV-1a, 32 bits, over the key's UTF-8 bytes
- *	  (offset basis 2166136261, prime 16777619), taken as an unsigned 32-bit
- *	  number modulo the feed's shard count.
+ *	  create_feed locks cfeed.feed in SHARE ROW EXCLUSIVE mode, so that
+ *	  concurrent calls pick feed ids and names one at a time.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,7 +15,6 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
-#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 
 #include "cfeed.h"
@@ -28,8 +26,6 @@ PG_FUNCTION_INFO_V1(cfeed_create_feed);
 PG_FUNCTION_INFO_V1(cfeed_publish);
 PG_FUNCTION_INFO_V1(cfeed_shard_for);
 PG_FUNCTION_INFO_V1(cfeed_channel);
-
-static SPIPlanPtr publish_plan = NULL;
 
 /*
  * check_feed_name
@@ -54,21 +50,6 @@ check_feed_name(const char *name)
 					 errmsg("invalid feed name \"%s\"", name),
 					 errdetail("A feed name may contain only letters A-Z and a-z, digits, \"_\" and \"-\".")));
 	}
-}
-
-/*
- * spi_exec
- *		Run a statement with arguments through SPI; errors out unless it
- *		returns the expected SPI code.
- */
-static void
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls,
-		 int expected)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-
-	if (rc != expected)
-		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
 }
 
 /*
@@ -104,12 +85,12 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 	spi_level = cfeed_spi_connect();
 
 	/* Concurrent create_feed calls pick feed ids and names one at a time. */
-	spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
+	cfeed_spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
 			 SPI_OK_UTILITY);
 
 	if (PG_ARGISNULL(2))
 	{
-		spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0) + 1 FROM cfeed.feed",
+		cfeed_spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0) + 1 FROM cfeed.feed",
 				 0, NULL, NULL, NULL, SPI_OK_SELECT);
 		feed_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	}
@@ -118,7 +99,7 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = PointerGetDatum(cstring_to_text(name));
-	spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
+	cfeed_spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
 			 2, types, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 	{
@@ -147,9 +128,9 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 	values[3] = Int32GetDatum(shards);
 	values[4] = PG_GETARG_DATUM(3);
 	values[5] = PG_GETARG_DATUM(4);
-	spi_exec("INSERT INTO cfeed.feed (feed_id, name, comment) VALUES ($1, $2, $3)",
+	cfeed_spi_exec("INSERT INTO cfeed.feed (feed_id, name, comment) VALUES ($1, $2, $3)",
 			 3, types, values, nulls, SPI_OK_INSERT);
-	spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) "
+	cfeed_spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) "
 			 "SELECT $1, s, $5, $6 FROM pg_catalog.generate_series(0, $4 - 1) AS s",
 			 6, types, values, nulls, SPI_OK_INSERT);
 
@@ -159,80 +140,24 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_publish
- *		SQL: cfeed.publish(feed_id, shard, change_id) returns bigint.  Inserts
- *		the change with the caller's privileges (INSERT on cfeed.change);
- *		the shard's existence is checked without needing SELECT on the
- *		catalogs.  Written directly as a tracked change is (track_insert.c),
- *		else by an INSERT.
+ *		SQL: cfeed.publish(feed_id, shard, change_id) returns bigint.  Appends
+ *		the change with the caller's privileges (INSERT on cfeed.change); the
+ *		shard's existence is checked without needing SELECT on the catalogs.
  */
 Datum
 cfeed_publish(PG_FUNCTION_ARGS)
 {
-	int32		feed_id;
-	int32		shard;
-	int64		change_id;
-	CfeedShard	sh;
-	int			spi_level;
-	Datum		values[3];
-	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	CfeedChange change;
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "shard");
 	cfeed_require_arg(fcinfo, 2, "change_id");
-	feed_id = PG_GETARG_INT32(0);
-	shard = PG_GETARG_INT32(1);
-	change_id = PG_GETARG_INT64(2);
-	if (cfeed_publish_direct(feed_id, shard, change_id))
-		PG_RETURN_INT64(change_id);
-
-	cfeed_shard_get(feed_id, shard, false, &sh);
-	spi_level = cfeed_spi_connect();
-	values[0] = Int32GetDatum(feed_id);
-	values[1] = Int32GetDatum(shard);
-	values[2] = Int64GetDatum(change_id);
-	(void) cfeed_spi_plan(&publish_plan, "INSERT INTO cfeed.change (feed_id, shard, change_id) "
-						  "VALUES ($1, $2, $3)", 3, types);
-	(void) cfeed_spi_run(&publish_plan, values, SPI_OK_INSERT, "cfeed.publish's insert");
-	cfeed_spi_finish(spi_level);
-	PG_RETURN_INT64(change_id);
-}
-
-/*
- * fnv1a
- *		FNV-1a, 32 bits, of a byte string.
- */
-static uint32
-fnv1a(const unsigned char *bytes, size_t len)
-{
-	uint32		h = 2166136261u;
-	size_t		i;
-
-	for (i = 0; i < len; i++)
-	{
-		h ^= bytes[i];
-		h *= 16777619u;
-	}
-	return h;
-}
-
-/*
- * cfeed_key_shard
- *		The shard of a partition key given in the server encoding: FNV-1a 32
- *		of its UTF-8 bytes modulo count (> 0).  Shared by cfeed.shard_for and
- *		the tracking triggers, so that both always agree.
- */
-int32
-cfeed_key_shard(const char *key, int len, int32 count)
-{
-	const char *utf8 = pg_server_to_any(key, len, PG_UTF8);
-	uint32		h;
-
-	if (utf8 != key)
-		len = strlen(utf8);
-	h = fnv1a((const unsigned char *) utf8, len);
-	if (utf8 != key)
-		pfree((void *) utf8);
-	return (int32) (h % (uint32) count);
+	memset(&change, 0, sizeof(change));
+	change.feed_id = PG_GETARG_INT32(0);
+	change.shard = PG_GETARG_INT32(1);
+	change.change_id = PG_GETARG_INT64(2);
+	cfeed_append(&change);
+	PG_RETURN_INT64(change.change_id);
 }
 
 /*

@@ -16,6 +16,9 @@
  *		(pg_restore); change_sequence_idx still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
  *
+ *	  Locking: none of its own; a guard runs inside the writer's INSERT or
+ *	  UPDATE and reads cfeed.shard_config with a fresh snapshot.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

@@ -20,6 +20,10 @@
  *	  the caller's privileges, so cfeed.change's row-level security also
  *	  leaves out the changes whose row image the caller may not see.
  *
+ *	  Locking: the reads take ACCESS SHARE on cfeed.change and its index;
+ *	  a wait holds no lock while it sleeps (on the shard's condition
+ *	  variable with the preload, shmem.c, else on its latch).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

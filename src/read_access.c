@@ -42,6 +42,9 @@
  * reader's next call of a read function (or after its wait), and for plain
  * SQL on cfeed.change at its next transaction, as a REVOKE would.
  *
+ * Locking: cfeed.read_grant is read with ACCESS SHARE and a catalog
+ * snapshot; the cache is backend-local (cache.h).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -64,8 +67,8 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/rls.h"
-#include "utils/syscache.h"
 
+#include "cache.h"
 #include "cfeed.h"
 
 /* Columns of cfeed.read_grant, fixed by the 1.4 update script. */
@@ -127,30 +130,20 @@ access_forget(void)
 }
 
 /*
- * cfeed_read_access_invalidate
- *		For the relcache invalidation callback: forget everything when the
- *		relation is cfeed.read_grant or a table decided about (or for
- *		InvalidOid, every relation).
+ * access_invalidate
+ *		The cache's invalidation callback (cache.c): forget everything when
+ *		the relation is cfeed.read_grant or a table decided about, or for
+ *		InvalidOid (every relation; a change of roles or role membership:
+ *		superuser, BYPASSRLS and memberships decide too).
  */
-void
-cfeed_read_access_invalidate(Oid relid)
+static void
+access_invalidate(Oid relid)
 {
 	/* while the cache is being built, any invalidation makes it stale */
 	if (!access_valid || !OidIsValid(relid) || relid == grant_relid ||
 		(table_access.decided != NULL &&
 		 hash_search(table_access.decided, &relid, HASH_FIND, NULL) != NULL))
 		access_forget();
-}
-
-/*
- * roles_changed
- *		Syscache callback for pg_authid and pg_auth_members: superuser,
- *		BYPASSRLS and memberships decide too.
- */
-static void
-roles_changed(Datum arg, int cacheid, uint32 hashvalue)
-{
-	access_forget();
 }
 
 /*
@@ -225,8 +218,7 @@ access_prepare(void)
 	{
 		access_cxt = AllocSetContextCreate(TopMemoryContext, "cfeed read access",
 										   ALLOCSET_SMALL_SIZES);
-		CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum) 0);
-		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum) 0);
+		cfeed_cache_register(CFEED_CACHE_READ_ACCESS, access_invalidate);
 	}
 	access_valid = false;
 	memset(&feed_access, 0, sizeof(feed_access));

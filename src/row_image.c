@@ -21,6 +21,8 @@
  *	  it (ALTER TABLE, RENAME COLUMN, DROP), so they always match its
  *	  current columns.
  *
+ *	  Locking: none; the trigger's caller holds the relation open.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -35,6 +37,7 @@
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 
+#include "cache.h"
 #include "cfeed.h"
 
 /* How one column is converted. */
@@ -70,12 +73,12 @@ typedef struct CfeedImagePlan
 static HTAB *image_plans = NULL;
 
 /*
- * cfeed_row_image_invalidate
- *		For the relcache invalidation callback: forget the relation's plan
- *		(or all plans, for InvalidOid).
+ * image_plans_invalidate
+ *		The cache's invalidation callback (cache.c): forget the relation's
+ *		plan (or all plans, for InvalidOid).
  */
-void
-cfeed_row_image_invalidate(Oid relid)
+static void
+image_plans_invalidate(Oid relid)
 {
 	HASH_SEQ_STATUS status;
 	CfeedImagePlan *plan;
@@ -133,14 +136,9 @@ image_plan_get(Oid relid, TupleDesc desc)
 	int			i;
 
 	if (image_plans == NULL)
-	{
-		HASHCTL		ctl;
-
-		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(CfeedImagePlan);
-		image_plans = hash_create("cfeed row image plans", 16, &ctl,
-								  HASH_ELEM | HASH_BLOBS);
-	}
+		image_plans = cfeed_cache_hash(CFEED_CACHE_ROW_IMAGES, image_plans_invalidate,
+									   "cfeed row image plans", sizeof(Oid),
+									   sizeof(CfeedImagePlan));
 	plan = (CfeedImagePlan *) hash_search(image_plans, &relid, HASH_ENTER, &found);
 	if (!found)
 	{

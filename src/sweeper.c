@@ -22,6 +22,10 @@
  * and the loop goes on after a second.  SIGTERM (DROP DATABASE, shutdown)
  * ends the worker; the launcher restarts it when appropriate.
  *
+ * Locking: the worker's slot in shared memory is claimed and released under
+ * CfeedShared->lock (shmem.c); its counters are written without it.  Each
+ * sweep takes its group's sweep lock without waiting (sweep.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"

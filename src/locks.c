@@ -1,0 +1,109 @@
+/*-------------------------------------------------------------------------
+ *
+ * locks.c
+ *	  cfeed's heavyweight advisory locks: their tags, built here only, and
+ *	  the calls that take and release them.
+ *
+ *	  Field 4 of every tag is a value user-level advisory locks never use
+ *	  (pg_advisory_lock sets 1 or 2), so no application lock collides:
+ *
+ *	   lock			tag (db, field1, field2, field4)	held
+ *	   sweep		(db, 'cfee', group, 0x6366)		transaction: one sweep of a
+ *													group at a time; also a
+ *													shard's move between groups
+ *	   leader		(db, 'cfee', group, 0x6367)		session: one sweep_loop per
+ *													group
+ *	   shards		(db, feed_id, 0, 0x6368)		transaction: a feed's set of
+ *													shards, share for a direct
+ *													writer, exclusive for a
+ *													shard that goes away
+ *
+ *	  pg_locks shows them as locktype 'advisory' with objsubid the field 4
+ *	  value (the tests look for 25448, the shards lock).  Who takes which, in
+ *	  what order, is described where they are used: sweep.c (sweep), shards.c
+ *	  (shards and the guard trigger's sweep locks), sweep_sql.c (leader).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/lock.h"
+
+#include "cfeed.h"
+
+/* First key of the sweep and leader locks ('cfee'). */
+#define CFEED_LOCK_KEY				0x63666565
+
+/* Field 4 of each lock's tag. */
+#define CFEED_LOCK_SWEEP			0x6366
+#define CFEED_LOCK_LEADER			0x6367
+#define CFEED_LOCK_SHARDS			0x6368
+
+/*
+ * lock_tag
+ *		The tag of one of cfeed's locks in this database: a sweep group's
+ *		(CFEED_LOCK_SWEEP, CFEED_LOCK_LEADER) or a feed's (CFEED_LOCK_SHARDS).
+ */
+static void
+lock_tag(LOCKTAG *tag, uint16 kind, int32 id)
+{
+	if (kind == CFEED_LOCK_SHARDS)
+		SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) id, 0, kind);
+	else
+		SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) id, kind);
+}
+
+/*
+ * cfeed_sweep_lock
+ *		Take the transaction-level lock that serializes the sweeps of a group
+ *		(also taken by a transaction that moves a shard between groups).
+ *		Returns false (only with nowait) when another transaction holds it.
+ */
+bool
+cfeed_sweep_lock(int32 sweep_group, bool nowait)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_SWEEP, sweep_group);
+	return LockAcquire(&tag, ExclusiveLock, false, nowait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * cfeed_leader_lock / cfeed_leader_unlock
+ *		The session-level lock a sweep_loop holds for its whole duration:
+ *		taken without waiting (false when another session holds it), and
+ *		released by the caller, also on error.
+ */
+bool
+cfeed_leader_lock(int32 sweep_group)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_LEADER, sweep_group);
+	return LockAcquire(&tag, ExclusiveLock, true, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+void
+cfeed_leader_unlock(int32 sweep_group)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_LEADER, sweep_group);
+	LockRelease(&tag, ExclusiveLock, true);
+}
+
+/*
+ * cfeed_shards_lock
+ *		Take a feed's shards lock in lockmode until the transaction ends
+ *		(waiting as long as it takes).  Returns true when this transaction
+ *		did not hold it in that mode before.
+ */
+bool
+cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_SHARDS, feed_id);
+	return LockAcquire(&tag, lockmode, false, false) == LOCKACQUIRE_OK;
+}

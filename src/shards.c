@@ -1,0 +1,387 @@
+/*-------------------------------------------------------------------------
+ *
+ * shards.c
+ *	  A feed's shards as a writer sees them: the shard of a key, the shard
+ *	  counts each backend keeps, the feed's shards lock that stands in for
+ *	  cfeed.change's foreign key on a direct write (append.c), and the guard
+ *	  trigger of cfeed.shard_config that makes it hold.
+ *
+ * The shard of a key
+ * ------------------
+ * cfeed_key_shard's hash is part of the public contract (clients outside
+ * the database compute it too, for cfeed.shard_for and the tracking
+ * triggers alike): FNV-1a, 32 bits, over the key's UTF-8 bytes (offset basis
+ * 2166136261, prime 16777619), taken as an unsigned 32-bit number modulo
+ * the feed's shard count.
+ *
+ * The foreign key
+ * ---------------
+ * The foreign key's own check locks the shard's row FOR KEY SHARE, after an
+ * index lookup: a WAL record and, with concurrent writers, a new multixact
+ * on a row all writers of the shard lock.  Instead, since 1.2, the guard
+ * trigger of cfeed.shard_config (cfeed_shard_config_guard, below) makes a shard
+ * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
+ * on its feed's set of shards in exclusive mode, and sends an invalidation
+ * of shard_config for every change to the set of shards.  One lock per feed,
+ * not per shard: a bulk write to a feed of thousands of shards must not fill
+ * the lock table, and deleting a shard is rare enough to wait for all the
+ * feed's writers.  A direct writer then:
+ *
+ *	 1. processes the invalidations that came, takes the feed's shard count
+ *		from this backend's memory (read with a fresh snapshot after
+ *		shard_config's last invalidation), and the key's shard from it;
+ *	 2. takes the feed's shards lock in share mode, until the transaction
+ *		ends;
+ *	 3. if that lock is new, processes the invalidations that came before
+ *		it, and starts again from 1 if shard_config's was among them.
+ *
+ * cfeed.publish, whose caller names the shard, checks at 1 that it is one of
+ * the feed's shards 0..n-1 (the highest is remembered with the count) and
+ * otherwise leaves the change to the SQL path, which reports a missing shard
+ * or writes to one this backend does not know yet.
+ *
+ * A transaction that deleted the shard committed either before 3, and its
+ * invalidation (sent before its locks are released) is seen there, or after
+ * this transaction, having waited for it at its BEFORE trigger; after that
+ * its foreign key's check (NO ACTION, at the end of its statement) sees this
+ * transaction's change and fails, as with the foreign key's lock.  A lock
+ * held already was checked when it was taken, and an aborted subtransaction
+ * releases its locks.  When a concurrent deletion renumbers the shards, the
+ * writer waits for it and then places the change by the new count (the
+ * foreign key would fail with 23503).  Without the guard (a database at 1.0
+ * or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL path.
+ *
+ * Locking protocol, in short: a direct writer holds its feed's shards lock
+ * (locks.c) in share mode until its transaction ends; a transaction that
+ * takes a shard away holds it in exclusive mode; a transaction that moves a
+ * shard between sweep groups holds both groups' sweep locks.  The shard
+ * counts are cached per backend (cache.h) until shard_config's next
+ * invalidation.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/pg_trigger.h"
+#include "commands/trigger.h"
+#include "fmgr.h"
+#include "mb/pg_wchar.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/rel.h"
+
+#include "cache.h"
+#include "cfeed.h"
+#include "shmem.h"
+
+#define SHARD_GUARD_TRIGGER			"shard_config_guard"
+
+PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
+
+/* The shards of a feed, valid while gen is shard_counts_gen. */
+typedef struct CfeedShardCount
+{
+	int32		feed_id;		/* hash key */
+	int32		count;
+	int32		max_shard;		/* -1 when none */
+	uint64		gen;
+} CfeedShardCount;
+
+static HTAB *shard_counts = NULL;
+static uint64 shard_counts_gen = 1;	/* bumped by shard_config's invalidations */
+static Oid	shard_config_relid = InvalidOid;
+static uint64 guard_gen = 0;	/* guard_present holds while it is shard_counts_gen */
+static bool guard_present = false;
+
+/*
+ * fnv1a
+ *		FNV-1a, 32 bits, of a byte string.
+ */
+static uint32
+fnv1a(const unsigned char *bytes, size_t len)
+{
+	uint32		h = 2166136261u;
+	size_t		i;
+
+	for (i = 0; i < len; i++)
+	{
+		h ^= bytes[i];
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/*
+ * cfeed_key_shard
+ *		The shard of a partition key given in the server encoding: FNV-1a 32
+ *		of its UTF-8 bytes modulo count (> 0).  Shared by cfeed.shard_for and
+ *		the tracking triggers, so that both always agree.
+ */
+int32
+cfeed_key_shard(const char *key, int len, int32 count)
+{
+	const char *utf8 = pg_server_to_any(key, len, PG_UTF8);
+	uint32		h;
+
+	if (utf8 != key)
+		len = strlen(utf8);
+	h = fnv1a((const unsigned char *) utf8, len);
+	if (utf8 != key)
+		pfree((void *) utf8);
+	return (int32) (h % (uint32) count);
+}
+
+/*
+ * shard_counts_invalidate
+ *		The cache's invalidation callback (cache.c): shard_config (or every
+ *		relation) has changed; forget the shard counts and whether the guard
+ *		trigger exists.
+ */
+static void
+shard_counts_invalidate(Oid relid)
+{
+	if (!OidIsValid(relid) || relid == shard_config_relid)
+		shard_counts_gen++;
+}
+
+/*
+ * cfeed_shards_guarded
+ *		Whether cfeed.shard_config has its guard trigger (from 1.2 on), always
+ *		enabled; without it the shard counts are not cached and the direct
+ *		path is not taken.
+ */
+bool
+cfeed_shards_guarded(void)
+{
+	cfeed_cache_register(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate);
+	if (guard_gen != shard_counts_gen)
+	{
+		Relation	rel = cfeed_table_open("shard_config", AccessShareLock);
+		TriggerDesc *td = rel->trigdesc;
+		int			i;
+
+		shard_config_relid = RelationGetRelid(rel);
+		guard_present = false;
+		for (i = 0; td != NULL && i < td->numtriggers; i++)
+		{
+			Trigger    *t = &td->triggers[i];
+
+			if (strcmp(t->tgname, SHARD_GUARD_TRIGGER) == 0 &&
+				t->tgenabled == TRIGGER_FIRES_ALWAYS &&
+				TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
+				TRIGGER_FOR_INSERT(t->tgtype) && TRIGGER_FOR_DELETE(t->tgtype) &&
+				TRIGGER_FOR_UPDATE(t->tgtype) && t->tgqual == NULL)
+				guard_present = true;
+		}
+		table_close(rel, AccessShareLock);
+		guard_gen = shard_counts_gen;
+	}
+	return guard_present;
+}
+
+/*
+ * feed_shards
+ *		The number of shards of a feed and the highest shard number,
+ *		remembered until shard_config's next invalidation (the guard trigger
+ *		must be present: the caller checks).
+ */
+static CfeedShardCount *
+feed_shards(int32 feed_id)
+{
+	uint64		gen = shard_counts_gen;
+	CfeedShardCount *entry;
+	int32		count;
+	int32		max_shard;
+
+	if (shard_counts == NULL)
+		shard_counts = cfeed_cache_hash(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate,
+										"cfeed shard counts", sizeof(int32),
+										sizeof(CfeedShardCount));
+	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_FIND, NULL);
+	if (entry != NULL && entry->gen == gen)
+		return entry;
+
+	cfeed_feed_shards(feed_id, &count, &max_shard);
+	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_ENTER, NULL);
+	entry->count = count;
+	entry->max_shard = max_shard;
+	entry->gen = gen;			/* stale at once if an invalidation came meanwhile */
+	return entry;
+}
+
+/*
+ * shard_count
+ *		The number of shards of a feed: remembered when the guard trigger
+ *		sends shard_config's invalidations, else read each time (fresh
+ *		snapshot; errors as cfeed_feed_shard_count).
+ */
+static int32
+shard_count(int32 feed_id)
+{
+	CfeedShardCount *entry;
+
+	if (!cfeed_shards_guarded())
+		return cfeed_feed_shard_count(feed_id);
+	entry = feed_shards(feed_id);
+	cfeed_check_shard_count(feed_id, entry->count, entry->max_shard);
+	return entry->count;
+}
+
+/*
+ * key_shard
+ *		The shard of a key by the feed's shard count as of the last committed
+ *		change to the feed's shards (the invalidations that came are read
+ *		first), and in *gen the invalidation count it was chosen at.
+ */
+static int32
+key_shard(int32 feed_id, const char *key, int keylen, uint64 *gen)
+{
+	AcceptInvalidationMessages();
+	*gen = shard_counts_gen;
+	return cfeed_key_shard(key, keylen, shard_count(feed_id));
+}
+
+/*
+ * shards_locked
+ *		The foreign-key check of a change to a feed (see the file header):
+ *		take the feed's shards lock in share mode, then read the
+ *		invalidations that came before it.  True when the shards the change
+ *		was placed by, as of invalidation count gen, are still current.
+ */
+static bool
+shards_locked(int32 feed_id, uint64 gen)
+{
+	if (!cfeed_shards_lock(feed_id, AccessShareLock))
+		return true;			/* held since it was checked */
+	AcceptInvalidationMessages();
+	return gen == shard_counts_gen;
+}
+
+/*
+ * cfeed_shard_of_key
+ *		The shard of a key by the feed's shard count as of the last committed
+ *		change to its shards, without a lock (the SQL path, whose foreign key
+ *		checks the shard).  Errors as cfeed_feed_shard_count.
+ */
+int32
+cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
+{
+	uint64		gen;
+
+	return key_shard(feed_id, key, keylen, &gen);
+}
+
+/*
+ * cfeed_shard_locked
+ *		The shard of a change written directly to a feed, with the foreign-key
+ *		check of a change to it (the feed's shards lock, see the file
+ *		header): with a key, the key's shard; else shard, when it is one of
+ *		the feed's shards 0..n-1 as this backend knows them, or -1 (nothing
+ *		locked) when it is not, for the SQL path to report a missing shard or
+ *		write to one added since.  The caller has checked
+ *		cfeed_shards_guarded.
+ */
+int32
+cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
+{
+	for (;;)
+	{
+		uint64		gen;
+		int32		placed = shard;
+
+		if (key != NULL)
+			placed = key_shard(feed_id, key, keylen, &gen);
+		else
+		{
+			CfeedShardCount *shards;
+
+			AcceptInvalidationMessages();
+			gen = shard_counts_gen;
+			shards = feed_shards(feed_id);
+			if (shard < 0 || shard >= shards->count || shards->max_shard != shards->count - 1)
+				return -1;
+		}
+		if (shards_locked(feed_id, gen))
+			return placed;
+	}
+}
+
+/*
+ * shard_column
+ *		An int4 column of the old row (or with use_new, the new row) of the
+ *		shard_config row a guard trigger fired for.
+ */
+static int32
+shard_column(TriggerData *trigdata, int attnum, bool use_new)
+{
+	bool		isnull;
+
+	return DatumGetInt32(heap_getattr(use_new ? trigdata->tg_newtuple : trigdata->tg_trigtuple,
+									  attnum, RelationGetDescr(trigdata->tg_relation),
+									  &isnull));
+}
+
+/*
+ * cfeed_shard_config_guard
+ *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
+ *		FOR EACH ROW on cfeed.shard_config (enabled always): a shard that
+ *		goes away waits for the direct writers of changes to its feed (the
+ *		lock of cfeed_shard_locked, in exclusive mode); a shard that moves to
+ *		another sweep group waits for the sweeps of both groups and keeps
+ *		them waiting until this transaction ends (the sweep locks); and every
+ *		backend forgets its shard counts and sweep watermarks when this
+ *		transaction commits (the invalidation, sent before the locks are
+ *		released).  Sweep groups are moved by 1.4's trigger, feed_id and
+ *		shard by 1.2's.
+ */
+Datum
+cfeed_shard_config_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	TriggerEvent ev;
+	bool		key_changed;
+	bool		group_changed;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function cfeed._shard_config_guard() must be fired as a BEFORE ROW trigger")));
+	ev = trigdata->tg_event;
+	key_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
+		(shard_column(trigdata, Anum_shard_feed_id, false) !=
+		 shard_column(trigdata, Anum_shard_feed_id, true) ||
+		 shard_column(trigdata, Anum_shard_shard, false) !=
+		 shard_column(trigdata, Anum_shard_shard, true));
+	group_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
+		shard_column(trigdata, Anum_shard_sweep_group, false) !=
+		shard_column(trigdata, Anum_shard_sweep_group, true);
+
+	/* an UPDATE that changes neither (cfeed.shard sets sweep_group always) */
+	if (TRIGGER_FIRED_BY_UPDATE(ev) && !key_changed && !group_changed)
+		return PointerGetDatum(trigdata->tg_newtuple);
+
+	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
+		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
+								 AccessExclusiveLock);
+	if (group_changed)
+	{
+		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
+		int32		to = shard_column(trigdata, Anum_shard_sweep_group, true);
+
+		/*
+		 * Lowest group first: two moves of one shard each cannot deadlock.
+		 * (Statements moving several shards take their groups row by row,
+		 * and can; PostgreSQL detects it and cancels one.)  The sweepers
+		 * are woken at commit: theirs may have given up on the lock.
+		 */
+		(void) cfeed_sweep_lock(Min(from, to), false);
+		(void) cfeed_sweep_lock(Max(from, to), false);
+		cfeed_note_write();
+	}
+	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
+	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
+						   : trigdata->tg_trigtuple);
+}

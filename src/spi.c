@@ -1,0 +1,122 @@
+/*-------------------------------------------------------------------------
+ *
+ * spi.c
+ *	  What cfeed's SQL-callable functions share: the check of a required
+ *	  argument (22004), and SPI with search_path pinned to pg_catalog, for
+ *	  statements run once or through a plan kept for the backend.
+ *
+ *	  Nothing here takes a lock of its own; the statements take theirs.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/guc.h"
+
+#include "cfeed.h"
+
+/*
+ * cfeed_require_arg
+ *		Raise 22004 when a required argument of a non-STRICT function is NULL.
+ */
+void
+cfeed_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("argument \"%s\" must not be null", argname)));
+}
+
+/*
+ * cfeed_spi_connect
+ *		SPI_connect, with search_path pinned to pg_catalog for the SQL cfeed
+ *		sends: its own objects are schema-qualified, and a hostile path (one
+ *		shadowing "=" or now(), say) must not change what that SQL does, the
+ *		more so as some of it runs as the extension's owner.  Returns the GUC
+ *		nest level for cfeed_spi_finish.
+ */
+int
+cfeed_spi_connect(void)
+{
+	int			nestlevel;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
+ * cfeed_spi_plan
+ *		The kept plan of one of cfeed's statements: prepared into *plan on
+ *		first use in this backend (inside cfeed_spi_connect), then reused.
+ */
+SPIPlanPtr
+cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
+{
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+
+		if (p == NULL)
+			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		SPI_keepplan(p);
+		*plan = p;
+	}
+	return *plan;
+}
+
+/*
+ * cfeed_spi_run
+ *		Run the kept plan *plan (cfeed_spi_plan) with values, no nulls.
+ *		Returns true when it ran as the statement it is (result code
+ *		expected), false when a rule replaced it (SPI_OK_REWRITTEN: DO
+ *		INSTEAD NOTHING, say), as the same statement sent by a client would
+ *		be.  Such a plan is forgotten: one rewritten into nothing depends on
+ *		no relation, and the plan cache would keep it after the rule is
+ *		dropped.  what names the statement in the error for anything else.
+ */
+bool
+cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected, const char *what)
+{
+	int			rc = SPI_execute_plan(*plan, values, NULL, false, 0);
+
+	if (rc == expected)
+		return true;
+	if (rc != SPI_OK_REWRITTEN)
+		elog(ERROR, "cfeed: %s failed: %s", what, SPI_result_code_string(rc));
+	SPI_freeplan(*plan);
+	*plan = NULL;
+	return false;
+}
+
+/*
+ * cfeed_spi_finish
+ *		Restore search_path and SPI_finish.
+ */
+void
+cfeed_spi_finish(int nestlevel)
+{
+	AtEOXact_GUC(true, nestlevel);
+	SPI_finish();
+}
+
+/*
+ * cfeed_spi_exec
+ *		Run a statement once through SPI (inside cfeed_spi_connect), with
+ *		nargs arguments; errors out unless SPI returns the expected code.
+ */
+void
+cfeed_spi_exec(const char *sql, int nargs, Oid *types, Datum *values,
+			   const char *nulls, int expected)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc != expected)
+		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
+}

@@ -1,0 +1,214 @@
+/*-------------------------------------------------------------------------
+ *
+ * stamp.c
+ *	  The write step of a sweep: giving the batch's changes their numbers
+ *	  and stamped_at in cfeed.change.
+ *
+ * The update is made without the executor (stamp_direct, with direct.c):
+ * per change, the version the sweep's snapshot saw is updated in the heap
+ * and the new version's index entries are made, as an UPDATE would do; a
+ * version updated or deleted meanwhile fails the sweep.  An SPI UPDATE,
+ * whose executor start-up and shutdown cost more than stamping a typical
+ * batch of a few changes, runs instead when what a DBA has added to
+ * cfeed.change needs the executor (see direct.c: triggers, row-level
+ * security, CHECKs, indexes that are not plain btrees).
+ *
+ * Either way the update must touch every change the sweep read as
+ * unstamped, or the sweep fails (40001) and changes nothing: a concurrent
+ * sweep of another group got there first (a shard moved between groups,
+ * isolation test sweep_moved_shard).
+ *
+ * Locking: the caller (sweep.c) holds the group's sweep lock and cfeed.change
+ * in ROW EXCLUSIVE mode until its transaction ends, taken before its
+ * snapshot, so the tuple addresses it collected are still the changes'.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "rewrite/prs2lock.h"
+#include "rewrite/rewriteDefine.h"
+#include "utils/array.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+
+#include "cfeed.h"
+
+static SPIPlanPtr update_changes_plan = NULL;
+
+/*
+ * build_array
+ *		A one-dimensional array of n pass-by-value datums.
+ */
+static Datum
+build_array(Datum *values, int n, Oid elemtype)
+{
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+
+	get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(values, n, elemtype, typlen, typbyval, typalign));
+}
+
+/*
+ * concurrent_sweep_error
+ *		A stamping update touched fewer of the batch's changes than it read
+ *		as pending: a concurrent sweep got there first.
+ */
+static void
+concurrent_sweep_error(uint64 expected, uint64 updated)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+			 errmsg("a concurrent sweep changed the changes while this sweep ran"),
+			 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
+					   expected, updated),
+			 errhint("Nothing was stamped by this sweep; run it again.  A shard was probably moved to another sweep group.")));
+}
+
+/*
+ * pin_plan_shapes
+ *		Make the sweep's update plan as a nested loop of TID scans over the
+ *		batch.  A hash or merge join would read the whole table (or the
+ *		pending index with its dead entries) on every sweep, which is exactly
+ *		the cost this design avoids.  The plan is generic, made once per
+ *		backend.  The settings last until AtEOXact_GUC with the returned nest
+ *		level.
+ */
+static int
+pin_plan_shapes(void)
+{
+	static const char *const off[] = {"enable_hashjoin", "enable_mergejoin",
+	"enable_seqscan", "enable_bitmapscan", "enable_material"};
+	int			nestlevel = NewGUCNestLevel();
+	int			i;
+
+	for (i = 0; i < (int) lengthof(off); i++)
+		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	/* the shape is fixed: plan once, not per sweep */
+	(void) set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
+ * stamp_with_sql
+ *		Write the numbers with one update of all the batch's changes, which
+ *		must touch each of them (a concurrent sweep would have made some
+ *		invisible).
+ */
+static void
+stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now)
+{
+	Datum	   *tids = palloc(sizeof(Datum) * n);
+	Datum	   *numbers = palloc(sizeof(Datum) * n);
+	Datum		args[3];
+	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+	int			i;
+	int			nestlevel;
+	int			spi_level = cfeed_spi_connect();
+	int			rc;
+
+	for (i = 0; rel->rd_rules != NULL && i < rel->rd_rules->numLocks; i++)
+	{
+		RewriteRule *rule = rel->rd_rules->rules[i];
+
+		if (rule->event == CMD_UPDATE && rule->isInstead && rule->enabled != RULE_DISABLED)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cfeed cannot stamp changes: a DO INSTEAD rule replaces updates of cfeed.change"),
+					 errdetail("Stamps are written by an update of cfeed.change, which the rule would replace."),
+					 errhint("Drop the rule, or make it DO ALSO.")));
+	}
+	for (i = 0; i < n; i++)
+	{
+		tids[i] = PointerGetDatum(&changes[i].tid);
+		numbers[i] = Int64GetDatum(changes[i].number);
+	}
+
+	nestlevel = pin_plan_shapes();
+	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
+	args[1] = build_array(numbers, n, INT8OID);
+	args[2] = TimestampTzGetDatum(now);
+	rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
+										 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
+										 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+										 "WHERE c.ctid = u.tid",
+										 3, types),
+						  args, NULL, false, 0);
+	if (rc != SPI_OK_UPDATE)
+		elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
+	if (SPI_processed != (uint64) n)
+		concurrent_sweep_error(n, SPI_processed);
+	AtEOXact_GUC(true, nestlevel);
+	cfeed_spi_finish(spi_level);
+}
+
+/*
+ * stamp_direct
+ *		Write the numbers without the executor (direct.c), as the update of
+ *		stamp_with_sql would: per change, the version visible to the sweep's
+ *		snapshot is updated to a new one with its number and stamped_at, and
+ *		the new version's index entries are made.  Each update must succeed
+ *		(else a concurrent sweep got there first).  Returns false, having
+ *		written nothing, when the update must run as SQL (see direct.c).
+ *		rel is cfeed.change, locked by the caller until its transaction ends.
+ */
+static bool
+stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
+{
+	TupleTableSlot *oldslot;
+	TupleTableSlot *newslot;
+	int			i;
+
+	if (!cfeed_direct_ok(rel, CMD_UPDATE))
+		return false;
+
+	oldslot = table_slot_create(rel, NULL);
+	newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
+	for (i = 0; i < n; i++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!table_tuple_fetch_row_version(rel, &changes[i].tid, snapshot, oldslot))
+			concurrent_sweep_error(n, i);
+		slot_getallattrs(oldslot);
+		ExecClearTuple(newslot);
+		memcpy(newslot->tts_values, oldslot->tts_values, sizeof(Datum) * CHANGE_NATTS);
+		memcpy(newslot->tts_isnull, oldslot->tts_isnull, sizeof(bool) * CHANGE_NATTS);
+		newslot->tts_values[Anum_change_sequence - 1] = Int64GetDatum(changes[i].number);
+		newslot->tts_isnull[Anum_change_sequence - 1] = false;
+		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(now);
+		newslot->tts_isnull[Anum_change_stamped_at - 1] = false;
+		ExecStoreVirtualTuple(newslot);
+		if (!cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot))
+			concurrent_sweep_error(n, i);
+	}
+	ExecDropSingleTupleTableSlot(newslot);
+	ExecDropSingleTupleTableSlot(oldslot);
+	CommandCounterIncrement();
+	return true;
+}
+
+/*
+ * cfeed_stamp
+ *		Write the numbers of changes[0..n-1] (and stamped_at now) into
+ *		cfeed.change, rel, opened by the caller; snapshot is the sweep's.
+ *		Directly when direct.c allows it, else with one SQL update.
+ */
+void
+cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
+			Snapshot snapshot)
+{
+	if (!stamp_direct(rel, changes, n, now, snapshot))
+		stamp_with_sql(rel, changes, n, now);
+}
