@@ -189,7 +189,7 @@ extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
 extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
 
-/* spi.c: required arguments (SPEC: 22004) and SPI with search_path pinned */
+/* spi.c: required arguments (22004) and SPI with search_path pinned */
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
 extern int	cfeed_spi_connect(void);

@@ -9,7 +9,7 @@
  *	  filters it out.  The trigger runs only for inserts that set one of those
  *	  columns: backfills into the migration range, pg_restore, and mistakes.
  *
- *	  Sequence numbers a writer may set itself (SPEC §2):
+ *	  Sequence numbers a writer may set itself:
  *	  - at or below the shard's start value (the migration range): anyone;
  *	  - above it: only the extension's owner, and only on a row that carries
  *		the writer_xid of another transaction, as the rows of a dump do
@@ -75,8 +75,8 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
 
 /*
  * check_writer_number
- *		Refuse (22023) a writer-set sequence number outside what SPEC §2
- *		allows; see the file header.  restored_row: the row carries another
+ *		Refuse (22023) a writer-set sequence number outside what the
+ *		file header allows.  restored_row: the row carries another
  *		transaction's writer_xid.  A missing shard is left to the foreign
  *		key, which reports it at the same INSERT.
  */

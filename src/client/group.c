@@ -1,7 +1,7 @@
 /*
  * src/client/group.c
  *		`cfeed tail --group G --owner O`: membership of a consumer group
- *		(SPEC §5) through cfeed.acquire, cfeed.checkpoint and cfeed.release.
+ *		through cfeed.acquire, cfeed.checkpoint and cfeed.release.
  *
  * The member follows exactly the shards cfeed.acquire returns.  A shard newly
  * held, or held at a new epoch (someone else owned it in between), restarts
@@ -23,7 +23,7 @@
 /*
  * cfeed_group_check_api
  *		Exit 2 unless this cfeed version has consumer groups (cfeed.acquire
- *		with the SPEC §5 signature).
+ *		with the signature in docs/reference.md).
  */
 void
 cfeed_group_check_api(Tail *t)

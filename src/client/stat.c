@@ -1,6 +1,6 @@
 /*
  * src/client/stat.c
- *		`cfeed stat`: print the cfeed.stats view (SPEC §6) as an aligned text
+ *		`cfeed stat`: print the cfeed.stats view as an aligned text
  *		table, one row per shard.  Against a cfeed version without the view
  *		it computes the basic columns from cfeed.feed, cfeed.shard and
  *		cfeed.change instead.

@@ -2,7 +2,7 @@
  * src/client/tail.c
  *		`cfeed tail`: print a feed's changes as JSON lines, long-polling.
  *
- * The loop follows SPEC §4: LISTEN on every shard's channel first, then read
+ * The loop: LISTEN on every shard's channel first, then read
  * each shard's pages (cfeed.read) until a short page, then wait for a
  * notification on the connection's socket (at most --wait-ms, after which
  * every shard is read anyway as a safety net), and repeat.  Because LISTEN
@@ -75,7 +75,7 @@ print_tail_help(void)
 
 /*
  * looks_like_time
- *		SPEC §6: a --from value containing '-' or ':' is a point in time.
+ *		A --from value containing '-' or ':' is a point in time.
  */
 static bool
 looks_like_time(const char *text)
