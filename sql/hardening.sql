@@ -57,7 +57,9 @@ INSERT INTO h_call VALUES
   ('cfeed.grant_read', 'f', '{1,0}', '{}'),
   ('cfeed.revoke_read', 'f', '{1,0}', '{}'),
   ('cfeed.grant_read_all', 'f', '{0}', '{}'),
-  ('cfeed.revoke_read_all', 'f', '{0}', '{}');
+  ('cfeed.revoke_read_all', 'f', '{0}', '{}'),
+  ('cfeed.epoch', 'f', '{}', '{}'),
+  ('cfeed.resume_cursor', 'f', '{1,0,2000000000000001,0}', '{3}');
 -- every function of the extension (internal ones aside) is in the list
 SELECT p.proname FROM pg_proc p
 WHERE p.pronamespace = 'cfeed'::regnamespace AND p.proname NOT LIKE '\_%'

@@ -14,10 +14,12 @@
 #include "access/htup.h"
 #include "access/skey.h"
 #include "access/transam.h"
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
 #include "storage/lockdefs.h"
+#include "utils/guc.h"
 #include "utils/relcache.h"
 #include "utils/snapshot.h"
 
@@ -93,6 +95,20 @@ extern int	cfeed_fallback_interval;
 extern int	cfeed_poll_interval;
 extern int	cfeed_sweep_delay;
 extern int	cfeed_retention_interval;
+extern int	cfeed_sweep_synchronous_commit;
+
+/* replication.c */
+typedef enum CfeedSyncCommit
+{
+	CFEED_SYNC_LOCAL,
+	CFEED_SYNC_REMOTE_WRITE,
+	CFEED_SYNC_ON,
+	CFEED_SYNC_REMOTE_APPLY
+} CfeedSyncCommit;
+extern const struct config_enum_entry cfeed_sync_commit_options[];
+extern void cfeed_stamp_commit_level(void);
+extern void cfeed_epoch_begin(void);
+extern XLogRecPtr cfeed_recovery_conflict_lsn(void);
 
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);

@@ -7,7 +7,11 @@
  *	  The common insert (sequence number and stamped_at left null, writer_xid
  *	  left to its default) fires no trigger at all: the trigger's WHEN clause
  *	  filters it out.  The trigger runs only for inserts that set one of those
- *	  columns: backfills into the migration range, pg_restore, and mistakes.
+ *	  columns: backfills into the migration range, pg_restore, logical
+ *	  replication's apply (since 1.5 it fires ALWAYS), and mistakes.  It sets
+ *	  writer_xid to the inserting transaction's own xid: the sweeper finds
+ *	  pending changes by xids it allocated (sweep.c's watermark), never by a
+ *	  publisher's or a dumped cluster's.
  *
  *	  Sequence numbers a writer may set itself:
  *	  - at or below the shard's start value (the migration range): anyone;
@@ -143,7 +147,9 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 						shard, feed_id),
 				 errdetail("The sweeper sets stamped_at when it stamps the change."),
 				 errhint("Leave stamped_at out of the INSERT.")));
-	if (!number_null)
+	if (number_null)
+		cfeed_note_write();		/* a replicated change wakes the sweepers too */
+	else
 	{
 		bool		xid_isnull;
 		Datum		xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_isnull);
@@ -151,6 +157,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 			!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId());
 
 		check_writer_number(feed_id, shard, DatumGetInt64(number), restored_row);
+		/* a stamped change copied in (replication, restore) wakes readers */
+		cfeed_broadcast_at_commit(feed_id, shard);
 		if (stamped_null)
 		{
 			cols[ncols] = Anum_change_stamped_at;

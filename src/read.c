@@ -51,6 +51,12 @@
 /* Longest sleep on a condition variable before re-reading the head anyway. */
 #define CFEED_CV_SAFETY_MS		1000
 
+/*
+ * How long a wait on a hot standby tolerates a recovery conflict that was
+ * already there when it began before it ends anyway.
+ */
+#define CFEED_CONFLICT_GRACE_MS	100
+
 /* The range both plans read, $1 feed, $2 shard, $3 cursor, $4 max_count. */
 #define READ_RANGE \
 	"WHERE c.feed_id = $1 AND c.shard = $2 AND c.change_sequence_number > $3 " \
@@ -84,13 +90,18 @@ check_nonnegative(int32 value, const char *argname)
  *		returns the last head seen.  With the preload (and not in recovery)
  *		it sleeps on the shard's condition variable, which every sweep
  *		broadcasts after commit; otherwise it re-reads the head every
- *		cfeed.poll_interval.  Cancellable; shows wait_event_type Extension.
+ *		cfeed.poll_interval.  On a hot standby it also returns early when
+ *		replay starts waiting for a recovery conflict (replication.c).
+ *		Cancellable; shows wait_event_type Extension.
  */
 int64
 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	ConditionVariable *cv = RecoveryInProgress() ? NULL : cfeed_wait_bucket(feed_id, shard);
+	TimestampTz started = GetCurrentTimestamp();
+	TimestampTz deadline = TimestampTzPlusMilliseconds(started, timeout_ms);
+	bool		standby = RecoveryInProgress();
+	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
+	XLogRecPtr	old_conflict = standby ? cfeed_recovery_conflict_lsn() : InvalidXLogRecPtr;
 	CfeedShard	sh;
 
 	if (cv != NULL)
@@ -109,6 +120,25 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
+
+		/*
+		 * On a standby, replay may be waiting for this statement's snapshot
+		 * (or locks): end the wait, as if timed out, when a recovery
+		 * conflict began during it.  One that was there when it began may
+		 * have listed this statement just before (the startup process lists
+		 * the conflicting transactions, then waits): end the wait too if it
+		 * lasts, after a grace period that keeps a conflict with another
+		 * query from making waiters spin.
+		 */
+		if (standby)
+		{
+			XLogRecPtr	conflict = cfeed_recovery_conflict_lsn();
+
+			if (!XLogRecPtrIsInvalid(conflict) &&
+				(conflict != old_conflict ||
+				 cfeed_ms_until(started, GetCurrentTimestamp()) >= CFEED_CONFLICT_GRACE_MS))
+				break;
+		}
 		if (cv != NULL)
 			(void) ConditionVariableTimedSleep(cv, Min(remaining, CFEED_CV_SAFETY_MS),
 											   cfeed_wait_event(CFEED_WAIT_READ));
@@ -284,8 +314,40 @@ cfeed_wait(PG_FUNCTION_ARGS)
 }
 
 /*
+ * read_snapshot
+ *		The snapshot head and cursor_at read: the transaction's in REPEATABLE
+ *		READ and SERIALIZABLE, so that they agree with what the transaction
+ *		reads; else the latest (in READ COMMITTED every statement sees a
+ *		newer one anyway).  Registered: unregister it.
+ */
+static Snapshot
+read_snapshot(void)
+{
+	return RegisterSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
+}
+
+/*
+ * shard_as_of_transaction
+ *		Re-read a shard (found with a fresh snapshot) as of the transaction's
+ *		snapshot: 42704 if the transaction cannot see it yet.
+ */
+static void
+shard_as_of_transaction(CfeedShard *sh)
+{
+	Snapshot	snapshot = read_snapshot();
+
+	if (!cfeed_shard_fetch(sh->feed_id, sh->shard, snapshot, true, sh))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("shard %d of feed %d does not exist", sh->shard, sh->feed_id),
+				 errdetail("It was created after this transaction's snapshot was taken.")));
+	UnregisterSnapshot(snapshot);
+}
+
+/*
  * cfeed_head
- *		SQL: cfeed.head(feed_id, shard) returns bigint.
+ *		SQL: cfeed.head(feed_id, shard) returns bigint, as of the transaction
+ *		in REPEATABLE READ and SERIALIZABLE, else as of now.
  */
 Datum
 cfeed_head(PG_FUNCTION_ARGS)
@@ -297,6 +359,8 @@ cfeed_head(PG_FUNCTION_ARGS)
 	cfeed_check_select("shard");
 	cfeed_check_read(PG_GETARG_INT32(0));
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
+	if (IsolationUsesXactSnapshot())
+		shard_as_of_transaction(&sh);
 	PG_RETURN_INT64(sh.last_number);
 }
 
@@ -396,7 +460,7 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
 	cfeed_check_select("change");
 
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	snapshot = read_snapshot();
 	if (!cfeed_shard_fetch(sh.feed_id, sh.shard, snapshot, true, &sh))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

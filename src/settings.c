@@ -78,6 +78,13 @@ cfeed_define_settings(bool preload)
 							10000, 100, 86400000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+	DefineCustomEnumVariable("cfeed.sweep_synchronous_commit",
+							 "Sets the synchronous_commit level of the transactions that stamp changes.",
+							 "Applies to the stamping transaction only, whatever synchronous_commit says; off is not allowed (a stamp is durable before it is visible).",
+							 &cfeed_sweep_synchronous_commit,
+							 CFEED_SYNC_ON, cfeed_sync_commit_options,
+							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
 	DefineCustomIntVariable("cfeed.poll_interval",
 							"Sets how often a waiting reader re-reads a shard's head when no sweeper can wake it.",
 							"Used without shared_preload_libraries and on hot standbys.",

@@ -34,8 +34,11 @@
  *				the next watermark
  *	 number		per shard in change_id order, on from the shard's head as of
  *				the snapshot
- *	 write		the numbers and stamped_at (stamp.c); the commit is forced
- *				synchronous, so a stamp is on disk before a reader can see it
+ *	 write		the numbers and stamped_at (stamp.c), after a new feed
+ *				epoch is recorded if this is the first stamp on this timeline;
+ *				the commit is forced synchronous at
+ *				cfeed.sweep_synchronous_commit (replication.c), so a stamp is
+ *				on disk (and on a synchronous standby) before a reader can see it
  *	 announce	the result per shard, the readers' wake-up at commit
  *				(shmem.c) and a NOTIFY of each longpoll shard's new head on
  *				channel cfeed_<feed_id>_<shard>
@@ -462,8 +465,9 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 	if (s.nchanges > 0)
 	{
 		sweep_number(&s);
+		cfeed_epoch_begin();
 		cfeed_stamp(s.changerel, s.changes, s.nchanges, s.now, s.snapshot);
-		ForceSyncCommit();
+		cfeed_stamp_commit_level();
 	}
 	UnregisterSnapshot(s.snapshot);
 	table_close(s.changerel, NoLock);

@@ -33,9 +33,10 @@ is(sha256_hex(slurp_file($released)),
 is($node->safe_psql('postgres', q{
 	SELECT string_agg(source || '>' || target, ',' ORDER BY source, target)
 	FROM pg_extension_update_paths('cfeed') WHERE path IS NOT NULL}),
-	'1.0>1.1,1.0>1.2,1.0>1.3,1.0>1.4,1.1>1.2,1.1>1.3,1.1>1.4,1.2>1.3,1.2>1.4,1.3>1.4', 'update paths 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4');
+	'1.0>1.1,1.0>1.2,1.0>1.3,1.0>1.4,1.0>1.5,1.1>1.2,1.1>1.3,1.1>1.4,1.1>1.5,1.2>1.3,1.2>1.4,1.2>1.5,1.3>1.4,1.3>1.5,1.4>1.5',
+	'update paths 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 -> 1.5');
 is($node->safe_psql('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'cfeed'}),
-	'1.4', 'default version is 1.4');
+	'1.5', 'default version is 1.5');
 
 # How a tracked row's change was written: from 1.2 on, directly, holding one
 # lock on the feed's shards (advisory, field 4 0x6368) instead of the shard
@@ -94,8 +95,8 @@ $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f'
 	'pg_dump of a 1.0 database');
 
 $node->safe_psql('old', 'ALTER EXTENSION cfeed UPDATE');
-is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.4',
-	'ALTER EXTENSION cfeed UPDATE reaches 1.4');
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.5',
+	'ALTER EXTENSION cfeed UPDATE reaches 1.5');
 is($node->safe_psql('old', $shard_locks), '1', '1.3: tracked changes are written directly, under one lock for the feed\'s shards (both shards written)');
 
 # Object for object the same as a fresh install: members, definitions,
@@ -180,8 +181,8 @@ like($err, qr/22023: group_name must be at most 200 characters, got 201/,
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored', $dump ],
 	'pg_restore of the 1.0 dump');
-is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.4',
-	'the restored database runs 1.4');
+is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.5',
+	'the restored database runs 1.5');
 ok(images_read_back('restored', 1), 'the restored images of 1.0 read back');
 $node->safe_psql('restored', q{INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g});
 ok(wait_all_stamped($node, 'restored'), 'the restored database sweeps on');

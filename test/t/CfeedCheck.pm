@@ -8,9 +8,36 @@ package CfeedCheck;
 use strict;
 use warnings;
 use Test::More;
+use PostgreSQL::Test::Cluster;
 use Exporter 'import';
 
-our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script);
+our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script cfeed_node cfeed_standby);
+
+# A started node with cfeed preloaded (init options as for init, extra
+# postgresql.conf lines in $conf).
+sub cfeed_node
+{
+	my ($name, $conf, %init) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(%init);
+	$node->append_conf('postgresql.conf', "shared_preload_libraries = 'cfeed'\n" . ($conf // ''));
+	$node->start;
+	return $node;
+}
+
+# A started streaming standby of $primary, from a new backup, with cfeed
+# preloaded (extra postgresql.conf lines in $conf), caught up.
+sub cfeed_standby
+{
+	my ($primary, $name, $conf) = @_;
+	$primary->backup("${name}_backup");
+	my $standby = PostgreSQL::Test::Cluster->new($name);
+	$standby->init_from_backup($primary, "${name}_backup", has_streaming => 1);
+	$standby->append_conf('postgresql.conf', "shared_preload_libraries = 'cfeed'\n" . ($conf // ''));
+	$standby->start;
+	$primary->wait_for_catchup($standby);
+	return $standby;
+}
 
 # Create the truth table that writers fill in their own transactions.
 sub setup_truth

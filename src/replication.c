@@ -1,0 +1,248 @@
+/*-------------------------------------------------------------------------
+ *
+ * replication.c
+ *	  cfeed on PostgreSQL's replication: how stamps survive a failover, how
+ *	  a consumer recognises one that lost some, and how a waiting reader on
+ *	  a hot standby keeps out of replay's way (docs/replication.md).
+ *
+ *	  Stamping transactions commit at cfeed.sweep_synchronous_commit (a
+ *	  level of synchronous_commit, default on, never off), set for that
+ *	  transaction only: with synchronous_standby_names, a stamp becomes
+ *	  visible only once a synchronous standby has it, while the
+ *	  application's writers keep their own synchronous_commit (a writer's
+ *	  commit precedes the stamp of its change in the WAL, so a stamp that
+ *	  reached the standby brings its change along).
+ *
+ *	  Feed epochs (1.5): the first sweep that stamps on a new server
+ *	  timeline (after a promotion or a point-in-time recovery) or in another
+ *	  cluster or database (a restored dump) records, before its stamps, a
+ *	  new row in cfeed.epoch and every shard's head in cfeed.epoch_head
+ *	  (idle sweeps write nothing).  Epoch numbers grow with time, across
+ *	  clusters too (the tables are not dumped).  Those
+ *	  heads are the prefix the new timeline shares with the old one: a
+ *	  stamp above one of them may have been lost, and its number issued
+ *	  again.  cfeed.resume_cursor() turns a cursor saved under an older
+ *	  epoch into a safe one: unchanged when it is at or below every later
+ *	  epoch's head (always so after a synchronous failover), else that head.
+ *
+ *	  Hot standby waits: a wait holds its statement's snapshot, which the
+ *	  replay of the cleanup of stamped changes' old versions conflicts with
+ *	  (the startup process then waits up to max_standby_streaming_delay and
+ *	  cancels it).  So a wait on a standby ends early, as if timed out, once
+ *	  the startup process waits for a recovery conflict that began during
+ *	  the wait; the caller polls again with a new snapshot.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "access/xlogrecovery.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/proc.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+
+#include "cfeed.h"
+
+/* synchronous_commit levels a stamping transaction may use (never off). */
+const struct config_enum_entry cfeed_sync_commit_options[] = {
+	{"local", CFEED_SYNC_LOCAL, false},
+	{"remote_write", CFEED_SYNC_REMOTE_WRITE, false},
+	{"on", CFEED_SYNC_ON, false},
+	{"remote_apply", CFEED_SYNC_REMOTE_APPLY, false},
+	{NULL, 0, false}
+};
+
+int			cfeed_sweep_synchronous_commit = CFEED_SYNC_ON;
+
+/* The (cluster, timeline, epoch table) whose epoch this backend has seen. */
+static uint64 epoch_seen_system = 0;
+static TimeLineID epoch_seen_timeline = 0;
+static Oid	epoch_seen_relid = InvalidOid;
+
+static SPIPlanPtr epoch_find_plan = NULL;
+static SPIPlanPtr epoch_begin_plan = NULL;
+
+PG_FUNCTION_INFO_V1(cfeed_epoch);
+PG_FUNCTION_INFO_V1(cfeed_resume_cursor);
+
+/*
+ * cfeed_stamp_commit_level
+ *		Make the current (stamping) transaction commit synchronously, at
+ *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says;
+ *		the setting ends with the transaction.
+ */
+void
+cfeed_stamp_commit_level(void)
+{
+	const struct config_enum_entry *e;
+
+	for (e = cfeed_sync_commit_options; e->name != NULL; e++)
+		if (e->val == cfeed_sweep_synchronous_commit)
+			break;
+	(void) set_config_option("synchronous_commit", e->name, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	ForceSyncCommit();
+}
+
+/*
+ * cfeed_epoch_begin
+ *		Before a sweep stamps: when this (cluster, timeline, database) has no
+ *		epoch yet, record one with every shard's head.  Concurrent sweeps of
+ *		other groups wait for the first one's row (the unique key) and then
+ *		find it.  A database still at a version without cfeed.epoch has none.
+ *		Runs as the extension's owner (the sweep's user).
+ */
+void
+cfeed_epoch_begin(void)
+{
+	uint64		system = GetSystemIdentifier();
+	TimeLineID	timeline = GetWALInsertionTimeLine();
+	Oid			relid = get_relname_relid("epoch", cfeed_schema_oid(false));
+	Oid			types[3] = {INT8OID, INT4OID, OIDOID};
+	Datum		values[3];
+	int			spi_level;
+
+	if (!OidIsValid(relid) ||
+		(system == epoch_seen_system && timeline == epoch_seen_timeline && relid == epoch_seen_relid))
+		return;
+
+	values[0] = Int64GetDatum((int64) system);
+	values[1] = Int32GetDatum((int32) timeline);
+	values[2] = ObjectIdGetDatum(MyDatabaseId);
+	spi_level = cfeed_spi_connect();
+	(void) cfeed_spi_plan(&epoch_find_plan,
+						  "SELECT 1 FROM cfeed.epoch WHERE system_identifier = $1 "
+						  "AND timeline = $2 AND database = $3", 3, types);
+	(void) cfeed_spi_run(&epoch_find_plan, values, SPI_OK_SELECT, "the epoch lookup");
+	if (SPI_processed > 0)
+	{
+		/* committed before this sweep began: remember it */
+		epoch_seen_system = system;
+		epoch_seen_timeline = timeline;
+		epoch_seen_relid = relid;
+	}
+	else
+	{
+		(void) cfeed_spi_plan(&epoch_begin_plan,
+							  "WITH e AS (INSERT INTO cfeed.epoch (epoch, system_identifier, timeline, database) "
+							  "SELECT GREATEST(pg_catalog.max(epoch) + 1, "
+							  "(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), "
+							  "$1, $2, $3 FROM cfeed.epoch "
+							  "ON CONFLICT DO NOTHING RETURNING epoch) "
+							  "INSERT INTO cfeed.epoch_head (epoch, feed_id, shard, head) "
+							  "SELECT e.epoch, s.feed_id, s.shard, s.last_change_sequence_number "
+							  "FROM e, cfeed.shard s", 3, types);
+		(void) cfeed_spi_run(&epoch_begin_plan, values, SPI_OK_INSERT, "recording a new epoch");
+	}
+	cfeed_spi_finish(spi_level);
+}
+
+/*
+ * epoch_query
+ *		Run one query about epochs as the extension's owner (the epoch tables
+ *		are the owner's; the callers have checked the caller's read access)
+ *		and return its single bigint result, or null_value when NULL.
+ */
+static int64
+epoch_query(const char *sql, int nargs, Oid *types, Datum *values, int64 null_value)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			spi_level;
+	bool		isnull;
+	int64		result = null_value;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	spi_level = cfeed_spi_connect();
+	if (SPI_execute_with_args(sql, nargs, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed: epoch query failed");
+	if (SPI_processed > 0)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			result = DatumGetInt64(d);
+	}
+	cfeed_spi_finish(spi_level);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	return result;
+}
+
+/*
+ * cfeed_epoch
+ *		SQL (1.5): cfeed.epoch() returns bigint: the latest feed epoch of
+ *		this database (0 before its first sweep).  Save it with a cursor.
+ */
+Datum
+cfeed_epoch(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(epoch_query("SELECT pg_catalog.max(epoch) FROM cfeed.epoch", 0, NULL, NULL, 0));
+}
+
+/*
+ * cfeed_resume_cursor
+ *		SQL (1.5): cfeed.resume_cursor(feed_id, shard, cursor, epoch) returns
+ *		bigint: where a reader whose cursor was saved under epoch may go on
+ *		reading: the cursor, or, when a later epoch began below it (a
+ *		failover that lost stamps at or below the cursor), the lowest such
+ *		epoch's head.  A NULL cursor (from the beginning) stays NULL.
+ */
+Datum
+cfeed_resume_cursor(PG_FUNCTION_ARGS)
+{
+	CfeedShard	sh;
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		values[3];
+	int64		fork;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shard");
+	cfeed_require_arg(fcinfo, 3, "epoch");
+	cfeed_check_select("shard");
+	cfeed_check_read(PG_GETARG_INT32(0));
+	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
+	if (PG_ARGISNULL(2))
+		PG_RETURN_NULL();
+
+	values[0] = Int32GetDatum(sh.feed_id);
+	values[1] = Int32GetDatum(sh.shard);
+	values[2] = PG_GETARG_DATUM(3);
+	fork = epoch_query("SELECT pg_catalog.min(head) FROM cfeed.epoch_head "
+					   "WHERE feed_id = $1 AND shard = $2 AND epoch > $3",
+					   3, types, values, PG_INT64_MAX);
+	PG_RETURN_INT64(Min(PG_GETARG_INT64(2), fork));
+}
+
+/*
+ * cfeed_recovery_conflict_lsn
+ *		On a hot standby: when the startup process waits for a recovery
+ *		conflict (a snapshot or a lock held by queries), the position replay
+ *		is stuck at, which identifies the conflict; InvalidXLogRecPtr when it
+ *		does not wait.  The startup process is one of the auxiliary processes,
+ *		whose PGPROCs follow the backends'; its wait event is read unlocked,
+ *		as pg_stat_activity does.
+ */
+XLogRecPtr
+cfeed_recovery_conflict_lsn(void)
+{
+	int			i;
+
+	for (i = 0; i < NUM_AUXILIARY_PROCS; i++)
+	{
+		volatile PGPROC *proc = &ProcGlobal->allProcs[MaxBackends + i];
+		uint32		w = proc->wait_event_info;
+
+		if (proc->pid != 0 &&
+			(w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT || (w & 0xFF000000) == PG_WAIT_LOCK))
+			return GetXLogReplayRecPtr(NULL);
+	}
+	return InvalidXLogRecPtr;
+}

@@ -1,0 +1,163 @@
+# Failover under load (SPEC §6 "Failover", docs/replication.md).
+#
+# Each part: a primary whose application writers commit with
+# synchronous_commit = local (they wait for no standby), a streaming
+# standby, pgbench writers, and a reader on the primary that records every
+# stamp it sees.  Mid-run the standby's WAL receiver is stopped (SIGSTOP), as
+# a standby falling behind; the reader keeps reading; then the primary is
+# killed with SIGKILL, the WAL receiver resumed and the standby promoted.
+#
+# 1. Synchronous standby (synchronous_standby_names names it): the stamping
+#    transactions wait for it (cfeed.sweep_synchronous_commit, default on,
+#    whatever synchronous_commit says), so every stamp the reader saw is on
+#    the promoted standby with the same change and stamped_at, and nothing
+#    is issued twice; the writers were not slowed by the stopped standby; a
+#    cursor from before the failover resumes unchanged (resume_cursor).
+# 2. Asynchronous standby: stamps the reader saw are lost and their numbers
+#    issued again to other changes, and cfeed.resume_cursor recognises the
+#    cursor from before the failover: it rewinds it to the shard's head at
+#    promotion, from which the reader gets the changes of the new timeline.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $NSHARDS = 2;
+
+# Read every shard from its cursor, recording number => "change_id|stamped_at",
+# and with each cursor the epoch read before the read that reached it
+# (docs/replication.md, the consumer procedure).
+sub read_all
+{
+	my ($node, $seen, $cursors, $epochs) = @_;
+	my (undef, $epoch) = $node->psql('postgres', 'SELECT cfeed.epoch()');
+	for my $s (0 .. $NSHARDS - 1)
+	{
+		my $out = $node->safe_psql('postgres', qq{
+			SELECT change_sequence_number, change_id, stamped_at
+			FROM cfeed.read(1, $s, @{[ $cursors->{$s} // 'NULL' ]}, 1000)});
+		for my $line (split /\n/, $out)
+		{
+			my ($n, $id, $at) = split /\|/, $line;
+			$seen->{$s}{$n} = "$id|$at";
+			$cursors->{$s} = $n;
+			$epochs->{$s} = $epoch;
+		}
+	}
+}
+
+# Run one failover; returns (seen stamps, cursors, their epochs, new primary).
+sub failover
+{
+	my ($name, $sync) = @_;
+	my $primary = cfeed_node("${name}_primary",
+		"synchronous_commit = local\n" . ($sync ? "synchronous_standby_names = '${name}_standby'\n" : ''),
+		allows_streaming => 1);
+	$primary->safe_psql('postgres', qq{
+		CREATE EXTENSION cfeed;
+		SELECT cfeed.create_feed('f', $NSHARDS);});
+	setup_truth($primary, 'postgres');
+	# a promoted standby must not wait for a synchronous standby of its own
+	my $standby = cfeed_standby($primary, "${name}_standby", "synchronous_standby_names = ''\n");
+	is($primary->safe_psql('postgres', 'SELECT sync_state FROM pg_stat_replication'),
+		$sync ? 'sync' : 'async', "$name: the standby is " . ($sync ? 'synchronous' : 'asynchronous'));
+
+	my $script = $primary->basedir . '/writer.sql';
+	pgbench_writer_script($script, $NSHARDS);
+	my ($out, $err) = ('', '');
+	my $writers = IPC::Run::start(
+		[ 'pgbench', '-n', '-c', '2', '-j', '2', '-T', '60', '-f', $script,
+		  '-h', $primary->host, '-p', $primary->port, 'postgres' ],
+		'>', \$out, '2>', \$err);
+
+	my (%seen, %cursors, %epochs);
+	my $until = time + 2;
+	read_all($primary, \%seen, \%cursors, \%epochs) while time < $until;
+
+	my $walreceiver = $standby->safe_psql('postgres', 'SELECT pid FROM pg_stat_wal_receiver');
+	kill 'STOP', $walreceiver;
+	my $written = $primary->safe_psql('postgres', 'SELECT count(*) FROM truth');
+	my $before = scalar(map { keys %$_ } values %seen);
+	$until = time + 2;
+	read_all($primary, \%seen, \%cursors, \%epochs) while time < $until;
+	ok($primary->safe_psql('postgres', 'SELECT count(*) FROM truth') > $written + 50,
+		"$name: writers keep committing while the standby is stopped");
+	my $after = scalar(map { keys %$_ } values %seen);
+	note "$name: $before stamps seen before the standby stopped, $after in all";
+
+	$primary->kill9;
+	kill 'CONT', $walreceiver;
+	$writers->kill_kill;
+	$standby->promote;
+	$standby->safe_psql('postgres', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
+	ok(wait_all_stamped($standby, 'postgres'), "$name: the promoted standby stamps what it has");
+	return (\%seen, \%cursors, \%epochs, $standby);
+}
+
+# Stamps the reader saw that the new primary lost or gave another change.
+sub lost_stamps
+{
+	my ($node, $seen) = @_;
+	my $lost = 0;
+	for my $s (keys %$seen)
+	{
+		my %now = map { my ($n, $rest) = split /\|/, $_, 2; ($n => $rest) }
+		  split /\n/, $node->safe_psql('postgres', qq{
+			SELECT change_sequence_number, change_id, stamped_at FROM cfeed.change
+			WHERE feed_id = 1 AND shard = $s AND change_sequence_number IS NOT NULL});
+		$lost += grep { !defined $now{$_} || $now{$_} ne $seen->{$s}{$_} } keys %{ $seen->{$s} };
+	}
+	return $lost;
+}
+
+# 1. Synchronous standby.
+my ($seen, $cursors, $epochs, $node) = failover('sync', 1);
+ok(scalar(keys %{ $seen->{0} }) > 0, 'sync: the reader saw stamps');
+is(lost_stamps($node, $seen), 0,
+	'sync: every stamp the reader saw is on the promoted standby, same change and stamped_at');
+check_invariants($node, 'postgres', 'sync: after promotion');
+ok($node->safe_psql('postgres', 'SELECT cfeed.epoch()') > $epochs->{0}, 'sync: promotion begins a new epoch');
+for my $s (0 .. $NSHARDS - 1)
+{
+	is($node->safe_psql('postgres', "SELECT cfeed.resume_cursor(1, $s, $cursors->{$s}, $epochs->{$s})"),
+		$cursors->{$s}, "sync: shard $s: a cursor from before the failover resumes unchanged");
+}
+$node->stop;
+
+# 2. Asynchronous standby.
+($seen, $cursors, $epochs, $node) = failover('async', 0);
+my $lost = lost_stamps($node, $seen);
+ok($lost > 0, "async: stamps the reader saw are lost ($lost)");
+check_invariants($node, 'postgres', 'async: after promotion');
+my $rewound = 0;
+for my $s (0 .. $NSHARDS - 1)
+{
+	my $resume = $node->safe_psql('postgres',
+		"SELECT cfeed.resume_cursor(1, $s, $cursors->{$s}, $epochs->{$s})");
+	my $fork = $node->safe_psql('postgres', qq{
+		SELECT h.head FROM cfeed.epoch_head h WHERE h.feed_id = 1 AND h.shard = $s
+		AND h.epoch = cfeed.epoch()});
+	$rewound++ if $resume < $cursors->{$s};
+	ok($resume <= $cursors->{$s} && $resume == ($cursors->{$s} < $fork ? $cursors->{$s} : $fork),
+		"async: shard $s: resume_cursor is the cursor or the head at promotion, the lower");
+	# every stamp at or below the resumed cursor is one the reader saw
+	my $differ = 0;
+	for my $line (split /\n/, $node->safe_psql('postgres', qq{
+		SELECT change_sequence_number, change_id, stamped_at FROM cfeed.read(1, $s, NULL, 1000000)
+		WHERE change_sequence_number <= $resume}))
+	{
+		my ($n, $rest) = split /\|/, $line, 2;
+		$differ++ if ($seen->{$s}{$n} // '') ne $rest;
+	}
+	is($differ, 0, "async: shard $s: up to the resumed cursor, the new primary has what the reader saw");
+}
+ok($rewound > 0, 'async: a cursor from before the lossy failover is recognised and rewound');
+$node->stop;
+
+done_testing();

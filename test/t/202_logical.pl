@@ -1,0 +1,132 @@
+# Feeds across clusters by logical replication (docs/replication.md).
+#
+# A publisher and two subscribers, all with the sweeper preloaded; each
+# subscriber first burns a few thousand xids, so that its xid counter is
+# far ahead of the publisher's (the rows a subscriber receives carry the
+# publisher's writer_xid).  pgbench writes to the publisher meanwhile.
+#
+# A. Portable cursors: the publication carries only stamped changes
+#    (FOR TABLE cfeed.change WHERE (change_sequence_number IS NOT NULL),
+#    publish insert and update: an UPDATE that stamps a change reaches the
+#    subscriber as an INSERT of the stamped row).  The subscriber keeps the
+#    publisher's numbers, a gap-checking reader there never sees n+1
+#    without n, a waiter there is woken by the apply, and the subscriber's
+#    sweeper has nothing to do.
+# B. A subscriber that stamps: the publication carries the inserts only;
+#    the subscriber's sweeper numbers every change it receives (its own
+#    numbers): none is left pending (up to 1.4 the subscriber's sweeper
+#    judged the publisher's writer_xid against its own xids and stranded
+#    them).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $NSHARDS = 2;
+my $SETUP = qq{CREATE EXTENSION cfeed; SELECT cfeed.create_feed('f', $NSHARDS);};
+
+my $pub = cfeed_node('publisher', '', allows_streaming => 'logical');
+$pub->safe_psql('postgres', $SETUP);
+setup_truth($pub, 'postgres');
+$pub->safe_psql('postgres', q{
+	CREATE PUBLICATION stamped FOR TABLE cfeed.change
+		WHERE (change_sequence_number IS NOT NULL) WITH (publish = 'insert, update');
+	CREATE PUBLICATION inserts FOR TABLE cfeed.change WITH (publish = 'insert');});
+
+my %sub;
+for my $name ('stamped', 'inserts')
+{
+	my $n = cfeed_node("sub_$name");
+	$n->safe_psql('postgres', $SETUP);
+	# an xid counter far ahead of the publisher's
+	$n->safe_psql('postgres', q{
+		CREATE PROCEDURE burn(n int) LANGUAGE plpgsql AS $$
+		BEGIN FOR i IN 1 .. n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$;});
+	$n->safe_psql('postgres', 'CALL burn(5000)');
+	$sub{$name} = $n;
+}
+
+my $script = $pub->basedir . '/writer.sql';
+pgbench_writer_script($script, $NSHARDS);
+my ($out, $err) = ('', '');
+my $writers = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '2', '-j', '2', '-R', '200', '-T', '8', '-f', $script,
+	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
+	'>', \$out, '2>', \$err);
+sleep 1;
+my $connstr = $pub->connstr . ' dbname=postgres';
+for my $name (keys %sub)
+{
+	$sub{$name}->safe_psql('postgres',
+		"CREATE SUBSCRIPTION s_$name CONNECTION '$connstr' PUBLICATION $name");
+}
+
+# A waiter on the stamped subscriber, and a gap-checking reader there.
+my $s = $sub{stamped};
+$s->poll_query_until('postgres', 'SELECT count(*) > 0 FROM cfeed.change') or die 'nothing replicated';
+my $head = $s->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
+my $started = time;
+my $woke = $s->safe_psql('postgres', "SELECT cfeed.wait(1, 0, $head, 5000)");
+my $wait_ms = (time - $started) * 1000;
+ok($woke > $head, 'a wait on the subscriber is woken by a replicated stamp');
+my $gaps = 0;
+my $reads = 0;
+while ($writers->pumpable)
+{
+	for my $line (split /\n/, $s->safe_psql('postgres', q{
+		SELECT shard, count(*), max(change_sequence_number) - min(change_sequence_number) + 1,
+		       min(change_sequence_number) - min(s.start_sequence_number)
+		FROM cfeed.read(1, 0) r, cfeed.shard s WHERE s.feed_id = 1 AND s.shard = 0 GROUP BY shard
+		UNION ALL
+		SELECT shard, count(*), max(change_sequence_number) - min(change_sequence_number) + 1,
+		       min(change_sequence_number) - min(s.start_sequence_number)
+		FROM cfeed.read(1, 1) r, cfeed.shard s WHERE s.feed_id = 1 AND s.shard = 1 GROUP BY shard}))
+	{
+		my ($shard, $count, $span, $first) = split /\|/, $line;
+		$gaps++ if $count != $span || $first != 1;
+	}
+	$reads++;
+	$writers->pump_nb;
+	usleep(20_000);
+}
+$writers->finish;
+is($gaps, 0, "the subscriber's reader saw gapless prefixes ($reads reads)");
+ok(wait_all_stamped($pub, 'postgres'), 'the publisher stamped everything');
+my $stamped = $pub->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s:%s:%s', shard, change_sequence_number, change_id, stamped_at), ','
+	                  ORDER BY shard, change_sequence_number)
+	FROM cfeed.change WHERE change_sequence_number IS NOT NULL});
+my $total = $pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change');
+
+# A. the publisher's numbers, nothing pending
+$pub->wait_for_catchup('s_stamped');
+is($s->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s:%s:%s', shard, change_sequence_number, change_id, stamped_at), ','
+	                  ORDER BY shard, change_sequence_number)
+	FROM cfeed.change}), $stamped,
+	'stamped-only subscriber: every change with the publisher\'s number, change_id and stamped_at');
+is($s->safe_psql('postgres', 'SELECT string_agg(last_change_sequence_number::text, \',\' ORDER BY shard) FROM cfeed.shard'),
+	$pub->safe_psql('postgres', 'SELECT string_agg(last_change_sequence_number::text, \',\' ORDER BY shard) FROM cfeed.shard'),
+	'stamped-only subscriber: the same heads');
+diag sprintf('subscriber wait woken after %.0f ms', $wait_ms);
+
+# B. the stamping subscriber numbers everything it received
+my $b = $sub{inserts};
+$pub->wait_for_catchup('s_inserts');
+is($b->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change'), $total,
+	'inserts-only subscriber: every change arrived');
+ok($b->poll_query_until('postgres',
+	'SELECT count(*) = 0 FROM cfeed.change WHERE change_sequence_number IS NULL'),
+	'inserts-only subscriber: its sweeper stamped every change it received, none stranded');
+is($b->safe_psql('postgres', q{
+	SELECT count(*) FROM cfeed.shard s WHERE s.last_change_sequence_number <> s.start_sequence_number
+		+ (SELECT count(*) FROM cfeed.change c WHERE c.feed_id = s.feed_id AND c.shard = s.shard)}), '0',
+	'inserts-only subscriber: its numbering is gapless');
+
+done_testing();
