@@ -27,8 +27,13 @@
  * end (with a final cursor), and the next fetch gets 409.
  *
  * Locking: hub_lock protects the shard list, the tails and the waiting
- * list.  The HTTP thread suspends a request (cfeed_hub_wait) and the hub
- * resumes it, both under hub_lock, so a resume never precedes its suspend.
+ * list.  The HTTP thread suspends a request and puts it on the waiting list
+ * under hub_lock (cfeed_hub_wait); the hub takes it off under hub_lock and
+ * resumes it after releasing the lock, so a resume never precedes its
+ * suspend.  Only the HTTP thread takes a libmicrohttpd lock under hub_lock
+ * (in suspend); the hub and pool threads resume without holding hub_lock,
+ * since libmicrohttpd may call back into code that takes hub_lock while it
+ * holds its own locks.
  * Database reads happen outside the lock; a tail reset while a read was
  * under way is detected by its generation number.
  */
@@ -141,12 +146,13 @@ should_wake(ServeReq *req, long long now)
 
 /*
  * wake_waiters
- *		Resume every waiting request that has something to do, or every one
- *		when all is true (hub_lock held).  Returns the earliest time a
- *		remaining waiter is due.
+ *		Take off the waiting list every request that has something to do,
+ *		or every one when all is true (hub_lock held), linking them into
+ *		*woken for resume_woken.  Returns the earliest time a remaining
+ *		waiter is due.
  */
 static long long
-wake_waiters(bool all)
+wake_waiters(bool all, ServeReq **woken)
 {
 	long long	now = cfeed_now_ms();
 	long long	next = now + SERVE_SAFETY_MS;
@@ -159,8 +165,8 @@ wake_waiters(bool all)
 		if (all || should_wake(req, now))
 		{
 			*link = req->next_waiting;
-			req->next_waiting = NULL;
-			MHD_resume_connection(req->conn);
+			req->next_waiting = *woken;
+			*woken = req;
 			continue;
 		}
 		if (req->next_beat_ms < next)
@@ -169,6 +175,44 @@ wake_waiters(bool all)
 			next = req->deadline_ms;
 		link = &req->next_waiting;
 	}
+	return next;
+}
+
+/*
+ * resume_woken
+ *		Resume the requests wake_waiters took off the list, after hub_lock
+ *		is released (libmicrohttpd takes its own locks in resume, and may
+ *		hold them while it calls back into code that takes hub_lock).  They
+ *		stay suspended until then, so none can be freed meanwhile.
+ */
+static void
+resume_woken(ServeReq *woken)
+{
+	while (woken != NULL)
+	{
+		ServeReq   *next = woken->next_waiting;
+
+		woken->next_waiting = NULL;
+		MHD_resume_connection(woken->conn);
+		woken = next;
+	}
+}
+
+/*
+ * wake
+ *		Wake the waiters that have something to do (or all): lock, take,
+ *		unlock, resume.  Returns as wake_waiters.
+ */
+static long long
+wake(bool all)
+{
+	ServeReq   *woken = NULL;
+	long long	next;
+
+	pthread_mutex_lock(&hub_lock);
+	next = wake_waiters(all, &woken);
+	pthread_mutex_unlock(&hub_lock);
+	resume_woken(woken);
 	return next;
 }
 
@@ -330,9 +374,7 @@ cfeed_hub_token_current(const ServeReq *req)
 void
 cfeed_hub_wake_all(void)
 {
-	pthread_mutex_lock(&hub_lock);
-	(void) wake_waiters(true);
-	pthread_mutex_unlock(&hub_lock);
+	(void) wake(true);
 }
 
 /*
@@ -448,10 +490,10 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 		if (h->last > h->head)
 			h->head = h->last;
 		h->based = true;
-		(void) wake_waiters(false);
 	}
 	pthread_mutex_unlock(&hub_lock);
 	PQclear(res);
+	(void) wake(false);
 	return true;
 }
 
@@ -507,10 +549,10 @@ read_new(PGconn *conn, HubShard *h, unsigned gen, long long from)
 				h->head = h->last;
 		}
 		from = h->last;
-		if (rows > 0)
-			(void) wake_waiters(false);
 		pthread_mutex_unlock(&hub_lock);
 		PQclear(res);
+		if (rows > 0)
+			(void) wake(false);
 		if (rows < SERVE_MAX_PAGE)
 			return true;
 	}
@@ -559,13 +601,13 @@ refresh_tokens(PGconn *conn)
 				changed = true;
 			}
 	}
+	pthread_mutex_unlock(&hub_lock);
+	PQclear(res);
 	if (changed)
 	{
 		cfeed_serve_log(LOG_INFO, "hub: the shards of a followed feed changed; ending its FeedAPI streams");
-		(void) wake_waiters(false);
+		(void) wake(false);
 	}
-	pthread_mutex_unlock(&hub_lock);
-	PQclear(res);
 	return true;
 }
 
@@ -797,9 +839,7 @@ hub_main(void *arg)
 		}
 		if (ok)
 			ok = work(conn);
-		pthread_mutex_lock(&hub_lock);
-		next = wake_waiters(false);
-		pthread_mutex_unlock(&hub_lock);
+		next = wake(false);
 		if (next > next_refresh)
 			next = next_refresh;
 		if (next > next_safety)
