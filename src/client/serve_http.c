@@ -175,6 +175,17 @@ parse_request(struct MHD_Connection *conn, ServeReq *req)
 		req->partition = (int) value;
 	}
 
+	if (stream != NULL)
+	{
+		req->stream = true;
+		if (strcmp(stream, "y") == 0)
+			req->stream_ms = 0;
+		else if (cfeed_parse_int64(stream, 0, INT_MAX, &value))
+			req->stream_ms = value > 0 ? value : 1;
+		else
+			return "stream must be a number of milliseconds or y";
+	}
+
 	if (accept != NULL && strstr(accept, "text/event-stream") != NULL)
 	{
 		req->kind = REQ_SSE;
@@ -189,6 +200,8 @@ parse_request(struct MHD_Connection *conn, ServeReq *req)
 		req->kind = REQ_DISCOVERY;
 		return NULL;
 	}
+	if (stream != NULL && hint != NULL)
+		return "pageSizeHint and stream cannot be combined";
 	req->kind = REQ_FETCH;
 	if (token == NULL)
 		return "token is required (FeedAPI v2: call without arguments for discovery; FeedAPI v1 is not served)";
@@ -199,24 +212,12 @@ parse_request(struct MHD_Connection *conn, ServeReq *req)
 		return "partition is required";
 	if (cursor == NULL)
 		return "cursor is required (_first, _last or a cursor from an earlier response)";
-	if (hint != NULL && stream != NULL)
-		return "pageSizeHint and stream cannot be combined";
 	req->page_size = SERVE_DEFAULT_PAGE;
 	if (hint != NULL)
 	{
 		if (!cfeed_parse_int64(hint, 1, INT_MAX, &value))
 			return "pageSizeHint must be a positive integer";
 		req->page_size = value > SERVE_MAX_PAGE ? SERVE_MAX_PAGE : (int) value;
-	}
-	if (stream != NULL)
-	{
-		req->stream = true;
-		if (strcmp(stream, "y") == 0)
-			req->stream_ms = 0;
-		else if (cfeed_parse_int64(stream, 0, INT_MAX, &value))
-			req->stream_ms = value > 0 ? value : 1;
-		else
-			return "stream must be a number of milliseconds or y";
 	}
 	return NULL;
 }
