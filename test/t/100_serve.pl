@@ -303,7 +303,8 @@ like(slurp_file($sgw->{log}), qr/hot standby/, 'standby: the hub waits with cfee
 $sout = '';
 $stream = start_stream("$surl?token=$stok&partition=0&cursor=_first&stream=y", $bob, \$sout);
 usleep(500_000);
-is(stop_gateway($sgw), 0, 'SIGTERM: exit 0');
+stop_gateway($sgw);
+like(slurp_file($sgw->{log}), qr/info: stopped$/m, 'SIGTERM: the gateway stopped cleanly');
 $stream->finish;
 @lines = ndjson($sout);
 is($lines[-1]{cursor}, $data[-1]{number}, 'SIGTERM: the stream ended with its final cursor');

@@ -63,7 +63,7 @@ sub stop_gateway
 	my ($gw) = @_;
 	$gw->{handle}->signal('TERM');
 	$gw->{handle}->finish;
-	return $gw->{handle}->result;
+	return;
 }
 
 # GET with optional token and headers; returns the HTTP::Tiny response.
