@@ -1,7 +1,7 @@
 /*
  * src/client/cfeed.c
  *		Entry point of the `cfeed` command: dispatches to the subcommands
- *		(tail, stat), prints the top-level help and version, and holds the
+ *		(tail, stat, serve), prints the top-level help and version, and holds the
  *		small helpers every subcommand uses (usage errors, integer parsing,
  *		clocks).
  */
@@ -31,6 +31,7 @@ print_help(FILE *out)
 			"Usage:\n"
 			"  cfeed tail --feed NAME|ID [OPTION]...   print a feed as JSON lines, long-polling\n"
 			"  cfeed stat [OPTION]...                  print the cfeed.stats view\n"
+			"  cfeed serve --tokens FILE [OPTION]...   serve feeds over HTTP (FeedAPI v2, SSE)\n"
 			"  cfeed help [COMMAND]                    show help for a command\n"
 			"\n"
 			"Options:\n"
@@ -149,9 +150,13 @@ main(int argc, char **argv)
 			return cfeed_tail_main(2, help_argv);
 		if (strcmp(argv[2], "stat") == 0)
 			return cfeed_stat_main(2, help_argv);
+		if (strcmp(argv[2], "serve") == 0)
+			return cfeed_serve_main(2, help_argv);
 		cfeed_usage_error(NULL, "unknown command \"%s\"", argv[2]);
 	}
 
+	if (strcmp(command, "serve") == 0)
+		return cfeed_serve_main(argc - 1, argv + 1);	/* its own signals */
 	cfeed_install_signal_handlers();
 	if (strcmp(command, "tail") == 0)
 		return cfeed_tail_main(argc - 1, argv + 1);

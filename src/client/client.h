@@ -35,6 +35,7 @@ extern void cfeed_sleep_ms(int ms);
 
 /* conn.c */
 extern PGconn *cfeed_connect(const char *dsn, bool report);
+extern PGconn *cfeed_connect_as(const char *dsn, const char *appname, bool report);
 extern void cfeed_set_cancel(PGconn *conn);
 extern void cfeed_install_signal_handlers(void);
 extern bool cfeed_result_ok(const PGresult *res, ExecStatusType expected);
@@ -42,8 +43,9 @@ extern bool cfeed_connection_lost(PGconn *conn, const PGresult *res);
 extern const char *cfeed_sqlstate(const PGresult *res);
 extern const char *cfeed_error_text(PGconn *conn, const PGresult *res);
 
-/* tail.c, stat.c */
+/* tail.c, stat.c, serve.c */
 extern int	cfeed_tail_main(int argc, char **argv);
 extern int	cfeed_stat_main(int argc, char **argv);
+extern int	cfeed_serve_main(int argc, char **argv);
 
 #endif							/* CFEED_CLIENT_H */

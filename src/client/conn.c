@@ -94,17 +94,17 @@ print_notice(void *arg, const char *message)
 }
 
 /*
- * cfeed_connect
+ * cfeed_connect_as
  *		Connect using dsn (a connection string or URI; NULL = PG* environment
- *		variables only).  application_name defaults to "cfeed" (a DSN that
- *		names one wins; PGAPPNAME does not).  On failure prints the reason
- *		when report is true and returns NULL.
+ *		variables only) with application_name appname (a DSN that names one
+ *		wins; PGAPPNAME does not).  On failure prints the reason when report
+ *		is true and returns NULL.  Signals do not cancel its queries.
  */
 PGconn *
-cfeed_connect(const char *dsn, bool report)
+cfeed_connect_as(const char *dsn, const char *appname, bool report)
 {
 	const char *keywords[] = {"application_name", "dbname", NULL};
-	const char *values[] = {"cfeed", dsn, NULL};
+	const char *values[] = {appname, dsn, NULL};
 	PGconn	   *conn;
 
 	conn = PQconnectdbParams(keywords, values, 1);
@@ -122,7 +122,21 @@ cfeed_connect(const char *dsn, bool report)
 		return NULL;
 	}
 	PQsetNoticeProcessor(conn, print_notice, NULL);
-	cfeed_set_cancel(conn);
+	return conn;
+}
+
+/*
+ * cfeed_connect
+ *		cfeed_connect_as with application_name "cfeed", made the connection
+ *		that SIGINT/SIGTERM cancel.
+ */
+PGconn *
+cfeed_connect(const char *dsn, bool report)
+{
+	PGconn	   *conn = cfeed_connect_as(dsn, "cfeed", report);
+
+	if (conn != NULL)
+		cfeed_set_cancel(conn);
 	return conn;
 }
 

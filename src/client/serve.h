@@ -1,0 +1,249 @@
+/*
+ * src/client/serve.h
+ *		State shared by the files of `cfeed serve`, the HTTP gateway:
+ *		options, requests, the reading pool, the fan-out hub, tokens, metrics
+ *		and logging.
+ *
+ * Threads (docs/serve.md, "How it works"):
+ *	 - libmicrohttpd's one polling thread runs every HTTP callback
+ *	   (serve_http.c, serve_sse.c); it never touches the database;
+ *	 - the reading pool (serve_pool.c): a few threads, each with its own
+ *	   database connection, run the requests' reads (serve_feedapi.c);
+ *	 - the hub (serve_hub.c): one thread and one connection that LISTENs
+ *	   (or waits with cfeed.wait on a hot standby) and reads each new batch
+ *	   of a followed shard once, into a bounded in-memory tail that every
+ *	   streaming client at the head of that shard takes from;
+ *	 - the main thread waits for SIGTERM/SIGINT and shuts down (serve.c).
+ *
+ * Ownership of a ServeReq: the HTTP thread owns it, except while it is
+ * suspended waiting for a pool job (then the pool thread owns it until it
+ * resumes the connection).  The hub only touches req->next_waiting and the
+ * connection's resume, under the hub lock.
+ */
+#ifndef CFEED_SERVE_H
+#define CFEED_SERVE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+#include "client.h"
+
+#define SERVE_DEFAULT_PORT		8080
+#define SERVE_MAX_PAGE			1000	/* largest page of one read */
+#define SERVE_DEFAULT_PAGE		100		/* fetch without pageSizeHint */
+#define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard */
+#define SERVE_NAME_MAX			64
+#define SERVE_SAFETY_MS			5000	/* read followed shards anyway */
+#define SERVE_STANDBY_POLL_MS	50
+
+/* Log levels (--log-level). */
+typedef enum ServeLogLevel
+{
+	LOG_ERROR,
+	LOG_WARNING,
+	LOG_INFO,
+	LOG_DEBUG
+} ServeLogLevel;
+
+/* A feed whose events carry a payload from a relation (--payload). */
+typedef struct ServePayload
+{
+	char		feed[SERVE_NAME_MAX];
+	const char *relation;		/* as given */
+	char	   *quoted;			/* schema.relation, quoted by the server */
+} ServePayload;
+
+/* Options of one `cfeed serve` run. */
+typedef struct ServeOptions
+{
+	const char *dsn;
+	const char *listen_addr;
+	int			port;
+	const char *tokens_file;
+	const char *tls_cert;
+	const char *tls_key;
+	const char *allow_origin;
+	int			readers;
+	int			heartbeat_ms;
+	int			refresh_ms;
+	int			max_age_s;
+	int			shutdown_ms;
+	unsigned int max_clients;
+	ServeLogLevel log_level;
+	ServePayload *payloads;
+	int			npayloads;
+} ServeOptions;
+
+extern ServeOptions cfeed_serve_opts;
+extern atomic_bool cfeed_serve_stopping;
+
+/* A growable byte buffer. */
+typedef struct ServeBuf
+{
+	char	   *data;
+	size_t		len;
+	size_t		cap;
+} ServeBuf;
+
+/* What a token may read (serve_auth.c). */
+typedef struct ServeToken
+{
+	char	   *secret;
+	char	   *label;			/* logged instead of the secret */
+	bool		all_feeds;
+	char	  **feeds;
+	int			nfeeds;
+} ServeToken;
+
+/* The feed a request is about, as looked up by a pool thread. */
+typedef struct ServeFeed
+{
+	char		name[SERVE_NAME_MAX];
+	int			feed_id;
+	bool		has_retention;
+	char		token[40];		/* FeedAPI token: changes with the shards */
+	int			nshards;
+	int		   *shards;
+	long long  *heads;			/* each shard's head when looked up */
+} ServeFeed;
+
+/* Position of a request in one shard. */
+typedef struct ServeCursor
+{
+	int			shard;
+	bool		known;			/* false: from the beginning (_first) */
+	long long	number;			/* last number delivered */
+	struct HubShard *hub;		/* the hub's tail of this shard */
+} ServeCursor;
+
+typedef enum ServeKind
+{
+	REQ_DISCOVERY,
+	REQ_FETCH,
+	REQ_SSE
+} ServeKind;
+
+typedef enum ServeJob
+{
+	JOB_NONE,
+	JOB_START,					/* look up the feed, check, first read */
+	JOB_CATCH_UP				/* a streaming request behind the tail */
+} ServeJob;
+
+/* One HTTP request to /feeds/<name>. */
+typedef struct ServeReq
+{
+	struct MHD_Connection *conn;
+	ServeKind	kind;
+	char		feed_name[SERVE_NAME_MAX];
+	const ServeToken *token;
+
+	/* request parameters */
+	char		api_token[40];
+	char		cursor_arg[24];	/* _first, _last or a number */
+	char	   *last_event_id;	/* SSE resume position, or NULL */
+	bool		all_shards;		/* SSE without partition= */
+	int			partition;
+	int			page_size;
+	bool		stream;
+	long long	stream_ms;		/* 0 = forever (stream=y) */
+	bool		immutable_ok;	/* a fixed page: may be cached */
+
+	/* results of the start job */
+	ServeJob	job;
+	int			status;			/* 0 until decided */
+	ServeFeed	feed;
+	bool		cacheable;
+	int			ncursors;
+	ServeCursor *cursors;
+	int			catch_up;		/* index of the cursor behind the tail */
+
+	/* streaming */
+	bool		queued;			/* the response is queued */
+	bool		closing;		/* end the stream (after a final cursor) */
+	bool		finished;		/* nothing more to produce */
+	long long	deadline_ms;	/* end of stream=<ms>, 0 = none */
+	long long	next_beat_ms;
+	long long	started_ms;
+	ServeBuf	out;			/* bytes not yet handed to MHD */
+	size_t		out_off;
+	struct ServeReq *next_waiting;	/* waiting in the hub (hub lock) */
+} ServeReq;
+
+/* serve.c */
+extern void cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
+			__attribute__((format(printf, 2, 3)));
+extern void cfeed_serve_oom(void) __attribute__((noreturn));
+extern void *cfeed_serve_alloc(size_t size);
+extern char *cfeed_serve_strdup(const char *s);
+extern void cfeed_buf_append(ServeBuf *b, const char *data, size_t len);
+extern void cfeed_buf_printf(ServeBuf *b, const char *fmt,...)
+			__attribute__((format(printf, 2, 3)));
+extern void cfeed_buf_reset(ServeBuf *b);
+extern const ServePayload *cfeed_serve_payload(const char *feed);
+
+/* serve_http.c */
+extern struct MHD_Daemon *cfeed_http_start(void);
+extern void cfeed_http_resume(ServeReq *req);
+extern int	cfeed_http_active(void);
+
+/* serve_auth.c */
+extern void cfeed_auth_load(const char *path);
+extern const ServeToken *cfeed_auth_lookup(const char *secret);
+extern bool cfeed_auth_anonymous(void);
+extern bool cfeed_auth_may_read(const ServeToken *token, const char *feed);
+
+/* serve_pool.c */
+extern void cfeed_pool_start(int nthreads);
+extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
+extern void cfeed_pool_stop(void);
+extern PGconn *cfeed_serve_connect(const char *who);
+
+/* serve_feedapi.c */
+extern void cfeed_feedapi_run(PGconn **conn, ServeReq *req);
+extern void cfeed_feedapi_error(ServeReq *req, int status, const char *error,
+								const char *detail);
+extern void cfeed_feedapi_token(int feed_id, const char *shard_list,
+								char *token, size_t size);
+extern char *cfeed_feedapi_read_sql(const char *feed);
+extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
+
+/* serve_stream.c */
+extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+extern void cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
+							   long long stamped_ms, const char *json, size_t len,
+							   bool live);
+extern void cfeed_stream_cursor(ServeReq *req);
+extern void cfeed_stream_position(ServeReq *req);
+extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
+
+/* serve_hub.c */
+typedef enum HubTake
+{
+	HUB_TOOK,					/* events were added to req->out */
+	HUB_BEHIND,					/* cursor below the tail: catch up */
+	HUB_NOTHING					/* at the head */
+} HubTake;
+extern void cfeed_hub_start(void);
+extern void cfeed_hub_stop(void);
+extern void cfeed_hub_follow(const ServeFeed *feed, ServeCursor *c);
+extern void cfeed_hub_unfollow(ServeCursor *c);
+extern HubTake cfeed_hub_take(ServeReq *req, ServeCursor *c);
+extern bool cfeed_hub_wait(ServeReq *req);
+extern void cfeed_hub_forget(ServeReq *req);
+extern bool cfeed_hub_token_current(const ServeReq *req);
+extern void cfeed_hub_wake_all(void);
+extern bool cfeed_hub_healthy(void);
+extern void cfeed_hub_metrics(ServeBuf *b);
+
+/* serve_metrics.c */
+extern atomic_long cfeed_metric_clients;
+extern atomic_long cfeed_metric_events;
+extern atomic_long cfeed_metric_requests;
+extern void cfeed_metrics_latency(long long stamped_ms);
+extern void cfeed_metrics_render(ServeBuf *b);
+
+#endif							/* CFEED_SERVE_H */

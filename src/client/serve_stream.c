@@ -1,0 +1,267 @@
+/*
+ * src/client/serve_stream.c
+ *		The body of a feed response: NDJSON lines for FeedAPI
+ *		({"data": ...} and {"cursor": "..."}), Server-Sent Events for
+ *		browsers, and the content reader that libmicrohttpd calls for a
+ *		streaming response (stream=<ms>|y, or SSE).
+ *
+ * The content reader runs on the HTTP thread and never blocks: it hands
+ * out what is buffered, takes new events from the hub's in-memory tail of
+ * each followed shard, sends a catch-up read to the pool when a cursor is
+ * below the tail, and otherwise suspends the connection in the hub, which
+ * resumes it when a followed shard gets new events, when a heartbeat or
+ * the stream's end is due, or at shutdown.  Ending a FeedAPI stream always
+ * writes a final cursor line.
+ *
+ * SSE ids: with partition=N the id is the number; without, every shard is
+ * streamed and the id lists "shard:number" for each shard with a position
+ * (comma-separated).  A Last-Event-ID in that form resumes each listed shard
+ * after its number and the others from the beginning, so nothing is
+ * skipped or repeated.  The stream starts with an event that has an id and
+ * no data: browsers then know the starting position without an event
+ * being dispatched.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+
+/*
+ * append_sse_id
+ *		Append req's current SSE id (see the file header) to b.
+ */
+static void
+append_sse_id(ServeReq *req, ServeBuf *b)
+{
+	bool		first = true;
+
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		ServeCursor *c = &req->cursors[i];
+
+		if (!c->known)
+			continue;
+		if (req->all_shards)
+			cfeed_buf_printf(b, "%s%d:%lld", first ? "" : ",", c->shard, c->number);
+		else
+			cfeed_buf_printf(b, "%lld", c->number);
+		first = false;
+	}
+}
+
+/*
+ * cfeed_sse_parse_id
+ *		Resume req's cursors from a Last-Event-ID (see the file header).
+ *		False when it is malformed or names a shard the request does not
+ *		read.
+ */
+bool
+cfeed_sse_parse_id(ServeReq *req, const char *id)
+{
+	char	   *copy;
+	char	   *save = NULL;
+	bool		ok = true;
+
+	if (*id == '\0')
+		return true;
+	if (!req->all_shards)
+	{
+		req->cursors[0].known = cfeed_parse_int64(id, 0, LLONG_MAX, &req->cursors[0].number);
+		return req->cursors[0].known;
+	}
+	for (int i = 0; i < req->ncursors; i++)
+		req->cursors[i].known = false;
+	copy = cfeed_serve_strdup(id);
+	for (char *part = strtok_r(copy, ",", &save); part && ok; part = strtok_r(NULL, ",", &save))
+	{
+		char	   *colon = strchr(part, ':');
+		long long	shard;
+		long long	number;
+		int			i;
+
+		ok = false;
+		if (colon == NULL)
+			break;
+		*colon = '\0';
+		if (!cfeed_parse_int64(part, 0, INT_MAX, &shard) ||
+			!cfeed_parse_int64(colon + 1, 0, LLONG_MAX, &number))
+			break;
+		for (i = 0; i < req->ncursors; i++)
+			if (req->cursors[i].shard == shard)
+				break;
+		if (i == req->ncursors)
+			break;
+		req->cursors[i].known = true;
+		req->cursors[i].number = number;
+		ok = true;
+	}
+	free(copy);
+	return ok;
+}
+
+/*
+ * cfeed_stream_event
+ *		Append one event (json: the event object) to req's output, framed
+ *		for the request's kind, and advance cursor c to number.  live: it
+ *		comes from the hub's tail (it then counts in the latency histogram).
+ */
+void
+cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
+				   long long stamped_ms, const char *json, size_t len, bool live)
+{
+	c->known = true;
+	c->number = number;
+	if (req->kind == REQ_SSE)
+	{
+		cfeed_buf_append(&req->out, "id: ", 4);
+		append_sse_id(req, &req->out);
+		cfeed_buf_append(&req->out, "\ndata: ", 7);
+		cfeed_buf_append(&req->out, json, len);
+		cfeed_buf_append(&req->out, "\n\n", 2);
+	}
+	else
+	{
+		cfeed_buf_append(&req->out, "{\"data\":", 8);
+		cfeed_buf_append(&req->out, json, len);
+		cfeed_buf_append(&req->out, "}\n", 2);
+	}
+	atomic_fetch_add(&cfeed_metric_events, 1);
+	if (live)
+		cfeed_metrics_latency(stamped_ms);
+}
+
+/*
+ * cfeed_stream_cursor
+ *		Append a FeedAPI checkpoint line with the cursor of the request's
+ *		partition ("_first" while nothing has been read from the beginning).
+ *		Nothing for SSE, whose events carry their ids.
+ */
+void
+cfeed_stream_cursor(ServeReq *req)
+{
+	ServeCursor *c = &req->cursors[0];
+
+	if (req->kind != REQ_FETCH)
+		return;
+	if (c->known)
+		cfeed_buf_printf(&req->out, "{\"cursor\":\"%lld\"}\n", c->number);
+	else
+		cfeed_buf_printf(&req->out, "{\"cursor\":\"_first\"}\n");
+}
+
+/*
+ * cfeed_stream_position
+ *		Start an SSE stream: the reconnection delay and an id-only event
+ *		with the starting position.
+ */
+void
+cfeed_stream_position(ServeReq *req)
+{
+	cfeed_buf_printf(&req->out, "retry: 1000\nid: ");
+	append_sse_id(req, &req->out);
+	cfeed_buf_append(&req->out, "\n\n", 2);
+}
+
+/*
+ * heartbeat
+ *		Something to send on an idle stream, so that proxies keep it open
+ *		and a vanished client is noticed: a cursor line, or an SSE comment.
+ */
+static void
+heartbeat(ServeReq *req)
+{
+	if (req->kind == REQ_SSE)
+		cfeed_buf_append(&req->out, ":\n\n", 3);
+	else
+		cfeed_stream_cursor(req);
+}
+
+/*
+ * produce
+ *		Fill req->out with what the stream has next.  Returns false when the
+ *		request is now suspended (waiting in the hub or for a catch-up read).
+ */
+static bool
+produce(ServeReq *req)
+{
+	long long	now = cfeed_now_ms();
+	bool		took = false;
+
+	if (req->closing || atomic_load(&cfeed_serve_stopping) ||
+		(req->deadline_ms > 0 && now >= req->deadline_ms) ||
+		(req->kind == REQ_FETCH && !cfeed_hub_token_current(req)))
+	{
+		cfeed_stream_cursor(req);
+		req->finished = true;
+		return true;
+	}
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		switch (cfeed_hub_take(req, &req->cursors[i]))
+		{
+			case HUB_BEHIND:
+				req->catch_up = i;
+				MHD_suspend_connection(req->conn);
+				cfeed_pool_submit(req, JOB_CATCH_UP);
+				return false;
+			case HUB_TOOK:
+				took = true;
+				break;
+			case HUB_NOTHING:
+				break;
+		}
+	}
+	if (took)
+	{
+		cfeed_stream_cursor(req);
+		req->next_beat_ms = now + cfeed_serve_opts.heartbeat_ms;
+		return true;
+	}
+	if (now >= req->next_beat_ms)
+	{
+		heartbeat(req);
+		req->next_beat_ms = now + cfeed_serve_opts.heartbeat_ms;
+		return true;
+	}
+	return !cfeed_hub_wait(req);
+}
+
+/*
+ * cfeed_stream_read
+ *		libmicrohttpd's content reader of a streaming response (cls is the
+ *		ServeReq).  Returns bytes copied, 0 after suspending the connection,
+ *		or the end of the stream.
+ */
+ssize_t
+cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	ServeReq   *req = cls;
+
+	(void) pos;
+	for (;;)
+	{
+		if (req->out_off < req->out.len)
+		{
+			size_t		n = req->out.len - req->out_off;
+
+			if (n > max)
+				n = max;
+			memcpy(buf, req->out.data + req->out_off, n);
+			req->out_off += n;
+			if (req->out_off == req->out.len)
+			{
+				cfeed_buf_reset(&req->out);
+				req->out_off = 0;
+			}
+			return (ssize_t) n;
+		}
+		if (req->finished)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (!produce(req))
+			return 0;
+	}
+}

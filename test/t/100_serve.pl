@@ -1,0 +1,312 @@
+# test/t/100_serve.pl
+#
+# `cfeed serve` (src/client/serve*.c): every FeedAPI v2 call and error
+# (discovery, fetch with _first/_last/a number, pageSizeHint, stream, 400,
+# 401, 403, 404, 409, 410), immutable pages, payload attachment, a consumer
+# that follows the spec's client rules under concurrent writers with aborts,
+# SSE and its resume after a gateway restart, graceful shutdown with a final
+# cursor, the gateway role's own read grants, serving from a hot standby,
+# /healthz and /metrics.
+
+use strict;
+use warnings;
+
+use JSON::PP;
+use IPC::Run qw(start);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use lib 'test/t';
+use ServeHelper;
+
+plan skip_all => 'cfeed command not built' unless -x cfeed_binary();
+
+my $node = PostgreSQL::Test::Cluster->new('serve');
+$node->init(allows_streaming => 1);
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'cfeed'\n");
+$node->start;
+$node->safe_psql('postgres', q{
+	create extension cfeed;
+	select cfeed.create_feed('orders', 2, 1);
+	select cfeed.create_feed('other', 1, 2);
+	select cfeed.create_feed('old', 1, 3);
+	select cfeed.create_feed('plain', 1, 4);
+	create table item (id int primary key, name text);
+	select cfeed.track('item', 1);
+	create table event_body (change_id bigint primary key, body text);
+});
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $alice = 'alice-0123456789abcdef';
+my $bob = 'bob-0123456789abcdefgh';
+open my $fh, '>', "$dir/tokens" or die;
+print $fh "# token feeds label\n$alice orders,old,plain alice\n$bob other bob\n";
+close $fh;
+chmod 0600, "$dir/tokens";
+
+my $dsn = $node->connstr('postgres');
+my $start = 2000000000000000;
+my $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens",
+	args => [ '--payload', 'plain=public.event_body' ]);
+my $url = "$gw->{url}/feeds";
+
+# Wait until every committed change is stamped (the sweeper runs).
+sub wait_stamped
+{
+	$node->poll_query_until('postgres',
+		'select count(*) = 0 from cfeed.change where change_sequence_number is null')
+	  or die 'changes not stamped';
+}
+
+$node->safe_psql('postgres', "insert into item select g, 'n' || g from generate_series(1, 6) g");
+wait_stamped();
+
+# --- discovery
+my $r = http_get("$url/orders", $alice);
+is($r->{status}, 200, 'discovery: 200');
+my $disc = decode_json($r->{content});
+is_deeply([ map { $_->{id} } @{ $disc->{partitions} } ], [ '0', '1' ], 'discovery: partitions are the shards');
+ok($disc->{stream} && $disc->{exactlyOnce}, 'discovery: stream and exactlyOnce');
+my $token = $disc->{token};
+like($token, qr/\S/, 'discovery: a token');
+
+# --- authorization, before anything is read
+is(http_get("$url/orders")->{status}, 401, 'no token: 401');
+like(http_get("$url/orders")->{headers}{'www-authenticate'}, qr/Bearer/, '401 names the Bearer scheme');
+is(http_get("$url/orders", 'not-a-token-at-all-xx')->{status}, 401, 'unknown token: 401');
+is(http_get("$url/orders", $bob)->{status}, 403, 'token for feed other cannot read orders: 403');
+is(http_get("$url/other", $bob)->{status}, 200, 'token for feed other reads other');
+is(http_get("$url/nosuch", $bob)->{status}, 403, 'a feed not granted: 403 whether or not it exists');
+unlike(slurp_file($gw->{log}), qr/\Q$alice\E|\Q$bob\E/, 'tokens never appear in the log');
+
+# --- fetch
+my $f = "$url/orders?token=$token";
+$r = http_get("$f&partition=0&cursor=_first", $alice);
+is($r->{status}, 200, 'fetch _first: 200');
+is($r->{headers}{'content-type'}, 'application/x-ndjson', 'fetch: NDJSON');
+my @lines = ndjson($r->{content});
+my @data = map { $_->{data} } grep { $_->{data} } @lines;
+my $n0 = scalar @data;
+ok($n0 >= 1, "fetch _first: $n0 events of shard 0");
+is_deeply([ map { $_->{number} } @data ], [ map { $start + $_ } 1 .. $n0 ], 'fetch: numbers in order from the start');
+is($data[0]{feed}, 'orders', 'event: feed');
+is($data[0]{shard}, 0, 'event: shard');
+is($data[0]{op}, 'insert', 'event: op');
+is($data[0]{table}, 'public.item', 'event: table');
+ok(defined $data[0]{row}{id} && $data[0]{change_id} && $data[0]{stamped_at}, 'event: row, change_id, stamped_at');
+is($lines[-1]{cursor}, $start + $n0, 'fetch: ends with the cursor of the last event');
+
+$r = http_get("$f&partition=0&cursor=_last", $alice);
+is_deeply([ ndjson($r->{content}) ], [ { cursor => $start + $n0 } ], 'fetch _last: no event, the head as cursor');
+
+$r = http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice);
+@lines = ndjson($r->{content});
+is(scalar(grep { $_->{data} } @lines), 1, 'pageSizeHint=1: one event');
+is($lines[-1]{cursor}, $start + 1, 'pageSizeHint=1: its cursor');
+like($r->{headers}{'cache-control'}, qr/^private, max-age=\d+, immutable$/, 'a full page below the head is immutable');
+$r = http_get("$f&partition=0&cursor=" . ($start + $n0 - 1) . "&pageSizeHint=5", $alice);
+is($r->{headers}{'cache-control'}, 'no-store', 'a page reaching the head is not cached');
+
+# --- errors
+for my $case (
+	[ "$f&partition=0", 'no cursor' ],
+	[ "$f&cursor=_first", 'no partition' ],
+	[ "$f&partition=7&cursor=_first", 'unknown partition' ],
+	[ "$f&partition=0&cursor=abc", 'bad cursor' ],
+	[ "$f&partition=0&cursor=_first&pageSizeHint=0", 'bad pageSizeHint' ],
+	[ "$f&partition=0&cursor=_first&stream=soon", 'bad stream' ],
+	[ "$f&partition=0&cursor=_first&stream=100&pageSizeHint=5", 'stream with pageSizeHint' ],
+	[ "$url/orders?cursor0=1", 'FeedAPI v1 arguments' ])
+{
+	$r = http_get($case->[0], $alice);
+	is($r->{status}, 400, "400: $case->[1]");
+	ok(eval { decode_json($r->{content})->{error} }, "400 has a JSON error: $case->[1]");
+}
+is(http_get("$url/orders?token=stale&partition=0&cursor=_first", $alice)->{status}, 409, 'stale token: 409');
+is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
+is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
+
+# 404: a granted name that does not exist (a token for every feed)
+open $fh, '>>', "$dir/tokens" or die;
+print $fh "all-0123456789abcdefgh * ops\n";
+close $fh;
+stop_gateway($gw);
+$gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port},
+	args => [ '--payload', 'plain=public.event_body' ]);
+is(http_get("$url/nosuch", 'all-0123456789abcdefgh')->{status}, 404, 'unknown feed: 404');
+
+# --- 410 after retention removed changes past a cursor
+$node->safe_psql('postgres', q{
+	select cfeed.publish(3, 0) from generate_series(1, 5);
+});
+wait_stamped();
+$node->safe_psql('postgres', q{
+	update cfeed.feed set retention = '1 millisecond' where feed_id = 3;
+	select pg_sleep(0.01);
+	select cfeed.apply_retention(true);
+});
+my $tok3 = decode_json(http_get("$url/old", $alice)->{content})->{token};
+$r = http_get("$url/old?token=$tok3&partition=0&cursor=$start", $alice);
+is($r->{status}, 410, 'cursor whose next changes retention removed: 410');
+$r = http_get("$url/old?token=$tok3&partition=0&cursor=" . ($start + 4), $alice);
+is($r->{status}, 200, 'cursor just below the head row: 200');
+
+# --- payload attachment
+$node->safe_psql('postgres', q{
+	insert into event_body values (cfeed.publish(4, 0), 'hello');
+});
+wait_stamped();
+my $tok4 = decode_json(http_get("$url/plain", $alice)->{content})->{token};
+@data = map { $_->{data} } grep { $_->{data} } ndjson(http_get("$url/plain?token=$tok4&partition=0&cursor=_first", $alice)->{content});
+is($data[0]{payload}{body}, 'hello', 'payload from the configured relation, joined on change_id');
+
+# --- a spec-following consumer under concurrent writers with aborts
+open $fh, '>', "$dir/writer.sql" or die;
+print $fh <<'EOS';
+\set s random(0, 1)
+\set a random(0, 3)
+BEGIN;
+SELECT cfeed.publish(1, :s);
+\if :a = 0
+ROLLBACK;
+\else
+COMMIT;
+\endif
+EOS
+close $fh;
+my $writers = start([ 'pgbench', '-n', '-c', '4', '-T', '4', '-f', "$dir/writer.sql",
+	  '-h', $node->host, '-p', $node->port, 'postgres' ], '>', \my $wout, '2>', \my $werr);
+
+my $writers_end = time + 4;
+my %cursor = (0 => '_first', 1 => '_first');
+my %got = (0 => [], 1 => []);
+my $deadline = time + 60;
+my $writers_done = 0;
+while (time < $deadline)
+{
+	my $d = decode_json(http_get("$url/orders", $alice)->{content});
+	my $conflict = 0;
+	for my $p (map { $_->{id} } @{ $d->{partitions} })
+	{
+		my $resp = http_get("$url/orders?token=$d->{token}&partition=$p&cursor=$cursor{$p}&stream=300", $alice);
+		if ($resp->{status} == 409) { $conflict = 1; last; }
+		die "fetch failed: $resp->{status} $resp->{content}" unless $resp->{status} == 200;
+		for my $line (ndjson($resp->{content}))
+		{
+			push @{ $got{$p} }, $line->{data}{change_id} if $line->{data};
+			$cursor{$p} = $line->{cursor} if defined $line->{cursor};
+		}
+	}
+	next if $conflict;
+	if (!$writers_done && time > $writers_end)
+	{
+		$writers->finish;
+		$writers_done = 1;
+		wait_stamped();
+		next;
+	}
+	last if $writers_done && $node->safe_psql('postgres',
+		"select string_agg(cfeed.head(1, s)::text, ',' order by s) from generate_series(0, 1) s")
+	  eq "$cursor{0},$cursor{1}";
+}
+for my $p (0, 1)
+{
+	my $expect = $node->safe_psql('postgres',
+		"select string_agg(change_id::text, ',' order by change_sequence_number) from cfeed.change where feed_id = 1 and shard = $p");
+	is(join(',', @{ $got{$p} }), $expect, "consumer under writers with aborts: shard $p complete, once, in order");
+}
+
+# --- 409 after a shard is added; a stream with the old token ends with a cursor
+my $old = decode_json(http_get("$url/orders", $alice)->{content})->{token};
+my $sout = '';
+my $stream = start_stream("$url/orders?token=$old&partition=0&cursor=_last&stream=y", $alice, \$sout);
+usleep(300_000);
+$node->safe_psql('postgres', 'insert into cfeed.shard (feed_id, shard) values (1, 2)');
+$stream->finish;
+@lines = ndjson($sout);
+ok(defined $lines[-1]{cursor}, 'stream with a token made stale ends with a final cursor');
+is(http_get("$url/orders?token=$old&partition=0&cursor=_first", $alice)->{status}, 409, 'fetch after shards were added: 409');
+$disc = decode_json(http_get("$url/orders", $alice)->{content});
+is(scalar @{ $disc->{partitions} }, 3, 'discovery shows the new partition');
+isnt($disc->{token}, $old, 'and a new token');
+
+# --- SSE, resumed after a gateway restart with Last-Event-ID
+my $sse_text = '';
+$stream = start_stream("$url/orders?cursor=_first", $alice, \$sse_text, Accept => 'text/event-stream');
+$node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 30) g');
+wait_stamped();
+my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
+my $sse_deadline = time + 60;
+while ((() = $sse_text =~ /^data:/mg) < $total && time < $sse_deadline)
+{
+	$stream->pump_nb;
+	usleep(50_000);
+}
+stop_gateway($gw);
+$stream->finish;
+my ($ev1, $last_id) = sse_events($sse_text);
+is(scalar @$ev1, $total, 'SSE: every change of every shard');
+like($last_id, qr/^\d+:\d+(,\d+:\d+)*$/, 'SSE id lists shard:number');
+$node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 9) g');
+wait_stamped();
+$gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port});
+$r = http_get("$url/orders?stream=1500", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => $last_id);
+is($r->{status}, 200, 'SSE resume: 200');
+my ($ev2) = sse_events($r->{content});
+my @all = map { "$_->{data}{shard}:$_->{data}{number}" } @$ev1, @$ev2;
+my $expect = $node->safe_psql('postgres',
+	"select string_agg(shard || ':' || change_sequence_number, ',' order by shard, change_sequence_number) from cfeed.change where feed_id = 1");
+is(join(',', sort { my @x = split /:/, $a; my @y = split /:/, $b; $x[0] <=> $y[0] || $x[1] <=> $y[1] } @all), $expect,
+	'SSE across a restart: nothing skipped');
+my %seen;
+is(scalar(grep { $seen{$_}++ } @all), 0, 'SSE across a restart: nothing repeated');
+is(http_get("$url/orders", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => 'garbage')->{status}, 400, 'bad Last-Event-ID: 400');
+
+# --- metrics and health
+$r = http_get("$gw->{url}/metrics");
+like($r->{content}, qr/^cfeed_serve_events_sent_total \d+$/m, 'metrics: events sent');
+like($r->{content}, qr/^cfeed_serve_delivery_seconds_bucket\{le="\+Inf"\} \d+$/m, 'metrics: latency histogram');
+is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200');
+
+# --- the gateway's role needs cfeed's read grant too
+$node->safe_psql('postgres', q{
+	create role gw login;
+	grant select on cfeed.feed, cfeed.change, cfeed.shard to gw;
+	select cfeed.grant_read(1, 'gw');
+});
+stop_gateway($gw);
+$gw = start_gateway(dsn => $node->connstr('postgres') . ' user=gw', tokens => "$dir/tokens", port => $gw->{port});
+is(http_get("$url/orders", 'all-0123456789abcdefgh')->{status}, 200, 'gateway role granted feed orders: 200');
+is(http_get("$url/other", 'all-0123456789abcdefgh')->{status}, 403, 'gateway role not granted feed other: 403');
+stop_gateway($gw);
+
+# --- serving from a hot standby (cfeed.wait instead of LISTEN)
+$node->backup('b');
+my $standby = PostgreSQL::Test::Cluster->new('serve_standby');
+$standby->init_from_backup($node, 'b', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+my $sgw = start_gateway(dsn => $standby->connstr('postgres'), tokens => "$dir/tokens");
+my $surl = "$sgw->{url}/feeds/other";
+my $stok = decode_json(http_get($surl, $bob)->{content})->{token};
+$sout = '';
+$stream = start_stream("$surl?token=$stok&partition=0&cursor=_last&stream=4000", $bob, \$sout);
+usleep(500_000);
+$node->safe_psql('postgres', 'select cfeed.publish(2, 0) from generate_series(1, 3)');
+$stream->finish;
+@data = map { $_->{data} } grep { $_->{data} } ndjson($sout);
+is(scalar @data, 3, 'standby: a stream at the head gets the new changes');
+like(slurp_file($sgw->{log}), qr/hot standby/, 'standby: the hub waits with cfeed.wait');
+
+# --- graceful shutdown: an open stream ends with a final cursor
+$sout = '';
+$stream = start_stream("$surl?token=$stok&partition=0&cursor=_first&stream=y", $bob, \$sout);
+usleep(500_000);
+stop_gateway($sgw);
+like(slurp_file($sgw->{log}), qr/info: stopped$/m, 'SIGTERM: the gateway stopped cleanly');
+$stream->finish;
+@lines = ndjson($sout);
+is($lines[-1]{cursor}, $data[-1]{number}, 'SIGTERM: the stream ended with its final cursor');
+
+done_testing();

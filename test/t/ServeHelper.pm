@@ -1,0 +1,123 @@
+# test/t/ServeHelper.pm
+#
+# Helpers for the `cfeed serve` tests: start and stop a gateway, HTTP calls
+# (HTTP::Tiny, a core module), NDJSON/SSE parsing, streaming clients run as
+# child processes.
+
+package ServeHelper;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use HTTP::Tiny;
+use IPC::Run qw(start);
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Time::HiRes qw(usleep);
+
+our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
+  sse_events start_stream);
+
+# The binary under test: the one built in this tree, else the installed one.
+sub cfeed_binary
+{
+	my $cfeed = "$ENV{TESTDIR}/src/client/cfeed";
+	return $cfeed if -x $cfeed;
+	my $bindir = `pg_config --bindir`;
+	chomp $bindir;
+	return "$bindir/cfeed";
+}
+
+my $gateways = 0;
+
+# Start `cfeed serve` with extra arguments; waits for /healthz.  Returns a
+# hash with port, url, handle, and log (its stderr, a file in the test's
+# log directory).
+sub start_gateway
+{
+	my (%o) = @_;
+	my $port = $o{port} // PostgreSQL::Test::Cluster::get_free_port();
+	my $log = $PostgreSQL::Test::Utils::log_path . '/gateway_' . ++$gateways . '.log';
+	my $out = '';
+	my @cmd = (cfeed_binary(), 'serve', '--dbname', $o{dsn}, '--tokens',
+		$o{tokens}, '--port', $port, '--log-level', 'debug',
+		'--heartbeat-ms', 1000, '--refresh-ms', 200, @{ $o{args} // [] });
+	my $h = start(\@cmd, '>', \$out, '2>', $log);
+	my $url = "http://127.0.0.1:$port";
+	my $http = HTTP::Tiny->new(timeout => 5);
+	for (1 .. 200)
+	{
+		my $r = $http->get("$url/healthz");
+		return { port => $port, url => $url, handle => $h, log => $log }
+		  if $r->{status} == 200;
+		usleep(50_000);
+	}
+	die "gateway did not start: " . slurp_file($log);
+}
+
+# SIGTERM the gateway and wait for it.
+sub stop_gateway
+{
+	my ($gw) = @_;
+	$gw->{handle}->signal('TERM');
+	$gw->{handle}->finish;
+	return;
+}
+
+# GET with optional token and headers; returns the HTTP::Tiny response.
+sub http_get
+{
+	my ($url, $token, %headers) = @_;
+	$headers{Authorization} = "Bearer $token" if defined $token;
+	return HTTP::Tiny->new(timeout => 30)->get($url, { headers => \%headers });
+}
+
+# NDJSON body into a list of hashes.
+sub ndjson
+{
+	my ($body) = @_;
+	return map { decode_json($_) } grep { /\S/ } split /\n/, $body;
+}
+
+# SSE text into a list of { id => ..., data => ... } (events with data only)
+# and the last id seen (data or not).
+sub sse_events
+{
+	my ($text) = @_;
+	my (@events, $last_id);
+	for my $block (split /\n\n/, $text)
+	{
+		my ($id, $data);
+		for my $line (split /\n/, $block)
+		{
+			$id = $1 if $line =~ /^id: ?(.*)$/;
+			$data = $1 if $line =~ /^data: ?(.*)$/;
+		}
+		$last_id = $id if defined $id;
+		push @events, { id => $id, data => decode_json($data) }
+		  if defined $data;
+	}
+	return (\@events, $last_id);
+}
+
+# A streaming client in a child process: prints the body as it arrives.
+# Returns the IPC::Run handle; the output goes to the scalar ref given.
+sub start_stream
+{
+	my ($url, $token, $out, %headers) = @_;
+	$headers{Authorization} = "Bearer $token" if defined $token;
+	my $script = q{
+		use HTTP::Tiny; use JSON::PP;
+		$| = 1;
+		my ($url, $h) = @ARGV;
+		my $r = HTTP::Tiny->new(timeout => 60)->get($url,
+			{ headers => decode_json($h), data_callback => sub { print $_[0] } });
+		print STDERR "status $r->{status}\n";
+	};
+	return start([ $^X, '-e', $script, $url, encode_json(\%headers) ],
+		'>', $out, '2>', \my $err);
+}
+
+1;
