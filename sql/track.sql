@@ -176,8 +176,8 @@ SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => 'nope')$$);
 -- order_by is a sort list of column names as SQL parses it, and nothing else:
 -- calls, subqueries, a second statement, comments, USING, LIMIT, parentheses
 -- and Unicode escapes are refused (22023), or 42703 when the item starts with
--- a word that is no column; quoted names are taken as written, reserved words
--- must be quoted
+-- a word that is no column; quoted names are taken as written, an item's first
+-- word is a name even when it is a keyword (desc)
 SELECT s, pg_temp.err(format('SELECT cfeed.backfill(%L, 602, order_by => %L)', 't_evt', s))
 FROM (VALUES ('id(1)'), ('abs(id)'), ('(SELECT 1)'), ('id, (SELECT max(id) FROM t_evt)'),
              ('1; DROP TABLE t_evt'), ('id -- comment'), ('id /* c */ DESC'), ('id USING <'),
@@ -186,6 +186,37 @@ FROM (VALUES ('id(1)'), ('abs(id)'), ('(SELECT 1)'), ('id, (SELECT max(id) FROM 
 BEGIN;
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 602, order_by => ' "account"  Desc nulls FIRST ,ID')$$);
 ROLLBACK;
+-- column names that are SQL keywords need no quotes (the first word of an
+-- item is a name); an item left incomplete still names its column first;
+-- what the parser refuses as not supported is a bad order_by too
+SELECT cfeed.create_feed('track-kw', 2, feed_id => 606);
+CREATE TABLE t_kw (id int PRIMARY KEY, "end" timestamptz, "user" text, "order" int,
+				   "limit" int, "default" int, "left" int, "verbose" int, "binary" int,
+				   "current_date" date, "desc" int);
+INSERT INTO t_kw (id, "end") VALUES (1, '2024-01-01'), (2, '2024-01-02');
+SELECT cfeed.track('t_kw', 606);
+-- ob(s): backfill t_kw in order s, undone: "SQLSTATE: message", or "ok"
+CREATE FUNCTION pg_temp.ob(s text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	r text;
+BEGIN
+	r := pg_temp.err(format('SELECT cfeed.backfill(%L, 606, order_by => %L)', 't_kw', s));
+	RAISE SQLSTATE 'U0001';
+EXCEPTION WHEN SQLSTATE 'U0001' THEN
+	RETURN r;
+END $$;
+SELECT s, pg_temp.ob(s)
+FROM (VALUES ('end DESC'), ('END'), ('user, "order" DESC NULLS LAST, limit ASC'),
+             ('default, left DESC, verbose, binary NULLS FIRST, current_date, desc DESC'),
+             ('end DESC, lower(id)'), ('id, order(1)'), ('unique (select 1)'),
+             ('unique'), ('end"x"'), ('check'), ('nope,'), ('nope DESC NULLS'),
+             ('id, nope DESC NULLS'), ('id DESC NULLS, nope'), ('end,'),
+             ('id, lower(id'), ('(nope)'), ('id, /* c */ nope'), ('cast(nope AS int)'),
+             ('id LIMIT 1, 2'), ('id, (unique (select 1))'), ('nope LIMIT 1, 2'),
+             ('id FOR UPDATE OF a, b c')) AS t(s);
+-- change ids drawn in "end" order, latest first
+SELECT cfeed.backfill('t_kw', 606, order_by => 'end DESC');
+SELECT "row" ->> 'id' AS id FROM cfeed.change WHERE feed_id = 606 ORDER BY change_id;
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', 601)$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill(NULL, 601)$$);
 SELECT pg_temp.err($$SELECT cfeed.backfill('t_evt', NULL)$$);

@@ -9,31 +9,40 @@
  * ----------------
  * Column names of the table (plain identifiers, folded to lower case, or
  * double-quoted), each optionally followed by ASC or DESC and by NULLS
- * FIRST or NULLS LAST, separated by commas: exactly what raw_parser()
- * makes, from "SELECT 1 ORDER BY " and the text, into a sort clause of
- * single-name column references with no USING, and nothing else (no second
- * statement, no LIMIT or FOR UPDATE after it).  The parse tree does not
- * show comments, parentheses or a name's spelling, so the text is also
- * checked to hold, outside double quotes, only identifier characters,
- * whitespace and commas, and each name is taken as written: a name longer
+ * FIRST or NULLS LAST, separated by commas.  The first word of each item
+ * (the text from the start or a comma outside double quotes to the next)
+ * is a name even when it is an SQL keyword ("end", "user", "order",
+ * "desc"): it is double-quoted, folded to lower case, before the text is
+ * parsed.  Then the text must be
+ * exactly what raw_parser() makes, from "SELECT 1 ORDER BY " and the text,
+ * into a sort clause of single-name column references with no USING, and
+ * nothing else (no second statement, no LIMIT or FOR UPDATE after it).
+ * The parse tree does not show comments, parentheses or a name's spelling,
+ * so the text is also checked to hold, outside double quotes, only
+ * identifier characters ($ within a word: no dollar quote), whitespace and
+ * commas, each item is checked to
+ * start with its name, and each name is taken as written: a name longer
  * than NAMEDATALEN - 1 bytes is not truncated as SQL would, and so is not a
  * column's, and a Unicode-escaped one (U&"...") is not a plain name.
- * Reserved words (desc, order, user) must be double-quoted, as in SQL.
  *
  * Errors
  * ------
  * The items are checked in order, and the first one that is not a plain
- * column name decides: 42703 when it starts with a word (as written) that
- * is not a column of the table, as "lower(x)" or "nope DESC" do; 22023
- * otherwise.  When the text does not parse, the items before the syntax
- * error are checked the same way, then the word at the error when a name
- * was expected there (the start of the text, or after a comma); an error at
- * the end of the text (an item left incomplete) is 22023.
+ * column name decides: 42703 when it starts with a word that is not a
+ * column of the table, as "lower(x)", "nope DESC" or "nope DESC NULLS" do;
+ * 22023 otherwise.  When the text does not parse (a syntax error, or a
+ * construct the parser does not support), the items before the one of the
+ * error (or of the first character that is not plain text, when that comes
+ * first) are checked the same way, then that item's first word: an item
+ * left incomplete at the end, as in "nope DESC NULLS", still names its
+ * column first.
  *
  * The parser's NOTICE that an identifier "will be truncated" is kept from
  * the client while it runs (client_min_messages at least WARNING): names are
- * not truncated here.  A syntax error is caught without a subtransaction:
- * raw_parser() takes no locks or buffers, only memory.  Nothing else here
+ * not truncated here.  A syntax error (class 42 or 22, or 0A000) is caught
+ * without a subtransaction: raw_parser() takes no locks or buffers, only
+ * memory; only its code and position are read, and any other error (out of
+ * memory) is rethrown as it is.  Nothing else here
  * takes a lock; get_attnum() reads the syscache.
  *
  *-------------------------------------------------------------------------
@@ -41,7 +50,6 @@
 #include "postgres.h"
 
 #include "mb/pg_wchar.h"
-#include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "parser/parser.h"
@@ -60,7 +68,8 @@
 typedef struct OrderBy
 {
 	Oid			relid;
-	const char *text;
+	const char *given;			/* as given, for messages */
+	const char *text;			/* as parsed: first words quoted */
 	int			len;			/* strlen(text) */
 } OrderBy;
 
@@ -73,7 +82,7 @@ bad_order_by(const OrderBy *ob)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid order_by \"%s\"", ob->text),
+			 errmsg("invalid order_by \"%s\"", ob->given),
 			 errdetail("order_by is a comma-separated list of column names, each optionally followed by ASC or DESC and NULLS FIRST or NULLS LAST."),
 			 errhint("For example: order_by => 'created_at, id DESC'.")));
 }
@@ -97,52 +106,82 @@ ident_char(char c)
 }
 
 /*
+ * quote_first_words
+ *		The given text with the first word of each item (after a comma
+ *		outside double quotes, or at the start) double-quoted, folded to lower
+ *		case as SQL folds a plain identifier, not truncated; a space after it
+ *		keeps a double quote that follows from joining it.  The word holds
+ *		identifier characters only, so it needs no escaping.
+ */
+static char *
+quote_first_words(const char *given)
+{
+	StringInfoData out;
+	const char *p = given;
+	bool		quoted = false;
+	bool		item_start = true;
+
+	initStringInfo(&out);
+	while (*p != '\0')
+	{
+		if (item_start && ident_start(*p))
+		{
+			const char *word = p;
+
+			while (ident_char(*p))
+				p++;
+			appendStringInfo(&out, "\"%s\" ",
+							 downcase_identifier(word, p - word, false, false));
+			item_start = false;
+			continue;
+		}
+		if (*p == '"')
+			quoted = !quoted;
+		if (!scanner_isspace(*p))
+			item_start = (*p == ',' && !quoted);
+		appendStringInfoChar(&out, *p++);
+	}
+	return out.data;
+}
+
+/*
  * written_name
- *		The identifier that starts at byte off of the text, as written: a
- *		quoted one's contents, a plain one folded to lower case, neither
- *		truncated; NULL when no identifier starts there (nor an empty or
- *		unterminated quoted one).  Called at
- *		locations the parser found a token at.
+ *		The contents of the double-quoted identifier that starts at byte off
+ *		of the text, not truncated; NULL when none starts there (nor an empty
+ *		or unterminated one).  The first words are quoted, so that is where a
+ *		name starts.
  */
 static char *
 written_name(const OrderBy *ob, int off)
 {
-	int			end = off;
+	StringInfoData name;
+	int			end;
 
-	if (off < 0 || off >= ob->len)
+	if (off < 0 || off >= ob->len || ob->text[off] != '"')
 		return NULL;
-	if (ob->text[off] == '"')
+	initStringInfo(&name);
+	for (end = off + 1; end < ob->len; end++)
 	{
-		StringInfoData name;
-
-		initStringInfo(&name);
-		for (end = off + 1; end < ob->len; end++)
+		if (ob->text[end] == '"')
 		{
-			if (ob->text[end] == '"')
-			{
-				if (ob->text[end + 1] != '"')
-					return name.len > 0 ? name.data : NULL; /* the closing quote */
-				end++;			/* "" stands for " */
-			}
-			appendStringInfoChar(&name, ob->text[end]);
+			if (ob->text[end + 1] != '"')
+				return name.len > 0 ? name.data : NULL; /* the closing quote */
+			end++;				/* "" stands for " */
 		}
-		return NULL;			/* unterminated */
+		appendStringInfoChar(&name, ob->text[end]);
 	}
-	if (!ident_start(ob->text[off]))
-		return NULL;
-	while (end < ob->len && ident_char(ob->text[end]))
-		end++;
-	return downcase_identifier(ob->text + off, end - off, false, false);
+	return NULL;				/* unterminated */
 }
 
 /*
- * plain_text
- *		Whether the text holds, outside double quotes, only identifier
- *		characters, whitespace and commas: no comment, parenthesis or
- *		operator the parse tree would not show.
+ * plain_len
+ *		How many bytes the text starts with that hold, outside double quotes,
+ *		only identifier characters ($ within a word), whitespace and commas:
+ *		no comment, parenthesis, operator or dollar quote the parse tree
+ *		would not show.
  */
-static bool
-plain_text(const OrderBy *ob)
+static int
+plain_len(const OrderBy *ob)
 {
 	bool		quoted = false;
 	int			i;
@@ -153,18 +192,72 @@ plain_text(const OrderBy *ob)
 
 		if (c == '"')
 			quoted = !quoted;
-		else if (!quoted && !ident_char(c) && !scanner_isspace(c) && c != ',')
-			return false;
+		else if (quoted || scanner_isspace(c) || c == ',')
+			continue;
+		else if (c == '$' ? i == 0 || !ident_char(ob->text[i - 1]) : !ident_char(c))
+			break;
 	}
-	return true;
+	return i;
+}
+
+/*
+ * item_after
+ *		Where the item after byte off of the text starts, past whitespace:
+ *		off is -1 for the first item, else a comma's.
+ */
+static int
+item_after(const OrderBy *ob, int off)
+{
+	off++;
+	while (off < ob->len && scanner_isspace(ob->text[off]))
+		off++;
+	return off;
+}
+
+/*
+ * comma_after
+ *		The byte offset of the first comma outside double quotes from byte
+ *		from (outside them) of the text, before byte len; len when none.
+ */
+static int
+comma_after(const OrderBy *ob, int from, int len)
+{
+	bool		quoted = false;
+	int			i;
+
+	for (i = from; i < len; i++)
+	{
+		if (ob->text[i] == '"')
+			quoted = !quoted;
+		else if (ob->text[i] == ',' && !quoted)
+			return i;
+	}
+	return len;
+}
+
+/*
+ * last_comma
+ *		The byte offset of the last comma outside double quotes among the
+ *		first len bytes of the text, -1 when there is none.
+ */
+static int
+last_comma(const OrderBy *ob, int len)
+{
+	int			comma = -1;
+	int			next;
+
+	while ((next = comma_after(ob, comma + 1, len)) < len)
+		comma = next;
+	return comma;
 }
 
 /*
  * parse_prefix
  *		raw_parser() of ORDER_BY_QUERY and the first len bytes of the text:
- *		the raw statements, or NIL after a syntax error, with *errpos its
- *		byte offset in the text (len when it has none).  See the file header
- *		for the NOTICE kept back and the error caught.
+ *		the raw statements, or NIL after a syntax error (or a construct not
+ *		supported), with *errpos its byte offset in the text (len when it has
+ *		none).  See the file header for the NOTICE kept back and the error
+ *		caught.
  */
 static List *
 parse_prefix(const OrderBy *ob, int len, int *errpos)
@@ -186,63 +279,26 @@ parse_prefix(const OrderBy *ob, int len, int *errpos)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
-		int			category;
+		int			code = geterrcode();
+		int			cursorpos = geterrposition();
 		int			off = 0;
 		int			i;
 
 		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		category = ERRCODE_TO_CATEGORY(edata->sqlerrcode);
-		if (category != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION &&
-			category != ERRCODE_DATA_EXCEPTION)
+		if (ERRCODE_TO_CATEGORY(code) != ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION &&
+			ERRCODE_TO_CATEGORY(code) != ERRCODE_DATA_EXCEPTION &&
+			code != ERRCODE_FEATURE_NOT_SUPPORTED)
 			PG_RE_THROW();
 		FlushErrorState();
 		/* cursorpos counts characters from 1 */
-		for (i = 1; i < edata->cursorpos && query[off] != '\0'; i++)
+		for (i = 1; i < cursorpos && query[off] != '\0'; i++)
 			off += pg_mblen(query + off);
-		if (edata->cursorpos > 0)
+		if (cursorpos > 0)
 			*errpos = Min(Max(off - ORDER_BY_OFFSET, 0), len);
-		FreeErrorData(edata);
 	}
 	PG_END_TRY();
 	AtEOXact_GUC(true, nestlevel);
 	return raw;
-}
-
-/*
- * leading_location
- *		Where the text of a sort item's expression starts, as the parser
- *		located it (-1 when unknown): an operator's or cast's left operand,
- *		else the node itself.
- */
-static int
-leading_location(Node *node)
-{
-	if (node == NULL)
-		return -1;
-	switch (nodeTag(node))
-	{
-		case T_A_Expr:
-			return leading_location(((A_Expr *) node)->lexpr);
-		case T_TypeCast:
-			return leading_location(((TypeCast *) node)->arg);
-		case T_CollateClause:
-			return leading_location(((CollateClause *) node)->arg);
-		case T_A_Indirection:
-			return leading_location(((A_Indirection *) node)->arg);
-		case T_NullTest:
-			return leading_location((Node *) ((NullTest *) node)->arg);
-		case T_BooleanTest:
-			return leading_location((Node *) ((BooleanTest *) node)->arg);
-		case T_BoolExpr:
-			if (((BoolExpr *) node)->boolop != NOT_EXPR)
-				return leading_location(linitial(((BoolExpr *) node)->args));
-			break;
-		default:
-			break;
-	}
-	return exprLocation(node);
 }
 
 /*
@@ -283,12 +339,18 @@ check_word(const OrderBy *ob, int off)
  * check_items
  *		Check the sort items of the first statement of raw in order (see
  *		the file header) and append them to out (when not NULL), rebuilt.
- *		Returns false at the first item that is not a plain column name.
+ *		The items of the text start after its commas outside double quotes:
+ *		the first word of each is checked, while the text before it is plain
+ *		and the items before it are plain column names, the one the parser
+ *		found there.  Returns false at the first item that is not a plain
+ *		column name.
  */
 static bool
 check_items(const OrderBy *ob, List *raw, StringInfo out)
 {
 	RawStmt    *stmt = linitial_node(RawStmt, raw);
+	int			plain = plain_len(ob);
+	int			start = item_after(ob, -1);
 	ListCell   *lc;
 
 	if (!IsA(stmt->stmt, SelectStmt))
@@ -296,10 +358,15 @@ check_items(const OrderBy *ob, List *raw, StringInfo out)
 	foreach(lc, ((SelectStmt *) stmt->stmt)->sortClause)
 	{
 		SortBy	   *item = lfirst_node(SortBy, lc);
-		char	   *name = check_word(ob, leading_location(item->node) - ORDER_BY_OFFSET);
+		char	   *name;
 
-		if (name == NULL || !plain_column(item, name))
+		if (start >= plain)
 			return false;
+		name = check_word(ob, start);
+		if (name == NULL || !plain_column(item, name) ||
+			exprLocation(item->node) != ORDER_BY_OFFSET + start)
+			return false;
+		start = item_after(ob, comma_after(ob, start, ob->len));
 		if (out == NULL)
 			continue;
 		appendStringInfo(out, "%st.%s", out->len > 0 ? ", " : "", quote_identifier(name));
@@ -335,36 +402,27 @@ only_sort_clause(List *raw)
 
 /*
  * check_before_error
- *		The first len bytes of the text do not parse, for a syntax error at
- *		byte errpos: check what comes before it and the word at it, raising
- *		42703 as the file header says; returns when that finds nothing.
+ *		The text does not parse, for an error at byte errpos: check the
+ *		items before the item of the error, or of the first character that
+ *		is not plain text if that comes first, then that item's first word,
+ *		raising 42703 as the file header says; returns when that finds
+ *		nothing.  The items before are plain text, so they parse unless one
+ *		is not a sort item (that decides: 22023).
  */
 static void
-check_before_error(const OrderBy *ob, int len, int errpos)
+check_before_error(const OrderBy *ob, int errpos)
 {
-	int			cut = errpos;
-	bool		name_expected;
+	int			comma = last_comma(ob, Min(errpos, plain_len(ob)));
 
-	check_stack_depth();
-	if (errpos >= len)
-		return;					/* at the end: an incomplete item */
-	while (cut > 0 && scanner_isspace(ob->text[cut - 1]))
-		cut--;
-	name_expected = (cut == 0 || ob->text[cut - 1] == ',');
-	if (cut > 0 && ob->text[cut - 1] == ',')
-		cut--;
-	if (cut > 0)
+	if (comma >= 0)
 	{
 		int			before;
-		List	   *raw = parse_prefix(ob, cut, &before);
+		List	   *raw = parse_prefix(ob, comma, &before);
 
-		if (raw == NIL)
-			check_before_error(ob, cut, before);
-		else
-			(void) check_items(ob, raw, NULL);
+		if (raw == NIL || !check_items(ob, raw, NULL) || !only_sort_clause(raw))
+			return;
 	}
-	if (name_expected)
-		(void) check_word(ob, errpos);
+	(void) check_word(ob, item_after(ob, comma));
 }
 
 /*
@@ -383,13 +441,15 @@ cfeed_order_by_clause(Oid relid, const char *given)
 	List	   *raw;
 
 	ob.relid = relid;
-	ob.text = given;
-	ob.len = strlen(given);
+	ob.given = given;
+	ob.text = quote_first_words(given);
+	ob.len = strlen(ob.text);
 	initStringInfo(&out);
 	raw = parse_prefix(&ob, ob.len, &errpos);
 	if (raw == NIL)
-		check_before_error(&ob, ob.len, errpos);
-	else if (check_items(&ob, raw, &out) && only_sort_clause(raw) && plain_text(&ob))
+		check_before_error(&ob, errpos);
+	else if (check_items(&ob, raw, &out) && only_sort_clause(raw) &&
+			 plain_len(&ob) == ob.len)
 		return out.data;
 	bad_order_by(&ob);
 	return NULL;				/* keep the compiler quiet */
