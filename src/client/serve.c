@@ -141,9 +141,10 @@ parse_log_level(const char *text)
 
 /*
  * set_option
- *		Apply one option c (getopt_long's value) with argument arg to o.
+ *		Apply one option c (getopt_long's value) with argument arg to o;
+ *		--help prints the help and exits.  False when c is no option.
  */
-static void
+static bool
 set_option(ServeOptions *o, int c, char *arg)
 {
 	switch (c)
@@ -193,7 +194,13 @@ set_option(ServeOptions *o, int c, char *arg)
 		case 'L':
 			o->log_level = parse_log_level(arg);
 			break;
+		case 'h':
+			print_serve_help();
+			exit(CFEED_EXIT_OK);
+		default:
+			return false;
 	}
+	return true;
 }
 
 /*
@@ -229,20 +236,9 @@ parse_options(int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":d:p:h", long_options, NULL)) != -1)
-	{
-		if (c == 'h')
-		{
-			print_serve_help();
-			exit(CFEED_EXIT_OK);
-		}
-		if (c == ':')
-			cfeed_usage_error("serve", "option \"%s\" needs a value", argv[optind - 1]);
-		if (c == '?')
-			cfeed_usage_error("serve", "unknown option \"%s\"", argv[optind - 1]);
-		set_option(o, c, optarg);
-	}
-	if (optind < argc)
-		cfeed_usage_error("serve", "unexpected argument \"%s\"", argv[optind]);
+		if (!set_option(o, c, optarg))
+			cfeed_bad_option("serve", c, argv);
+	cfeed_no_more_arguments("serve", argc, argv);
 	if (o->tokens_file == NULL)
 		cfeed_usage_error("serve", "--tokens is required (see docs/serve.md for the file format)");
 	if ((o->tls_cert == NULL) != (o->tls_key == NULL))

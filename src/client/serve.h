@@ -210,6 +210,9 @@ extern void cfeed_feedapi_error(ServeReq *req, int status, const char *error,
 extern void cfeed_feedapi_token(int feed_id, const char *shard_list,
 								char *token, size_t size);
 extern char *cfeed_feedapi_read_sql(const char *feed);
+extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
+									const char *feed, int shard,
+									const long long *after, int limit);
 extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
 
 /* serve_stream.c */

@@ -332,6 +332,35 @@ position_request(ServeReq *req)
 }
 
 /*
+ * cfeed_feedapi_read
+ *		Read a page of a shard: sql is cfeed_feedapi_read_sql of the feed
+ *		(named feed, id feed_id), after is the cursor (NULL: from the
+ *		beginning), limit the most events.  Its rows are number, stamped_at
+ *		(Unix milliseconds) and the event's JSON; the caller checks and
+ *		clears the result.
+ */
+PGresult *
+cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id, const char *feed,
+				   int shard, const long long *after, int limit)
+{
+	char		feed_text[16];
+	char		shard_text[16];
+	char		cursor_text[24];
+	char		limit_text[16];
+	const char *params[5] = {feed_text, shard_text, NULL, limit_text, feed};
+
+	snprintf(feed_text, sizeof(feed_text), "%d", feed_id);
+	snprintf(shard_text, sizeof(shard_text), "%d", shard);
+	snprintf(limit_text, sizeof(limit_text), "%d", limit);
+	if (after != NULL)
+	{
+		snprintf(cursor_text, sizeof(cursor_text), "%lld", *after);
+		params[2] = cursor_text;
+	}
+	return PQexecParams(conn, sql, 5, NULL, params, NULL, NULL, 0);
+}
+
+/*
  * read_page
  *		Read up to limit events after c into req->out (framed for the
  *		request's kind) and advance c.  Returns the rows read, or -1 with
@@ -341,24 +370,12 @@ position_request(ServeReq *req)
 static int
 read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 {
-	char		feed_text[16];
-	char		shard_text[16];
-	char		cursor_text[24];
-	char		limit_text[16];
-	const char *params[5] = {feed_text, shard_text, NULL, limit_text, req->feed.name};
 	char	   *sql = cfeed_feedapi_read_sql(req->feed.name);
 	PGresult   *res;
 	int			rows;
 
-	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
-	snprintf(shard_text, sizeof(shard_text), "%d", c->shard);
-	snprintf(limit_text, sizeof(limit_text), "%d", limit);
-	if (c->known)
-	{
-		snprintf(cursor_text, sizeof(cursor_text), "%lld", c->number);
-		params[2] = cursor_text;
-	}
-	res = PQexecParams(*conn, sql, 5, NULL, params, NULL, NULL, 0);
+	res = cfeed_feedapi_read(*conn, sql, req->feed.feed_id, req->feed.name, c->shard,
+							 c->known ? &c->number : NULL, limit);
 	free(sql);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{

@@ -163,19 +163,11 @@ read_new(PGconn *conn, HubShard *h, unsigned gen, long long from)
 {
 	for (;;)
 	{
-		char		feed_text[16];
-		char		shard_text[16];
-		char		cursor_text[24];
-		char		limit_text[16];
-		const char *params[5] = {feed_text, shard_text, cursor_text, limit_text, h->feed};
 		PGresult   *res;
 		int			rows;
 
-		snprintf(feed_text, sizeof(feed_text), "%d", h->feed_id);
-		snprintf(shard_text, sizeof(shard_text), "%d", h->shard);
-		snprintf(cursor_text, sizeof(cursor_text), "%lld", from);
-		snprintf(limit_text, sizeof(limit_text), "%d", SERVE_MAX_PAGE);
-		res = PQexecParams(conn, h->sql, 5, NULL, params, NULL, NULL, 0);
+		res = cfeed_feedapi_read(conn, h->sql, h->feed_id, h->feed, h->shard, &from,
+								 SERVE_MAX_PAGE);
 		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 			return !cfeed_hub_lost(conn, res, "reading");
 		rows = PQntuples(res);
