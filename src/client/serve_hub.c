@@ -350,8 +350,30 @@ wait_listening(PGconn *conn, long long timeout)
 }
 
 /*
+ * back_off
+ *		Sleep ms before the next connection attempt, waking the waiting
+ *		requests that are due meanwhile (their heartbeats and ends do not
+ *		wait for the database).  Kicks do not shorten it, but stopping does.
+ */
+static void
+back_off(int ms)
+{
+	long long	until = cfeed_now_ms() + ms;
+	long long	now;
+
+	while (!atomic_load(&hub_stopping) && (now = cfeed_now_ms()) < until)
+	{
+		long long	next = cfeed_hub_wake(false);
+
+		if (next > until)
+			next = until;
+		cfeed_hub_nap(next > now ? (int) (next - now) : 1);
+	}
+}
+
+/*
  * reconnect
- *		A new hub connection, or NULL after sleeping *backoff ms (doubled
+ *		A new hub connection, or NULL after backing off *backoff ms (doubled
  *		each time, up to BACKOFF_MAX_MS).  On a new connection every followed
  *		shard is LISTENed to again (work() does it before reading on) and
  *		read.
@@ -363,9 +385,7 @@ reconnect(int *backoff)
 
 	if (conn == NULL)
 	{
-		struct pollfd pfd = {kick_pipe[0], POLLIN, 0};
-
-		(void) poll(&pfd, 1, *backoff);
+		back_off(*backoff);
 		*backoff = *backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *backoff * 2;
 		return NULL;
 	}
