@@ -317,6 +317,38 @@ stop_gateway($gw);
 $gw = start_gateway(dsn => $node->connstr('postgres') . ' user=gw', tokens => "$dir/tokens", port => $gw->{port});
 is(http_get("$url/orders", 'all-0123456789abcdefgh')->{status}, 200, 'gateway role granted feed orders: 200');
 is(http_get("$url/other", 'all-0123456789abcdefgh')->{status}, 403, 'gateway role not granted feed other: 403');
+
+# --- 410 is decided by the shard's retention floor: changes the gateway's
+# role is not shown (of a tracked table it may not SELECT) are no gap
+$node->safe_psql('postgres', q{
+	select cfeed.create_feed('mixed', 1, 5);
+	update cfeed.feed set retention = '1 day' where feed_id = 5;
+	create table open_t (id int primary key);
+	create table secret_t (id int primary key);
+	select cfeed.track('open_t', 5);
+	select cfeed.track('secret_t', 5);
+	grant select on open_t, cfeed.row_image to gw;
+	select cfeed.grant_read(5, 'gw');
+	insert into open_t values (1);
+	insert into secret_t values (1);
+	insert into open_t values (2);
+});
+wait_stamped();
+my $all = 'all-0123456789abcdefgh';
+my $tok5 = decode_json(http_get("$url/mixed", $all)->{content})->{token};
+$r = http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 1), $all);
+is($r->{status}, 200, 'a change the gateway role may not read is not taken for a retention gap');
+is_deeply([ map { $_->{data}{number} } grep { $_->{data} } ndjson($r->{content}) ], [ $start + 3 ],
+	'the page passes the change the gateway role may not read');
+$node->safe_psql('postgres', q{
+	update cfeed.feed set retention = '1 millisecond' where feed_id = 5;
+	select pg_sleep(0.01);
+	select cfeed.apply_retention(true);
+});
+is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 1), $all)->{status}, 410,
+	'retention removed changes after the cursor (one the gateway role may not read): 410');
+is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 2), $all)->{status}, 200,
+	'a cursor at the retention floor: 200');
 stop_gateway($gw);
 
 # --- serving from a hot standby (cfeed.wait instead of LISTEN)
