@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -62,6 +63,32 @@ cfeed_usage_error(const char *command, const char *fmt,...)
 	fprintf(stderr, "\nTry \"cfeed%s%s --help\" for more information.\n",
 			command ? " " : "", command ? command : "");
 	exit(CFEED_EXIT_USAGE);
+}
+
+/*
+ * cfeed_bad_option
+ *		Exit 2 for what getopt_long returned that is no option of command
+ *		(it is called with opterr = 0 and an optstring starting with ':'):
+ *		':' for an option without its value, anything else for an unknown
+ *		option.
+ */
+void
+cfeed_bad_option(const char *command, int c, char **argv)
+{
+	if (c == ':')
+		cfeed_usage_error(command, "option \"%s\" needs a value", argv[optind - 1]);
+	cfeed_usage_error(command, "unknown option \"%s\"", argv[optind - 1]);
+}
+
+/*
+ * cfeed_no_more_arguments
+ *		Exit 2 when argv has arguments after its options (getopt_long done).
+ */
+void
+cfeed_no_more_arguments(const char *command, int argc, char **argv)
+{
+	if (optind < argc)
+		cfeed_usage_error(command, "unexpected argument \"%s\"", argv[optind]);
 }
 
 /*

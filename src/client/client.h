@@ -28,6 +28,9 @@ extern volatile sig_atomic_t cfeed_interrupted;
 /* cfeed.c */
 extern void cfeed_usage_error(const char *command, const char *fmt,...)
 			__attribute__((format(printf, 2, 3), noreturn));
+extern void cfeed_bad_option(const char *command, int c, char **argv)
+			__attribute__((noreturn));
+extern void cfeed_no_more_arguments(const char *command, int argc, char **argv);
 extern bool cfeed_parse_int64(const char *text, long long min, long long max,
 							  long long *result);
 extern long long cfeed_now_ms(void);

@@ -108,6 +108,102 @@ add_payload(ServeOptions *o, const char *arg)
 }
 
 /*
+ * set_defaults
+ *		The options' defaults.
+ */
+static void
+set_defaults(ServeOptions *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->listen_addr = "127.0.0.1";
+	o->port = SERVE_DEFAULT_PORT;
+	o->readers = 2;
+	o->heartbeat_ms = 15000;
+	o->refresh_ms = 2000;
+	o->max_age_s = 31536000;
+	o->max_clients = 10000;
+	o->shutdown_ms = 5000;
+	o->log_level = LOG_INFO;
+}
+
+/*
+ * parse_log_level
+ *		The --log-level named text, or a usage error.
+ */
+static ServeLogLevel
+parse_log_level(const char *text)
+{
+	for (int i = 0; i <= LOG_DEBUG; i++)
+		if (strcmp(text, level_names[i]) == 0)
+			return (ServeLogLevel) i;
+	cfeed_usage_error("serve", "invalid --log-level \"%s\": expected error, warning, info or debug", text);
+}
+
+/*
+ * set_option
+ *		Apply one option c (getopt_long's value) with argument arg to o;
+ *		--help prints the help and exits.  False when c is no option.
+ */
+static bool
+set_option(ServeOptions *o, int c, char *arg)
+{
+	switch (c)
+	{
+		case 'd':
+			o->dsn = arg;
+			break;
+		case 'l':
+			o->listen_addr = arg;
+			break;
+		case 'p':
+			o->port = (int) parse_int_option("port", arg, 0, 65535);
+			break;
+		case 't':
+			o->tokens_file = arg;
+			break;
+		case 'C':
+			o->tls_cert = arg;
+			break;
+		case 'K':
+			o->tls_key = arg;
+			break;
+		case 'P':
+			add_payload(o, arg);
+			break;
+		case 'O':
+			o->allow_origin = arg;
+			break;
+		case 'r':
+			o->readers = (int) parse_int_option("readers", arg, 1, 64);
+			break;
+		case 'b':
+			o->heartbeat_ms = (int) parse_int_option("heartbeat-ms", arg, 100, INT_MAX);
+			break;
+		case 'R':
+			o->refresh_ms = (int) parse_int_option("refresh-ms", arg, 10, INT_MAX);
+			break;
+		case 'a':
+			o->max_age_s = (int) parse_int_option("max-age", arg, 0, INT_MAX);
+			break;
+		case 'm':
+			o->max_clients = (unsigned int) parse_int_option("max-clients", arg, 1, 1000000);
+			break;
+		case 's':
+			o->shutdown_ms = (int) parse_int_option("shutdown-ms", arg, 0, INT_MAX);
+			break;
+		case 'L':
+			o->log_level = parse_log_level(arg);
+			break;
+		case 'h':
+			print_serve_help();
+			exit(CFEED_EXIT_OK);
+		default:
+			return false;
+	}
+	return true;
+}
+
+/*
  * parse_options
  *		Fill cfeed_serve_opts from argv; exits 2 on bad arguments.
  */
@@ -136,88 +232,13 @@ parse_options(int argc, char **argv)
 	ServeOptions *o = &cfeed_serve_opts;
 	int			c;
 
-	memset(o, 0, sizeof(*o));
-	o->listen_addr = "127.0.0.1";
-	o->port = SERVE_DEFAULT_PORT;
-	o->readers = 2;
-	o->heartbeat_ms = 15000;
-	o->refresh_ms = 2000;
-	o->max_age_s = 31536000;
-	o->max_clients = 10000;
-	o->shutdown_ms = 5000;
-	o->log_level = LOG_INFO;
-
+	set_defaults(o);
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":d:p:h", long_options, NULL)) != -1)
-	{
-		switch (c)
-		{
-			case 'd':
-				o->dsn = optarg;
-				break;
-			case 'l':
-				o->listen_addr = optarg;
-				break;
-			case 'p':
-				o->port = (int) parse_int_option("port", optarg, 0, 65535);
-				break;
-			case 't':
-				o->tokens_file = optarg;
-				break;
-			case 'C':
-				o->tls_cert = optarg;
-				break;
-			case 'K':
-				o->tls_key = optarg;
-				break;
-			case 'P':
-				add_payload(o, optarg);
-				break;
-			case 'O':
-				o->allow_origin = optarg;
-				break;
-			case 'r':
-				o->readers = (int) parse_int_option("readers", optarg, 1, 64);
-				break;
-			case 'b':
-				o->heartbeat_ms = (int) parse_int_option("heartbeat-ms", optarg, 100, INT_MAX);
-				break;
-			case 'R':
-				o->refresh_ms = (int) parse_int_option("refresh-ms", optarg, 10, INT_MAX);
-				break;
-			case 'a':
-				o->max_age_s = (int) parse_int_option("max-age", optarg, 0, INT_MAX);
-				break;
-			case 'm':
-				o->max_clients = (unsigned int) parse_int_option("max-clients", optarg, 1, 1000000);
-				break;
-			case 's':
-				o->shutdown_ms = (int) parse_int_option("shutdown-ms", optarg, 0, INT_MAX);
-				break;
-			case 'L':
-				{
-					int			i;
-
-					for (i = 0; i <= LOG_DEBUG; i++)
-						if (strcmp(optarg, level_names[i]) == 0)
-							break;
-					if (i > LOG_DEBUG)
-						cfeed_usage_error("serve", "invalid --log-level \"%s\": expected error, warning, info or debug", optarg);
-					o->log_level = (ServeLogLevel) i;
-				}
-				break;
-			case 'h':
-				print_serve_help();
-				exit(CFEED_EXIT_OK);
-			case ':':
-				cfeed_usage_error("serve", "option \"%s\" needs a value", argv[optind - 1]);
-			default:
-				cfeed_usage_error("serve", "unknown option \"%s\"", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		cfeed_usage_error("serve", "unexpected argument \"%s\"", argv[optind]);
+		if (!set_option(o, c, optarg))
+			cfeed_bad_option("serve", c, argv);
+	cfeed_no_more_arguments("serve", argc, argv);
 	if (o->tokens_file == NULL)
 		cfeed_usage_error("serve", "--tokens is required (see docs/serve.md for the file format)");
 	if ((o->tls_cert == NULL) != (o->tls_key == NULL))

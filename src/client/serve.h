@@ -6,13 +6,14 @@
  *
  * Threads (docs/serve.md, "How it works"):
  *	 - libmicrohttpd's one polling thread runs every HTTP callback
- *	   (serve_http.c, serve_sse.c); it never touches the database;
+ *	   (serve_http.c, serve_stream.c); it never touches the database;
  *	 - the reading pool (serve_pool.c): a few threads, each with its own
  *	   database connection, run the requests' reads (serve_feedapi.c);
  *	 - the hub (serve_hub.c): one thread and one connection that LISTENs
- *	   (or waits with cfeed.wait on a hot standby) and reads each new batch
- *	   of a followed shard once, into a bounded in-memory tail that every
- *	   streaming client at the head of that shard takes from;
+ *	   (or waits with cfeed.wait on a hot standby, serve_hub_standby.c) and
+ *	   reads each new batch of a followed shard once, into a bounded
+ *	   in-memory tail that every streaming client at the head of that shard
+ *	   takes from (serve_hub_tail.c);
  *	 - the main thread waits for SIGTERM/SIGINT and shuts down (serve.c).
  *
  * Ownership of a ServeReq: the HTTP thread owns it, except while it is
@@ -209,6 +210,9 @@ extern void cfeed_feedapi_error(ServeReq *req, int status, const char *error,
 extern void cfeed_feedapi_token(int feed_id, const char *shard_list,
 								char *token, size_t size);
 extern char *cfeed_feedapi_read_sql(const char *feed);
+extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
+									const char *feed, int shard,
+									const long long *after, int limit);
 extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
 
 /* serve_stream.c */
@@ -220,7 +224,7 @@ extern void cfeed_stream_cursor(ServeReq *req);
 extern void cfeed_stream_position(ServeReq *req);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
 
-/* serve_hub.c */
+/* serve_hub.c, serve_hub_tail.c */
 typedef enum HubTake
 {
 	HUB_TOOK,					/* events were added to req->out */

@@ -332,33 +332,84 @@ position_request(ServeReq *req)
 }
 
 /*
- * read_page
- *		Read up to limit events after c into req->out (framed for the
- *		request's kind) and advance c.  Returns the rows read, or -1 with
- *		the answer set: 410 when retention removed changes after c (a feed
- *		with retention whose first change read is not the one after c).
+ * cfeed_feedapi_read
+ *		Read a page of a shard: sql is cfeed_feedapi_read_sql of the feed
+ *		(named feed, id feed_id), after is the cursor (NULL: from the
+ *		beginning), limit the most events.  Its rows are number, stamped_at
+ *		(Unix milliseconds) and the event's JSON; the caller checks and
+ *		clears the result.
  */
-static int
-read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
+PGresult *
+cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id, const char *feed,
+				   int shard, const long long *after, int limit)
 {
 	char		feed_text[16];
 	char		shard_text[16];
 	char		cursor_text[24];
 	char		limit_text[16];
-	const char *params[5] = {feed_text, shard_text, NULL, limit_text, req->feed.name};
+	const char *params[5] = {feed_text, shard_text, NULL, limit_text, feed};
+
+	snprintf(feed_text, sizeof(feed_text), "%d", feed_id);
+	snprintf(shard_text, sizeof(shard_text), "%d", shard);
+	snprintf(limit_text, sizeof(limit_text), "%d", limit);
+	if (after != NULL)
+	{
+		snprintf(cursor_text, sizeof(cursor_text), "%lld", *after);
+		params[2] = cursor_text;
+	}
+	return PQexecParams(conn, sql, 5, NULL, params, NULL, NULL, 0);
+}
+
+/*
+ * removed_after
+ *		Whether the feed's retention removed changes after c: whether c is
+ *		below the shard's retention floor, cfeed.cursor_at at -infinity (the
+ *		cursor from which reading returns every change left; it looks at
+ *		the rows themselves, so changes the gateway's role is not shown,
+ *		such as those of a tracked table it may not SELECT, are not taken
+ *		for removed ones).  -1, with the answer set, when the query fails.
+ */
+static int
+removed_after(PGconn **conn, ServeReq *req, const ServeCursor *c)
+{
+	char		feed_text[16];
+	char		shard_text[16];
+	const char *params[2] = {feed_text, shard_text};
+	PGresult   *res;
+	bool		removed;
+
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	snprintf(shard_text, sizeof(shard_text), "%d", c->shard);
+	res = PQexecParams(*conn, "select cfeed.cursor_at($1::int, $2::int, '-infinity')",
+					   2, NULL, params, NULL, NULL, 0);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	{
+		answer_db_error(conn, req, res);
+		return -1;
+	}
+	removed = c->number < strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return removed;
+}
+
+/*
+ * read_page
+ *		Read up to limit events after c into req->out (framed for the
+ *		request's kind) and advance c.  Returns the rows read, or -1 with
+ *		the answer set: 410 when retention removed changes after c.  That
+ *		is asked only of a feed with retention when the read skipped
+ *		numbers after c (or returned nothing below the head), which changes
+ *		the gateway's role may not read do as well as removed ones.
+ */
+static int
+read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
+{
 	char	   *sql = cfeed_feedapi_read_sql(req->feed.name);
 	PGresult   *res;
 	int			rows;
 
-	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
-	snprintf(shard_text, sizeof(shard_text), "%d", c->shard);
-	snprintf(limit_text, sizeof(limit_text), "%d", limit);
-	if (c->known)
-	{
-		snprintf(cursor_text, sizeof(cursor_text), "%lld", c->number);
-		params[2] = cursor_text;
-	}
-	res = PQexecParams(*conn, sql, 5, NULL, params, NULL, NULL, 0);
+	res = cfeed_feedapi_read(*conn, sql, req->feed.feed_id, req->feed.name, c->shard,
+							 c->known ? &c->number : NULL, limit);
 	free(sql);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
@@ -366,13 +417,20 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 		return -1;
 	}
 	rows = PQntuples(res);
-	if (rows > 0 && c->known && req->feed.has_retention &&
-		strtoll(PQgetvalue(res, 0, 0), NULL, 10) > c->number + 1)
+	if (c->known && req->feed.has_retention &&
+		(rows > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) > c->number + 1 :
+		 c->number < req->feed.heads[shard_index(req, c->shard)]))
 	{
-		PQclear(res);
-		cfeed_feedapi_error(req, 410, "gone",
-							"changes after this cursor were removed by the feed's retention; start again from _first");
-		return -1;
+		int			removed = removed_after(conn, req, c);
+
+		if (removed != 0)
+		{
+			PQclear(res);
+			if (removed > 0)
+				cfeed_feedapi_error(req, 410, "gone",
+									"changes after this cursor were removed by the feed's retention; start again from _first");
+			return -1;
+		}
 	}
 	for (int r = 0; r < rows; r++)
 		cfeed_stream_event(req, c, strtoll(PQgetvalue(res, r, 0), NULL, 10),

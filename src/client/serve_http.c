@@ -71,6 +71,20 @@ add_common_headers(struct MHD_Response *resp, const char *type)
 }
 
 /*
+ * queue_response
+ *		Queue resp with status, and release it (libmicrohttpd keeps its own
+ *		reference while it sends it).
+ */
+static enum MHD_Result
+queue_response(struct MHD_Connection *conn, int status, struct MHD_Response *resp)
+{
+	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/*
  * answer_buffer
  *		Queue a complete answer with the given status, type and body.
  */
@@ -79,7 +93,6 @@ answer_buffer(struct MHD_Connection *conn, int status, const char *type,
 			  const char *body, size_t len, const char *cache)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
 
 	resp = MHD_create_response_from_buffer(len, (void *) body, MHD_RESPMEM_MUST_COPY);
 	if (resp == NULL)
@@ -88,9 +101,7 @@ answer_buffer(struct MHD_Connection *conn, int status, const char *type,
 	MHD_add_response_header(resp, "Cache-Control", cache);
 	if (status == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"cfeed\"");
-	ret = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return queue_response(conn, status, resp);
 }
 
 /*
@@ -271,7 +282,6 @@ static enum MHD_Result
 answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 {
 	struct MHD_Response *resp;
-	enum MHD_Result ret;
 	char		cache[96];
 
 	req->queued = true;
@@ -302,9 +312,7 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 	add_common_headers(resp, req->kind == REQ_SSE ? "text/event-stream" : "application/x-ndjson");
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	ret = MHD_queue_response(conn, 200, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return queue_response(conn, 200, resp);
 }
 
 /*
@@ -315,15 +323,14 @@ static enum MHD_Result
 answer_preflight(struct MHD_Connection *conn)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-	enum MHD_Result ret;
 
+	if (resp == NULL)
+		return MHD_NO;
 	add_common_headers(resp, "text/plain");
 	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET");
 	MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Last-Event-ID");
 	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-	ret = MHD_queue_response(conn, 204, resp);
-	MHD_destroy_response(resp);
-	return ret;
+	return queue_response(conn, 204, resp);
 }
 
 /*

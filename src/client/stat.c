@@ -155,14 +155,11 @@ cfeed_stat_main(int argc, char **argv)
 			case 'h':
 				print_stat_help();
 				return CFEED_EXIT_OK;
-			case ':':
-				cfeed_usage_error("stat", "option \"%s\" needs a value", argv[optind - 1]);
 			default:
-				cfeed_usage_error("stat", "unknown option \"%s\"", argv[optind - 1]);
+				cfeed_bad_option("stat", c, argv);
 		}
 	}
-	if (optind < argc)
-		cfeed_usage_error("stat", "unexpected argument \"%s\"", argv[optind]);
+	cfeed_no_more_arguments("stat", argc, argv);
 
 	conn = cfeed_connect(dsn, true);
 	if (conn == NULL)

@@ -166,14 +166,11 @@ parse_options(Tail *t, int argc, char **argv)
 			case 'h':
 				print_tail_help();
 				exit(CFEED_EXIT_OK);
-			case ':':
-				cfeed_usage_error("tail", "option \"%s\" needs a value", argv[optind - 1]);
 			default:
-				cfeed_usage_error("tail", "unknown option \"%s\"", argv[optind - 1]);
+				cfeed_bad_option("tail", c, argv);
 		}
 	}
-	if (optind < argc)
-		cfeed_usage_error("tail", "unexpected argument \"%s\"", argv[optind]);
+	cfeed_no_more_arguments("tail", argc, argv);
 	if (t->feed_arg == NULL || *t->feed_arg == '\0')
 		cfeed_usage_error("tail", "--feed is required");
 

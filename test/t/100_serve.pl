@@ -4,7 +4,8 @@
 # (discovery, fetch with _first/_last/a number, pageSizeHint, stream, 400,
 # 401, 403, 404, 409, 410), immutable pages, payload attachment, a consumer
 # that follows the spec's client rules under concurrent writers with aborts,
-# SSE and its resume after a gateway restart, graceful shutdown with a final
+# SSE and its resume after a gateway restart, a database restart under a
+# stream (the hub reconnects with backoff), graceful shutdown with a final
 # cursor, the gateway role's own read grants, serving from a hot standby,
 # /healthz and /metrics.
 
@@ -269,6 +270,43 @@ like($r->{content}, qr/^cfeed_serve_events_sent_total \d+$/m, 'metrics: events s
 like($r->{content}, qr/^cfeed_serve_delivery_seconds_bucket\{le="\+Inf"\} \d+$/m, 'metrics: latency histogram');
 is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200');
 
+# --- the database restarts under an open stream: 503 meanwhile, the hub
+# reconnects with backoff (heartbeats do not hurry it), the stream goes on
+my $tokr = decode_json(http_get("$url/orders", $alice)->{content})->{token};
+my $headr = $node->safe_psql('postgres', 'select cfeed.head(1, 0)');
+$sout = '';
+$stream = start_stream("$url/orders?token=$tokr&partition=0&cursor=$headr&stream=y", $alice, \$sout);
+usleep(300_000);
+my $attempts = sub { scalar(() = slurp_file($gw->{log}) =~ /hub: could not connect/g) };
+$stream->pump_nb;
+$node->stop('fast');
+my $attempts0 = $attempts->();
+my $seen = length $sout;
+my $down_until = time + 3;
+while (time < $down_until)
+{
+	$stream->pump_nb;
+	usleep(50_000);
+}
+my $tried = $attempts->() - $attempts0;
+ok($tried >= 2 && $tried <= 8, "database down: the hub retries with backoff ($tried attempts in 3 s)");
+my $beats = () = substr($sout, $seen) =~ /^\{"cursor":"$headr"\}$/mg;
+ok($beats >= 2, "database down: the stream still gets its heartbeats ($beats in 3 s)");
+is(http_get("$gw->{url}/healthz")->{status}, 503, 'healthz: 503 while the database is down');
+$node->start;
+$node->safe_psql('postgres', 'select cfeed.publish(1, 0) from generate_series(1, 3)');
+$sse_deadline = time + 30;
+while ((() = $sout =~ /"data"/g) < 3 && time < $sse_deadline)
+{
+	$stream->pump_nb;
+	usleep(50_000);
+}
+$stream->kill_kill;
+@data = map { $_->{data} } grep { $_->{data} } ndjson($sout =~ s/[^\n]*\z//r);
+is_deeply([ map { $_->{number} } @data ], [ $headr + 1 .. $headr + 3 ],
+	'a stream open across the database restart gets the changes after it');
+is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200 after the hub reconnected');
+
 # --- the gateway's role needs cfeed's read grant too
 $node->safe_psql('postgres', q{
 	create role gw login;
@@ -279,6 +317,38 @@ stop_gateway($gw);
 $gw = start_gateway(dsn => $node->connstr('postgres') . ' user=gw', tokens => "$dir/tokens", port => $gw->{port});
 is(http_get("$url/orders", 'all-0123456789abcdefgh')->{status}, 200, 'gateway role granted feed orders: 200');
 is(http_get("$url/other", 'all-0123456789abcdefgh')->{status}, 403, 'gateway role not granted feed other: 403');
+
+# --- 410 is decided by the shard's retention floor: changes the gateway's
+# role is not shown (of a tracked table it may not SELECT) are no gap
+$node->safe_psql('postgres', q{
+	select cfeed.create_feed('mixed', 1, 5);
+	update cfeed.feed set retention = '1 day' where feed_id = 5;
+	create table open_t (id int primary key);
+	create table secret_t (id int primary key);
+	select cfeed.track('open_t', 5);
+	select cfeed.track('secret_t', 5);
+	grant select on open_t, cfeed.row_image to gw;
+	select cfeed.grant_read(5, 'gw');
+	insert into open_t values (1);
+	insert into secret_t values (1);
+	insert into open_t values (2);
+});
+wait_stamped();
+my $all = 'all-0123456789abcdefgh';
+my $tok5 = decode_json(http_get("$url/mixed", $all)->{content})->{token};
+$r = http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 1), $all);
+is($r->{status}, 200, 'a change the gateway role may not read is not taken for a retention gap');
+is_deeply([ map { $_->{data}{number} } grep { $_->{data} } ndjson($r->{content}) ], [ $start + 3 ],
+	'the page passes the change the gateway role may not read');
+$node->safe_psql('postgres', q{
+	update cfeed.feed set retention = '1 millisecond' where feed_id = 5;
+	select pg_sleep(0.01);
+	select cfeed.apply_retention(true);
+});
+is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 1), $all)->{status}, 410,
+	'retention removed changes after the cursor (one the gateway role may not read): 410');
+is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 2), $all)->{status}, 200,
+	'a cursor at the retention floor: 200');
 stop_gateway($gw);
 
 # --- serving from a hot standby (cfeed.wait instead of LISTEN)

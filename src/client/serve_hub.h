@@ -1,0 +1,73 @@
+/*
+ * src/client/serve_hub.h
+ *		What the files of the fan-out hub of `cfeed serve` share: the
+ *		followed shards and their in-memory tails (serve_hub_tail.c), the
+ *		hub thread and its database connection (serve_hub.c), and waiting on
+ *		a hot standby (serve_hub_standby.c).  The interface to the rest of
+ *		the gateway is in serve.h.
+ *
+ * Locking: cfeed_hub_lock protects the shard list, every shard's fields
+ * and tail, and the list of waiting requests.  Database work happens
+ * outside it; a tail dropped while a read was under way is detected by its
+ * generation number.  Requests are resumed only after the lock is released
+ * (libmicrohttpd takes its own locks in resume, and may hold them while it
+ * calls back into code that takes cfeed_hub_lock).
+ */
+#ifndef CFEED_SERVE_HUB_H
+#define CFEED_SERVE_HUB_H
+
+#include "serve.h"
+
+/* One event in a shard's tail: its number, stamp and JSON object. */
+typedef struct HubEvent
+{
+	long long	number;
+	long long	stamped_ms;
+	char	   *json;
+	int			len;
+} HubEvent;
+
+/* A shard some streaming request follows (or followed). */
+typedef struct HubShard
+{
+	struct HubShard *next;
+	int			feed_id;
+	int			shard;
+	char		feed[SERVE_NAME_MAX];
+	char		channel[48];
+	char	   *sql;			/* cfeed_feedapi_read_sql of the feed */
+	char		token[40];		/* the feed's FeedAPI token */
+	bool		listened;
+	int			followers;
+	bool		based;			/* the tail is established */
+	bool		due;			/* read it at the next pass */
+	unsigned	gen;			/* bumped when the tail is dropped */
+	long long	base;
+	long long	last;
+	long long	head;			/* highest head known */
+	HubEvent   *ring;
+	int			start;
+	int			count;
+} HubShard;
+
+extern pthread_mutex_t cfeed_hub_lock;
+extern HubShard *cfeed_hub_shards;
+
+/* serve_hub_tail.c */
+extern long long cfeed_hub_wake(bool all);
+extern void cfeed_hub_append(HubShard *h, long long number, long long stamped_ms,
+							 const char *json, int len);
+extern void cfeed_hub_mark_all_due(void);
+
+/* serve_hub.c */
+extern void cfeed_hub_kick(void);
+extern void cfeed_hub_nap(int ms);
+extern bool cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what);
+
+/* serve_hub_standby.c */
+extern void cfeed_hub_standby_reset(void);
+extern bool cfeed_hub_on_standby(void);
+extern bool cfeed_hub_standby_refused(PGresult *res);
+extern bool cfeed_hub_standby_wait(PGconn *conn, long long timeout);
+
+#endif							/* CFEED_SERVE_HUB_H */

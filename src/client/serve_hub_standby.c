@@ -1,0 +1,99 @@
+/*
+ * src/client/serve_hub_standby.c
+ *		The fan-out hub on a hot standby, where LISTEN is refused (25006):
+ *		noticing it, and waiting for new changes without notifications.
+ *
+ * When it follows one shard, the hub waits in cfeed.wait() (at most a
+ * second, or until its next timer); otherwise it reads the followed shards
+ * every SERVE_STANDBY_POLL_MS, or sooner when kicked.  Either way every
+ * followed shard is then due to be read.  Prefix visibility holds on a
+ * standby, so the tails skip nothing there either.  The state belongs to
+ * the hub thread: it is set on a refused LISTEN and cleared on each new
+ * connection.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <string.h>
+
+#include "serve_hub.h"
+
+static bool standby;
+
+/*
+ * cfeed_hub_standby_reset
+ *		A new connection: not known to be a standby until LISTEN is refused.
+ */
+void
+cfeed_hub_standby_reset(void)
+{
+	standby = false;
+}
+
+/*
+ * cfeed_hub_on_standby
+ *		Whether the hub's connection is to a hot standby.
+ */
+bool
+cfeed_hub_on_standby(void)
+{
+	return standby;
+}
+
+/*
+ * cfeed_hub_standby_refused
+ *		Whether a failed LISTEN was refused because the server is a hot
+ *		standby (25006); then note it (and log it) and clear res.
+ */
+bool
+cfeed_hub_standby_refused(PGresult *res)
+{
+	if (strcmp(cfeed_sqlstate(res), "25006") != 0)
+		return false;
+	PQclear(res);
+	standby = true;
+	cfeed_serve_log(LOG_INFO, "hub: hot standby (LISTEN refused): waiting with cfeed.wait instead");
+	return true;
+}
+
+/*
+ * cfeed_hub_standby_wait
+ *		On a hot standby: wait in cfeed.wait for the one followed shard, or
+ *		sleep a poll interval; then every followed shard is due.  False when
+ *		the connection is lost.
+ */
+bool
+cfeed_hub_standby_wait(PGconn *conn, long long timeout)
+{
+	HubShard   *one = NULL;
+	int			followed = 0;
+	char		text[4][24];
+	const char *params[4] = {text[0], text[1], text[2], text[3]};
+	PGresult   *res;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
+		if (h->followers > 0 && h->based)
+		{
+			followed++;
+			one = h;
+			snprintf(text[0], sizeof(text[0]), "%d", h->feed_id);
+			snprintf(text[1], sizeof(text[1]), "%d", h->shard);
+			snprintf(text[2], sizeof(text[2]), "%lld", h->last);
+		}
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	if (followed != 1 || one == NULL)
+	{
+		cfeed_hub_nap((int) (timeout < SERVE_STANDBY_POLL_MS ? timeout : SERVE_STANDBY_POLL_MS));
+		cfeed_hub_mark_all_due();
+		return true;
+	}
+	snprintf(text[3], sizeof(text[3]), "%lld", timeout < 1000 ? timeout : 1000);
+	res = PQexecParams(conn, "select cfeed.wait($1::int, $2::int, $3::bigint, $4::int)",
+					   4, NULL, params, NULL, NULL, 0);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+		return !cfeed_hub_lost(conn, res, "waiting");
+	PQclear(res);
+	cfeed_hub_mark_all_due();
+	return true;
+}

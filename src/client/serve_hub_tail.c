@@ -1,0 +1,382 @@
+/*
+ * src/client/serve_hub_tail.c
+ *		The followed shards of the fan-out hub and their in-memory tails:
+ *		the streaming requests that follow a shard, take its events from
+ *		memory, and wait in the hub until it has something for them.
+ *
+ * A followed shard's tail holds the events with numbers in (base, last],
+ * at most SERVE_TAIL_EVENTS of them, appended in order by the hub thread
+ * (serve_hub.c) once per new batch, so every client at the head takes the
+ * same events from memory: the database's work grows with the changes, not
+ * with the clients.  A client whose cursor is below base catches up
+ * through the reading pool first.  When the last follower leaves, the tail
+ * is dropped (and its generation bumped).
+ *
+ * Waiting: the HTTP thread suspends a request and puts it on the waiting
+ * list under cfeed_hub_lock (cfeed_hub_wait); the hub takes it off under
+ * the lock and resumes it after releasing the lock, so a resume never
+ * precedes its suspend.  Only the HTTP thread takes a libmicrohttpd lock
+ * under cfeed_hub_lock (in suspend); the hub and pool threads resume
+ * without holding it (serve_hub.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve_hub.h"
+
+#define TAKE_MAX	512			/* events handed to one request at a time */
+
+pthread_mutex_t cfeed_hub_lock = PTHREAD_MUTEX_INITIALIZER;
+HubShard   *cfeed_hub_shards;
+static ServeReq *waiters;
+
+/*
+ * drop_tail
+ *		Forget a shard's tail (cfeed_hub_lock held).
+ */
+static void
+drop_tail(HubShard *h)
+{
+	for (int i = 0; i < h->count; i++)
+		free(h->ring[(h->start + i) % SERVE_TAIL_EVENTS].json);
+	h->start = h->count = 0;
+	h->based = false;
+	h->gen++;
+}
+
+/*
+ * should_wake
+ *		Whether a waiting request has something to do now (cfeed_hub_lock
+ *		held): an event or a catch-up on one of its shards, a heartbeat or
+ *		its end due, a token change, or shutdown.
+ */
+static bool
+should_wake(ServeReq *req, long long now)
+{
+	if (atomic_load(&cfeed_serve_stopping) || now >= req->next_beat_ms ||
+		(req->deadline_ms > 0 && now >= req->deadline_ms))
+		return true;
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		ServeCursor *c = &req->cursors[i];
+		HubShard   *h = c->hub;
+
+		if (h->based && (!c->known || c->number < h->last || c->number < h->base))
+			return true;
+		if (req->kind == REQ_FETCH && i == 0 && strcmp(h->token, req->feed.token) != 0)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * wake_waiters
+ *		Take off the waiting list every request that has something to do,
+ *		or every one when all is true (cfeed_hub_lock held), linking them into
+ *		*woken for resume_woken.  Returns the earliest time a remaining
+ *		waiter is due.
+ */
+static long long
+wake_waiters(bool all, ServeReq **woken)
+{
+	long long	now = cfeed_now_ms();
+	long long	next = now + SERVE_SAFETY_MS;
+	ServeReq  **link = &waiters;
+
+	while (*link != NULL)
+	{
+		ServeReq   *req = *link;
+
+		if (all || should_wake(req, now))
+		{
+			*link = req->next_waiting;
+			req->next_waiting = *woken;
+			*woken = req;
+			continue;
+		}
+		if (req->next_beat_ms < next)
+			next = req->next_beat_ms;
+		if (req->deadline_ms > 0 && req->deadline_ms < next)
+			next = req->deadline_ms;
+		link = &req->next_waiting;
+	}
+	return next;
+}
+
+/*
+ * resume_woken
+ *		Resume the requests wake_waiters took off the list, after
+ *		cfeed_hub_lock is released (libmicrohttpd takes its own locks in
+ *		resume, and may hold them while it calls back into code that takes
+ *		cfeed_hub_lock).  They stay suspended until then, so none can be
+ *		freed meanwhile.
+ */
+static void
+resume_woken(ServeReq *woken)
+{
+	while (woken != NULL)
+	{
+		ServeReq   *next = woken->next_waiting;
+
+		woken->next_waiting = NULL;
+		MHD_resume_connection(woken->conn);
+		woken = next;
+	}
+}
+
+/*
+ * cfeed_hub_wake
+ *		Wake the waiters that have something to do (or all): lock, take,
+ *		unlock, resume.  Returns as wake_waiters.
+ */
+long long
+cfeed_hub_wake(bool all)
+{
+	ServeReq   *woken = NULL;
+	long long	next;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	next = wake_waiters(all, &woken);
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	resume_woken(woken);
+	return next;
+}
+
+/*
+ * cfeed_hub_follow
+ *		Make c (a cursor of a request for feed) take from the hub's tail of
+ *		its shard, following the shard if nobody did.
+ */
+void
+cfeed_hub_follow(const ServeFeed *feed, ServeCursor *c)
+{
+	HubShard   *h;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	for (h = cfeed_hub_shards; h != NULL; h = h->next)
+		if (h->feed_id == feed->feed_id && h->shard == c->shard)
+			break;
+	if (h == NULL)
+	{
+		h = cfeed_serve_alloc(sizeof(HubShard));
+		h->feed_id = feed->feed_id;
+		h->shard = c->shard;
+		snprintf(h->feed, sizeof(h->feed), "%s", feed->name);
+		snprintf(h->channel, sizeof(h->channel), "cfeed_%d_%d", h->feed_id, h->shard);
+		h->sql = cfeed_feedapi_read_sql(feed->name);
+		h->ring = cfeed_serve_alloc(sizeof(HubEvent) * SERVE_TAIL_EVENTS);
+		h->next = cfeed_hub_shards;
+		cfeed_hub_shards = h;
+	}
+	if (h->followers++ == 0)
+		snprintf(h->token, sizeof(h->token), "%s", feed->token);
+	c->hub = h;
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	cfeed_hub_kick();
+}
+
+/*
+ * cfeed_hub_unfollow
+ *		c no longer takes from the hub; the last follower drops the tail.
+ */
+void
+cfeed_hub_unfollow(ServeCursor *c)
+{
+	if (c->hub == NULL)
+		return;
+	pthread_mutex_lock(&cfeed_hub_lock);
+	if (--c->hub->followers == 0)
+		drop_tail(c->hub);
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	c->hub = NULL;
+}
+
+/*
+ * cfeed_hub_take
+ *		Append to req's output the tail's events after c (at most TAKE_MAX).
+ *		HUB_BEHIND when c is below the tail (or at _first): the caller
+ *		catches up through the pool.
+ */
+HubTake
+cfeed_hub_take(ServeReq *req, ServeCursor *c)
+{
+	HubShard   *h = c->hub;
+	HubTake		result = HUB_NOTHING;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	if (!h->based)
+		result = HUB_NOTHING;
+	else if (!c->known || c->number < h->base)
+		result = HUB_BEHIND;
+	else if (c->number < h->last)
+	{
+		int			lo = 0;
+		int			hi = h->count;
+
+		/* the first event with a number above the cursor */
+		while (lo < hi)
+		{
+			int			mid = (lo + hi) / 2;
+
+			if (h->ring[(h->start + mid) % SERVE_TAIL_EVENTS].number <= c->number)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		for (int i = lo; i < h->count && i < lo + TAKE_MAX; i++)
+		{
+			HubEvent   *e = &h->ring[(h->start + i) % SERVE_TAIL_EVENTS];
+
+			cfeed_stream_event(req, c, e->number, e->stamped_ms, e->json, e->len, true);
+			result = HUB_TOOK;
+		}
+		if (result == HUB_NOTHING)
+			c->number = h->last;	/* numbers the gateway may not read */
+	}
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	return result;
+}
+
+/*
+ * cfeed_hub_wait
+ *		Suspend req until the hub has something for it.  False (not
+ *		suspended) when it has something already.
+ */
+bool
+cfeed_hub_wait(ServeReq *req)
+{
+	bool		suspended = false;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	if (!should_wake(req, cfeed_now_ms()))
+	{
+		req->next_waiting = waiters;
+		waiters = req;
+		MHD_suspend_connection(req->conn);
+		suspended = true;
+	}
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	if (suspended)
+		cfeed_hub_kick();		/* its timers may be the earliest */
+	return suspended;
+}
+
+/*
+ * cfeed_hub_forget
+ *		Take a finished request off the waiting list, if it is there.
+ */
+void
+cfeed_hub_forget(ServeReq *req)
+{
+	pthread_mutex_lock(&cfeed_hub_lock);
+	for (ServeReq **link = &waiters; *link != NULL; link = &(*link)->next_waiting)
+		if (*link == req)
+		{
+			*link = req->next_waiting;
+			break;
+		}
+	pthread_mutex_unlock(&cfeed_hub_lock);
+}
+
+/*
+ * cfeed_hub_token_current
+ *		Whether a FeedAPI stream's token is still its feed's token.
+ */
+bool
+cfeed_hub_token_current(const ServeReq *req)
+{
+	bool		current;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	current = strcmp(req->cursors[0].hub->token, req->feed.token) == 0;
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	return current;
+}
+
+/*
+ * cfeed_hub_wake_all
+ *		Resume every waiting request (shutdown).
+ */
+void
+cfeed_hub_wake_all(void)
+{
+	(void) cfeed_hub_wake(true);
+}
+
+/*
+ * cfeed_hub_append
+ *		Append an event to h's tail (cfeed_hub_lock held), dropping the
+ *		oldest one when the tail is full.
+ */
+void
+cfeed_hub_append(HubShard *h, long long number, long long stamped_ms,
+				 const char *json, int len)
+{
+	HubEvent   *e;
+
+	if (h->count == SERVE_TAIL_EVENTS)
+	{
+		e = &h->ring[h->start];
+		h->base = e->number;
+		free(e->json);
+		h->start = (h->start + 1) % SERVE_TAIL_EVENTS;
+		h->count--;
+	}
+	e = &h->ring[(h->start + h->count++) % SERVE_TAIL_EVENTS];
+	e->number = number;
+	e->stamped_ms = stamped_ms;
+	e->len = len;
+	e->json = cfeed_serve_alloc(len + 1);
+	memcpy(e->json, json, len);
+	h->last = number;
+	if (h->last > h->head)
+		h->head = h->last;
+}
+
+/*
+ * cfeed_hub_mark_all_due
+ *		Read every followed shard at the next pass.
+ */
+void
+cfeed_hub_mark_all_due(void)
+{
+	pthread_mutex_lock(&cfeed_hub_lock);
+	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
+		h->due = true;
+	pthread_mutex_unlock(&cfeed_hub_lock);
+}
+
+/*
+ * cfeed_hub_metrics
+ *		Append the per-shard figures of followed shards to b.
+ */
+void
+cfeed_hub_metrics(ServeBuf *b)
+{
+	static const char *const names[] = {"head", "tail", "lag", "followers"};
+	static const char *const help[] = {
+		"Highest change_sequence_number the gateway knows of.",
+		"Last change_sequence_number in the gateway's in-memory tail.",
+		"Changes stamped but not yet in the gateway's tail (head - tail).",
+		"Streaming requests reading the shard."
+	};
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	for (int m = 0; m < 4; m++)
+	{
+		cfeed_buf_printf(b, "# HELP cfeed_serve_shard_%s %s\n# TYPE cfeed_serve_shard_%s gauge\n",
+						 names[m], help[m], names[m]);
+		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
+		{
+			long long	v[4] = {h->head, h->last, h->head > h->last ? h->head - h->last : 0, h->followers};
+
+			if (h->based)
+				cfeed_buf_printf(b, "cfeed_serve_shard_%s{feed=\"%s\",shard=\"%d\"} %lld\n",
+								 names[m], h->feed, h->shard, v[m]);
+		}
+	}
+	pthread_mutex_unlock(&cfeed_hub_lock);
+}
