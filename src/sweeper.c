@@ -19,8 +19,10 @@
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
  * caught: the transaction is aborted, the message kept for cfeed.sweepers,
- * and the loop goes on after a second.  SIGTERM (DROP DATABASE, shutdown)
- * ends the worker; the launcher restarts it when appropriate.
+ * and the loop goes on after a second.  A paused database (DROP DATABASE
+ * and the like, launcher.c) ends the worker between transactions, after
+ * its latch is set; SIGTERM (shutdown) ends it at once.  The launcher
+ * restarts it when appropriate.
  *
  * Locking: the worker's slot in shared memory is claimed and released under
  * CfeedShared->lock (shmem.c); its counters are written without it.  Each
@@ -119,6 +121,24 @@ claim_slot(Oid dboid, int32 sweep_group)
 	my_slot = free_slot;
 	LWLockRelease(CfeedShared->lock);
 	before_shmem_exit(release_slot, (Datum) 0);
+}
+
+/*
+ * database_paused
+ *		Whether a utility command wants the database unconnected (launcher.c):
+ *		the sweeper then leaves, between transactions.
+ */
+static bool
+database_paused(Oid dboid)
+{
+	CfeedDatabase *db;
+	bool		paused;
+
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	db = cfeed_find_db(dboid, false);
+	paused = db != NULL && db->paused > 0;
+	LWLockRelease(CfeedShared->lock);
+	return paused;
 }
 
 /*
@@ -305,10 +325,10 @@ retention_pass(void)
  * sweep_pause
  *		cfeed.sweep_delay: after a sweep that stamped changes, let commits
  *		gather until the delay has passed since the sweep began.  Returns at
- *		once on a configuration reload, for the loop to read it.
+ *		once on a configuration reload or a pause, for the loop to act on it.
  */
 static void
-sweep_pause(TimestampTz began)
+sweep_pause(Oid dboid, TimestampTz began)
 {
 	TimestampTz until = TimestampTzPlusMilliseconds(began, cfeed_sweep_delay);
 
@@ -316,7 +336,7 @@ sweep_pause(TimestampTz began)
 	{
 		long		remaining = cfeed_ms_until(GetCurrentTimestamp(), until);
 
-		if (remaining <= 0 || ConfigReloadPending)
+		if (remaining <= 0 || ConfigReloadPending || database_paused(dboid))
 			return;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 remaining, cfeed_wait_event(CFEED_WAIT_SWEEPER_DELAY));
@@ -357,6 +377,8 @@ cfeed_sweeper_main(Datum main_arg)
 		TimestampTz began = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
+		if (database_paused(dboid))
+			proc_exit(0);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -403,7 +425,7 @@ cfeed_sweeper_main(Datum main_arg)
 			continue;			/* a full batch: more is probably pending */
 		if (stamped > 0 && cfeed_sweep_delay > 0)
 		{
-			sweep_pause(began);
+			sweep_pause(dboid, began);
 			continue;			/* what committed meanwhile, its wake-ups reset */
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
