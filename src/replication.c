@@ -29,14 +29,19 @@
  *	  Hot standby waits: a wait holds its statement's snapshot, which the
  *	  replay of the cleanup of stamped changes' old versions conflicts with
  *	  (the startup process then waits up to max_standby_streaming_delay and
- *	  cancels it).  So a wait on a standby ends early, as if timed out, once
- *	  the startup process waits for a recovery conflict that began during
- *	  the wait; the caller polls again with a new snapshot.
+ *	  cancels it).  So a wait on a standby ends early, as if timed out, when
+ *	  the startup process begins to wait for a snapshot conflict while the
+ *	  wait's snapshot is older than a new one (it may be the one replay
+ *	  waits for), or when it waits for the same conflict for 30 ms (a lock,
+ *	  or a snapshot conflict that began before); the caller polls again
+ *	  with a new snapshot.  Brief conflicts with other queries leave a wait
+ *	  be.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "catalog/pg_type.h"
@@ -47,6 +52,7 @@
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "cfeed.h"
 
@@ -70,6 +76,9 @@ static TimeLineID epoch_seen_timeline = 0;
 static TimestampTz epoch_seen_start = 0;
 static Oid	epoch_seen_relid = InvalidOid;
 
+/* The current transaction stamped (its commit level is set again at commit). */
+static bool stamped_in_xact = false;
+
 static SPIPlanPtr epoch_find_plan = NULL;
 static SPIPlanPtr epoch_begin_plan = NULL;
 
@@ -77,13 +86,12 @@ PG_FUNCTION_INFO_V1(cfeed_epoch);
 PG_FUNCTION_INFO_V1(cfeed_resume_cursor);
 
 /*
- * cfeed_stamp_commit_level
- *		Make the current (stamping) transaction commit synchronously, at
- *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says;
- *		the setting ends with the transaction.
+ * set_stamp_level
+ *		synchronous_commit := cfeed.sweep_synchronous_commit, for the rest of
+ *		the transaction, and a flush at commit.
  */
-void
-cfeed_stamp_commit_level(void)
+static void
+set_stamp_level(void)
 {
 	const struct config_enum_entry *e;
 
@@ -93,6 +101,46 @@ cfeed_stamp_commit_level(void)
 	(void) set_config_option("synchronous_commit", e->name, PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_LOCAL, true, 0, false);
 	ForceSyncCommit();
+}
+
+/*
+ * stamp_xact_callback
+ *		A transaction that stamped sets its level again just before it
+ *		commits: the application may have changed synchronous_commit after
+ *		the sweep (SET LOCAL, or a function's SET clause, which also undoes
+ *		what was set inside the function).
+ */
+static void
+stamp_xact_callback(XactEvent event, void *arg)
+{
+	if (!stamped_in_xact)
+		return;
+	if (event == XACT_EVENT_PRE_COMMIT)
+		set_stamp_level();
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+			 event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+			 event == XACT_EVENT_PARALLEL_ABORT)
+		stamped_in_xact = false;
+}
+
+/*
+ * cfeed_stamp_commit_level
+ *		Make the current (stamping) transaction commit synchronously, at
+ *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says,
+ *		then or later in the transaction; the setting ends with it.
+ */
+void
+cfeed_stamp_commit_level(void)
+{
+	static bool callback_registered = false;
+
+	if (!callback_registered)
+	{
+		RegisterXactCallback(stamp_xact_callback, NULL);
+		callback_registered = true;
+	}
+	set_stamp_level();
+	stamped_in_xact = true;
 }
 
 /*
@@ -244,12 +292,13 @@ cfeed_resume_cursor(PG_FUNCTION_ARGS)
  *		On a hot standby: when the startup process waits for a recovery
  *		conflict (a snapshot or a lock held by queries), the position replay
  *		is stuck at, which identifies the conflict; InvalidXLogRecPtr when it
- *		does not wait.  The startup process is one of the auxiliary processes,
- *		whose PGPROCs follow the backends'; its wait event is read unlocked,
- *		as pg_stat_activity does.
+ *		does not wait.  *snapshot tells a snapshot conflict from a lock one.
+ *		The startup process is one of the auxiliary processes, whose PGPROCs
+ *		follow the backends'; its wait event is read unlocked, as
+ *		pg_stat_activity does.
  */
 XLogRecPtr
-cfeed_recovery_conflict_lsn(void)
+cfeed_recovery_conflict_lsn(bool *snapshot)
 {
 	int			i;
 
@@ -260,7 +309,24 @@ cfeed_recovery_conflict_lsn(void)
 
 		if (proc->pid != 0 &&
 			(w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT || (w & 0xFF000000) == PG_WAIT_LOCK))
+		{
+			*snapshot = (w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT);
 			return GetXLogReplayRecPtr(NULL);
+		}
 	}
 	return InvalidXLogRecPtr;
+}
+
+/*
+ * cfeed_snapshot_behind
+ *		Whether this backend's oldest snapshot is older than a new one would
+ *		be: only then can replay's cleanup conflict with it (cleanup removes
+ *		versions that no running transaction, so no new snapshot, needs).
+ */
+bool
+cfeed_snapshot_behind(void)
+{
+	TransactionId xmin = MyProc->xmin;
+
+	return TransactionIdIsValid(xmin) && TransactionIdPrecedes(xmin, GetLatestSnapshot()->xmin);
 }
