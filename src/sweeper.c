@@ -10,7 +10,8 @@
  *	 wait on the latch (set by every commit that recorded changes in this
  *	 database) or cfeed.fallback_interval -> one transaction: check that the
  *	 extension still exists (exit 0 if not), the group-0 sweeper refreshes
- *	 the database's list of sweep groups for the launcher, sweep the group
+ *	 the database's list of sweep groups for the launcher (and warns once
+ *	 when triggers cfeed enables ALWAYS are not), sweep the group
  *	 without waiting for another sweeper of it -> commit -> loop again at
  *	 once if the sweep filled a batch, or cfeed.sweep_delay after the sweep
  *	 began if it stamped anything and the delay is set.  The group-0
@@ -205,6 +206,47 @@ refresh_groups(Oid dboid)
 }
 
 /*
+ * check_always_triggers
+ *		Group-0 sweeper: warn, once until it is repaired, when a trigger
+ *		cfeed enables ALWAYS (it must fire for logical replication's apply
+ *		too) is not: pg_restore --data-only --disable-triggers ends with
+ *		ENABLE TRIGGER ALL, which makes them fire on origin only.
+ *		change_guard is ALWAYS from 1.5 (the version that has cfeed.epoch).
+ */
+static void
+check_always_triggers(void)
+{
+	static bool warned = false;
+	int			spi_level;
+	bool		isnull;
+	Datum		fix;
+
+	spi_level = cfeed_spi_connect();
+	if (SPI_execute("SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
+					"t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
+					"FROM pg_catalog.pg_trigger t "
+					"WHERE t.tgrelid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass) "
+					"AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
+					"'change_stamp_guard', 'shard_config_guard') AND t.tgenabled <> 'A' "
+					"AND (t.tgname <> 'change_guard' OR pg_catalog.to_regclass('cfeed.epoch') IS NOT NULL)",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed sweeper: checking cfeed's triggers failed");
+	fix = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		warned = false;
+	else if (!warned)
+	{
+		ereport(WARNING,
+				(errmsg("cfeed: some of cfeed's triggers are not enabled ALWAYS"),
+				 errdetail("Logical replication's apply and sessions with session_replication_role = replica skip them."),
+				 errhint("A data-only restore with --disable-triggers does this; run: %s",
+						 TextDatumGetCString(fix))));
+		warned = true;
+	}
+	cfeed_spi_finish(spi_level);
+}
+
+/*
  * group_listed
  *		Whether the database's published groups still include sweep_group.
  */
@@ -265,7 +307,10 @@ sweep_pass(Oid dboid, int32 sweep_group)
 		owner_oid = cfeed_extension_owner();
 		SetUserIdAndSecContext(owner_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		if (sweep_group == 0)
+		{
 			refresh_groups(dboid);
+			check_always_triggers();
+		}
 		last_refresh = GetCurrentTimestamp();
 	}
 	else
