@@ -20,9 +20,12 @@
 # 3. One server, no standby: a restart begins a new epoch without moving any
 #    cursor; a sweep waiting for a synchronous standby that is not there is
 #    not interrupted by ALTER DATABASE ... RENAME, which fails instead (the
-#    stamp stays invisible); a copy of an older base backup started without
-#    recovery.signal (crash recovery, same timeline) begins a new epoch whose
-#    head rewinds a cursor saved beyond the backup.
+#    stamp stays invisible), nor made asynchronous by a later SET LOCAL
+#    synchronous_commit = off in its transaction; a copy of an older base
+#    backup started without recovery.signal (crash recovery, same timeline)
+#    begins a new epoch whose head rewinds a cursor saved beyond the backup,
+#    and a cursor saved under an epoch the copy does not know rewinds to the
+#    lowest head of any epoch.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -206,6 +209,33 @@ unlike(slurp_file($lone->logfile, $log_offset), qr/canceling the wait for synchr
 $lone->append_conf('postgresql.conf', "synchronous_standby_names = ''\n");
 $lone->reload;
 ok(wait_all_stamped($lone, 'postgres'), 'lone: the sweep completes once no standby is named');
+
+# A transaction that sweeps, then sets synchronous_commit = off, still
+# commits its stamps at cfeed.sweep_synchronous_commit (waits for the standby).
+$lone->safe_psql('postgres', 'ALTER SYSTEM SET cfeed.enable_sweeper = off');
+$lone->append_conf('postgresql.conf', "synchronous_standby_names = 'nobody'\n");
+$lone->reload;
+$lone->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper'})
+  or die 'the sweeper did not stop';
+$lone->safe_psql('postgres', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
+my ($sout, $serr) = ('', '');
+my $sweeping = IPC::Run::start(
+	[ 'psql', '-X', '-Atq', '-h', $lone->host, '-p', $lone->port, '-d', 'postgres', '-c',
+	  "BEGIN; SET LOCAL application_name = 'hand'; SELECT count(*) FROM cfeed.sweep(); SET LOCAL synchronous_commit = off; COMMIT;" ],
+	'>', \$sout, '2>', \$serr);
+my $hand_waits = 0;
+for (1 .. 50)
+{
+	last if $hand_waits = $lone->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hand' AND wait_event = 'SyncRep'});
+	usleep(100_000);
+}
+is($hand_waits, 1, 'lone: a sweep whose transaction then set synchronous_commit = off waits for the standby');
+$lone->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.enable_sweeper');
+$lone->append_conf('postgresql.conf', "synchronous_standby_names = ''\n");
+$lone->reload;
+$sweeping->finish;
+ok(wait_all_stamped($lone, 'postgres'), 'lone: and commits once no standby is named');
 my $cursor = $lone->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
 my $epoch = $lone->safe_psql('postgres', 'SELECT cfeed.epoch()');
 is($epoch, $e2, 'lone: no new epoch without a restart');
