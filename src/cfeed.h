@@ -108,7 +108,8 @@ typedef enum CfeedSyncCommit
 extern const struct config_enum_entry cfeed_sync_commit_options[];
 extern void cfeed_stamp_commit_level(void);
 extern void cfeed_epoch_begin(void);
-extern XLogRecPtr cfeed_recovery_conflict_lsn(void);
+extern XLogRecPtr cfeed_recovery_conflict_lsn(bool *snapshot);
+extern bool cfeed_snapshot_behind(void);
 
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);

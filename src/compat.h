@@ -217,7 +217,6 @@ typedef enum CfeedWaitEvent
 	CFEED_WAIT_SWEEPER_MAIN,	/* sweeper: idle between sweeps */
 	CFEED_WAIT_SWEEPER_DELAY,	/* sweeper: cfeed.sweep_delay pause */
 	CFEED_WAIT_LAUNCHER_MAIN,	/* launcher: idle between passes */
-	CFEED_WAIT_SWEEPER_EXIT,	/* a utility command waits for sweepers to leave */
 	CFEED_WAIT_READ,			/* cfeed.read() waiting for a change */
 	CFEED_WAIT_SWEEP_LOOP,		/* sweep_loop(): idle between sweeps */
 	CFEED_WAIT_SWEEP_TURN,		/* sweep_loop(): waiting for its group's turn */
@@ -232,7 +231,6 @@ cfeed_wait_event(CfeedWaitEvent event)
 		"CfeedSweeperMain",
 		"CfeedSweeperDelay",
 		"CfeedLauncherMain",
-		"CfeedSweeperExit",
 		"CfeedRead",
 		"CfeedSweepLoop",
 		"CfeedSweepTurn",

@@ -17,8 +17,9 @@
  *	 ABSENT  -- no extension (also after DROP EXTENSION): no sweeper.
  *
  * A database with paused > 0 gets no sweeper: DROP DATABASE, CREATE
- * DATABASE ... TEMPLATE, ALTER/RENAME DATABASE need it unconnected.  The
- * hook pauses it, terminates its sweepers, runs the command and unpauses
+ * DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME / SET TABLESPACE need it
+ * unconnected.  The hook pauses it (its sweepers see the flag and leave
+ * between transactions, never interrupted), runs the command and unpauses
  * (or forgets the database once it is dropped).  Sweepers never restart
  * themselves (BGW_NEVER_RESTART); the launcher, notified of their exit,
  * restarts them within cfeed.launcher_interval.  Template databases are
@@ -338,15 +339,17 @@ cfeed_launcher_main(Datum main_arg)
 /*
  * pause_database / unpause_database
  *		Keep sweepers away from a database for the length of a utility
- *		command: pausing also terminates the running ones and waits (up to
- *		5 s) for them to leave.
+ *		command.  Pausing sets the database's flag and the latches of its
+ *		sweepers, which leave between transactions; the command itself
+ *		waits for them (PostgreSQL's CountOtherDBBackends waits up to 5 s
+ *		for other sessions to leave) and fails as usual if one stays, e.g. a
+ *		sweep whose commit waits for a synchronous standby.  No signal: a
+ *		SIGTERM would end that wait and make its stamps visible without the
+ *		standby having them.
  */
 static void
 pause_database(Oid dboid)
 {
-	int			i;
-	int			waited_ms;
-
 	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
 	{
 		CfeedDatabase *db = cfeed_find_db(dboid, true);
@@ -354,30 +357,8 @@ pause_database(Oid dboid)
 		if (db != NULL)
 			db->paused++;
 	}
-	for (i = 0; i < CfeedShared->max_workers; i++)
-	{
-		CfeedWorkerSlot *slot = &CfeedShared->workers[i];
-
-		if (slot->in_use && slot->dboid == dboid)
-			kill(slot->pid, SIGTERM);
-	}
 	LWLockRelease(CfeedShared->lock);
-
-	for (waited_ms = 0; waited_ms < 5000; waited_ms += 10)
-	{
-		bool		any = false;
-
-		LWLockAcquire(CfeedShared->lock, LW_SHARED);
-		for (i = 0; i < CfeedShared->max_workers && !any; i++)
-			any = CfeedShared->workers[i].in_use && CfeedShared->workers[i].dboid == dboid;
-		LWLockRelease(CfeedShared->lock);
-		if (!any)
-			break;
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, cfeed_wait_event(CFEED_WAIT_SWEEPER_EXIT));
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
+	cfeed_wake_sweepers(dboid);
 }
 
 static void
@@ -423,7 +404,13 @@ utility_target_db(Node *parsetree)
 			}
 			return InvalidOid;
 		case T_AlterDatabaseStmt:
-			return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true);
+			/* SET TABLESPACE alone needs it unconnected */
+			foreach(lc, ((AlterDatabaseStmt *) parsetree)->options)
+			{
+				if (strcmp(lfirst_node(DefElem, lc)->defname, "tablespace") == 0)
+					return get_database_oid(((AlterDatabaseStmt *) parsetree)->dbname, true);
+			}
+			return InvalidOid;
 		case T_RenameStmt:
 			if (((RenameStmt *) parsetree)->renameType == OBJECT_DATABASE)
 				return get_database_oid(((RenameStmt *) parsetree)->subname, true);

@@ -52,10 +52,10 @@
 #define CFEED_CV_SAFETY_MS		1000
 
 /*
- * How long a wait on a hot standby tolerates a recovery conflict that was
- * already there when it began before it ends anyway.
+ * How long a recovery conflict must last (the same one, seen by two polls
+ * at least this far apart) before a wait on a hot standby ends for it.
  */
-#define CFEED_CONFLICT_GRACE_MS	100
+#define CFEED_CONFLICT_LASTS_MS	30
 
 /* The range both plans read, $1 feed, $2 shard, $3 cursor, $4 max_count. */
 #define READ_RANGE \
@@ -91,17 +91,17 @@ check_nonnegative(int32 value, const char *argname)
  *		it sleeps on the shard's condition variable, which every sweep
  *		broadcasts after commit; otherwise it re-reads the head every
  *		cfeed.poll_interval.  On a hot standby it also returns early when
- *		replay starts waiting for a recovery conflict (replication.c).
+ *		replay waits for a recovery conflict that lasts (replication.c).
  *		Cancellable; shows wait_event_type Extension.
  */
 int64
 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 {
-	TimestampTz started = GetCurrentTimestamp();
-	TimestampTz deadline = TimestampTzPlusMilliseconds(started, timeout_ms);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	bool		standby = RecoveryInProgress();
 	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
-	XLogRecPtr	old_conflict = standby ? cfeed_recovery_conflict_lsn() : InvalidXLogRecPtr;
+	XLogRecPtr	conflict = InvalidXLogRecPtr;
+	TimestampTz conflict_seen = 0;
 	CfeedShard	sh;
 
 	if (cv != NULL)
@@ -123,20 +123,26 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 
 		/*
 		 * On a standby, replay may be waiting for this statement's snapshot
-		 * (or locks): end the wait, as if timed out, when a recovery
-		 * conflict began during it.  One that was there when it began may
-		 * have listed this statement just before (the startup process lists
-		 * the conflicting transactions, then waits): end the wait too if it
-		 * lasts, after a grace period that keeps a conflict with another
-		 * query from making waiters spin.
+		 * (or locks): end the wait, as if timed out, when a snapshot
+		 * conflict begins while this snapshot is older than a new one (it
+		 * may be among those replay waits for), or when the same conflict
+		 * lasts CFEED_CONFLICT_LASTS_MS (one involving this statement never
+		 * clears while it waits).  Brief conflicts with other queries leave
+		 * the wait be.
 		 */
 		if (standby)
 		{
-			XLogRecPtr	conflict = cfeed_recovery_conflict_lsn();
+			bool		snapshot_conflict = false;
+			XLogRecPtr	now_conflict = cfeed_recovery_conflict_lsn(&snapshot_conflict);
 
-			if (!XLogRecPtrIsInvalid(conflict) &&
-				(conflict != old_conflict ||
-				 cfeed_ms_until(started, GetCurrentTimestamp()) >= CFEED_CONFLICT_GRACE_MS))
+			if (XLogRecPtrIsInvalid(now_conflict) || now_conflict != conflict)
+			{
+				conflict = now_conflict;
+				conflict_seen = GetCurrentTimestamp();
+				if (snapshot_conflict && cfeed_snapshot_behind())
+					break;
+			}
+			else if (cfeed_ms_until(conflict_seen, GetCurrentTimestamp()) >= CFEED_CONFLICT_LASTS_MS)
 				break;
 		}
 		if (cv != NULL)

@@ -14,8 +14,9 @@
  *	  reached the standby brings its change along).
  *
  *	  Feed epochs (1.5): the first sweep that stamps on a new server
- *	  timeline (after a promotion or a point-in-time recovery) or in another
- *	  cluster or database (a restored dump) records, before its stamps, a
+ *	  timeline (after a promotion or a point-in-time recovery), after a
+ *	  server start (a restart, or a copy that recovered on the old timeline)
+ *	  or in another cluster or database (a restored dump) records, before its stamps, a
  *	  new row in cfeed.epoch and every shard's head in cfeed.epoch_head
  *	  (idle sweeps write nothing).  Epoch numbers grow with time, across
  *	  clusters too (the tables are not dumped).  Those
@@ -28,14 +29,19 @@
  *	  Hot standby waits: a wait holds its statement's snapshot, which the
  *	  replay of the cleanup of stamped changes' old versions conflicts with
  *	  (the startup process then waits up to max_standby_streaming_delay and
- *	  cancels it).  So a wait on a standby ends early, as if timed out, once
- *	  the startup process waits for a recovery conflict that began during
- *	  the wait; the caller polls again with a new snapshot.
+ *	  cancels it).  So a wait on a standby ends early, as if timed out, when
+ *	  the startup process begins to wait for a snapshot conflict while the
+ *	  wait's snapshot is older than a new one (it may be the one replay
+ *	  waits for), or when it waits for the same conflict for 30 ms (a lock,
+ *	  or a snapshot conflict that began before); the caller polls again
+ *	  with a new snapshot.  Brief conflicts with other queries leave a wait
+ *	  be.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "catalog/pg_type.h"
@@ -46,6 +52,7 @@
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 
 #include "cfeed.h"
 
@@ -60,10 +67,17 @@ const struct config_enum_entry cfeed_sync_commit_options[] = {
 
 int			cfeed_sweep_synchronous_commit = CFEED_SYNC_ON;
 
-/* The (cluster, timeline, epoch table) whose epoch this backend has seen. */
+/*
+ * The (cluster, timeline, server start, epoch table) whose epoch this backend
+ * has seen.
+ */
 static uint64 epoch_seen_system = 0;
 static TimeLineID epoch_seen_timeline = 0;
+static TimestampTz epoch_seen_start = 0;
 static Oid	epoch_seen_relid = InvalidOid;
+
+/* The current transaction stamped (its commit level is set again at commit). */
+static bool stamped_in_xact = false;
 
 static SPIPlanPtr epoch_find_plan = NULL;
 static SPIPlanPtr epoch_begin_plan = NULL;
@@ -72,13 +86,12 @@ PG_FUNCTION_INFO_V1(cfeed_epoch);
 PG_FUNCTION_INFO_V1(cfeed_resume_cursor);
 
 /*
- * cfeed_stamp_commit_level
- *		Make the current (stamping) transaction commit synchronously, at
- *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says;
- *		the setting ends with the transaction.
+ * set_stamp_level
+ *		synchronous_commit := cfeed.sweep_synchronous_commit, for the rest of
+ *		the transaction, and a flush at commit.
  */
-void
-cfeed_stamp_commit_level(void)
+static void
+set_stamp_level(void)
 {
 	const struct config_enum_entry *e;
 
@@ -91,9 +104,54 @@ cfeed_stamp_commit_level(void)
 }
 
 /*
+ * stamp_xact_callback
+ *		A transaction that stamped sets its level again just before it
+ *		commits: the application may have changed synchronous_commit after
+ *		the sweep (SET LOCAL, or a function's SET clause, which also undoes
+ *		what was set inside the function).
+ */
+static void
+stamp_xact_callback(XactEvent event, void *arg)
+{
+	if (!stamped_in_xact)
+		return;
+	if (event == XACT_EVENT_PRE_COMMIT)
+		set_stamp_level();
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+			 event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+			 event == XACT_EVENT_PARALLEL_ABORT)
+		stamped_in_xact = false;
+}
+
+/*
+ * cfeed_stamp_commit_level
+ *		Make the current (stamping) transaction commit synchronously, at
+ *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says,
+ *		then or later in the transaction; the setting ends with it.
+ */
+void
+cfeed_stamp_commit_level(void)
+{
+	static bool callback_registered = false;
+
+	if (!callback_registered)
+	{
+		RegisterXactCallback(stamp_xact_callback, NULL);
+		callback_registered = true;
+	}
+	set_stamp_level();
+	stamped_in_xact = true;
+}
+
+/*
  * cfeed_epoch_begin
- *		Before a sweep stamps: when this (cluster, timeline, database) has no
- *		epoch yet, record one with every shard's head.  Concurrent sweeps of
+ *		Before a sweep stamps: when this (cluster, timeline, server start,
+ *		database) has no epoch yet, record one with every shard's head.  The
+ *		server start makes a copy that recovered on the same timeline (a
+ *		base backup or a snapshot started without recovery.signal, which
+ *		may lack the last stamps) begin an epoch; a restart that lost
+ *		nothing records heads at or above every stamp, which moves no
+ *		cursor.  Concurrent sweeps of
  *		other groups wait for the first one's row (the unique key) and then
  *		find it.  A database still at a version without cfeed.epoch has none.
  *		Runs as the extension's owner (the sweep's user).
@@ -104,40 +162,43 @@ cfeed_epoch_begin(void)
 	uint64		system = GetSystemIdentifier();
 	TimeLineID	timeline = GetWALInsertionTimeLine();
 	Oid			relid = get_relname_relid("epoch", cfeed_schema_oid(false));
-	Oid			types[3] = {INT8OID, INT4OID, OIDOID};
-	Datum		values[3];
+	Oid			types[4] = {INT8OID, INT4OID, TIMESTAMPTZOID, OIDOID};
+	Datum		values[4];
 	int			spi_level;
 
 	if (!OidIsValid(relid) ||
-		(system == epoch_seen_system && timeline == epoch_seen_timeline && relid == epoch_seen_relid))
+		(system == epoch_seen_system && timeline == epoch_seen_timeline &&
+		 PgStartTime == epoch_seen_start && relid == epoch_seen_relid))
 		return;
 
 	values[0] = Int64GetDatum((int64) system);
 	values[1] = Int32GetDatum((int32) timeline);
-	values[2] = ObjectIdGetDatum(MyDatabaseId);
+	values[2] = TimestampTzGetDatum(PgStartTime);
+	values[3] = ObjectIdGetDatum(MyDatabaseId);
 	spi_level = cfeed_spi_connect();
 	(void) cfeed_spi_plan(&epoch_find_plan,
 						  "SELECT 1 FROM cfeed.epoch WHERE system_identifier = $1 "
-						  "AND timeline = $2 AND database = $3", 3, types);
+						  "AND timeline = $2 AND server_start = $3 AND database = $4", 4, types);
 	(void) cfeed_spi_run(&epoch_find_plan, values, SPI_OK_SELECT, "the epoch lookup");
 	if (SPI_processed > 0)
 	{
 		/* committed before this sweep began: remember it */
 		epoch_seen_system = system;
 		epoch_seen_timeline = timeline;
+		epoch_seen_start = PgStartTime;
 		epoch_seen_relid = relid;
 	}
 	else
 	{
 		(void) cfeed_spi_plan(&epoch_begin_plan,
-							  "WITH e AS (INSERT INTO cfeed.epoch (epoch, system_identifier, timeline, database) "
+							  "WITH e AS (INSERT INTO cfeed.epoch (epoch, system_identifier, timeline, server_start, database) "
 							  "SELECT GREATEST(pg_catalog.max(epoch) + 1, "
 							  "(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint), "
-							  "$1, $2, $3 FROM cfeed.epoch "
+							  "$1, $2, $3, $4 FROM cfeed.epoch "
 							  "ON CONFLICT DO NOTHING RETURNING epoch) "
 							  "INSERT INTO cfeed.epoch_head (epoch, feed_id, shard, head) "
 							  "SELECT e.epoch, s.feed_id, s.shard, s.last_change_sequence_number "
-							  "FROM e, cfeed.shard s", 3, types);
+							  "FROM e, cfeed.shard s", 4, types);
 		(void) cfeed_spi_run(&epoch_begin_plan, values, SPI_OK_INSERT, "recording a new epoch");
 	}
 	cfeed_spi_finish(spi_level);
@@ -193,7 +254,11 @@ cfeed_epoch(PG_FUNCTION_ARGS)
  *		bigint: where a reader whose cursor was saved under epoch may go on
  *		reading: the cursor, or, when a later epoch began below it (a
  *		failover that lost stamps at or below the cursor), the lowest such
- *		epoch's head.  A NULL cursor (from the beginning) stays NULL.
+ *		epoch's head.  An epoch this database does not know (0, a lost
+ *		epoch row, a sibling cluster's or a copy's epoch) orders nowhere
+ *		(epoch numbers from other clusters come from other clocks): every
+ *		epoch counts as later.  A NULL cursor (from the beginning) stays
+ *		NULL.
  */
 Datum
 cfeed_resume_cursor(PG_FUNCTION_ARGS)
@@ -216,7 +281,8 @@ cfeed_resume_cursor(PG_FUNCTION_ARGS)
 	values[1] = Int32GetDatum(sh.shard);
 	values[2] = PG_GETARG_DATUM(3);
 	fork = epoch_query("SELECT pg_catalog.min(head) FROM cfeed.epoch_head "
-					   "WHERE feed_id = $1 AND shard = $2 AND epoch > $3",
+					   "WHERE feed_id = $1 AND shard = $2 AND (epoch > $3 OR NOT EXISTS "
+					   "(SELECT FROM cfeed.epoch e WHERE e.epoch = $3))",
 					   3, types, values, PG_INT64_MAX);
 	PG_RETURN_INT64(Min(PG_GETARG_INT64(2), fork));
 }
@@ -226,12 +292,13 @@ cfeed_resume_cursor(PG_FUNCTION_ARGS)
  *		On a hot standby: when the startup process waits for a recovery
  *		conflict (a snapshot or a lock held by queries), the position replay
  *		is stuck at, which identifies the conflict; InvalidXLogRecPtr when it
- *		does not wait.  The startup process is one of the auxiliary processes,
- *		whose PGPROCs follow the backends'; its wait event is read unlocked,
- *		as pg_stat_activity does.
+ *		does not wait.  *snapshot tells a snapshot conflict from a lock one.
+ *		The startup process is one of the auxiliary processes, whose PGPROCs
+ *		follow the backends'; its wait event is read unlocked, as
+ *		pg_stat_activity does.
  */
 XLogRecPtr
-cfeed_recovery_conflict_lsn(void)
+cfeed_recovery_conflict_lsn(bool *snapshot)
 {
 	int			i;
 
@@ -242,7 +309,24 @@ cfeed_recovery_conflict_lsn(void)
 
 		if (proc->pid != 0 &&
 			(w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT || (w & 0xFF000000) == PG_WAIT_LOCK))
+		{
+			*snapshot = (w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT);
 			return GetXLogReplayRecPtr(NULL);
+		}
 	}
 	return InvalidXLogRecPtr;
+}
+
+/*
+ * cfeed_snapshot_behind
+ *		Whether this backend's oldest snapshot is older than a new one would
+ *		be: only then can replay's cleanup conflict with it (cleanup removes
+ *		versions that no running transaction, so no new snapshot, needs).
+ */
+bool
+cfeed_snapshot_behind(void)
+{
+	TransactionId xmin = MyProc->xmin;
+
+	return TransactionIdIsValid(xmin) && TransactionIdPrecedes(xmin, GetLatestSnapshot()->xmin);
 }

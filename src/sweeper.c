@@ -10,7 +10,8 @@
  *	 wait on the latch (set by every commit that recorded changes in this
  *	 database) or cfeed.fallback_interval -> one transaction: check that the
  *	 extension still exists (exit 0 if not), the group-0 sweeper refreshes
- *	 the database's list of sweep groups for the launcher, sweep the group
+ *	 the database's list of sweep groups for the launcher (and warns once
+ *	 when triggers cfeed enables ALWAYS are not), sweep the group
  *	 without waiting for another sweeper of it -> commit -> loop again at
  *	 once if the sweep filled a batch, or cfeed.sweep_delay after the sweep
  *	 began if it stamped anything and the delay is set.  The group-0
@@ -19,8 +20,10 @@
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
  * caught: the transaction is aborted, the message kept for cfeed.sweepers,
- * and the loop goes on after a second.  SIGTERM (DROP DATABASE, shutdown)
- * ends the worker; the launcher restarts it when appropriate.
+ * and the loop goes on after a second.  A paused database (DROP DATABASE
+ * and the like, launcher.c) ends the worker between transactions, after
+ * its latch is set; SIGTERM (shutdown) ends it at once.  The launcher
+ * restarts it when appropriate.
  *
  * Locking: the worker's slot in shared memory is claimed and released under
  * CfeedShared->lock (shmem.c); its counters are written without it.  Each
@@ -122,6 +125,24 @@ claim_slot(Oid dboid, int32 sweep_group)
 }
 
 /*
+ * database_paused
+ *		Whether a utility command wants the database unconnected (launcher.c):
+ *		the sweeper then leaves, between transactions.
+ */
+static bool
+database_paused(Oid dboid)
+{
+	CfeedDatabase *db;
+	bool		paused;
+
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	db = cfeed_find_db(dboid, false);
+	paused = db != NULL && db->paused > 0;
+	LWLockRelease(CfeedShared->lock);
+	return paused;
+}
+
+/*
  * set_db_state
  *		Record what the group-0 sweeper learned about its database; wakes the
  *		launcher when the groups changed.
@@ -185,6 +206,47 @@ refresh_groups(Oid dboid)
 }
 
 /*
+ * check_always_triggers
+ *		Group-0 sweeper: warn, once until it is repaired, when a trigger
+ *		cfeed enables ALWAYS (it must fire for logical replication's apply
+ *		too) is not: pg_restore --data-only --disable-triggers ends with
+ *		ENABLE TRIGGER ALL, which makes them fire on origin only.
+ *		change_guard is ALWAYS from 1.5 (the version that has cfeed.epoch).
+ */
+static void
+check_always_triggers(void)
+{
+	static bool warned = false;
+	int			spi_level;
+	bool		isnull;
+	Datum		fix;
+
+	spi_level = cfeed_spi_connect();
+	if (SPI_execute("SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
+					"t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
+					"FROM pg_catalog.pg_trigger t "
+					"WHERE t.tgrelid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass) "
+					"AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
+					"'change_stamp_guard', 'shard_config_guard') AND t.tgenabled <> 'A' "
+					"AND (t.tgname <> 'change_guard' OR pg_catalog.to_regclass('cfeed.epoch') IS NOT NULL)",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "cfeed sweeper: checking cfeed's triggers failed");
+	fix = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+		warned = false;
+	else if (!warned)
+	{
+		ereport(WARNING,
+				(errmsg("cfeed: some of cfeed's triggers are not enabled ALWAYS"),
+				 errdetail("Logical replication's apply and sessions with session_replication_role = replica skip them."),
+				 errhint("A data-only restore with --disable-triggers does this; run: %s",
+						 TextDatumGetCString(fix))));
+		warned = true;
+	}
+	cfeed_spi_finish(spi_level);
+}
+
+/*
  * group_listed
  *		Whether the database's published groups still include sweep_group.
  */
@@ -245,7 +307,10 @@ sweep_pass(Oid dboid, int32 sweep_group)
 		owner_oid = cfeed_extension_owner();
 		SetUserIdAndSecContext(owner_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 		if (sweep_group == 0)
+		{
 			refresh_groups(dboid);
+			check_always_triggers();
+		}
 		last_refresh = GetCurrentTimestamp();
 	}
 	else
@@ -305,10 +370,10 @@ retention_pass(void)
  * sweep_pause
  *		cfeed.sweep_delay: after a sweep that stamped changes, let commits
  *		gather until the delay has passed since the sweep began.  Returns at
- *		once on a configuration reload, for the loop to read it.
+ *		once on a configuration reload or a pause, for the loop to act on it.
  */
 static void
-sweep_pause(TimestampTz began)
+sweep_pause(Oid dboid, TimestampTz began)
 {
 	TimestampTz until = TimestampTzPlusMilliseconds(began, cfeed_sweep_delay);
 
@@ -316,7 +381,7 @@ sweep_pause(TimestampTz began)
 	{
 		long		remaining = cfeed_ms_until(GetCurrentTimestamp(), until);
 
-		if (remaining <= 0 || ConfigReloadPending)
+		if (remaining <= 0 || ConfigReloadPending || database_paused(dboid))
 			return;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 remaining, cfeed_wait_event(CFEED_WAIT_SWEEPER_DELAY));
@@ -357,6 +422,8 @@ cfeed_sweeper_main(Datum main_arg)
 		TimestampTz began = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
+		if (database_paused(dboid))
+			proc_exit(0);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
@@ -403,7 +470,7 @@ cfeed_sweeper_main(Datum main_arg)
 			continue;			/* a full batch: more is probably pending */
 		if (stamped > 0 && cfeed_sweep_delay > 0)
 		{
-			sweep_pause(began);
+			sweep_pause(dboid, began);
 			continue;			/* what committed meanwhile, its wake-ups reset */
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

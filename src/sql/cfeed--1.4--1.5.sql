@@ -23,8 +23,10 @@ ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_guard;
 
 /*
  * Feed epochs: the first sweep that stamps on a new timeline (a promoted
- * standby, a point-in-time recovery), in another cluster or database (a
- * restored dump) records an epoch and every shard's head then.  Stamps above
+ * standby, a point-in-time recovery), after a server start (a restart, or a
+ * base backup or snapshot started without recovery.signal, which recovers on
+ * the old timeline and may lack the last stamps), in another cluster or
+ * database (a restored dump) records an epoch and every shard's head then.  Stamps above
  * such a head may have been lost with the old timeline and their numbers
  * issued again; cfeed.resume_cursor() tells a reader where to go on safely.
  * An epoch's number is at least the time it began in microseconds since
@@ -36,11 +38,12 @@ CREATE TABLE cfeed.epoch (
 	epoch bigint PRIMARY KEY,
 	system_identifier bigint NOT NULL,
 	timeline int NOT NULL,
+	server_start timestamptz NOT NULL,
 	database oid NOT NULL,
 	started_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	CONSTRAINT epoch_timeline_key UNIQUE (system_identifier, timeline, database)
+	CONSTRAINT epoch_timeline_key UNIQUE (system_identifier, timeline, server_start, database)
 );
-COMMENT ON TABLE cfeed.epoch IS 'one row per (cluster, timeline, database) the feeds were stamped on: a new one after a promotion, a point-in-time recovery or a restore';
+COMMENT ON TABLE cfeed.epoch IS 'one row per (cluster, timeline, server start, database) the feeds were stamped on: a new one after a promotion, a point-in-time recovery, a restart, a copy started from a backup or a restore';
 
 CREATE TABLE cfeed.epoch_head (
 	epoch bigint NOT NULL REFERENCES cfeed.epoch ON DELETE CASCADE,
@@ -58,4 +61,4 @@ COMMENT ON FUNCTION cfeed.epoch() IS 'the current feed epoch of this database; s
 
 CREATE FUNCTION cfeed.resume_cursor(feed_id int, shard int, cursor bigint, epoch bigint) RETURNS bigint
 	LANGUAGE c STABLE AS 'MODULE_PATHNAME', 'cfeed_resume_cursor';
-COMMENT ON FUNCTION cfeed.resume_cursor(int, int, bigint, bigint) IS 'where a cursor saved under an epoch may go on reading: itself, or the head of a shard when a later epoch began below it (a failover lost stamps)';
+COMMENT ON FUNCTION cfeed.resume_cursor(int, int, bigint, bigint) IS 'where a cursor saved under an epoch may go on reading: itself, or the head of a shard when a later epoch (any, for an epoch this database does not know) began below it (a failover lost stamps)';

@@ -83,6 +83,19 @@ ok($sweeps <= 2, "the 19 later commits were stamped by $sweeps sweep(s)");
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.sweep_delay');
 $node->reload;
 
+# A trigger cfeed enables ALWAYS set back to ENABLE (as a data-only restore
+# with --disable-triggers leaves it): the group-0 sweeper warns once.
+my $log_offset = -s $node->logfile;
+$node->safe_psql('app', 'ALTER TABLE cfeed.change ENABLE TRIGGER change_guard');
+ok($node->wait_for_log(qr/WARNING:  cfeed: some of cfeed's triggers are not enabled ALWAYS/, $log_offset),
+	'the sweeper warns of a guard not enabled ALWAYS');
+like(slurp_file($node->logfile, $log_offset), qr/ALTER TABLE cfeed\.change ENABLE ALWAYS TRIGGER change_guard;/,
+	'the warning gives the command that repairs it');
+sleep 2;
+my $warnings = () = slurp_file($node->logfile, $log_offset) =~ /not enabled ALWAYS/g;
+is($warnings, 1, 'it warns once');
+$node->safe_psql('app', 'ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_guard');
+
 # Retention: the worker deletes stamped changes older than the feed's
 # retention, never the shard's head row.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET cfeed.retention_interval = '200ms'});

@@ -17,6 +17,15 @@
 #    issued again to other changes, and cfeed.resume_cursor recognises the
 #    cursor from before the failover: it rewinds it to the shard's head at
 #    promotion, from which the reader gets the changes of the new timeline.
+# 3. One server, no standby: a restart begins a new epoch without moving any
+#    cursor; a sweep waiting for a synchronous standby that is not there is
+#    not interrupted by ALTER DATABASE ... RENAME, which fails instead (the
+#    stamp stays invisible), nor made asynchronous by a later SET LOCAL
+#    synchronous_commit = off in its transaction; a copy of an older base
+#    backup started without recovery.signal (crash recovery, same timeline)
+#    begins a new epoch whose head rewinds a cursor saved beyond the backup,
+#    and a cursor saved under an epoch the copy does not know rewinds to the
+#    lowest head of any epoch.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -159,5 +168,92 @@ for my $s (0 .. $NSHARDS - 1)
 }
 ok($rewound > 0, 'async: a cursor from before the lossy failover is recognised and rewound');
 $node->stop;
+
+# 3. One server: restarts, an interrupted synchronous wait, a copy of a backup.
+my $lone = cfeed_node('lone', "synchronous_commit = local\n", allows_streaming => 1);
+$lone->safe_psql('postgres', q{CREATE EXTENSION cfeed; SELECT cfeed.create_feed('f', 1);});
+setup_truth($lone, 'postgres');
+sub stamp_one
+{
+	my ($n, $label) = @_;
+	$n->safe_psql('postgres', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
+	ok(wait_all_stamped($n, 'postgres'), $label);
+	return ($n->safe_psql('postgres', 'SELECT cfeed.head(1, 0)'), $n->safe_psql('postgres', 'SELECT cfeed.epoch()'));
+}
+my ($c1, $e1) = stamp_one($lone, 'lone: stamped');
+$lone->restart;
+my ($c2, $e2) = stamp_one($lone, 'lone: stamped after a restart');
+ok($e2 > $e1, 'lone: a restart begins a new epoch');
+is($lone->safe_psql('postgres', "SELECT cfeed.resume_cursor(1, 0, $c1, $e1)"), $c1,
+	'lone: a cursor from before the restart resumes unchanged');
+
+$lone->backup('lone_backup');
+stamp_one($lone, 'lone: stamped after the backup') for 1 .. 3;
+
+# A sweep waiting for an absent synchronous standby: ALTER DATABASE ...
+# RENAME waits for the sweeper to leave, then fails; the stamp stays unseen.
+my ($c3) = stamp_one($lone, 'lone: stamped before the synchronous standby is named');
+$lone->append_conf('postgresql.conf', "synchronous_standby_names = 'nobody'\n");
+$lone->reload;
+$lone->safe_psql('postgres', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
+ok($lone->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper' AND wait_event = 'SyncRep'}),
+	'lone: the sweeper waits for the synchronous standby');
+my $log_offset = -s $lone->logfile;
+my ($rc, $rout, $rerr) = $lone->psql('template1', 'ALTER DATABASE postgres RENAME TO renamed');
+like($rerr, qr/being accessed by other users/, 'lone: RENAME fails while the sweeper waits');
+is($lone->safe_psql('postgres', 'SELECT cfeed.head(1, 0)'), $c3,
+	'lone: the waiting sweep stays invisible (not interrupted)');
+unlike(slurp_file($lone->logfile, $log_offset), qr/canceling the wait for synchronous replication/,
+	'lone: no synchronous wait was cancelled');
+$lone->append_conf('postgresql.conf', "synchronous_standby_names = ''\n");
+$lone->reload;
+ok(wait_all_stamped($lone, 'postgres'), 'lone: the sweep completes once no standby is named');
+
+# A transaction that sweeps, then sets synchronous_commit = off, still
+# commits its stamps at cfeed.sweep_synchronous_commit (waits for the standby).
+$lone->safe_psql('postgres', 'ALTER SYSTEM SET cfeed.enable_sweeper = off');
+$lone->append_conf('postgresql.conf', "synchronous_standby_names = 'nobody'\n");
+$lone->reload;
+$lone->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'cfeed sweeper'})
+  or die 'the sweeper did not stop';
+$lone->safe_psql('postgres', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
+my ($sout, $serr) = ('', '');
+my $sweeping = IPC::Run::start(
+	[ 'psql', '-X', '-Atq', '-h', $lone->host, '-p', $lone->port, '-d', 'postgres', '-c',
+	  "BEGIN; SET LOCAL application_name = 'hand'; SELECT count(*) FROM cfeed.sweep(); SET LOCAL synchronous_commit = off; COMMIT;" ],
+	'>', \$sout, '2>', \$serr);
+my $hand_waits = 0;
+for (1 .. 50)
+{
+	last if $hand_waits = $lone->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hand' AND wait_event = 'SyncRep'});
+	usleep(100_000);
+}
+is($hand_waits, 1, 'lone: a sweep whose transaction then set synchronous_commit = off waits for the standby');
+$lone->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.enable_sweeper');
+$lone->append_conf('postgresql.conf', "synchronous_standby_names = ''\n");
+$lone->reload;
+$sweeping->finish;
+ok(wait_all_stamped($lone, 'postgres'), 'lone: and commits once no standby is named');
+my $cursor = $lone->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
+my $epoch = $lone->safe_psql('postgres', 'SELECT cfeed.epoch()');
+is($epoch, $e2, 'lone: no new epoch without a restart');
+$lone->stop;
+
+# The copy of the backup, without recovery.signal: crash recovery on the same
+# timeline, the stamps after the backup are gone.
+my $copy = PostgreSQL::Test::Cluster->new('lone_copy');
+$copy->init_from_backup($lone, 'lone_backup');
+$copy->start;
+my ($copy_head) = stamp_one($copy, 'copy: stamped');
+ok($copy_head <= $cursor, 'copy: the stamps after the backup were lost, their numbers reissued');
+is($copy->safe_psql('postgres', "SELECT cfeed.resume_cursor(1, 0, $cursor, $epoch)"), $c2,
+	'copy: a cursor saved beyond the backup rewinds to the head the copy began with');
+# (the first epoch began before the first stamp: its head is the shard's start)
+is($copy->safe_psql('postgres', "SELECT cfeed.resume_cursor(1, 0, $cursor, 9000000000000000000)"),
+	$copy->safe_psql('postgres', 'SELECT start_sequence_number FROM cfeed.shard WHERE feed_id = 1 AND shard = 0'),
+	'copy: under an epoch it does not know, a cursor rewinds to the lowest head of any epoch');
+$copy->stop;
 
 done_testing();
