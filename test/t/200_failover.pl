@@ -89,8 +89,10 @@ sub failover
 	my $until = time + 2;
 	read_all($primary, \%seen, \%cursors, \%epochs) while time < $until;
 
-	my $walreceiver = $standby->safe_psql('postgres', 'SELECT pid FROM pg_stat_wal_receiver');
-	kill 'STOP', $walreceiver;
+	# Stopped, not its WAL receiver paused: a paused receiver would read what
+	# the socket buffered when it resumed, and an asynchronous standby could
+	# end up with everything.
+	$standby->stop;
 	my $written = $primary->safe_psql('postgres', 'SELECT count(*) FROM truth');
 	my $before = scalar(map { keys %$_ } values %seen);
 	$until = time + 2;
@@ -101,7 +103,7 @@ sub failover
 	note "$name: $before stamps seen before the standby stopped, $after in all";
 
 	$primary->kill9;
-	kill 'CONT', $walreceiver;
+	$standby->start;
 	$writers->kill_kill;
 	$standby->promote;
 	$standby->safe_psql('postgres', 'INSERT INTO truth SELECT cfeed.publish(1, 0)');
