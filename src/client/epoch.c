@@ -10,12 +10,15 @@
  *	 - on a new connection, and whenever the epoch differs from E, C becomes
  *	   cfeed.resume_cursor(feed, shard, C, E) and E the epoch read in the
  *	   same statement (same snapshot): cfeed_epoch_resume;
- *	 - after a read that returned changes, the epoch is read again
- *	   (cfeed_epoch_now); if it is no longer E, the changes are discarded
- *	   and the cursor resumed as above before reading again.  Reading the
- *	   epoch only before a read could rewind needlessly (a standby promoted
- *	   during the read); only after it, could skip (the read's changes may
- *	   belong to the epoch before).
+ *	 - after every read, the epoch is read again (cfeed_epoch_now); if it
+ *	   is no longer E, the changes read are discarded and the cursor
+ *	   resumed as above before reading again.  Reading the epoch only before
+ *	   a read could rewind needlessly (a standby promoted during the read);
+ *	   only after it, could skip (the read's changes may belong to the epoch
+ *	   before).  Empty reads are checked too: a new primary keeps the old
+ *	   epoch until its first stamp, so a reader that reconnected before it
+ *	   and whose cursor is past the new primary's head learns of the
+ *	   failover from the epoch only, at its first read after that stamp.
  * A database without cfeed.epoch() (cfeed before 1.5) has no epochs:
  * cursors are then used as they are.
  */

@@ -510,7 +510,7 @@ resume_all(Tail *t)
 
 /*
  * epoch_moved
- *		After a read that returned changes: whether the feed epoch is no
+ *		After a read: whether the feed epoch is no
  *		longer the shard's (the changes are then discarded and the cursor
  *		resumed).  *step is set when the query fails.
  */
@@ -681,7 +681,7 @@ drain_shard(Tail *t, TailShard *s)
 			return cfeed_tail_fail(t, res, "reading");
 
 		rows = PQntuples(res);
-		if (rows > 0 && epoch_moved(t, s, &step))
+		if (epoch_moved(t, s, &step))
 		{
 			PQclear(res);
 			if (step != STEP_OK)

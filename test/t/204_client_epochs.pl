@@ -116,9 +116,27 @@ is_deeply([ map { $got{ $start + $_ } } 6 .. 8 ], \@new, 'tail: numbers 6-8 are 
 like($tail_err, qr/a failover lost stamps of shard 0 of feed 1 after \Q@{[ $start + 5 ]}\E/,
 	'tail says that changes may be printed again');
 
-# The SSE stream (the hub reconnects) gets the new changes too.
-wait_for($stream, \$sse, qr/^data:/m, 11, 'SSE: the stream got the reissued numbers');
-my ($events) = sse_events($sse);
+# The SSE stream gets the new changes too: the hub reconnects; a stream
+# that ends (its catch-up read met the lost connection) is reopened with
+# its Last-Event-ID, as EventSource does.
+my ($sse_all, $deadline) = ('', time + 30);
+while ((() = ($sse_all . $sse) =~ /^data:/mg) < 11 && time < $deadline)
+{
+	if (!$stream->pumpable)
+	{
+		$stream->finish;
+		$sse_all .= $sse;
+		$sse = '';
+		my (undef, $id) = sse_events($sse_all);
+		$stream = start_stream("$f?partition=0", $token, \$sse, Accept => 'text/event-stream',
+			'Last-Event-ID' => $id);
+	}
+	$stream->pump_nb;
+	usleep(50_000);
+}
+$sse_all .= $sse;
+my ($events) = sse_events($sse_all);
+is(scalar @$events, 11, 'SSE: the stream got the reissued numbers');
 %got = %{ ids_by_number(map { $_->{data} } @$events[8 .. $#$events]) };
 is_deeply([ map { $got{ $start + $_ } } 6 .. 8 ], \@new, 'SSE: numbers 6-8 are the new changes');
 
