@@ -79,13 +79,19 @@ $primary->wait_for_catchup($standby);
 
 # Readers: cfeed tail, an SSE stream through cfeed serve, a FeedAPI client.
 my ($tail_out, $tail_err) = ('', '');
-my $tail = start([ cfeed_binary(), 'tail', '--dbname', $dsn, '--feed', 'f', '--wait-ms', '500' ],
+my ($tail, $gw, $stream);
+END
+{
+	# no reader outlives a failed run
+	$_ && $_->pumpable && $_->kill_kill for $tail, $stream, ($gw ? $gw->{handle} : undef);
+}
+$tail = start([ cfeed_binary(), 'tail', '--dbname', $dsn, '--feed', 'f', '--wait-ms', '500' ],
 	'>', \$tail_out, '2>', \$tail_err);
-my $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens");
+$gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens");
 my $f = "$gw->{url}/feeds/f";
 my $api = decode_json(http_get($f, $token)->{content})->{token};
 my $sse = '';
-my $stream = start_stream("$f?partition=0&cursor=_first", $token, \$sse, Accept => 'text/event-stream');
+$stream = start_stream("$f?partition=0&cursor=_first", $token, \$sse, Accept => 'text/event-stream');
 
 # Cut the standby off, then stamp 6-8 on the primary only.
 $standby->safe_psql('postgres', q{alter system set primary_conninfo = ''; select pg_reload_conf()});
