@@ -81,7 +81,7 @@ sub wait_tail_idle
 {
 	$node->poll_query_until('postgres',
 		"select count(*) > 0 from pg_stat_activity where application_name = 'cfeed'"
-		  . " and state = 'idle' and (query like '%cfeed.read%' or query = 'select cfeed.epoch()'))")
+		  . " and state = 'idle' and (query like '%cfeed.read%' or query = 'select cfeed.epoch()')")
 	  or die "cfeed tail did not start";
 }
 
