@@ -46,6 +46,13 @@ extern bool cfeed_connection_lost(PGconn *conn, const PGresult *res);
 extern const char *cfeed_sqlstate(const PGresult *res);
 extern const char *cfeed_error_text(PGconn *conn, const PGresult *res);
 
+/* epoch.c */
+extern int	cfeed_epoch_probe(PGconn *conn, PGresult **failed);
+extern bool cfeed_epoch_now(PGconn *conn, long long *epoch, PGresult **failed);
+extern bool cfeed_epoch_resume(PGconn *conn, int feed_id, int shard, bool known,
+							   long long *cursor, bool epoch_known, long long *epoch,
+							   bool *rewound, PGresult **failed);
+
 /* tail.c, stat.c, serve.c */
 extern int	cfeed_tail_main(int argc, char **argv);
 extern int	cfeed_stat_main(int argc, char **argv);

@@ -4,7 +4,8 @@
  *		graceful shutdown on SIGTERM/SIGINT.
  *
  * Start-up: parse the options, load the token file, connect once to check
- * the database and resolve the --payload relations, start the reading pool
+ * the database, whether it has feed epochs (cursors then carry one), and
+ * resolve the --payload relations, start the reading pool
  * and the hub, then the HTTP daemon.  The main thread then only waits for a
  * signal (sigwait: the signals are blocked in every thread, so no handler
  * runs and no query is cancelled behind a thread's back).
@@ -30,6 +31,7 @@
 
 ServeOptions cfeed_serve_opts;
 atomic_bool cfeed_serve_stopping;
+bool		cfeed_serve_epochs;
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -396,13 +398,15 @@ cfeed_serve_payload(const char *feed)
 /*
  * check_database
  *		Connect once before serving: the database must be reachable and have
- *		cfeed, and the --payload relations must resolve.  Exits 1 or 2.
+ *		cfeed, and the --payload relations must resolve.  Notes whether it
+ *		has feed epochs.  Exits 1 or 2.
  */
 static void
 check_database(void)
 {
 	PGconn	   *conn = cfeed_serve_connect("start-up check");
 	PGresult   *res;
+	int			epochs;
 
 	if (conn == NULL)
 		exit(CFEED_EXIT_ERROR);
@@ -414,6 +418,13 @@ check_database(void)
 		exit(CFEED_EXIT_USAGE);
 	}
 	PQclear(res);
+	epochs = cfeed_epoch_probe(conn, &res);
+	if (epochs < 0)
+	{
+		fprintf(stderr, "cfeed serve: %s", cfeed_error_text(conn, res));
+		exit(CFEED_EXIT_ERROR);
+	}
+	cfeed_serve_epochs = epochs > 0;
 	cfeed_feedapi_resolve_payloads(conn);
 	PQfinish(conn);
 }

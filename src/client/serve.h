@@ -80,6 +80,7 @@ typedef struct ServeOptions
 
 extern ServeOptions cfeed_serve_opts;
 extern atomic_bool cfeed_serve_stopping;
+extern bool cfeed_serve_epochs;	/* the database has feed epochs (1.5) */
 
 /* A growable byte buffer. */
 typedef struct ServeBuf
@@ -109,6 +110,7 @@ typedef struct ServeFeed
 	int			nshards;
 	int		   *shards;
 	long long  *heads;			/* each shard's head when looked up */
+	long long	epoch;			/* the feed epoch, read before the heads */
 } ServeFeed;
 
 /* Position of a request in one shard. */
@@ -117,6 +119,7 @@ typedef struct ServeCursor
 	int			shard;
 	bool		known;			/* false: from the beginning (_first) */
 	long long	number;			/* last number delivered */
+	long long	epoch;			/* the feed epoch number belongs to */
 	struct HubShard *hub;		/* the hub's tail of this shard */
 } ServeCursor;
 
@@ -144,7 +147,7 @@ typedef struct ServeReq
 
 	/* request parameters */
 	char		api_token[40];
-	char		cursor_arg[24];	/* _first, _last or a number */
+	char		cursor_arg[48];	/* _first, _last, number[@epoch] */
 	char	   *last_event_id;	/* SSE resume position, or NULL */
 	bool		all_shards;		/* SSE without partition= */
 	int			partition;
@@ -223,6 +226,8 @@ extern void cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 extern void cfeed_stream_cursor(ServeReq *req);
 extern void cfeed_stream_position(ServeReq *req);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
+extern bool cfeed_stream_parse_position(const ServeReq *req, const char *text,
+										ServeCursor *c);
 
 /* serve_hub.c, serve_hub_tail.c */
 typedef enum HubTake

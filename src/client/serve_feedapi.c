@@ -6,9 +6,13 @@
  *		a streaming request's next page below the hub's tail.
  *
  * FeedAPI v2 (vippsas/feedapi-spec) as cfeed maps it: partitions are the
- * feed's shards; a cursor is the last change_sequence_number delivered
- * ("_first": from the beginning, backfilled history included; "_last": the
- * shard's head); the token is a hash of the feed's id and shard list, so it
+ * feed's shards; a cursor is the last change_sequence_number delivered and
+ * the feed epoch it belongs to, "number@epoch" (serve_stream.c; "_first":
+ * from the beginning, backfilled history included; "_last": the shard's
+ * head).  Every read first brings the cursor into the current epoch
+ * (cfeed.resume_cursor) and checks the epoch again after reading (client
+ * epoch.c): after a failover that lost stamps, the changes now
+ * carrying them are sent again, not skipped.  The token is a hash of the feed's id and shard list, so it
  * changes when shards are added or removed, and a fetch with another token
  * gets 409.  Every SQL statement is fixed text with parameters; the only
  * identifiers spliced in are the --payload relations, quoted by the server
@@ -174,7 +178,8 @@ answer_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 
 /*
  * look_up_feed
- *		Fill req->feed (id, retention, shards and their heads, token).
+ *		Fill req->feed (epoch, then id, retention, shards and their heads,
+ *		token).
  *		False, with the answer set, for an unknown feed (404), one the
  *		gateway's role may not read (403) or a database failure.
  */
@@ -186,6 +191,12 @@ look_up_feed(PGconn **conn, ServeReq *req)
 	int			n;
 	ServeBuf	list = {0};
 
+	req->feed.epoch = 0;
+	if (cfeed_serve_epochs && !cfeed_epoch_now(*conn, &req->feed.epoch, &res))
+	{
+		answer_db_error(conn, req, res);
+		return false;
+	}
 	res = PQexecParams(*conn,
 					   "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number"
 					   " from cfeed.feed f left join cfeed.shard s on s.feed_id = f.feed_id"
@@ -274,12 +285,13 @@ shard_index(const ServeReq *req, int shard)
 /*
  * set_cursor
  *		Position c (of shard index i) from a cursor argument: _first,
- *		_last or a number.  False for anything else.
+ *		_last or a position (number[@epoch]).  False for anything else.
  */
 static bool
 set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 {
 	c->shard = req->feed.shards[i];
+	c->epoch = req->feed.epoch;
 	if (strcmp(arg, "_first") == 0)
 		c->known = false;
 	else if (strcmp(arg, "_last") == 0)
@@ -287,10 +299,8 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 		c->known = true;
 		c->number = req->feed.heads[i];
 	}
-	else if (cfeed_parse_int64(arg, 0, LLONG_MAX, &c->number))
-		c->known = true;
 	else
-		return false;
+		return cfeed_stream_parse_position(req, arg, c);
 	return true;
 }
 
@@ -320,7 +330,7 @@ position_request(ServeReq *req)
 	for (int i = 0; i < n; i++)
 		if (!set_cursor(req, first + i, req->cursor_arg, &req->cursors[i]))
 		{
-			cfeed_feedapi_error(req, 400, "bad_request", "cursor must be _first, _last or a number");
+			cfeed_feedapi_error(req, 400, "bad_request", "cursor must be _first, _last or a cursor this feed sent");
 			return false;
 		}
 	if (req->last_event_id != NULL && !cfeed_sse_parse_id(req, req->last_event_id))
@@ -393,6 +403,81 @@ removed_after(PGconn **conn, ServeReq *req, const ServeCursor *c)
 }
 
 /*
+ * resume_in_epoch
+ *		Bring c into the current feed epoch (client epoch.c); a cursor that
+ *		a failover rewound is logged, and its page is not cacheable.  False,
+ *		with the answer set, when the query fails.
+ */
+static bool
+resume_in_epoch(PGconn **conn, ServeReq *req, ServeCursor *c)
+{
+	long long	before = c->number;
+	bool		rewound;
+	PGresult   *res;
+
+	if (!cfeed_epoch_resume(*conn, req->feed.feed_id, c->shard, c->known, &c->number,
+							true, &c->epoch, &rewound, &res))
+	{
+		answer_db_error(conn, req, res);
+		return false;
+	}
+	if (rewound)
+	{
+		cfeed_serve_log(LOG_WARNING, "feed \"%s\" shard %d: a failover lost stamps after %lld; "
+						"a client at %lld resumes there (changes are sent again)",
+						req->feed.name, c->shard, c->number, before);
+		req->cacheable = false;
+	}
+	return true;
+}
+
+/*
+ * read_epoch_page
+ *		Read up to limit events after c, in c's feed epoch: c is first
+ *		brought into the current epoch, and a read after which the epoch
+ *		moved on is done again.  The result (checked) or
+ *		NULL with the answer set.
+ */
+static PGresult *
+read_epoch_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
+{
+	char	   *sql = cfeed_feedapi_read_sql(req->feed.name);
+	PGresult   *res = NULL;
+
+	for (;;)
+	{
+		long long	epoch;
+		PGresult   *failed;
+
+		if (cfeed_serve_epochs && !resume_in_epoch(conn, req, c))
+			break;
+		res = cfeed_feedapi_read(*conn, sql, req->feed.feed_id, req->feed.name, c->shard,
+								 c->known ? &c->number : NULL, limit);
+		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+		{
+			answer_db_error(conn, req, res);
+			res = NULL;
+			break;
+		}
+		if (!cfeed_serve_epochs)
+			break;
+		if (!cfeed_epoch_now(*conn, &epoch, &failed))
+		{
+			PQclear(res);
+			res = NULL;
+			answer_db_error(conn, req, failed);
+			break;
+		}
+		if (epoch == c->epoch)
+			break;
+		PQclear(res);
+		res = NULL;
+	}
+	free(sql);
+	return res;
+}
+
+/*
  * read_page
  *		Read up to limit events after c into req->out (framed for the
  *		request's kind) and advance c.  Returns the rows read, or -1 with
@@ -404,18 +489,11 @@ removed_after(PGconn **conn, ServeReq *req, const ServeCursor *c)
 static int
 read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 {
-	char	   *sql = cfeed_feedapi_read_sql(req->feed.name);
-	PGresult   *res;
+	PGresult   *res = read_epoch_page(conn, req, c, limit);
 	int			rows;
 
-	res = cfeed_feedapi_read(*conn, sql, req->feed.feed_id, req->feed.name, c->shard,
-							 c->known ? &c->number : NULL, limit);
-	free(sql);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-	{
-		answer_db_error(conn, req, res);
+	if (res == NULL)
 		return -1;
-	}
 	rows = PQntuples(res);
 	if (c->known && req->feed.has_retention &&
 		(rows > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) > c->number + 1 :
@@ -446,6 +524,7 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 	{
 		c->known = true;
 		c->number = req->feed.heads[shard_index(req, c->shard)];
+		c->epoch = req->feed.epoch;
 	}
 	return rows;
 }

@@ -15,6 +15,15 @@
  * lost connection is replaced with exponential backoff; the tails continue
  * from their last number, so nothing is skipped.
  *
+ * Feed epochs (client epoch.c): a tail's numbers belong to the epoch read
+ * before its head.  On a new connection, before reading on, and whenever a
+ * read is followed by another epoch, the tail's last number is
+ * passed through cfeed.resume_cursor: unchanged, the tail moves to the new
+ * epoch; rewound (a failover lost stamps it holds, whose numbers may now
+ * be other changes), the tail is dropped and established again, and its
+ * clients, whose cursors are of the older epoch, are resumed through the
+ * reading pool.
+ *
  * The hub also re-checks the shard lists of followed feeds every
  * --refresh-ms: when a feed's FeedAPI token changes, its FeedAPI streams
  * end (with a final cursor), and the next fetch gets 409.
@@ -121,8 +130,8 @@ listen_shard(PGconn *conn, HubShard *h)
 
 /*
  * activate
- *		Establish the tail of a newly followed shard: LISTEN, then the head.
- *		False when the connection is lost.
+ *		Establish the tail of a newly followed shard: LISTEN, then the feed
+ *		epoch, then the head.  False when the connection is lost.
  */
 static bool
 activate(PGconn *conn, HubShard *h, unsigned gen)
@@ -131,9 +140,12 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 	char		shard_text[16];
 	const char *params[2] = {feed_text, shard_text};
 	PGresult   *res;
+	long long	epoch = 0;
 
 	if (!h->listened && !cfeed_hub_on_standby() && !listen_shard(conn, h))
 		return false;
+	if (cfeed_serve_epochs && !cfeed_epoch_now(conn, &epoch, &res))
+		return !cfeed_hub_lost(conn, res, "reading the feed epoch");
 	snprintf(feed_text, sizeof(feed_text), "%d", h->feed_id);
 	snprintf(shard_text, sizeof(shard_text), "%d", h->shard);
 	res = PQexecParams(conn, "select cfeed.head($1::int, $2::int)", 2, NULL, params, NULL, NULL, 0);
@@ -145,6 +157,8 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 		h->base = h->last = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 		if (h->last > h->head)
 			h->head = h->last;
+		h->epoch = epoch;
+		h->epoch_checked = true;
 		h->based = true;
 	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
@@ -153,24 +167,126 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 	return true;
 }
 
+/* How an epoch step of the hub went. */
+typedef enum EpochStep
+{
+	EPOCH_SAME,					/* carry on */
+	EPOCH_MOVED,				/* resumed, or to be: read again */
+	EPOCH_FAILED,				/* a query failed: try again at the next pass */
+	EPOCH_LOST					/* the connection is gone */
+} EpochStep;
+
+/*
+ * epoch_failed
+ *		Classify a failed epoch query (clears res).
+ */
+static EpochStep
+epoch_failed(PGconn *conn, PGresult *res)
+{
+	return cfeed_hub_lost(conn, res, "following the feed epoch") ? EPOCH_LOST : EPOCH_FAILED;
+}
+
+/*
+ * resume_tail
+ *		Bring a tail (last number from, of epoch) into the current feed
+ *		epoch, or drop it when a failover lost stamps it holds (see the file
+ *		header).
+ */
+static EpochStep
+resume_tail(PGconn *conn, HubShard *h, unsigned gen, long long from, long long epoch)
+{
+	long long	resumed = from;
+	bool		rewound;
+	PGresult   *res;
+
+	if (!cfeed_epoch_resume(conn, h->feed_id, h->shard, true, &resumed, true, &epoch,
+							&rewound, &res))
+		return epoch_failed(conn, res);
+	pthread_mutex_lock(&cfeed_hub_lock);
+	if (h->gen == gen && h->based && h->last == from)
+	{
+		if (rewound)
+		{
+			cfeed_serve_log(LOG_WARNING, "hub: a failover lost stamps of feed \"%s\" shard %d after %lld; "
+							"its streams resume there (changes are sent again)",
+							h->feed, h->shard, resumed);
+			cfeed_hub_drop_tail(h);
+		}
+		h->epoch = epoch;
+		h->epoch_checked = true;
+	}
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	(void) cfeed_hub_wake(false);
+	return EPOCH_MOVED;
+}
+
+/*
+ * check_epoch
+ *		After a read: whether the feed epoch is still
+ *		the tail's (else the changes are discarded, and the tail resumed
+ *		before reading again).
+ */
+static EpochStep
+check_epoch(PGconn *conn, HubShard *h, long long epoch)
+{
+	long long	now;
+	PGresult   *res;
+
+	if (!cfeed_serve_epochs)
+		return EPOCH_SAME;
+	if (!cfeed_epoch_now(conn, &now, &res))
+		return epoch_failed(conn, res);
+	if (now == epoch)
+		return EPOCH_SAME;
+	pthread_mutex_lock(&cfeed_hub_lock);
+	h->epoch_checked = false;
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	return EPOCH_MOVED;
+}
+
 /*
  * read_new
  *		Read a followed shard's new events into its tail, page by page, and
- *		wake its followers.  False when the connection is lost.
+ *		wake its followers; first bring the tail into the current feed
+ *		epoch when that was not checked on this connection.  False when the
+ *		connection is lost.
  */
 static bool
 read_new(PGconn *conn, HubShard *h, unsigned gen, long long from)
 {
 	for (;;)
 	{
-		PGresult   *res;
-		int			rows;
+		PGresult   *res = NULL;
+		int			rows = 0;
+		bool		current;
+		bool		checked;
+		long long	epoch;
+		EpochStep	step = EPOCH_SAME;
 
-		res = cfeed_feedapi_read(conn, h->sql, h->feed_id, h->feed, h->shard, &from,
-								 SERVE_MAX_PAGE);
-		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-			return !cfeed_hub_lost(conn, res, "reading");
-		rows = PQntuples(res);
+		pthread_mutex_lock(&cfeed_hub_lock);
+		current = h->gen == gen && h->based && h->last == from;
+		checked = h->epoch_checked;
+		epoch = h->epoch;
+		pthread_mutex_unlock(&cfeed_hub_lock);
+		if (!current)
+			return true;		/* dropped meanwhile */
+		if (cfeed_serve_epochs && !checked)
+			step = resume_tail(conn, h, gen, from, epoch);
+		else
+		{
+			res = cfeed_feedapi_read(conn, h->sql, h->feed_id, h->feed, h->shard, &from,
+									 SERVE_MAX_PAGE);
+			if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+				return !cfeed_hub_lost(conn, res, "reading");
+			rows = PQntuples(res);
+			step = check_epoch(conn, h, epoch);
+			if (step != EPOCH_SAME)
+				PQclear(res);
+		}
+		if (step == EPOCH_LOST || step == EPOCH_FAILED)
+			return step == EPOCH_FAILED;
+		if (step == EPOCH_MOVED)
+			continue;
 		pthread_mutex_lock(&cfeed_hub_lock);
 		if (h->gen != gen || !h->based || h->last != from)
 			rows = 0;			/* dropped meanwhile */
@@ -375,8 +491,8 @@ back_off(int ms)
  * reconnect
  *		A new hub connection, or NULL after backing off *backoff ms (doubled
  *		each time, up to BACKOFF_MAX_MS).  On a new connection every followed
- *		shard is LISTENed to again (work() does it before reading on) and
- *		read.
+ *		shard is LISTENed to again (work() does it before reading on), its
+ *		tail brought into the current feed epoch, and read.
  */
 static PGconn *
 reconnect(int *backoff)
@@ -394,7 +510,10 @@ reconnect(int *backoff)
 	atomic_store(&hub_connected, true);
 	pthread_mutex_lock(&cfeed_hub_lock);
 	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
+	{
 		h->listened = false;
+		h->epoch_checked = false;
+	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
 	cfeed_hub_mark_all_due();
 	return conn;

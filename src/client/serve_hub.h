@@ -45,6 +45,8 @@ typedef struct HubShard
 	long long	base;
 	long long	last;
 	long long	head;			/* highest head known */
+	long long	epoch;			/* the feed epoch of the tail's numbers */
+	bool		epoch_checked;	/* epoch checked on this connection */
 	HubEvent   *ring;
 	int			start;
 	int			count;
@@ -58,6 +60,7 @@ extern long long cfeed_hub_wake(bool all);
 extern void cfeed_hub_append(HubShard *h, long long number, long long stamped_ms,
 							 const char *json, int len);
 extern void cfeed_hub_mark_all_due(void);
+extern void cfeed_hub_drop_tail(HubShard *h);
 
 /* serve_hub.c */
 extern void cfeed_hub_kick(void);

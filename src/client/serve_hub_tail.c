@@ -4,13 +4,16 @@
  *		the streaming requests that follow a shard, take its events from
  *		memory, and wait in the hub until it has something for them.
  *
- * A followed shard's tail holds the events with numbers in (base, last],
- * at most SERVE_TAIL_EVENTS of them, appended in order by the hub thread
- * (serve_hub.c) once per new batch, so every client at the head takes the
- * same events from memory: the database's work grows with the changes, not
- * with the clients.  A client whose cursor is below base catches up
- * through the reading pool first.  When the last follower leaves, the tail
- * is dropped (and its generation bumped).
+ * A followed shard's tail holds the events with numbers in (base, last]
+ * of one feed epoch, at most SERVE_TAIL_EVENTS of them, appended in order by
+ * the hub thread (serve_hub.c) once per new batch, so every client at the
+ * head takes the same events from memory: the database's work grows with
+ * the changes, not with the clients.  A client whose cursor is below base,
+ * or of an older epoch (it is resumed there, serve_feedapi.c), catches up
+ * through the reading pool first; one of a newer epoch than the tail's
+ * waits for the hub to get there.  When the last follower leaves, or a
+ * failover lost stamps of the tail, the tail is dropped (and its
+ * generation bumped).
  *
  * Waiting: the HTTP thread suspends a request and puts it on the waiting
  * list under cfeed_hub_lock (cfeed_hub_wait); the hub takes it off under
@@ -34,11 +37,11 @@ HubShard   *cfeed_hub_shards;
 static ServeReq *waiters;
 
 /*
- * drop_tail
+ * cfeed_hub_drop_tail
  *		Forget a shard's tail (cfeed_hub_lock held).
  */
-static void
-drop_tail(HubShard *h)
+void
+cfeed_hub_drop_tail(HubShard *h)
 {
 	for (int i = 0; i < h->count; i++)
 		free(h->ring[(h->start + i) % SERVE_TAIL_EVENTS].json);
@@ -64,7 +67,8 @@ should_wake(ServeReq *req, long long now)
 		ServeCursor *c = &req->cursors[i];
 		HubShard   *h = c->hub;
 
-		if (h->based && (!c->known || c->number < h->last || c->number < h->base))
+		if (h->based && (!c->known || c->epoch < h->epoch ||
+						 (c->epoch == h->epoch && (c->number < h->last || c->number < h->base))))
 			return true;
 		if (req->kind == REQ_FETCH && i == 0 && strcmp(h->token, req->feed.token) != 0)
 			return true;
@@ -189,7 +193,7 @@ cfeed_hub_unfollow(ServeCursor *c)
 		return;
 	pthread_mutex_lock(&cfeed_hub_lock);
 	if (--c->hub->followers == 0)
-		drop_tail(c->hub);
+		cfeed_hub_drop_tail(c->hub);
 	pthread_mutex_unlock(&cfeed_hub_lock);
 	c->hub = NULL;
 }
@@ -197,8 +201,9 @@ cfeed_hub_unfollow(ServeCursor *c)
 /*
  * cfeed_hub_take
  *		Append to req's output the tail's events after c (at most TAKE_MAX).
- *		HUB_BEHIND when c is below the tail (or at _first): the caller
- *		catches up through the pool.
+ *		HUB_BEHIND when c is below the tail, at _first or of an older epoch:
+ *		the caller catches up through the pool.  Nothing for a c of a newer
+ *		epoch than the tail's (the hub is about to move there).
  */
 HubTake
 cfeed_hub_take(ServeReq *req, ServeCursor *c)
@@ -207,9 +212,9 @@ cfeed_hub_take(ServeReq *req, ServeCursor *c)
 	HubTake		result = HUB_NOTHING;
 
 	pthread_mutex_lock(&cfeed_hub_lock);
-	if (!h->based)
+	if (!h->based || (c->known && c->epoch > h->epoch))
 		result = HUB_NOTHING;
-	else if (!c->known || c->number < h->base)
+	else if (!c->known || c->number < h->base || c->epoch < h->epoch)
 		result = HUB_BEHIND;
 	else if (c->number < h->last)
 	{

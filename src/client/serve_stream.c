@@ -13,13 +13,20 @@
  * the stream's end is due, or at shutdown.  Ending a FeedAPI stream always
  * writes a final cursor line.
  *
- * SSE ids: with partition=N the id is the number; without, every shard is
- * streamed and the id lists "shard:number" for each shard with a position
- * (comma-separated).  A Last-Event-ID in that form resumes each listed shard
- * after its number and the others from the beginning, so nothing is
- * skipped or repeated.  The stream starts with an event that has an id and
- * no data: browsers then know the starting position without an event
- * being dispatched.
+ * Positions: a position is "number@epoch" when the database has feed
+ * epochs (docs/replication.md), else the number; a number given without an
+ * epoch is taken as of the feed's current epoch.  The reads resume a
+ * position of an older epoch through cfeed.resume_cursor (serve_feedapi.c,
+ * serve_hub.c), so after a failover that lost stamps the changes now
+ * carrying those numbers are sent again rather than skipped.
+ *
+ * SSE ids: with partition=N the id is the position; without, every shard
+ * is streamed and the id lists "shard:position" for each shard with a
+ * position (comma-separated).  A Last-Event-ID in that form resumes each
+ * listed shard after its position and the others from the beginning, so
+ * nothing is skipped or repeated (but after a lossy failover).  The stream
+ * starts with an event that has an id and no data: browsers then know the
+ * starting position without an event being dispatched.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -29,6 +36,43 @@
 #include <string.h>
 
 #include "serve.h"
+
+/*
+ * append_position
+ *		Append a known position (see the file header) to b.
+ */
+static void
+append_position(ServeBuf *b, const ServeCursor *c)
+{
+	if (cfeed_serve_epochs)
+		cfeed_buf_printf(b, "%lld@%lld", c->number, c->epoch);
+	else
+		cfeed_buf_printf(b, "%lld", c->number);
+}
+
+/*
+ * cfeed_stream_parse_position
+ *		Set c from a position "number[@epoch]" of req's feed (a number alone
+ *		is of the epoch the feed was looked up in).  False when malformed.
+ */
+bool
+cfeed_stream_parse_position(const ServeReq *req, const char *text, ServeCursor *c)
+{
+	char		number[24];
+	const char *at = strchr(text, '@');
+	size_t		len = at ? (size_t) (at - text) : strlen(text);
+
+	if (len >= sizeof(number))
+		return false;
+	memcpy(number, text, len);
+	number[len] = '\0';
+	c->epoch = req->feed.epoch;
+	if (!cfeed_parse_int64(number, 0, LLONG_MAX, &c->number) ||
+		(at != NULL && !cfeed_parse_int64(at + 1, 0, LLONG_MAX, &c->epoch)))
+		return false;
+	c->known = true;
+	return true;
+}
 
 /*
  * append_sse_id
@@ -46,9 +90,8 @@ append_sse_id(ServeReq *req, ServeBuf *b)
 		if (!c->known)
 			continue;
 		if (req->all_shards)
-			cfeed_buf_printf(b, "%s%d:%lld", first ? "" : ",", c->shard, c->number);
-		else
-			cfeed_buf_printf(b, "%lld", c->number);
+			cfeed_buf_printf(b, "%s%d:", first ? "" : ",", c->shard);
+		append_position(b, c);
 		first = false;
 	}
 }
@@ -69,10 +112,7 @@ cfeed_sse_parse_id(ServeReq *req, const char *id)
 	if (*id == '\0')
 		return true;
 	if (!req->all_shards)
-	{
-		req->cursors[0].known = cfeed_parse_int64(id, 0, LLONG_MAX, &req->cursors[0].number);
-		return req->cursors[0].known;
-	}
+		return cfeed_stream_parse_position(req, id, &req->cursors[0]);
 	for (int i = 0; i < req->ncursors; i++)
 		req->cursors[i].known = false;
 	copy = cfeed_serve_strdup(id);
@@ -80,24 +120,20 @@ cfeed_sse_parse_id(ServeReq *req, const char *id)
 	{
 		char	   *colon = strchr(part, ':');
 		long long	shard;
-		long long	number;
 		int			i;
 
 		ok = false;
 		if (colon == NULL)
 			break;
 		*colon = '\0';
-		if (!cfeed_parse_int64(part, 0, INT_MAX, &shard) ||
-			!cfeed_parse_int64(colon + 1, 0, LLONG_MAX, &number))
+		if (!cfeed_parse_int64(part, 0, INT_MAX, &shard))
 			break;
 		for (i = 0; i < req->ncursors; i++)
 			if (req->cursors[i].shard == shard)
 				break;
 		if (i == req->ncursors)
 			break;
-		req->cursors[i].known = true;
-		req->cursors[i].number = number;
-		ok = true;
+		ok = cfeed_stream_parse_position(req, colon + 1, &req->cursors[i]);
 	}
 	free(copy);
 	return ok;
@@ -147,10 +183,12 @@ cfeed_stream_cursor(ServeReq *req)
 
 	if (req->kind != REQ_FETCH)
 		return;
+	cfeed_buf_append(&req->out, "{\"cursor\":\"", 11);
 	if (c->known)
-		cfeed_buf_printf(&req->out, "{\"cursor\":\"%lld\"}\n", c->number);
+		append_position(&req->out, c);
 	else
-		cfeed_buf_printf(&req->out, "{\"cursor\":\"_first\"}\n");
+		cfeed_buf_append(&req->out, "_first", 6);
+	cfeed_buf_append(&req->out, "\"}\n", 3);
 }
 
 /*

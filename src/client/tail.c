@@ -16,7 +16,12 @@
  *
  * A lost connection (closed, terminated, class 08) is repaired by
  * reconnecting with exponential backoff; the new connection LISTENs again
- * and reading resumes from the cursors, so nothing is skipped or repeated.
+ * and reading resumes from the cursors.  Each cursor carries the feed epoch
+ * it belongs to (epoch.c): on every connection, and whenever a read sees
+ * another epoch, it is passed through cfeed.resume_cursor, so that after a
+ * failover that lost stamps (possibly reissued to other changes) the
+ * changes now carrying those numbers are printed, not skipped; that may
+ * print changes again, which is said on stderr.
  *
  * With --group/--owner the command is a member of a consumer group; the
  * lease handling is in group.c.
@@ -460,6 +465,75 @@ listen_all(Tail *t)
 }
 
 /*
+ * resume_shard
+ *		Bring the shard's cursor into the current feed epoch (epoch.c);
+ *		say so on stderr when a failover lost stamps at or below it.
+ */
+static TailStep
+resume_shard(Tail *t, TailShard *s)
+{
+	long long	before = s->cursor;
+	bool		rewound;
+	PGresult   *res;
+
+	if (!cfeed_epoch_resume(t->conn, t->feed_id, s->shard, s->cursor_known, &s->cursor,
+							s->feed_epoch_known, &s->feed_epoch, &rewound, &res))
+		return cfeed_tail_fail(t, res, "resuming the cursor in the feed's epoch");
+	s->feed_epoch_known = true;
+	if (rewound)
+		fprintf(stderr, "cfeed tail: a failover lost stamps of shard %d of feed %d after %lld "
+				"(the numbers up to %lld may now be other changes); resuming after %lld, "
+				"changes may be printed again\n",
+				s->shard, t->feed_id, s->cursor, before, s->cursor);
+	return STEP_OK;
+}
+
+/*
+ * resume_all
+ *		On a new connection, before reading: whether the database has feed
+ *		epochs, and if so every shard's cursor brought into the current one.
+ */
+static TailStep
+resume_all(Tail *t)
+{
+	PGresult   *res = NULL;
+	int			available = cfeed_epoch_probe(t->conn, &res);
+	TailStep	step = STEP_OK;
+
+	if (available < 0)
+		return cfeed_tail_fail(t, res, "looking for feed epochs");
+	t->epochs = available > 0;
+	for (int i = 0; i < t->nshards && t->epochs && step == STEP_OK; i++)
+		step = resume_shard(t, &t->shards[i]);
+	return step;
+}
+
+/*
+ * epoch_moved
+ *		After a read: whether the feed epoch is no
+ *		longer the shard's (the changes are then discarded and the cursor
+ *		resumed).  *step is set when the query fails.
+ */
+static bool
+epoch_moved(Tail *t, TailShard *s, TailStep *step)
+{
+	long long	epoch;
+	PGresult   *res;
+
+	if (!t->epochs)
+		return false;
+	if (!cfeed_epoch_now(t->conn, &epoch, &res))
+	{
+		*step = cfeed_tail_fail(t, res, "reading the feed epoch");
+		return true;
+	}
+	if (epoch == s->feed_epoch)
+		return false;
+	*step = resume_shard(t, s);
+	return true;
+}
+
+/*
  * position_shards
  *		Resolve --from into each shard's starting cursor (outside group
  *		mode).  Called after LISTEN, once.
@@ -607,6 +681,13 @@ drain_shard(Tail *t, TailShard *s)
 			return cfeed_tail_fail(t, res, "reading");
 
 		rows = PQntuples(res);
+		if (epoch_moved(t, s, &step))
+		{
+			PQclear(res);
+			if (step != STEP_OK)
+				return step;
+			continue;			/* read again from the resumed cursor */
+		}
 		for (int r = 0; r < rows && step == STEP_OK; r++)
 		{
 			long long	number = strtoll(PQgetvalue(res, r, 0), NULL, 10);
@@ -796,9 +877,10 @@ wait_for_wakeup(Tail *t)
 
 /*
  * setup_connection
- *		On a new connection: LISTEN first, then (once) resolve the start
- *		positions, then in group mode acquire the leases; every held shard
- *		is then due for a read.
+ *		On a new connection: LISTEN first, then bring the cursors into the
+ *		current feed epoch, then (once) resolve the start positions, then in
+ *		group mode acquire the leases; every held shard is then due for a
+ *		read.
  */
 static TailStep
 setup_connection(Tail *t)
@@ -806,6 +888,8 @@ setup_connection(Tail *t)
 	TailStep	step;
 
 	step = listen_all(t);
+	if (step == STEP_OK)
+		step = resume_all(t);
 	if (step == STEP_OK && t->group == NULL && !t->positioned)
 		step = position_shards(t);
 	if (step == STEP_OK && t->group != NULL)

@@ -42,6 +42,8 @@ typedef struct TailShard
 	bool		start_known;
 	long long	start;			/* the shard's start value */
 	long long	epoch;			/* group mode: the lease's epoch */
+	bool		feed_epoch_known;
+	long long	feed_epoch;		/* the feed epoch cursor belongs to */
 	char	   *channel;		/* cfeed.channel(feed, shard) */
 } TailShard;
 
@@ -69,6 +71,7 @@ typedef struct Tail
 	TailShard  *shards;
 	int			nshards;
 	bool		listening;		/* false on a hot standby: poll instead */
+	bool		epochs;			/* the database has feed epochs (1.5) */
 	bool		positioned;		/* initial cursors resolved */
 	long long	printed;
 	long long	last_activity_ms;

@@ -74,13 +74,14 @@ sub check_contiguous
 	ok($ok, "$what: numbers contiguous per shard");
 }
 
-# Wait until the tail's backend sits idle after a read (it has listened and
-# resolved its start position).
+# Wait until the tail's backend sits idle after a read, or after the feed
+# epoch check that follows every read (it has listened and resolved its
+# start position).
 sub wait_tail_idle
 {
 	$node->poll_query_until('postgres',
 		"select count(*) > 0 from pg_stat_activity where application_name = 'cfeed'"
-		  . " and state = 'idle' and query like '%cfeed.read%'")
+		  . " and state = 'idle' and (query like '%cfeed.read%' or query = 'select cfeed.epoch()')")
 	  or die "cfeed tail did not start";
 }
 

@@ -52,6 +52,13 @@ my $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens",
 	args => [ '--payload', 'plain=public.event_body' ]);
 my $url = "$gw->{url}/feeds";
 
+# The number of a cursor or SSE position, number@epoch.
+sub number_of
+{
+	my ($position) = @_;
+	return $position =~ s/\@\d+$//r;
+}
+
 # Wait until every committed change is stamped (the sweeper runs).
 sub wait_stamped
 {
@@ -96,15 +103,16 @@ is($data[0]{shard}, 0, 'event: shard');
 is($data[0]{op}, 'insert', 'event: op');
 is($data[0]{table}, 'public.item', 'event: table');
 ok(defined $data[0]{row}{id} && $data[0]{change_id} && $data[0]{stamped_at}, 'event: row, change_id, stamped_at');
-is($lines[-1]{cursor}, $start + $n0, 'fetch: ends with the cursor of the last event');
+like($lines[-1]{cursor}, qr/^\Q@{[ $start + $n0 ]}\E\@\d+$/, 'fetch: ends with the cursor of the last event, number@epoch');
 
 $r = http_get("$f&partition=0&cursor=_last", $alice);
-is_deeply([ ndjson($r->{content}) ], [ { cursor => $start + $n0 } ], 'fetch _last: no event, the head as cursor');
+is_deeply([ map { { cursor => number_of($_->{cursor}) } } ndjson($r->{content}) ], [ { cursor => $start + $n0 } ],
+	'fetch _last: no event, the head as cursor');
 
 $r = http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice);
 @lines = ndjson($r->{content});
 is(scalar(grep { $_->{data} } @lines), 1, 'pageSizeHint=1: one event');
-is($lines[-1]{cursor}, $start + 1, 'pageSizeHint=1: its cursor');
+is(number_of($lines[-1]{cursor}), $start + 1, 'pageSizeHint=1: its cursor');
 like($r->{headers}{'cache-control'}, qr/^private, max-age=\d+, immutable$/, 'a full page below the head is immutable');
 $r = http_get("$f&partition=0&cursor=" . ($start + $n0 - 1) . "&pageSizeHint=5", $alice);
 is($r->{headers}{'cache-control'}, 'no-store', 'a page reaching the head is not cached');
@@ -209,7 +217,7 @@ while (time < $deadline)
 	}
 	last if $writers_done && $node->safe_psql('postgres',
 		"select string_agg(cfeed.head(1, s)::text, ',' order by s) from generate_series(0, 1) s")
-	  eq "$cursor{0},$cursor{1}";
+	  eq number_of($cursor{0}) . ',' . number_of($cursor{1});
 }
 for my $p (0, 1)
 {
@@ -248,7 +256,7 @@ stop_gateway($gw);
 $stream->finish;
 my ($ev1, $last_id) = sse_events($sse_text);
 is(scalar @$ev1, $total, 'SSE: every change of every shard');
-like($last_id, qr/^\d+:\d+(,\d+:\d+)*$/, 'SSE id lists shard:number');
+like($last_id, qr/^\d+:\d+\@\d+(,\d+:\d+\@\d+)*$/, 'SSE id lists shard:number@epoch');
 $node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 9) g');
 wait_stamped();
 $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port});
@@ -290,7 +298,7 @@ while (time < $down_until)
 }
 my $tried = $attempts->() - $attempts0;
 ok($tried >= 2 && $tried <= 8, "database down: the hub retries with backoff ($tried attempts in 3 s)");
-my $beats = () = substr($sout, $seen) =~ /^\{"cursor":"$headr"\}$/mg;
+my $beats = () = substr($sout, $seen) =~ /^\{"cursor":"$headr\@\d+"\}$/mg;
 ok($beats >= 2, "database down: the stream still gets its heartbeats ($beats in 3 s)");
 is(http_get("$gw->{url}/healthz")->{status}, 503, 'healthz: 503 while the database is down');
 $node->start;
@@ -377,6 +385,6 @@ stop_gateway($sgw);
 like(slurp_file($sgw->{log}), qr/info: stopped$/m, 'SIGTERM: the gateway stopped cleanly');
 $stream->finish;
 @lines = ndjson($sout);
-is($lines[-1]{cursor}, $data[-1]{number}, 'SIGTERM: the stream ended with its final cursor');
+is(number_of($lines[-1]{cursor}), $data[-1]{number}, 'SIGTERM: the stream ended with its final cursor');
 
 done_testing();
