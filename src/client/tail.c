@@ -25,6 +25,10 @@
  *
  * With --group/--owner the command is a member of a consumer group; the
  * lease handling is in group.c.
+ *
+ * This file has the options, the lookups done once (feed, shards) and the
+ * loop; connection setup and reconnecting are in tail_conn.c, reading and
+ * printing in tail_read.c, waiting in tail_wait.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -89,6 +93,109 @@ looks_like_time(const char *text)
 }
 
 /*
+ * parse_option
+ *		Apply one option c (from getopt_long, its value in optarg) to t;
+ *		--from is only kept in *from_arg, for parse_from.
+ */
+static void
+parse_option(Tail *t, int c, char **argv, const char **from_arg)
+{
+	long long	value;
+
+	switch (c)
+	{
+		case 'd':
+			t->dsn = optarg;
+			break;
+		case 'f':
+			t->feed_arg = optarg;
+			break;
+		case 's':
+			if (strcmp(optarg, "all") == 0)
+				t->only_shard = -1;
+			else if (cfeed_parse_int64(optarg, 0, INT_MAX, &value))
+				t->only_shard = (int) value;
+			else
+				cfeed_usage_error("tail", "invalid --shard \"%s\": expected a shard number or \"all\"", optarg);
+			break;
+		case 'F':
+			*from_arg = optarg;
+			break;
+		case 'n':
+			if (!cfeed_parse_int64(optarg, 1, LLONG_MAX, &t->max))
+				cfeed_usage_error("tail", "invalid --max \"%s\": expected a positive integer", optarg);
+			break;
+		case 'w':
+			if (!cfeed_parse_int64(optarg, 1, INT_MAX, &value))
+				cfeed_usage_error("tail", "invalid --wait-ms \"%s\": expected a positive integer", optarg);
+			t->wait_ms = (int) value;
+			break;
+		case 'i':
+			if (!cfeed_parse_int64(optarg, 1, LLONG_MAX / 2, &t->idle_exit_ms))
+				cfeed_usage_error("tail", "invalid --idle-exit-ms \"%s\": expected a positive integer", optarg);
+			break;
+		case 'g':
+			t->group = optarg;
+			break;
+		case 'o':
+			t->owner = optarg;
+			break;
+		case 't':
+			if (!cfeed_parse_int64(optarg, 3, INT_MAX, &value))
+				cfeed_usage_error("tail", "invalid --ttl-ms \"%s\": expected an integer of at least 3", optarg);
+			t->ttl_ms = (int) value;
+			break;
+		case 'h':
+			print_tail_help();
+			exit(CFEED_EXIT_OK);
+		default:
+			cfeed_bad_option("tail", c, argv);
+	}
+}
+
+/*
+ * parse_from
+ *		Set t->from from the --from value: beginning, now, a cursor or a
+ *		time (checked on the server later).
+ */
+static void
+parse_from(Tail *t, const char *from_arg)
+{
+	t->from_text = from_arg;
+	if (strcmp(from_arg, "beginning") == 0)
+		t->from = FROM_BEGINNING;
+	else if (strcmp(from_arg, "now") == 0)
+		t->from = FROM_NOW;
+	else if (cfeed_parse_int64(from_arg, 0, LLONG_MAX, &t->from_cursor))
+		t->from = FROM_CURSOR;
+	else if (looks_like_time(from_arg))
+		t->from = FROM_TIME;
+	else
+		cfeed_usage_error("tail", "invalid --from \"%s\": expected beginning, now, a timestamp or a cursor", from_arg);
+}
+
+/*
+ * check_group_options
+ *		--group and --owner go together, and exclude --shard and a --from
+ *		of now or a cursor.
+ */
+static void
+check_group_options(const Tail *t)
+{
+	if ((t->group == NULL) != (t->owner == NULL))
+		cfeed_usage_error("tail", "--group and --owner go together");
+	if (t->group != NULL)
+	{
+		if (*t->group == '\0' || *t->owner == '\0')
+			cfeed_usage_error("tail", "--group and --owner must not be empty");
+		if (t->only_shard >= 0)
+			cfeed_usage_error("tail", "--shard cannot be combined with --group: the group assigns shards");
+		if (t->from == FROM_NOW || t->from == FROM_CURSOR)
+			cfeed_usage_error("tail", "with --group, --from can only be beginning or a time: a lease keeps its own cursor");
+	}
+}
+
+/*
  * parse_options
  *		Fill the option fields of t from argv; exits 2 on bad arguments and
  *		0 after --help.
@@ -111,7 +218,6 @@ parse_options(Tail *t, int argc, char **argv)
 		{NULL, 0, NULL, 0}
 	};
 	const char *from_arg = NULL;
-	long long	value;
 	int			c;
 
 	memset(t, 0, sizeof(*t));
@@ -124,87 +230,13 @@ parse_options(Tail *t, int argc, char **argv)
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":d:f:s:n:h", long_options, NULL)) != -1)
-	{
-		switch (c)
-		{
-			case 'd':
-				t->dsn = optarg;
-				break;
-			case 'f':
-				t->feed_arg = optarg;
-				break;
-			case 's':
-				if (strcmp(optarg, "all") == 0)
-					t->only_shard = -1;
-				else if (cfeed_parse_int64(optarg, 0, INT_MAX, &value))
-					t->only_shard = (int) value;
-				else
-					cfeed_usage_error("tail", "invalid --shard \"%s\": expected a shard number or \"all\"", optarg);
-				break;
-			case 'F':
-				from_arg = optarg;
-				break;
-			case 'n':
-				if (!cfeed_parse_int64(optarg, 1, LLONG_MAX, &t->max))
-					cfeed_usage_error("tail", "invalid --max \"%s\": expected a positive integer", optarg);
-				break;
-			case 'w':
-				if (!cfeed_parse_int64(optarg, 1, INT_MAX, &value))
-					cfeed_usage_error("tail", "invalid --wait-ms \"%s\": expected a positive integer", optarg);
-				t->wait_ms = (int) value;
-				break;
-			case 'i':
-				if (!cfeed_parse_int64(optarg, 1, LLONG_MAX / 2, &t->idle_exit_ms))
-					cfeed_usage_error("tail", "invalid --idle-exit-ms \"%s\": expected a positive integer", optarg);
-				break;
-			case 'g':
-				t->group = optarg;
-				break;
-			case 'o':
-				t->owner = optarg;
-				break;
-			case 't':
-				if (!cfeed_parse_int64(optarg, 3, INT_MAX, &value))
-					cfeed_usage_error("tail", "invalid --ttl-ms \"%s\": expected an integer of at least 3", optarg);
-				t->ttl_ms = (int) value;
-				break;
-			case 'h':
-				print_tail_help();
-				exit(CFEED_EXIT_OK);
-			default:
-				cfeed_bad_option("tail", c, argv);
-		}
-	}
+		parse_option(t, c, argv, &from_arg);
 	cfeed_no_more_arguments("tail", argc, argv);
 	if (t->feed_arg == NULL || *t->feed_arg == '\0')
 		cfeed_usage_error("tail", "--feed is required");
-
 	if (from_arg != NULL)
-	{
-		t->from_text = from_arg;
-		if (strcmp(from_arg, "beginning") == 0)
-			t->from = FROM_BEGINNING;
-		else if (strcmp(from_arg, "now") == 0)
-			t->from = FROM_NOW;
-		else if (cfeed_parse_int64(from_arg, 0, LLONG_MAX, &t->from_cursor))
-			t->from = FROM_CURSOR;
-		else if (looks_like_time(from_arg))
-			t->from = FROM_TIME;
-		else
-			cfeed_usage_error("tail", "invalid --from \"%s\": expected beginning, now, a timestamp or a cursor", from_arg);
-	}
-
-	if ((t->group == NULL) != (t->owner == NULL))
-		cfeed_usage_error("tail", "--group and --owner go together");
-	if (t->group != NULL)
-	{
-		if (*t->group == '\0' || *t->owner == '\0')
-			cfeed_usage_error("tail", "--group and --owner must not be empty");
-		if (t->only_shard >= 0)
-			cfeed_usage_error("tail", "--shard cannot be combined with --group: the group assigns shards");
-		if (t->from == FROM_NOW || t->from == FROM_CURSOR)
-			cfeed_usage_error("tail", "with --group, --from can only be beginning or a time: a lease keeps its own cursor");
-	}
+		parse_from(t, from_arg);
+	check_group_options(t);
 }
 
 /*
@@ -417,534 +449,6 @@ check_arguments_on_server(Tail *t)
 }
 
 /*
- * listen_all
- *		LISTEN on the channel of every shard.  On a hot standby, where LISTEN
- *		is refused, note it and fall back to polling.
- */
-static TailStep
-listen_all(Tail *t)
-{
-	t->listening = true;
-	for (int i = 0; i < t->nshards; i++)
-	{
-		char	   *ident;
-		char	   *sql;
-		PGresult   *res;
-
-		ident = PQescapeIdentifier(t->conn, t->shards[i].channel,
-								   strlen(t->shards[i].channel));
-		if (ident == NULL)
-			return cfeed_tail_fail(t, NULL, "quoting a channel name");
-		sql = malloc(strlen(ident) + 8);
-		if (sql == NULL)
-		{
-			PQfreemem(ident);
-			fprintf(stderr, "cfeed tail: out of memory\n");
-			t->exit_code = CFEED_EXIT_ERROR;
-			return STEP_STOP;
-		}
-		sprintf(sql, "LISTEN %s", ident);
-		PQfreemem(ident);
-		res = PQexec(t->conn, sql);
-		free(sql);
-		if (!cfeed_result_ok(res, PGRES_COMMAND_OK))
-		{
-			if (strcmp(cfeed_sqlstate(res), "25006") == 0)
-			{
-				PQclear(res);
-				fprintf(stderr, "cfeed tail: LISTEN is not possible (hot standby?); "
-						"waiting with cfeed.wait or polling instead\n");
-				t->listening = false;
-				return STEP_OK;
-			}
-			return cfeed_tail_fail(t, res, "LISTEN");
-		}
-		PQclear(res);
-	}
-	return STEP_OK;
-}
-
-/*
- * resume_shard
- *		Bring the shard's cursor into the current feed epoch (epoch.c);
- *		say so on stderr when a failover lost stamps at or below it.
- */
-static TailStep
-resume_shard(Tail *t, TailShard *s)
-{
-	long long	before = s->cursor;
-	bool		rewound;
-	PGresult   *res;
-
-	if (!cfeed_epoch_resume(t->conn, t->feed_id, s->shard, s->cursor_known, &s->cursor,
-							s->feed_epoch_known, &s->feed_epoch, &rewound, &res))
-		return cfeed_tail_fail(t, res, "resuming the cursor in the feed's epoch");
-	s->feed_epoch_known = true;
-	if (rewound)
-		fprintf(stderr, "cfeed tail: a failover lost stamps of shard %d of feed %d after %lld "
-				"(the numbers up to %lld may now be other changes); resuming after %lld, "
-				"changes may be printed again\n",
-				s->shard, t->feed_id, s->cursor, before, s->cursor);
-	return STEP_OK;
-}
-
-/*
- * resume_all
- *		On a new connection, before reading: whether the database has feed
- *		epochs, and if so every shard's cursor brought into the current one.
- */
-static TailStep
-resume_all(Tail *t)
-{
-	PGresult   *res = NULL;
-	int			available = cfeed_epoch_probe(t->conn, &res);
-	TailStep	step = STEP_OK;
-
-	if (available < 0)
-		return cfeed_tail_fail(t, res, "looking for feed epochs");
-	t->epochs = available > 0;
-	for (int i = 0; i < t->nshards && t->epochs && step == STEP_OK; i++)
-		step = resume_shard(t, &t->shards[i]);
-	return step;
-}
-
-/*
- * epoch_moved
- *		After a read: whether the feed epoch is no
- *		longer the shard's (the changes are then discarded and the cursor
- *		resumed).  *step is set when the query fails.
- */
-static bool
-epoch_moved(Tail *t, TailShard *s, TailStep *step)
-{
-	long long	epoch;
-	PGresult   *res;
-
-	if (!t->epochs)
-		return false;
-	if (!cfeed_epoch_now(t->conn, &epoch, &res))
-	{
-		*step = cfeed_tail_fail(t, res, "reading the feed epoch");
-		return true;
-	}
-	if (epoch == s->feed_epoch)
-		return false;
-	*step = resume_shard(t, s);
-	return true;
-}
-
-/*
- * position_shards
- *		Resolve --from into each shard's starting cursor (outside group
- *		mode).  Called after LISTEN, once.
- */
-static TailStep
-position_shards(Tail *t)
-{
-	for (int i = 0; i < t->nshards; i++)
-	{
-		TailShard  *s = &t->shards[i];
-		char		shard_text[16];
-		const char *params[3] = {t->feed_id_text, shard_text, t->from_text};
-		PGresult   *res;
-
-		snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
-		switch (t->from)
-		{
-			case FROM_BEGINNING:
-				s->cursor_known = false;
-				continue;
-			case FROM_CURSOR:
-				s->cursor_known = true;
-				s->cursor = t->from_cursor;
-				continue;
-			case FROM_NOW:
-				res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, $2::int)", 2, params);
-				break;
-			case FROM_TIME:
-				res = cfeed_tail_exec_params(t, "select cfeed.cursor_at($1::int, $2::int, $3::timestamptz)",
-											 3, params);
-				break;
-			default:
-				continue;
-		}
-		if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-			return cfeed_tail_fail(t, res, "finding the start position");
-		s->cursor_known = !PQgetisnull(res, 0, 0);
-		if (s->cursor_known)
-			s->cursor = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		PQclear(res);
-	}
-	t->positioned = true;
-	return STEP_OK;
-}
-
-/*
- * in_sequence
- *		Whether number may follow the shard's cursor (see the file header);
- *		always true while the cursor is unknown.
- */
-static bool
-in_sequence(const TailShard *s, long long number)
-{
-	if (!s->cursor_known)
-		return true;
-	if (number <= s->cursor)
-		return false;
-	if (number == s->cursor + 1)
-		return true;
-	if (s->start_known && number <= s->start)
-		return true;			/* sparse backfilled history */
-	if (s->start_known && number == s->start + 1 && s->cursor <= s->start)
-		return true;			/* first stamp after the history */
-	return false;
-}
-
-/*
- * emit
- *		Print one change as a JSON line and flush it.  stamped_json is
- *		already a JSON value (to_json of the timestamptz) or NULL.
- */
-static TailStep
-emit(Tail *t, const TailShard *s, const char *number, const char *change_id,
-	 const char *stamped_json)
-{
-	if (printf("{\"feed_id\":%d,\"shard\":%d,\"change_sequence_number\":%s,"
-			   "\"change_id\":%s,\"stamped_at\":%s}\n",
-			   t->feed_id, s->shard, number, change_id,
-			   stamped_json ? stamped_json : "null") < 0 ||
-		fflush(stdout) != 0)
-	{
-		if (errno == EPIPE)
-			t->exit_code = CFEED_EXIT_OK;	/* the reader went away */
-		else
-		{
-			perror("cfeed tail: could not write to standard output");
-			t->exit_code = CFEED_EXIT_ERROR;
-		}
-		return STEP_STOP;
-	}
-	return STEP_OK;
-}
-
-/*
- * drain_shard
- *		Read and print the shard's pages after its cursor until a short page
- *		(then everything visible has been read); checkpoint each page in
- *		group mode.  Stops the run at --max, at a gap (exit 3) and on signals.
- */
-static TailStep
-drain_shard(Tail *t, TailShard *s)
-{
-	char		shard_text[16];
-	char		cursor_text[24];
-	char		limit_text[16];
-	const char *params[4] = {t->feed_id_text, shard_text, NULL, limit_text};
-
-	snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
-	for (;;)
-	{
-		long long	limit = PAGE_SIZE;
-		PGresult   *res;
-		int			rows;
-		TailStep	step = STEP_OK;
-
-		if (cfeed_interrupted)
-		{
-			t->exit_code = CFEED_EXIT_OK;
-			return STEP_STOP;
-		}
-		if (t->max > 0)
-		{
-			if (t->printed >= t->max)
-			{
-				t->exit_code = CFEED_EXIT_OK;
-				return STEP_STOP;
-			}
-			if (t->max - t->printed < limit)
-				limit = t->max - t->printed;
-		}
-		snprintf(limit_text, sizeof(limit_text), "%lld", limit);
-		if (s->cursor_known)
-		{
-			snprintf(cursor_text, sizeof(cursor_text), "%lld", s->cursor);
-			params[2] = cursor_text;
-		}
-		else
-			params[2] = NULL;
-
-		res = cfeed_tail_exec_params(t,
-									 "select change_sequence_number, change_id, pg_catalog.to_json(stamped_at)"
-									 " from cfeed.read($1::int, $2::int, $3::bigint, $4::int)",
-									 4, params);
-		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-			return cfeed_tail_fail(t, res, "reading");
-
-		rows = PQntuples(res);
-		if (epoch_moved(t, s, &step))
-		{
-			PQclear(res);
-			if (step != STEP_OK)
-				return step;
-			continue;			/* read again from the resumed cursor */
-		}
-		for (int r = 0; r < rows && step == STEP_OK; r++)
-		{
-			long long	number = strtoll(PQgetvalue(res, r, 0), NULL, 10);
-
-			if (!in_sequence(s, number))
-			{
-				fprintf(stderr, "cfeed tail: gap in shard %d of feed %d: change_sequence_number %lld follows %lld\n"
-						"Changes between them are missing (removed by retention, or a bug in cfeed).\n",
-						s->shard, t->feed_id, number, s->cursor);
-				t->exit_code = CFEED_EXIT_GAP;
-				step = STEP_STOP;
-				break;
-			}
-			step = emit(t, s, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
-						PQgetisnull(res, r, 2) ? NULL : PQgetvalue(res, r, 2));
-			if (step == STEP_OK)
-			{
-				s->cursor = number;
-				s->cursor_known = true;
-				t->printed++;
-			}
-		}
-		PQclear(res);
-		if (rows > 0)
-		{
-			t->last_activity_ms = cfeed_now_ms();
-			if (t->group != NULL && s->held)
-			{
-				TailStep	cp = cfeed_group_checkpoint(t, s);
-
-				if (step == STEP_OK)
-					step = cp;
-			}
-		}
-		if (step != STEP_OK)
-			return step;
-		if (!s->held || rows < limit)
-			break;
-	}
-	s->dirty = false;
-	return STEP_OK;
-}
-
-/*
- * mark_all_dirty
- *		Ask for a read of every held shard (after a timeout or reconnect).
- */
-static void
-mark_all_dirty(Tail *t)
-{
-	for (int i = 0; i < t->nshards; i++)
-		t->shards[i].dirty = t->shards[i].held;
-}
-
-/*
- * collect_notifications
- *		Mark the shards whose channel was notified; true when any held shard
- *		is now due for a read.
- */
-static bool
-collect_notifications(Tail *t)
-{
-	PGnotify   *notify;
-	bool		due = false;
-
-	while ((notify = PQnotifies(t->conn)) != NULL)
-	{
-		for (int i = 0; i < t->nshards; i++)
-			if (strcmp(notify->relname, t->shards[i].channel) == 0)
-				t->shards[i].dirty = t->shards[i].held;
-		PQfreemem(notify);
-	}
-	for (int i = 0; i < t->nshards; i++)
-		due |= t->shards[i].dirty;
-	return due;
-}
-
-/*
- * wait_standby
- *		Without notifications: one shard with a known cursor waits server
- *		side in cfeed.wait (event-driven or cheap polling there); otherwise
- *		sleep a little.  Either way every held shard is then read.
- */
-static TailStep
-wait_standby(Tail *t, long long timeout_ms)
-{
-	int			held = 0;
-	TailShard  *one = NULL;
-
-	for (int i = 0; i < t->nshards; i++)
-		if (t->shards[i].held)
-		{
-			held++;
-			one = &t->shards[i];
-		}
-	if (held == 1 && one->cursor_known)
-	{
-		char		shard_text[16];
-		char		cursor_text[24];
-		char		timeout_text[24];
-		const char *params[4] = {t->feed_id_text, shard_text, cursor_text, timeout_text};
-		PGresult   *res;
-
-		snprintf(shard_text, sizeof(shard_text), "%d", one->shard);
-		snprintf(cursor_text, sizeof(cursor_text), "%lld", one->cursor);
-		snprintf(timeout_text, sizeof(timeout_text), "%lld",
-				 timeout_ms > INT_MAX ? (long long) INT_MAX : timeout_ms);
-		res = cfeed_tail_exec_params(t, "select cfeed.wait($1::int, $2::int, $3::bigint, $4::int)", 4, params);
-		if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-			return cfeed_tail_fail(t, res, "waiting");
-		PQclear(res);
-	}
-	else
-		cfeed_sleep_ms((int) (timeout_ms < STANDBY_POLL_MS ? timeout_ms : STANDBY_POLL_MS));
-	mark_all_dirty(t);
-	return STEP_OK;
-}
-
-/*
- * wait_for_wakeup
- *		Wait until a notification marks a shard dirty, --wait-ms passes (then
- *		all shards are due), a lease renewal is due, --idle-exit-ms passes
- *		(stop with 0) or a signal arrives (stop with 0).
- */
-static TailStep
-wait_for_wakeup(Tail *t)
-{
-	long long	deadline = cfeed_now_ms() + t->wait_ms;
-
-	for (;;)
-	{
-		long long	now;
-		long long	timeout;
-		struct pollfd pfd;
-		int			rc;
-
-		if (cfeed_interrupted)
-		{
-			t->exit_code = CFEED_EXIT_OK;
-			return STEP_STOP;
-		}
-		/* Notifications may have arrived with the last query's results. */
-		if (collect_notifications(t))
-			return STEP_OK;
-
-		now = cfeed_now_ms();
-		if (t->idle_exit_ms > 0 && now - t->last_activity_ms >= t->idle_exit_ms)
-		{
-			t->exit_code = CFEED_EXIT_OK;
-			return STEP_STOP;
-		}
-		if (t->group != NULL && now >= t->next_renew_ms)
-			return STEP_OK;
-		if (now >= deadline)
-		{
-			mark_all_dirty(t);
-			return STEP_OK;
-		}
-
-		timeout = deadline - now;
-		if (t->idle_exit_ms > 0 && t->last_activity_ms + t->idle_exit_ms - now < timeout)
-			timeout = t->last_activity_ms + t->idle_exit_ms - now;
-		if (t->group != NULL && t->next_renew_ms - now < timeout)
-			timeout = t->next_renew_ms - now;
-		if (timeout < 1)
-			timeout = 1;
-
-		if (!t->listening)
-			return wait_standby(t, timeout);
-
-		pfd.fd = PQsocket(t->conn);
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		if (pfd.fd < 0)
-			return cfeed_tail_fail(t, NULL, "waiting");
-		rc = poll(&pfd, 1, (int) (timeout > INT_MAX ? INT_MAX : timeout));
-		if (rc < 0 && errno != EINTR)
-		{
-			perror("cfeed tail: poll");
-			t->exit_code = CFEED_EXIT_ERROR;
-			return STEP_STOP;
-		}
-		if (rc > 0 && (!PQconsumeInput(t->conn) || PQstatus(t->conn) != CONNECTION_OK))
-			return cfeed_tail_fail(t, NULL, "waiting for notifications");
-	}
-}
-
-/*
- * setup_connection
- *		On a new connection: LISTEN first, then bring the cursors into the
- *		current feed epoch, then (once) resolve the start positions, then in
- *		group mode acquire the leases; every held shard is then due for a
- *		read.
- */
-static TailStep
-setup_connection(Tail *t)
-{
-	TailStep	step;
-
-	step = listen_all(t);
-	if (step == STEP_OK)
-		step = resume_all(t);
-	if (step == STEP_OK && t->group == NULL && !t->positioned)
-		step = position_shards(t);
-	if (step == STEP_OK && t->group != NULL)
-		step = cfeed_group_acquire(t);
-	if (step == STEP_OK)
-		mark_all_dirty(t);
-	return step;
-}
-
-/*
- * reconnect
- *		Replace a lost connection, retrying with exponential backoff until it
- *		works or a signal arrives, and set it up again (LISTEN, leases).
- */
-static TailStep
-reconnect(Tail *t)
-{
-	int			backoff = BACKOFF_MIN_MS;
-
-	for (;;)
-	{
-		cfeed_set_cancel(NULL);
-		if (t->conn != NULL)
-			PQfinish(t->conn);
-		t->conn = NULL;
-		if (cfeed_interrupted)
-		{
-			t->exit_code = CFEED_EXIT_OK;
-			return STEP_STOP;
-		}
-
-		fprintf(stderr, "cfeed tail: reconnecting in %d ms\n", backoff);
-		cfeed_sleep_ms(backoff);
-		if (backoff < BACKOFF_MAX_MS)
-			backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
-		if (cfeed_interrupted)
-			continue;
-
-		t->conn = cfeed_connect(t->dsn, true);
-		if (t->conn == NULL)
-			continue;
-		switch (setup_connection(t))
-		{
-			case STEP_OK:
-				fprintf(stderr, "cfeed tail: reconnected; resuming feed %d\n", t->feed_id);
-				return STEP_OK;
-			case STEP_STOP:
-				return STEP_STOP;
-			case STEP_LOST:
-				break;
-		}
-	}
-}
-
-/*
  * cfeed_tail_main
  *		`cfeed tail`: argv[0] is "tail".  Returns the exit code.
  */
@@ -964,18 +468,18 @@ cfeed_tail_main(int argc, char **argv)
 	check_arguments_on_server(&t);
 
 	t.last_activity_ms = cfeed_now_ms();
-	step = setup_connection(&t);
+	step = cfeed_tail_setup_connection(&t);
 	while (step != STEP_STOP)
 	{
 		if (step == STEP_LOST)
 		{
-			step = reconnect(&t);
+			step = cfeed_tail_reconnect(&t);
 			continue;
 		}
 
 		for (int i = 0; i < t.nshards && step == STEP_OK; i++)
 			if (t.shards[i].held && t.shards[i].dirty)
-				step = drain_shard(&t, &t.shards[i]);
+				step = cfeed_tail_drain_shard(&t, &t.shards[i]);
 		if (step != STEP_OK)
 			continue;
 		if (t.max > 0 && t.printed >= t.max)
@@ -984,7 +488,7 @@ cfeed_tail_main(int argc, char **argv)
 			break;
 		}
 
-		step = wait_for_wakeup(&t);
+		step = cfeed_tail_wait_for_wakeup(&t);
 		if (step == STEP_OK && t.group != NULL && cfeed_now_ms() >= t.next_renew_ms)
 			step = cfeed_group_acquire(&t);
 	}

@@ -1,7 +1,9 @@
 /*
  * src/client/tail.h
- *		State of one `cfeed tail` run, shared by tail.c (the read loop) and
- *		group.c (consumer-group leases).
+ *		State of one `cfeed tail` run, shared by tail.c (options and the
+ *		loop), tail_conn.c (connection setup, reconnecting, feed epochs),
+ *		tail_read.c (reading and printing), tail_wait.c (waiting between
+ *		reads) and group.c (consumer-group leases).
  */
 #ifndef CFEED_TAIL_H
 #define CFEED_TAIL_H
@@ -84,6 +86,18 @@ extern TailStep cfeed_tail_fail(Tail *t, PGresult *res, const char *what);
 extern PGresult *cfeed_tail_exec_params(Tail *t, const char *sql, int nparams,
 										const char *const *values);
 extern TailShard *cfeed_tail_find_shard(Tail *t, int shard);
+
+/* tail_conn.c */
+extern TailStep cfeed_tail_setup_connection(Tail *t);
+extern TailStep cfeed_tail_reconnect(Tail *t);
+extern bool cfeed_tail_epoch_moved(Tail *t, TailShard *s, TailStep *step);
+
+/* tail_read.c */
+extern TailStep cfeed_tail_drain_shard(Tail *t, TailShard *s);
+
+/* tail_wait.c */
+extern void cfeed_tail_mark_all_dirty(Tail *t);
+extern TailStep cfeed_tail_wait_for_wakeup(Tail *t);
 
 /* group.c */
 extern void cfeed_group_check_api(Tail *t);
