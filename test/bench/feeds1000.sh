@@ -12,11 +12,8 @@ cc_tool latency
 bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('probe', 1)" -c "SELECT cfeed.create_feed('load1', 4)" >/dev/null
-# median LINES KEY: the median of KEY=value over the probe's output lines
-median()
-{
-	echo "$1" | sed -n "s/.* $2=\\([0-9.]*\\).*/\\1/p" | sort -g | sed -n 2p
-}
+# lat_median LINES KEY: the median of KEY=value over the probe's output lines
+lat_median() { echo "$1" | sed -n "s/.* $2=\([0-9.]*\).*/\1/p" | median; }
 # phase FEEDS: prints "p50 p99 cpu_us_per_change" (details on stderr)
 phase()
 {
@@ -33,7 +30,7 @@ phase()
 	c1=$(cpu_us "$pid"); s1=$(psqlc -c "SELECT changes_stamped FROM cfeed.sweepers")
 	echo "$lat" | sed "s/^/$feeds load feeds x 4 shards: /" >&2
 	echo "$feeds load feeds x 4 shards: sweeper $(( (c1 - c0) / (s1 - s0) )) us CPU/change ($((s1 - s0)) changes)" >&2
-	echo "$(median "$lat" p50) $(median "$lat" p99) $(( (c1 - c0) / (s1 - s0) ))"
+	echo "$(lat_median "$lat" p50) $(lat_median "$lat" p99) $(( (c1 - c0) / (s1 - s0) ))"
 }
 read -r p50a p99a cpua < <(phase 1)
 psqlc -c "SELECT count(cfeed.create_feed('load' || g, 4)) FROM generate_series(2, 1000) g" >/dev/null
