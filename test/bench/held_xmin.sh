@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The held-xmin trap (targets 3 and 8, test/bench/README.md) with live writers: 8 pgbench
+# The held-xmin trap (rows 3b and 6, test/bench/README.md) with live writers: 8 pgbench
 # clients publish changes at full speed while the background sweeper stamps
 # them, for WINDOW seconds normally, then HELD seconds while another session
 # holds the xmin horizon (a REPEATABLE READ transaction with an xid: no
@@ -61,7 +61,7 @@ sleep 1
 psqlc -c "VACUUM cfeed.change"
 after_vacuum=$(table)
 echo "cfeed.change at the end of the hold: $at_hold_end; at the end, after VACUUM: $after_vacuum"
-result "xmin horizon held ${HELD}s under writes (8 clients)" "sweep cost per change ≤ 2× normal; table size recovers after" \
+result "6. xmin horizon held ${HELD}s under writes (8 clients)" "sweep cost per change ≤ 2× normal; table size recovers after" \
 	"sweeper $held µs CPU/change held, $after after; table at the end of the hold: $at_hold_end; after VACUUM: $after_vacuum" \
 	"$normal µs/change before" "$(calc "$held / $normal")× held, $(calc "$after / $normal")× after" \
 	"$(echo "$after_vacuum" | grep -q ', 0 dead tuples' && yesno "$held <= 2 * $normal && $after <= 2 * $normal" || echo no)"
@@ -89,7 +89,7 @@ for m in wait read listen; do
 	wait) label=cfeed.wait;; read) label="cfeed.read(wait_ms)";; listen) label="LISTEN on the shard channel";;
 	esac
 	r50=$(calc "${q[$m,held,50]} / ${q[$m,free,50]}") r99=$(calc "${q[$m,held,99]} / ${q[$m,free,99]}")
-	result "commit → woken under a held xmin horizon (${HELD} s, 8 full-speed writers), $label" "p50 and p99 ≤ 1.5× without the hold" \
+	result "3b. commit → woken under a held xmin horizon (${HELD} s, 8 full-speed writers), $label" "p50 and p99 ≤ 1.5× without the hold" \
 		"held: p50 ${q[$m,held,50]}, p99 ${q[$m,held,99]} ms" \
 		"without (the windows before and after): p50 ${q[$m,free,50]}, p99 ${q[$m,free,99]} ms; $control" \
 		"p50 $r50×, p99 $r99×" "$(yesno "$r50 <= 1.5 && $r99 <= 1.5")"

@@ -1,6 +1,6 @@
 /*
  * latency.c
- *	  Commit -> woken reader latency (target 3, test/bench/README.md).  Two connections: the
+ *	  Commit -> woken reader latency (rows 3a, 3b and 4c, test/bench/README.md).  Two connections: the
  *	  reader starts waiting (asynchronously), the writer publishes and
  *	  commits, and the time from COMMIT returning to the reader's wake-up is
  *	  recorded (for the raw NOTIFY floor, from sending it).  Modes:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Commit -> woken reader latency (target 3, test/bench/README.md), RUNS runs of SAMPLES each,
+# Commit -> woken reader latency (row 3a, test/bench/README.md), RUNS runs of SAMPLES each,
 # the modes alternated within each run, under a background load of ~1000
 # publishes/s on another feed: cfeed.wait,
 # cfeed.read(wait_ms), LISTEN on the shard's channel, a raw NOTIFY round trip

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Read throughput (target 4, test/bench/README.md): a consumer reading a whole log in
+# Read throughput (rows 2a and 2b, test/bench/README.md): a consumer reading a whole log in
 # 1000-row pages over libpq (readrate.c), rows/s: cfeed.read over an
 # N-change shard vs the same query on cfeed.change directly (the baseline;
 # a page of each in turn, the median of 3 passes after a warm-up); the
@@ -71,9 +71,9 @@ if have_wal2json; then
 else
 	echo "wal2json not installed: row skipped"
 fi
-result "cfeed.read, 1000-row pages, $N-change shard" "≥ 0.95× plain index range" "$cfeed rows/s" \
+result "2a. cfeed.read, 1000-row pages, $N-change shard" "≥ 0.95× plain index range" "$cfeed rows/s" \
 	"plain index range $plain rows/s (medians of 3 passes); peers over $((N / 5)) events: ${peers:-n/a}" "$(calc "$cfeed / $plain")×" \
 	"$(yesno "$cfeed >= 0.95 * $plain")"
-result "the seed's join pattern (orders JOIN cfeed.change), 1000-row pages, granted reader" "≥ 0.9× the same join by hand" "$join rows/s" \
+result "2b. the seed's join pattern (orders JOIN cfeed.change), 1000-row pages, granted reader" "≥ 0.9× the same join by hand" "$join rows/s" \
 	"the same join on a plain table of the same rows: $hand rows/s; as the superuser (no row-level security) $join_su vs $hand_su rows/s ($(calc "$join_su / $hand_su")×)" \
 	"$(calc "$join / $hand")×" "$(yesno "$join >= 0.9 * $hand")"

@@ -1,6 +1,6 @@
 /*
  * readrate.c
- *	  Read throughput in 1000-row pages (target 4, test/bench/README.md): reads a whole log
+ *	  Read throughput in 1000-row pages (rows 2a and 2b, test/bench/README.md): reads a whole log
  *	  page by page, as a consumer does, and prints "MODE ROWS ROWS/S".  Every
  *	  statement is prepared once (a consumer's best).  Modes:
  *		cfeed	SELECT * FROM cfeed.read(1, 0, cursor, 1000), and the same

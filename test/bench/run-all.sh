@@ -82,8 +82,8 @@ END {
 		if (cf)
 			met = (!failed[m] && r50 > 0 && r50 <= 2 && r99 <= 3) ? "yes" : \
 				sprintf("no (vs the flushed NOTIFY: %s)", (!failed[m] && w50 > 0 && w50 <= 2 && w99 <= 3) ? "yes" : "no")
-		printf "RESULT|commit → woken, %s (1k tx/s load, %d runs%s)|%s|p50 %s, p90 %s, p99 %s, max %s ms|raw NOTIFY p50 %s, p99 %s ms; NOTIFY with a row p50 %s, p99 %s ms|p50 %.1f×, p99 %.1f× NOTIFY; p50 %.1f×, p99 %.1f× NOTIFY with a row (medians of the runs)|%s\n",
-			name[m], runs[m], failed[m] ? sprintf(" + %d failed: a sample took > 10 s", failed[m]) : "",
+		printf "RESULT|%scommit → woken, %s (1k tx/s load, %d runs%s)|%s|p50 %s, p90 %s, p99 %s, max %s ms|raw NOTIFY p50 %s, p99 %s ms; NOTIFY with a row p50 %s, p99 %s ms|p50 %.1f×, p99 %.1f× NOTIFY; p50 %.1f×, p99 %.1f× NOTIFY with a row (medians of the runs)|%s\n",
+			cf ? "3a. " : "", name[m], runs[m], failed[m] ? sprintf(" + %d failed: a sample took > 10 s", failed[m]) : "",
 			cf ? "p50 ≤ 2×, p99 ≤ 3× raw NOTIFY" : "peer", span(m, 5), span(m, 6), span(m, 7), span(m, 8),
 			span("notify", 5), span("notify", 7), span("notifywal", 5), span("notifywal", 7), r50, r99, w50, w99, met
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tracked-table write overhead (budget: a tracked INSERT costs at most 1.2x
-# an untracked one, in TPS and in server CPU per INSERT; target 1,
+# an untracked one, in TPS and in server CPU per INSERT; rows 1c and 1d,
 # test/bench/README.md): pgbench TPS of single-row INSERTs into an
 # untracked table and into the same table tracked by cfeed.track() (change +
 # row image per row), same clients, same run, the background sweeper
@@ -93,7 +93,7 @@ echo "  peer, pgq.logutriga: ${pgq100}x TPS, ${pgq100_cpu}x CPU"
 echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
 baseline="untracked, alternated, median of $REPS pairs; peer, the table tracked by PgQ's pgq.logutriga: ${pgq}× TPS, ${pgq_cpu}× CPU"
-result "tracked INSERT, TPS cost, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
+result "1c. tracked INSERT, TPS cost, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
 	"${single}× (100-row INSERTs ${multi}×, one 200k-row INSERT ${load}×)" "$baseline (100-row: ${pgq100}×)" "${single}×" "$(yesno "$single <= 1.2")"
-result "tracked INSERT, server CPU per INSERT, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
+result "1d. tracked INSERT, server CPU per INSERT, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
 	"${single_cpu}× (100-row INSERTs ${multi_cpu}×)" "$baseline (100-row: ${pgq100_cpu}×)" "${single_cpu}×" "$(yesno "$single_cpu <= 1.2")"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Write overhead (target 1, test/bench/README.md): pgbench TPS, CLIENTS clients, one app row
+# Write overhead (rows 1a and 1b, test/bench/README.md): pgbench TPS, CLIENTS clients, one app row
 # per transaction, on one cluster with wal_level = logical, the background
 # sweeper stamping meanwhile: the app row alone (the baseline); the app row
 # and its change written as the seed writes them, BEGIN, the app row, an
-# INSERT INTO cfeed.change, COMMIT ("insert"); the app row with
+# INSERT INTO cfeed.change, COMMIT ("insert"), and the same two INSERTs
+# in one statement, one round trip ("insert1"); the app row with
 # cfeed.publish() in the same statement ("publish"); the peer, PgQ's
 # insert_event in the same statement ("pgq"); the app row alone while a
 # wal2json slot is drained every 10 ms ("w2j"); and two plain rows in one
@@ -17,9 +18,9 @@
 # transaction (all its processes, the sweeper included) are shown beside.
 # Usage: bash test/bench/write_overhead.sh [seconds] [clients] [rounds]
 . "$(dirname "$0")/lib.sh"
-SECS=${1:-10}
+SECS=${1:-3}
 CLIENTS=${2:-8}
-ROUNDS=${3:-3}
+ROUNDS=${3:-5}
 BENCH_EXTRA_CONF="$LOGICAL_CONF" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
@@ -28,9 +29,11 @@ sql_file plain.sql "INSERT INTO app (payload) VALUES ('hello');"
 sql_file insert.sql '\set s random(0, 3)' "BEGIN;" \
 	"INSERT INTO app (payload, change_id) VALUES ('hello', nextval('cfeed.change_id'));" \
 	"INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, :s, currval('cfeed.change_id'));" "COMMIT;"
+sql_file insert1.sql '\set s random(0, 3)' \
+	"WITH a AS (INSERT INTO app (payload, change_id) VALUES ('hello', nextval('cfeed.change_id')) RETURNING change_id) INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, :s, change_id FROM a;"
 sql_file publish.sql '\set s random(0, 3)' "INSERT INTO app (payload, change_id) VALUES ('hello', cfeed.publish(1, :s));"
 sql_file two.sql "WITH a AS (INSERT INTO app (payload) VALUES ('x') RETURNING id) INSERT INTO app (payload) SELECT 'hello' FROM a;"
-variants="plain insert publish two unswept"
+variants="plain insert insert1 publish two unswept"
 if have_pgq; then
 	psqlc -c "CREATE EXTENSION pgq" -c "SELECT pgq.create_queue('q')" >/dev/null
 	sql_file pgq.sql "INSERT INTO app (payload, change_id) VALUES ('hello', pgq.insert_event('q', 'app', 'hello'));"
@@ -81,7 +84,7 @@ figures() { for round in $(seq 1 "$ROUNDS"); do printf '%s ' "${tps[$1,$round]}"
 for v in $variants; do
 	echo "$v: $(figures "$v")tps; median per round $(per "$v" plain)× the app row alone in TPS, $(per "$v" plain cpu)× its server CPU, $(per "$v" plain wal)× its WAL per transaction"
 done
-peers="two plain rows $(per two plain)×; publish() with the sweeper paused $(per unswept plain)× (server CPU $(per unswept plain cpu)×, WAL $(per unswept plain wal)×)"
+peers="the seed's two INSERTs in one statement $(per insert1 plain)× (server CPU $(per insert1 plain cpu)×); two plain rows $(per two plain)×; publish() with the sweeper paused $(per unswept plain)× (server CPU $(per unswept plain cpu)×, WAL $(per unswept plain wal)×)"
 [ -z "${tps[w2j,1]:-}" ] || peers="$peers; app row while a wal2json slot is drained $(per w2j plain)×"
 for v in insert publish; do
 	case $v in
@@ -94,7 +97,7 @@ for v in insert publish; do
 		pgq=$(per "$v" pgq)
 		met=$(yesno "$alone >= 0.85 && $pgq >= 1.15")
 	fi
-	result "write throughput, $label, $CLIENTS clients, sweeper on" "≥ 0.85× app row alone, ≥ 1.15× PgQ insert_event" \
+	result "$([ "$v" = insert ] && echo 1a || echo 1b). write throughput, $label, $CLIENTS clients, sweeper on" "≥ 0.85× app row alone, ≥ 1.15× PgQ insert_event" \
 		"$(figures "$v")tps; per transaction $(per "$v" plain cpu)× the server CPU and $(per "$v" plain wal)× the WAL of the app row's" \
 		"app row alone $(figures plain)tps; PgQ insert_event $( [ "$pgq" = n/a ] && echo n/a || echo "$(figures pgq)tps ($(per pgq plain)× alone)"); $peers" \
 		"$alone× alone, $pgq× PgQ" "$met"
