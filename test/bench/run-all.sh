@@ -97,7 +97,7 @@ step track.sh 3 8 3
 step read_rate.sh 1000000
 LATENCY_DUMP=$out/latency.dat step latency.sh 500
 latency_rows
-step held_xmin.sh 60 15
+step held_xmin.sh 60 15 2
 step sweep_rate.sh 200000 2
 step idle.sh 20
 step feeds1000.sh 10 200

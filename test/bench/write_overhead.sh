@@ -18,9 +18,9 @@
 # transaction (all its processes, the sweeper included) are shown beside.
 # Usage: bash test/bench/write_overhead.sh [seconds] [clients] [rounds]
 . "$(dirname "$0")/lib.sh"
-SECS=${1:-3}
+SECS=${1:-5}
 CLIENTS=${2:-8}
-ROUNDS=${3:-5}
+ROUNDS=${3:-3}
 BENCH_EXTRA_CONF="$LOGICAL_CONF" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
