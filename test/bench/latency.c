@@ -41,13 +41,20 @@
 /* A sample that takes longer is a failure, not a figure. */
 #define SAMPLE_TIMEOUT_S 10
 
+/* Milliseconds on a clock: CLOCK_MONOTONIC for intervals, CLOCK_REALTIME for SERIES_FILE. */
 static double
-now_ms(void)
+clock_ms(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
+}
+
+static double
+now_ms(void)
+{
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 static void
@@ -159,16 +166,6 @@ typedef struct Reader
 
 #define MAX_READERS 3
 
-/* Milliseconds since the epoch, for SERIES_FILE. */
-static double
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
 /* Start waiting: send the reader's query (LISTEN readers wait as they are). */
 static void
 reader_start(Reader *r, int feed, long long head)
@@ -270,7 +267,7 @@ await_readers(Reader *readers, int nreaders, int sample, long long head, double 
 				r->pending = 0;
 				left--;
 				if (series)
-					fprintf(series, "%s %.0f %.4f\n", r->mode, wall_ms(), r->lat[sample]);
+					fprintf(series, "%s %.0f %.4f\n", r->mode, clock_ms(CLOCK_REALTIME), r->lat[sample]);
 			}
 		}
 	}
