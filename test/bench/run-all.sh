@@ -108,7 +108,7 @@ runtime=$(( $(date +%s) - began ))
 
 
 # The plot: CDF of every latency mode, the samples of all runs together.
-declare -A title=([notify]="raw NOTIFY (the floor)" [wait]="cfeed.wait" [read]="cfeed.read(wait_ms)"
+declare -A title=([notify]="raw NOTIFY (the floor)" [notifywal]="NOTIFY with a row (flushed)" [wait]="cfeed.wait" [read]="cfeed.read(wait_ms)"
 	[listen]="LISTEN, cfeed channel" [pgq]="PgQ, 1 ms ticker, 10 ms poll" [logical]="wal2json, 10 ms poll")
 if command -v gnuplot >/dev/null && [ -s "$out/latency.dat" ]; then
 	plots=
