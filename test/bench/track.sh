@@ -71,7 +71,7 @@ measure()
 			echo "  $name run $i: untracked $p ms, tracked $t ms" >&2
 		fi
 	done
-	echo "$(echo $ratios | tr ' ' '\n' | median) $(echo ${cpus:-0} | tr ' ' '\n' | median)"
+	echo "$(echo "$ratios" | xargs -n1 | median) $(echo "${cpus:-0}" | xargs -n1 | median)"
 }
 read -r single single_cpu < <(measure "" tps)
 pgq="n/a" pgq_cpu="n/a"

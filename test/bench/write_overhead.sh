@@ -52,6 +52,7 @@ sweeper()
 	psqlc -c "ALTER SYSTEM SET cfeed.enable_sweeper = $1" -c "SELECT pg_reload_conf()" >/dev/null
 	until [ "$(psqlc -c "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'cfeed sweeper%'")" = "$([ "$1" = on ] && echo t || echo f)" ]; do sleep 0.1; done
 }
+# shellcheck disable=SC2034	# cpu, wal: read through per's name reference
 declare -A tps cpu wal
 for round in $(seq 1 "$ROUNDS"); do
 	for v in $variants; do
