@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End to end (target 9, test/bench/README.md): TOTAL changes written by 16 pgbench clients to
+# End to end (row 4d, test/bench/README.md): TOTAL changes written by 16 pgbench clients to
 # an 8-shard feed, read by a consumer group of 4 (consumer loops in 4
 # background psql sessions).  Each page is recorded in a `delivered` table in
 # its checkpoint's transaction: its shard, first and last number, row count,
@@ -85,6 +85,6 @@ owners=$(psqlc -c "SELECT string_agg(owner || ':' || n, ' ' ORDER BY owner) FROM
 echo "writing $TOTAL changes alone: $alone ms; written and consumed by a group of 4: $both ms" \
 	"(writers done after $((tw - t0)) ms, last delivery $((t1 - tw)) ms later)"
 echo "check: $check; per consumer: $owners"
-result "end to end: $TOTAL changes, 16 writers, group of 4" "exactly once, in order; ≤ 1.5× writing alone" \
+result "4d. end to end: $TOTAL changes, 16 writers, group of 4" "exactly once, in order; ≤ 1.5× writing alone" \
 	"$both ms (writers $((tw - t0)) ms, last delivery +$((t1 - tw)) ms); $check" "writing alone $alone ms" "$(calc "$both / $alone")" \
 	"$(echo "$check" | grep -q "^$TOTAL delivered .*: true$" && yesno "$both <= 1.5 * $alone" || echo no)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idle cost (target 5, test/bench/README.md): CPU of the cfeed launcher and sweeper, and the
+# Idle cost (row 4b, test/bench/README.md): CPU of the cfeed launcher and sweeper, and the
 # WAL written, over SECS idle seconds with a 4-shard feed, one change and
 # the sweeper running; the WAL records of the window are listed by
 # pg_waldump (anything not from cfeed is the server's own, e.g. the running
@@ -27,5 +27,5 @@ pct=$(calc "($c1 - $c0) / ($SECS * 10000)" 3)
 echo "idle ${SECS}s: launcher + sweeper CPU $(( (c1 - c0) / 1000 )) ms = $pct% of a core; WAL $wal bytes (records: $records)"
 # cfeed writes no WAL when idle: every record must be the server's own
 cfeed_wal=$(echo "$records" | tr ',' '\n' | grep -cvE 'none|Standby/RUNNING_XACTS|XLOG/CHECKPOINT_ONLINE' || true)
-result "idle sweeper, ${SECS}s" "≤ 0.1% of a core, no WAL" "$pct% of a core; $wal bytes WAL (records: $records)" \
+result "4b. idle sweeper, ${SECS}s" "≤ 0.1% of a core, no WAL" "$pct% of a core; $wal bytes WAL (records: $records)" \
 	"-" "-" "$(yesno "$pct <= 0.1 && $cfeed_wal == 0")"

@@ -78,19 +78,22 @@ cluster_cpu_us()
 	} | awk -v hz="$(getconf CLK_TCK)" '{ s += $1 } END { printf "%d\n", s * 1000000 / hz }'
 }
 
-# tps_cpu CLIENTS SECONDS SCRIPT: "TPS CPU" of a pgbench run (as tps), CPU
-# being the server's CPU time per transaction in microseconds (sweeper and
-# background processes included, pgbench not).
+# tps_cpu CLIENTS SECONDS SCRIPT: "TPS CPU WAL" of a pgbench run (TPS as
+# tps), CPU being the server's CPU time per transaction in microseconds
+# (sweeper and background processes included, pgbench not), WAL the bytes
+# of WAL written per transaction (the sweeper's included).
 tps_cpu()
 {
-	local c0 c1 out n
+	local c0 c1 w0 w1 out n
 	psqlc -c "CHECKPOINT"
 	c0=$(cluster_cpu_us)
+	w0=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
 	out=$(pgbenchc -n -c "$1" -j 2 -T "$2" -f "$BENCH_DIR/$3" 2>/dev/null)
-	sleep 0.5			# the backends exit and are reaped
+	sleep 0.5			# the backends exit and are reaped; the sweeper catches up
 	c1=$(cluster_cpu_us)
+	w1=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
 	n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
-	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n))"
+	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n)) $(psqlc -c "SELECT round(pg_wal_lsn_diff('$w1', '$w0') / $n)")"
 }
 
 # sql_file NAME LINE...: a pgbench script in $BENCH_DIR, readable by postgres.
@@ -148,6 +151,12 @@ result()
 cpu_us()
 {
 	echo $(( $(cut -d' ' -f1 "/proc/$1/schedstat") / 1000 ))
+}
+
+# median: the median of the numbers on stdin, one per line.
+median()
+{
+	sort -g | awk '{ v[NR] = $1 } END { print ((NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) + 0 }'
 }
 
 # Float arithmetic: calc EXPR [scale]; yesno EXPR: "yes" when EXPR is true.

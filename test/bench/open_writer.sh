@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A writer transaction left open while others write (target 7, test/bench/README.md): one
+# A writer transaction left open while others write (row 5, test/bench/README.md): one
 # session publishes to shard 0 and stays open SECS seconds while 4 pgbench
 # clients publish to the same shard.  The head, sampled 4 times while the
 # writer is open, must rise every time (the feed never stalls); the late
@@ -32,6 +32,6 @@ rising=$(echo "$heads" | tr ' ' '\n' | awk 'NR > 1 && $1 <= prev {bad = 1} {prev
 h0=${heads%% *}; h1=${heads##* }
 echo "head while the writer was open: $heads"
 echo "late change $cid stamped $late; head rising: $rising; gapless: $gapless"
-result "writer left open ${SECS}s, 4 others writing" "feed keeps advancing, never skips; late change gets a later number" \
+result "5. writer left open ${SECS}s, 4 others writing" "feed keeps advancing, never skips; late change gets a later number" \
 	"head +$((h1 - h0)) while open (rising at each of 4 samples: $rising); gapless: $gapless; late change = last head sampled while open +$((late - h1))" \
 	"head $h0 when it opened" "-" "$([ "$rising$gapless" = tt ] && yesno "$late > $h1" || echo no)"

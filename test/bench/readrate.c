@@ -1,6 +1,6 @@
 /*
  * readrate.c
- *	  Read throughput in 1000-row pages (target 4, test/bench/README.md): reads a whole log
+ *	  Read throughput in 1000-row pages (rows 2a and 2b, test/bench/README.md): reads a whole log
  *	  page by page, as a consumer does, and prints "MODE ROWS ROWS/S".  Every
  *	  statement is prepared once (a consumer's best).  Modes:
  *		cfeed	SELECT * FROM cfeed.read(1, 0, cursor, 1000), and the same
@@ -8,6 +8,11 @@
  *				index range), page by page alternately, each timed on its own
  *				(a drift in the machine's load hits both alike); prints a
  *				"cfeed" and a "plain" line
+ *		join	the seed's join pattern, orders JOIN cfeed.change USING
+ *				(change_id) in 1000-row pages, and the same join written by
+ *				hand on hand_change, a plain table of the same rows with its
+ *				own (feed_id, shard, change_sequence_number) index, alternately
+ *				as above; prints a "join" and a "hand" line
  *		pgq		pgq.next_batch / get_batch_events / finish_batch on queue 'q'
  *		logical	pg_logical_slot_get_changes('r', NULL, 1000) (wal2json) until empty
  *		logical-all	one pg_logical_slot_get_changes('r_all', NULL, NULL): the
@@ -63,26 +68,23 @@ run(const char *name, const char *param)
 }
 
 /*
- * cfeed.read vs the plain index range: one page of each in turn, from
- * START_CURSOR to the end of the shard.
+ * Two page queries compared: one page of each in turn, from START_CURSOR to
+ * the end of the shard; each query's first column is the cursor.
  */
 static void
-compare(const char *start)
+compare(const char *start, const char *name[2], const char *sql[2])
 {
-	const char *name[2] = {"cfeed", "plain"};
 	char		cursor[2][32];
 	long long	rows[2] = {0, 0};
 	double		secs[2] = {0, 0};
 	int			done = 0;
 	int			i;
 
-	prepare("cfeed", "SELECT * FROM cfeed.read(1, 0, $1::bigint, 1000)");
-	prepare("plain", "SELECT change_sequence_number, change_id, stamped_at "
-			"FROM cfeed.change "
-			"WHERE feed_id = 1 AND shard = 0 AND change_sequence_number > $1::bigint "
-			"ORDER BY change_sequence_number LIMIT 1000");
 	for (i = 0; i < 2; i++)
+	{
+		prepare(name[i], sql[i]);
 		snprintf(cursor[i], sizeof(cursor[i]), "%s", start);
+	}
 	while (!done)
 	{
 		for (i = 0; i < 2; i++)
@@ -114,7 +116,7 @@ main(int argc, char **argv)
 
 	if (argc != 4)
 	{
-		fprintf(stderr, "usage: %s CONNINFO cfeed|pgq|logical|logical-all START_CURSOR\n", argv[0]);
+		fprintf(stderr, "usage: %s CONNINFO cfeed|join|pgq|logical|logical-all START_CURSOR\n", argv[0]);
 		return 2;
 	}
 	mode = argv[2];
@@ -124,9 +126,27 @@ main(int argc, char **argv)
 		fprintf(stderr, "connect: %s", PQerrorMessage(conn));
 		return 1;
 	}
-	if (strcmp(mode, "cfeed") == 0)
+	if (strcmp(mode, "cfeed") == 0 || strcmp(mode, "join") == 0)
 	{
-		compare(argv[3]);
+		const char *cfeed_name[2] = {"cfeed", "plain"};
+		const char *cfeed_sql[2] = {
+			"SELECT * FROM cfeed.read(1, 0, $1::bigint, 1000)",
+			"SELECT change_sequence_number, change_id, stamped_at FROM cfeed.change "
+			"WHERE feed_id = 1 AND shard = 0 AND change_sequence_number > $1::bigint "
+			"ORDER BY change_sequence_number LIMIT 1000"};
+		const char *join_name[2] = {"join", "hand"};
+		const char *join_sql[2] = {
+			"SELECT c.change_sequence_number, o.* FROM orders o JOIN cfeed.change c USING (change_id) "
+			"WHERE c.feed_id = 1 AND c.shard = 0 AND c.change_sequence_number > $1::bigint "
+			"ORDER BY c.change_sequence_number LIMIT 1000",
+			"SELECT c.change_sequence_number, o.* FROM orders o JOIN hand_change c USING (change_id) "
+			"WHERE c.feed_id = 1 AND c.shard = 0 AND c.change_sequence_number > $1::bigint "
+			"ORDER BY c.change_sequence_number LIMIT 1000"};
+
+		if (strcmp(mode, "cfeed") == 0)
+			compare(argv[3], cfeed_name, cfeed_sql);
+		else
+			compare(argv[3], join_name, join_sql);
 		PQfinish(conn);
 		return 0;
 	}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sweeper drain rate vs the insert rate of the same rows (target 2, test/bench/README.md),
+# Sweeper drain rate vs the insert rate of the same rows (row 4a, test/bench/README.md),
 # the background sweeper off (sweeps run here, timed, until none is
 # pending).  Baseline: N changes on 4 shards inserted in one statement (the
 # fastest way to write them), ROUNDS rounds, best of each; for scale, the
@@ -41,7 +41,7 @@ pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_numb
 w_ms=$(drain)
 [ "$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")" = 0 ]
 echo "8 writers: $writers changes/s; their $pending changes (one per transaction) drained in $w_ms ms = $(rate "$pending" "$w_ms") changes/s"
-result "sweeper drain rate, $N pending on 4 shards" "≥ 2× insert rate of the same rows" "$(rate "$N" "$sweep_ms") changes/s" \
+result "4a. sweeper drain rate, $N pending on 4 shards" "≥ 2× insert rate of the same rows" "$(rate "$N" "$sweep_ms") changes/s" \
 	"one INSERT … SELECT of the change rows $(rate "$N" "$change_ms") rows/s; same rows into a plain table with a primary key $(rate "$N" "$plain_ms") rows/s; 8 writers publishing $writers changes/s, whose changes drain at $(rate "$pending" "$w_ms")/s" \
 	"$(calc "$change_ms / $sweep_ms")× one-statement insert; $(calc "$plain_ms / $sweep_ms")× plain table; $(calc "$pending * 1000 / $w_ms / $writers" 1)× 8 writers" \
 	"$(yesno "$change_ms >= 2 * $sweep_ms") ($(yesno "$pending * 1000 / $w_ms >= 2 * $writers") vs 8 writers)"
