@@ -6,8 +6,9 @@
  *
  * The HTTP thread suspends a request's connection and submits it; a pool
  * thread runs the job (serve_feedapi.c) and resumes the connection.  A
- * lost connection is replaced before the next job (the job that saw it
- * answers 503); the connections are opened lazily, so a database that is
+ * lost connection is replaced before the next job (one the server closed
+ * while idle, e.g. at a restart, is noticed before the job; one lost during
+ * a job makes that job answer 503); the connections are opened lazily, so a database that is
  * down at a moment costs a 503, not a crash.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -66,6 +67,22 @@ cfeed_serve_connect(const char *who)
 }
 
 /*
+ * connection_alive
+ *		False when the server closed conn while it was idle (a restart): a
+ *		terminated backend sends its FATAL message, then closes, so the first
+ *		PQconsumeInput may read only the message (shown as a notice) and the
+ *		second sees the end of the connection.  Neither blocks.
+ */
+static bool
+connection_alive(PGconn *conn)
+{
+	for (int i = 0; i < 2; i++)
+		if (!PQconsumeInput(conn) || PQstatus(conn) != CONNECTION_OK)
+			return false;
+	return true;
+}
+
+/*
  * pool_thread
  *		Take requests off the queue and run their jobs until stopped.
  */
@@ -94,7 +111,7 @@ pool_thread(void *arg)
 		if (item == NULL)
 			break;
 
-		if (conn != NULL && PQstatus(conn) != CONNECTION_OK)
+		if (conn != NULL && !connection_alive(conn))
 		{
 			cfeed_serve_log(LOG_WARNING, "%s: connection lost; reconnecting", who);
 			PQfinish(conn);
