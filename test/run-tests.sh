@@ -255,11 +255,15 @@ run_in_root() {
 	# stops the suite in the root at once, then the EXIT trap unmounts.
 	setsid chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CI="${CI:-}" \
 		CFEED_IN_ROOT=1 ${CFEED_TEST_PORT:+CFEED_TEST_PORT="$CFEED_TEST_PORT"} \
-		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}" &
+		bash /build/test/run-tests.sh --pg "$m" "${inner[@]}" "${make_args[@]}" {lockfd}>&- &
 	inner_pid=$!
 	trap 'kill -TERM -- -$inner_pid 2>/dev/null; wait $inner_pid; exit 143' TERM
 	trap 'kill -TERM -- -$inner_pid 2>/dev/null; wait $inner_pid; exit 130' INT
-	wait "$inner_pid"
+	local rc=0
+	wait "$inner_pid" || rc=$?
+	# whatever a failed test left running in the root's session goes too
+	kill -KILL -- -"$inner_pid" 2>/dev/null || true
+	return "$rc"
 }
 
 # ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@
 
 #define SERVE_DEFAULT_PORT		8080
 #define SERVE_MAX_PAGE			1000	/* largest page of one read */
+#define SERVE_RETRY_MS			500		/* a stream's next read after the database was down */
 #define SERVE_DEFAULT_PAGE		100		/* fetch without pageSizeHint */
 #define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard */
 #define SERVE_NAME_MAX			64
@@ -171,6 +172,7 @@ typedef struct ServeReq
 	bool		finished;		/* nothing more to produce */
 	long long	deadline_ms;	/* end of stream=<ms>, 0 = none */
 	long long	next_beat_ms;
+	long long	retry_ms;		/* a catch-up found no database: not before */
 	long long	started_ms;
 	ServeBuf	out;			/* bytes not yet handed to MHD */
 	size_t		out_off;

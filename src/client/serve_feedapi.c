@@ -581,7 +581,7 @@ cfeed_feedapi_run(PGconn **conn, ServeReq *req)
 		if (req->job == JOB_START)
 			cfeed_feedapi_error(req, 503, "unavailable", "the database is not reachable; retry");
 		else
-			req->closing = true;
+			req->retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
 		return;
 	}
 	if (req->job == JOB_START)
@@ -590,14 +590,23 @@ cfeed_feedapi_run(PGconn **conn, ServeReq *req)
 	{
 		int			status = req->status;
 
-		/* Mid-stream the status is sent: end the stream instead. */
+		/*
+		 * Mid-stream the status is sent: a lost connection makes the stream
+		 * read again later (heartbeats go on meanwhile); another failure
+		 * ends it.
+		 */
 		if (read_page(conn, req, &req->cursors[req->catch_up], SERVE_MAX_PAGE) < 0)
 		{
-			cfeed_serve_log(LOG_WARNING, "stream of feed \"%s\" ends: reading failed (%d)",
-							req->feed.name, req->status);
 			cfeed_buf_reset(&req->out);
+			if (*conn == NULL)
+				req->retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+			else
+			{
+				cfeed_serve_log(LOG_WARNING, "stream of feed \"%s\" ends: reading failed (%d)",
+								req->feed.name, req->status);
+				req->closing = true;
+			}
 			req->status = status;
-			req->closing = true;
 		}
 		else
 			cfeed_stream_cursor(req);

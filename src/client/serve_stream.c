@@ -242,6 +242,8 @@ produce(ServeReq *req)
 		switch (cfeed_hub_take(req, &req->cursors[i]))
 		{
 			case HUB_BEHIND:
+				if (now < req->retry_ms)
+					break;		/* the database was down: heartbeats only */
 				req->catch_up = i;
 				MHD_suspend_connection(req->conn);
 				cfeed_pool_submit(req, JOB_CATCH_UP);

@@ -31,6 +31,12 @@ sub cfeed_binary
 }
 
 my $gateways = 0;
+my @started;    # every gateway's handle: stopped at exit if a test died
+
+END
+{
+	$_->pumpable && $_->kill_kill for @started;
+}
 
 # Start `cfeed serve` with extra arguments; waits for /healthz.  Returns a
 # hash with port, url, handle, and log (its stderr, a file in the test's
@@ -45,6 +51,7 @@ sub start_gateway
 		$o{tokens}, '--port', $port, '--log-level', 'debug',
 		'--heartbeat-ms', 1000, '--refresh-ms', 200, @{ $o{args} // [] });
 	my $h = start(\@cmd, '>', \$out, '2>', $log);
+	push @started, $h;
 	my $url = "http://127.0.0.1:$port";
 	my $http = HTTP::Tiny->new(timeout => 5);
 	for (1 .. 200)
