@@ -448,7 +448,7 @@ cfeed_rls_direct_ok(Relation rel, CmdType cmd)
 		{
 			RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
 			Expr	   *check;
-			Oid		   *roles;
+			Datum	   *roles;
 			int			nroles;
 			int			i;
 
@@ -462,10 +462,10 @@ cfeed_rls_direct_ok(Relation rel, CmdType cmd)
 			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
 			if (!is_true_const(check))
 				continue;
-			roles = (Oid *) ARR_DATA_PTR(policy->roles);
-			nroles = ArrayGetNItems(ARR_NDIM(policy->roles), ARR_DIMS(policy->roles));
+			deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
+							  TYPALIGN_INT, &roles, NULL, &nroles);
 			for (i = 0; i < nroles; i++)
-				allowed |= (roles[i] == ACL_ID_PUBLIC);
+				allowed |= (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC);
 		}
 		if (allowed && !restricted)
 			return true;
