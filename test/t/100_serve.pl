@@ -171,19 +171,7 @@ my $tok4 = decode_json(http_get("$url/plain", $alice)->{content})->{token};
 is($data[0]{payload}{body}, 'hello', 'payload from the configured relation, joined on change_id');
 
 # --- a spec-following consumer under concurrent writers with aborts
-open $fh, '>', "$dir/writer.sql" or die;
-print $fh <<'EOS';
-\set s random(0, 1)
-\set a random(0, 3)
-BEGIN;
-SELECT cfeed.publish(1, :s);
-\if :a = 0
-ROLLBACK;
-\else
-COMMIT;
-\endif
-EOS
-close $fh;
+write_writer_script("$dir/writer.sql");
 my $writers = start([ 'pgbench', '-n', '-c', '4', '-T', '4', '-f', "$dir/writer.sql",
 	  '-h', $node->host, '-p', $node->port, 'postgres' ], '>', \my $wout, '2>', \my $werr);
 

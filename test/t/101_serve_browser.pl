@@ -171,19 +171,7 @@ ok(wait_events(20, $deadline) >= 20, 'the page received the history through Even
   or diag("browser stderr: $berr");
 
 # Writers: 4 clients, ~300 transactions/s for 6 s, one in four rolled back.
-open $fh, '>', "$dir/writer.sql" or die;
-print $fh <<'EOS';
-\set s random(0, 1)
-\set a random(0, 3)
-BEGIN;
-SELECT cfeed.publish(1, :s);
-\if :a = 0
-ROLLBACK;
-\else
-COMMIT;
-\endif
-EOS
-close $fh;
+write_writer_script("$dir/writer.sql");
 my $writers = start([ 'pgbench', '-n', '-c', '4', '-R', '300', '-T', '6', '-f', "$dir/writer.sql",
 	  '-h', $node->host, '-p', $node->port, 'postgres' ], '>', \my $wout, '2>', \my $werr);
 

@@ -18,7 +18,7 @@ use PostgreSQL::Test::Utils;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
-  sse_events start_stream);
+  sse_events start_stream write_writer_script);
 
 # The binary under test: the one built in this tree, else the installed one.
 sub cfeed_binary
@@ -62,6 +62,26 @@ sub start_gateway
 		usleep(50_000);
 	}
 	die "gateway did not start: " . slurp_file($log);
+}
+
+# A pgbench script: publish to shard 0 or 1 of feed 1, one in four rolled back.
+sub write_writer_script
+{
+	my ($path) = @_;
+	open my $fh, '>', $path or die "could not write $path: $!";
+	print $fh <<'EOS';
+\set s random(0, 1)
+\set a random(0, 3)
+BEGIN;
+SELECT cfeed.publish(1, :s);
+\if :a = 0
+ROLLBACK;
+\else
+COMMIT;
+\endif
+EOS
+	close $fh;
+	return;
 }
 
 # SIGTERM the gateway and wait for it.
