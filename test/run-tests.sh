@@ -186,7 +186,7 @@ run_local() {
 		${CFEED_TEST_PORT:+CFEED_TEST_PORT="$CFEED_TEST_PORT"} "${make_args[@]}" 2>&1 |
 		tee "$log" || status=$?
 	if [ "$status" -ne 0 ]; then
-		show_failures
+		show_failures "$log"
 	fi
 
 	if [ -n "$dump_in" ]; then
@@ -209,19 +209,44 @@ run_local() {
 	echo "tests: $n_passed passed, 0 failed"
 }
 
+# After a failed `make installcheck` (its output in $1): the diffs, the
+# servers' logs, and of the TAP tests' logs only those of the failed files.
 show_failures() {
-	local f
+	local f t
 	for f in regression.diffs output_iso/regression.diffs; do
 		if [ -s "$f" ]; then
 			echo "===== $f"
 			cat "$f"
 		fi
 	done
-	for f in log/*.log output_iso/log/*.log tmp_check/log/*; do
+	for f in log/*.log output_iso/log/*.log; do
 		[ -f "$f" ] || continue
 		echo "===== $f"
 		tail -n 300 "$f"
 	done
+	for t in $(failed_tap_files "$1"); do
+		for f in tmp_check/log/*"$t"*; do
+			[ -f "$f" ] || continue
+			echo "===== $f"
+			tail -n 300 "$f"
+		done
+	done
+	show_failed_tests "$1"
+}
+
+# The names (without .pl) of the TAP files prove reported failed in log $1.
+failed_tap_files() {
+	{ grep -aoE '^test/t/[0-9A-Za-z_]+\.pl +\(Wstat' "$1" || true; } |
+		sed -E 's|^test/t/([0-9A-Za-z_]+)\.pl.*|\1|' | sort -u
+}
+
+# What failed, in short, from log $1: regress and isolation tests marked
+# failed, prove's failed files, and each failed TAP assertion with its
+# diagnostics (so that the summary at the end of --all shows it).
+show_failed_tests() {
+	echo "----- failed in $(basename "$1"):"
+	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])' "$1" ||
+		true; } | head -n 80
 }
 
 # ---------------------------------------------------------------------------
@@ -375,6 +400,7 @@ run_matrix() {
 			printf 'PostgreSQL %s: passed  %s (%s)\n' "$m" "$counts" "$(elapsed "${took[$m]}")"
 		else
 			printf 'PostgreSQL %s: FAILED  %s (%s)\n' "$m" "$counts" "$(elapsed "${took[$m]}")"
+			show_failed_tests "$logs/test-$m.log"
 			failed_majors+=("$m")
 			[ "$n_failed" -gt 0 ] || n_failed=1
 		fi
