@@ -19,7 +19,10 @@
  *	  at RATE per second (the shards in turn), each change_id's commit
  *	  acknowledgement time recorded (CLOCK_MONOTONIC).  A client that
  *	  receives an event looks its change_id up: commit -> delivered, into a
- *	  histogram of 10 us bins (per thread, merged at the end).  Then up to
+ *	  histogram of 10 us bins (per thread, merged at the end); and the
+ *	  event's stamped_at (the sweep's time on the database server, the same
+ *	  machine) -> delivered (CLOCK_REALTIME) into another, which splits the
+ *	  gateway's part from the sweeper's.  Then up to
  *	  DRAIN_S for the clients to reach the last number of their shard.
  *
  *	  Meanwhile (the main thread): the gateway's CPU (/proc/GW_PID/stat) and
@@ -88,7 +91,8 @@ typedef struct Worker
 	int			added;
 	long long	events;
 	long long	untimed;		/* no commit time known (yet) */
-	unsigned   *hist;
+	unsigned   *hist;			/* commit -> delivered */
+	unsigned   *stamp_hist;		/* stamped_at -> delivered */
 	atomic_int	served;
 	atomic_int	ended;
 } Worker;
@@ -160,6 +164,38 @@ field(const char *json, const char *key)
 	return strtoll(p, NULL, 10);
 }
 
+/* Microseconds since the epoch of the event's "stamped_at" (UTC), or -1. */
+static long long
+stamped_us(const char *json)
+{
+	const char *p = strstr(json, "\"stamped_at\"");
+	struct tm	tm = {0};
+	int			us = 0;
+	int			digits = 0;
+
+	if (p == NULL || (p = strchr(p + 12, '"')) == NULL ||
+		sscanf(p + 1, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+			   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return -1;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	if (p[20] == '.')
+		for (p += 21; *p >= '0' && *p <= '9'; p++, digits++)
+			us = us * 10 + (*p - '0');
+	while (digits++ < 6)
+		us *= 10;
+	return timegm(&tm) * 1000000LL + us;
+}
+
+/* Count a latency of us microseconds into a histogram. */
+static void
+count(unsigned *hist, long long us)
+{
+	long long	bin = us < 0 ? 0 : us / BIN_US;
+
+	hist[bin >= NBINS ? NBINS - 1 : bin]++;
+}
+
 /* One event (its JSON object) received by c. */
 static void
 event(Client *c, const char *json)
@@ -169,7 +205,12 @@ event(Client *c, const char *json)
 	long long	id = field(json, "\"change_id\"");
 	long long	base = atomic_load(&first_id);
 	long long	t = 0;
+	long long	stamped = stamped_us(json);
+	struct timespec now;
 
+	clock_gettime(CLOCK_REALTIME, &now);
+	if (stamped >= 0)
+		count(w->stamp_hist, now.tv_sec * 1000000LL + now.tv_nsec / 1000 - stamped);
 	if (number != c->last + 1)
 	{
 		if (number <= c->last)
@@ -185,12 +226,7 @@ event(Client *c, const char *json)
 	if (t == 0)
 		w->untimed++;
 	else
-	{
-		long long	us = (now_ns() - t) / 1000;
-		long long	bin = us < 0 ? 0 : us / BIN_US;
-
-		w->hist[bin >= NBINS ? NBINS - 1 : bin]++;
-	}
+		count(w->hist, (now_ns() - t) / 1000);
 }
 
 /* One complete line of c's response. */
@@ -535,7 +571,9 @@ main(int argc, char **argv)
 	long long	events = 0, untimed = 0, gaps = 0, repeats = 0;
 	int			gapped = 0, incomplete = 0, dropped;
 	unsigned long long *hist;
+	unsigned long long *shist;
 	unsigned long long nhist = 0;
+	unsigned long long nshist = 0;
 	int			ticks = sysconf(_SC_CLK_TCK);
 
 	if (argc != 15)
@@ -587,6 +625,7 @@ main(int argc, char **argv)
 		w->epfd = epoll_create1(0);
 		w->timeout_ms = -1;
 		w->hist = calloc(NBINS, sizeof(unsigned));
+		w->stamp_hist = calloc(NBINS, sizeof(unsigned));
 		curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
 		curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
 		curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_timer);
@@ -662,6 +701,7 @@ main(int argc, char **argv)
 		pthread_join(ws[t].thread, NULL);
 
 	hist = calloc(NBINS, sizeof(unsigned long long));
+	shist = calloc(NBINS, sizeof(unsigned long long));
 	for (int t = 0; t < nthreads; t++)
 	{
 		events += ws[t].events;
@@ -670,6 +710,8 @@ main(int argc, char **argv)
 		{
 			hist[b] += ws[t].hist[b];
 			nhist += ws[t].hist[b];
+			shist[b] += ws[t].stamp_hist[b];
+			nshist += ws[t].stamp_hist[b];
 		}
 		for (int i = 0; i < ws[t].nclients; i++)
 		{
@@ -690,12 +732,12 @@ main(int argc, char **argv)
 				expected += per_shard[ws[t].clients[i].shard];
 		printf("summary clients=%d served=%d dropped=%d complete=%d incomplete=%d gapped=%d gaps=%lld repeats=%lld "
 			   "published=%lld rate=%.0f events=%lld expected=%lld untimed=%lld p50=%.2f p90=%.2f p99=%.2f max=%.2f "
-			   "gw_cpu_pct=%.1f gw_rss_idle_kb=%ld gw_rss_served_kb=%ld gw_rss_end_kb=%ld "
+			   "stamp_p50=%.2f stamp_p99=%.2f gw_cpu_pct=%.1f gw_rss_idle_kb=%ld gw_rss_served_kb=%ld gw_rss_end_kb=%ld "
 			   "db_cpu_us_per_commit=%.0f db_cpu_pct=%.1f backends=%d client_cpu_pct=%.1f window_s=%.1f\n",
 			   nclients, sum_workers(ws, nthreads, true), dropped, nclients - incomplete, incomplete, gapped,
 			   gaps, repeats, published, published / write_s, events, expected, untimed,
 			   quantile(hist, nhist, 0.5), quantile(hist, nhist, 0.9), quantile(hist, nhist, 0.99),
-			   quantile(hist, nhist, 1.0 - 1e-12),
+			   quantile(hist, nhist, 1.0 - 1e-12), quantile(shist, nshist, 0.5), quantile(shist, nshist, 0.99),
 			   100.0 * (gw1 - gw0) / ticks / win_s, rss_idle, rss_served, rss_end,
 			   published ? (db1 - db0) * 1e6 / ticks / published : 0, 100.0 * (db1 - db0) / ticks / win_s,
 			   backends, 100.0 * (cpu1 - cpu0) / win_s, win_s);
