@@ -16,7 +16,8 @@
  *
  *	  Writer (its own thread and connection): after every client is
  *	  served, SECONDS of autocommit `SELECT cfeed.publish(FEED_ID, shard)`
- *	  at RATE per second (the shards in turn), each change_id's commit
+ *	  at RATE per second (the shards in turn; fewer when the commits take
+ *	  longer: the rate reached is reported), each change_id's commit
  *	  acknowledgement time recorded (CLOCK_MONOTONIC).  A client that
  *	  receives an event looks its change_id up: commit -> delivered, into a
  *	  histogram of 10 us bins (per thread, merged at the end); and the
@@ -420,7 +421,7 @@ writer_main(void *arg)
 	snprintf(f, sizeof(f), "%d", feed_id);
 	if (PQprepare(conn, "p", "select cfeed.publish($1::int, $2::int)", 2, NULL) == NULL)
 		die("prepare", PQerrorMessage(conn));
-	for (long long i = 0; i < total; i++)
+	for (long long i = 0; i < total && now_ns() - start < seconds * 1000000000LL; i++)
 	{
 		long long	at = start + i * 1000000000LL / rate;
 		struct timespec ts = {at / 1000000000LL, at % 1000000000LL};
