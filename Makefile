@@ -91,7 +91,7 @@ valgrind-check:
 
 # make bench: the benchmark suite (test/bench/run-all.sh), a row per
 # performance goal of test/bench/README.md against its same-run baseline and
-# the peers, ~12-15 minutes on 2 cores.  Run as root after make install: it
+# the peers, ~13-16 minutes on 2 cores.  Run as root after make install: it
 # measures the cfeed installed in the PostgreSQL whose pg_config is first in
 # PATH, installs the peers from Debian and starts (and removes) its own
 # throwaway clusters.

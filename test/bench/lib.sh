@@ -105,11 +105,14 @@ sql_file()
 	chmod 644 "$BENCH_DIR/$name"
 }
 
-# cc_tool NAME: build test/bench/NAME.c into $BENCH_DIR/NAME.
+# cc_tool NAME [LIBS...]: build test/bench/NAME.c into $BENCH_DIR/NAME
+# (with libpq and LIBS).
 cc_tool()
 {
-	cc -O2 -Wall -o "$BENCH_DIR/$1" "$(dirname "${BASH_SOURCE[0]}")/$1.c" \
-		-I"$(pg_config --includedir)" -L"$(pg_config --libdir)" -lpq
+	local name=$1
+	shift
+	cc -O2 -Wall -Wextra -Werror -o "$BENCH_DIR/$name" "$(dirname "${BASH_SOURCE[0]}")/$name.c" \
+		-I"$(pg_config --includedir)" -L"$(pg_config --libdir)" -lpq "$@"
 }
 
 # Milliseconds since the epoch.

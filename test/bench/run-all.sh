@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The benchmark suite (`make bench`): every performance target of
 # test/bench/README.md against its baseline and the peers (PgQ, wal2json)
-# measured in the same run, ~12-15 minutes on 2 cores.  The PostgreSQL
+# measured in the same run, ~13-16 minutes on 2 cores.  The PostgreSQL
 # used is the one whose pg_config comes first in PATH.  Run as root: it
 # installs the peers from Debian when they are missing (their rows are
 # skipped when it cannot) and each script starts and removes its own
-# throwaway cluster.  Uses the installed cfeed (make install).
+# throwaway cluster.  Uses the installed cfeed (make install); the gateway
+# rows (serve.sh) the `cfeed` command built in the tree, else the installed one.
 # Output: results/latest.txt (everything), RESULTS.md (settings and table;
 # the notes after its "<!-- notes -->" marker are kept), latency.png.
 set -euo pipefail
@@ -104,6 +105,7 @@ step feeds1000.sh 10 200
 step e2e.sh 100000
 step open_writer.sh 20
 step read_access.sh 300000 5 8 3
+step serve.sh 10000 10 1000
 runtime=$(( $(date +%s) - began ))
 
 
