@@ -35,6 +35,7 @@
 pthread_mutex_t cfeed_hub_lock = PTHREAD_MUTEX_INITIALIZER;
 HubShard   *cfeed_hub_shards;
 static ServeReq *waiters;
+static long long waiters_due_ms;	/* when the hub walks the waiters next */
 
 /*
  * cfeed_hub_drop_tail
@@ -107,6 +108,7 @@ wake_waiters(bool all, ServeReq **woken)
 			next = req->deadline_ms;
 		link = &req->next_waiting;
 	}
+	waiters_due_ms = next;
 	return next;
 }
 
@@ -248,12 +250,18 @@ cfeed_hub_take(ServeReq *req, ServeCursor *c)
 /*
  * cfeed_hub_wait
  *		Suspend req until the hub has something for it.  False (not
- *		suspended) when it has something already.
+ *		suspended) when it has something already.  The hub is kicked only
+ *		when req's heartbeat or end is due before the hub's next walk of the
+ *		waiters (waiters_due_ms, set by wake_waiters): a suspend per event
+ *		sent must not make the hub walk every waiter (with 10,000 streaming
+ *		clients that walk per suspend was most of the gateway's CPU).  New
+ *		events need no kick: the hub walks the waiters after every batch.
  */
 bool
 cfeed_hub_wait(ServeReq *req)
 {
 	bool		suspended = false;
+	bool		earliest = false;
 
 	pthread_mutex_lock(&cfeed_hub_lock);
 	if (!should_wake(req, cfeed_now_ms()))
@@ -262,10 +270,12 @@ cfeed_hub_wait(ServeReq *req)
 		waiters = req;
 		MHD_suspend_connection(req->conn);
 		suspended = true;
+		earliest = req->next_beat_ms < waiters_due_ms ||
+			(req->deadline_ms > 0 && req->deadline_ms < waiters_due_ms);
 	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
-	if (suspended)
-		cfeed_hub_kick();		/* its timers may be the earliest */
+	if (earliest)
+		cfeed_hub_kick();
 	return suspended;
 }
 
