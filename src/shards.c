@@ -64,13 +64,16 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "cache.h"
 #include "cfeed.h"
@@ -79,6 +82,7 @@
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
 PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
+PG_FUNCTION_INFO_V1(cfeed_shard_config_truncate);
 
 /* The shards of a feed, valid while gen is shard_counts_gen. */
 typedef struct CfeedShardCount
@@ -309,6 +313,30 @@ cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 }
 
 /*
+ * cfeed_shard_check
+ *		The foreign-key check of a change that an INSERT writes (1.6's
+ *		change_guard, guard.c): the check of cfeed_shard_locked, falling back
+ *		to the catalog (fresh snapshot, under the same lock) for a shard this
+ *		backend does not know as one of the feed's 0..n-1.  Raises 23503 when
+ *		the feed or the shard does not exist.  The caller holds cfeed.change
+ *		in ROW EXCLUSIVE mode, as the foreign key's check did when it locked
+ *		shard_config.
+ */
+void
+cfeed_shard_check(int32 feed_id, int32 shard)
+{
+	CfeedShard	sh;
+
+	(void) cfeed_relid_locked("shard_config", AccessShareLock);
+	if (cfeed_shards_guarded() && cfeed_shard_locked(feed_id, NULL, 0, shard) >= 0)
+		return;
+	(void) cfeed_shards_lock(feed_id, AccessShareLock);
+	if (!cfeed_shard_fetch(feed_id, shard, NULL, false, &sh))
+		cfeed_shard_missing(feed_id, shard, ERRCODE_FOREIGN_KEY_VIOLATION,
+							"Every change of cfeed.change belongs to a shard of cfeed.shard_config.");
+}
+
+/*
  * shard_column
  *		An int4 column of the old row (or with use_new, the new row) of the
  *		shard_config row a guard trigger fired for.
@@ -364,8 +392,25 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(trigdata->tg_newtuple);
 
 	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
-		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
-								 AccessExclusiveLock);
+	{
+		int32		feed_id = shard_column(trigdata, Anum_shard_feed_id, false);
+		int32		shard = shard_column(trigdata, Anum_shard_shard, false);
+		Snapshot	snapshot;
+		bool		used;
+
+		/* no writer of the feed is in progress now: a fresh snapshot sees all */
+		(void) cfeed_shards_lock(feed_id, AccessExclusiveLock);
+		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		used = cfeed_shard_has_changes(feed_id, shard, snapshot);
+		UnregisterSnapshot(snapshot);
+		if (used)
+			ereport(ERROR,
+					(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+					 errmsg("shard %d of feed %d still has changes", shard, feed_id),
+					 errdetail("Every change of cfeed.change belongs to a shard of cfeed.shard_config."),
+					 errhint("Delete the shard's changes first (DELETE FROM cfeed.change WHERE feed_id = %d AND shard = %d).",
+							 feed_id, shard)));
+	}
 	if (group_changed)
 	{
 		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
@@ -384,4 +429,46 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
 						   : trigdata->tg_trigtuple);
+}
+
+/*
+ * cfeed_shard_config_truncate
+ *		AFTER TRUNCATE FOR EACH STATEMENT on cfeed.shard_config (enabled
+ *		always): refuses (23503) unless cfeed.change is empty once the
+ *		statement's tables are truncated, as the foreign key refused to
+ *		truncate shard_config without cfeed.change.  TRUNCATE holds
+ *		shard_config in ACCESS EXCLUSIVE mode, which waits for every writer
+ *		of a change (cfeed_shard_check and the direct path lock it first).
+ */
+Datum
+cfeed_shard_config_truncate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	bool		empty;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function cfeed._shard_config_truncate() must be fired as an AFTER TRUNCATE trigger")));
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = cfeed_table_open("change", AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	if (!empty)
+		ereport(ERROR,
+				(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+				 errmsg("cannot truncate cfeed.shard_config while cfeed.change has changes"),
+				 errdetail("Every change of cfeed.change belongs to a shard of cfeed.shard_config."),
+				 errhint("Truncate both in one statement: TRUNCATE cfeed.shard_config, cfeed.change CASCADE.")));
+	return PointerGetDatum(NULL);
 }
