@@ -202,8 +202,9 @@ UPDATE cfeed.shard_config SET shard = 7 WHERE feed_id = 50 AND shard = 0;
 SELECT shard FROM cfeed.shard WHERE feed_id = 50 ORDER BY shard;
 -- no check in replica mode (logical replication's apply), as the foreign
 -- key's did not fire there; nor on rows that carry another transaction's
--- writer_xid inserted by the extension's owner (pg_restore, which may copy
--- cfeed.change before cfeed.shard_config); anyone else's are checked
+-- writer_xid or written_at inserted by the extension's owner (pg_restore,
+-- which may copy cfeed.change before cfeed.shard_config); anyone else's are
+-- checked
 BEGIN;
 SET LOCAL session_replication_role = replica;
 INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (50, 9, 302);
@@ -211,6 +212,13 @@ ROLLBACK;
 BEGIN;
 INSERT INTO cfeed.change (feed_id, shard, change_id, writer_xid) VALUES (50, 9, 303, '5');
 SELECT count(*) AS restored FROM cfeed.change WHERE change_id = 303;
+ROLLBACK;
+-- a dumped row may carry the restoring transaction's xid: its written_at
+-- tells it too
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id, written_at, writer_xid)
+VALUES (50, 9, 305, '2026-01-01 00:00+00', pg_current_xact_id());
+SELECT count(*) AS restored FROM cfeed.change WHERE change_id = 305;
 ROLLBACK;
 CREATE ROLE regress_publish_writer;
 GRANT INSERT ON cfeed.change TO regress_publish_writer;

@@ -15,12 +15,16 @@
  *	  - in replica mode (logical replication's apply, pg_restore
  *		--disable-triggers), as the foreign key's check, an ORIGIN trigger,
  *		did not fire there either;
- *	  - rows that carry another transaction's writer_xid, as a dump's rows
- *		do, inserted by a user with the privileges of the extension's owner:
- *		pg_dump orders extension tables' data by their foreign keys only, so
- *		a restore may copy cfeed.change before cfeed.shard_config; the
- *		dumped rows had passed the check where they were written, and only
- *		the owner, who may drop the guards anyway, can skip it.
+ *	  - restored rows inserted by a user with the privileges of the
+ *		extension's owner: pg_dump orders extension tables' data by their
+ *		foreign keys only, so a restore may copy cfeed.change before
+ *		cfeed.shard_config; the dumped rows had passed the check where they
+ *		were written, and only the owner, who may drop the guards anyway,
+ *		can skip it.
+ *	  A restored row is one that carries another transaction's writer_xid or
+ *	  written_at, as a dump's rows do: both, since the restoring
+ *	  transaction's xid can be the one a dumped row carries (two fresh
+ *	  clusters count xids alike), its start time practically never.
  *	  For the common row (sequence number and stamped_at left null,
  *	  writer_xid left to its default) that check is all; before 1.6 the
  *	  WHEN clause kept the trigger from firing for it at all.
@@ -33,9 +37,8 @@
  *
  *	  Sequence numbers a writer may set itself:
  *	  - at or below the shard's start value (the migration range): anyone;
- *	  - above it: only the extension's owner, and only on a row that carries
- *		the writer_xid of another transaction, as the rows of a dump do
- *		(pg_restore); change_sequence_idx still refuses a number twice;
+ *	  - above it: only the extension's owner, and only on a restored row;
+ *		change_sequence_idx still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
  *
  *	  Locking: a guard runs inside the writer's INSERT or UPDATE and reads
@@ -100,7 +103,7 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
  * check_writer_number
  *		Refuse (22023) a writer-set sequence number outside what the
  *		file header allows.  restored_row: the row carries another
- *		transaction's writer_xid.  A missing shard was reported before (by
+ *		transaction's writer_xid or written_at.  A missing shard was reported before (by
  *		check_shard, or the foreign key of a database before 1.6).
  */
 static void
@@ -159,11 +162,13 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	bool		number_null;
 	bool		stamped_null;
 	bool		xid_null;
+	bool		written_null;
 	bool		restored_row;
 	int32		feed_id;
 	int32		shard;
 	Datum		number;
 	Datum		xid;
+	Datum		written;
 	int			cols[2];
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -177,8 +182,10 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	number = heap_getattr(tuple, Anum_change_sequence, desc, &number_null);
 	(void) heap_getattr(tuple, Anum_change_stamped_at, desc, &stamped_null);
 	xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_null);
-	restored_row = !xid_null &&
-		!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId());
+	written = heap_getattr(tuple, Anum_change_written_at, desc, &written_null);
+	restored_row = (!xid_null &&
+					!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId())) ||
+		(!written_null && DatumGetTimestampTz(written) != GetCurrentTransactionStartTimestamp());
 
 	if (trigdata->tg_trigger->tgqual == NULL)
 		check_shard(feed_id, shard, restored_row);
