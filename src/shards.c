@@ -2,9 +2,10 @@
  *
  * shards.c
  *	  A feed's shards as a writer sees them: the shard of a key, the shard
- *	  counts each backend keeps, the feed's shards lock that stands in for
- *	  cfeed.change's foreign key on a direct write (append.c), and the guard
- *	  trigger of cfeed.shard_config that makes it hold.
+ *	  counts each backend keeps, the feed's shards lock that stands in for a
+ *	  foreign key of cfeed.change on a direct write (append.c) and, since
+ *	  1.6, on an INSERT (change_guard, guard.c), and the triggers of
+ *	  cfeed.shard_config that make it hold.
  *
  * The shard of a key
  * ------------------
@@ -16,9 +17,10 @@
  *
  * The foreign key
  * ---------------
- * The foreign key's own check locks the shard's row FOR KEY SHARE, after an
- * index lookup: a WAL record and, with concurrent writers, a new multixact
- * on a row all writers of the shard lock.  Instead, since 1.2, the guard
+ * A foreign key's own check (cfeed.change had one up to 1.5,
+ * change_shard_fkey) locks the shard's row FOR KEY SHARE, after an index
+ * lookup: a WAL record and, with concurrent writers, a new multixact on a
+ * row all writers of the shard lock.  Instead, since 1.2, the guard
  * trigger of cfeed.shard_config (cfeed_shard_config_guard, below) makes a shard
  * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
  * on its feed's set of shards in exclusive mode, and sends an invalidation
@@ -38,23 +40,36 @@
  * cfeed.publish, whose caller names the shard, checks at 1 that it is one of
  * the feed's shards 0..n-1 (the highest is remembered with the count) and
  * otherwise leaves the change to the SQL path, which reports a missing shard
- * or writes to one this backend does not know yet.
+ * or writes to one this backend does not know yet.  An INSERT's check
+ * (cfeed_shard_check, since 1.6) does the same, and for a shard it does not
+ * know takes the lock and looks the shard up with a fresh snapshot.
  *
  * A transaction that deleted the shard committed either before 3, and its
  * invalidation (sent before its locks are released) is seen there, or after
  * this transaction, having waited for it at its BEFORE trigger; after that
- * its foreign key's check (NO ACTION, at the end of its statement) sees this
- * transaction's change and fails, as with the foreign key's lock.  A lock
- * held already was checked when it was taken, and an aborted subtransaction
- * releases its locks.  When a concurrent deletion renumbers the shards, the
- * writer waits for it and then places the change by the new count (the
- * foreign key would fail with 23503).  Without the guard (a database at 1.0
- * or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL path.
+ * the trigger (since 1.6; up to 1.5 the foreign key's NO ACTION check at the
+ * end of its statement) sees this transaction's change with a fresh
+ * snapshot and fails with 23503, as with the foreign key's lock: no writer
+ * of the feed is in progress once it holds the lock in exclusive mode.  A
+ * lock held already was checked when it was taken, and an aborted
+ * subtransaction releases its locks.  When a concurrent deletion renumbers
+ * the shards, the writer waits for it and then places the change by the new
+ * count (the foreign key would fail with 23503).  Without the guard (a
+ * database at 1.0 or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL
+ * path.  TRUNCATE of shard_config holds it in ACCESS EXCLUSIVE mode, which
+ * every writer's ACCESS SHARE waits for, and is refused by an AFTER TRUNCATE
+ * trigger unless cfeed.change is empty then (since 1.6).
  *
- * Locking protocol, in short: a direct writer holds its feed's shards lock
- * (locks.c) in share mode until its transaction ends; a transaction that
- * takes a shard away holds it in exclusive mode; a transaction that moves a
- * shard between sweep groups holds both groups' sweep locks.  The shard
+ * Writers that do not check (replica mode, the extension owner's restored
+ * rows: guard.c) take no lock: as with the foreign key, whose check did not
+ * fire in replica mode, a shard deleted meanwhile leaves their changes
+ * behind.
+ *
+ * Locking protocol, in short: a writer of a change (direct, or an INSERT's
+ * check) holds its feed's shards lock (locks.c) in share mode until its
+ * transaction ends; a transaction that takes a shard away holds it in
+ * exclusive mode; a transaction that moves a shard between sweep groups
+ * holds both groups' sweep locks.  The shard
  * counts are cached per backend (cache.h) until shard_config's next
  * invalidation.
  *
@@ -266,7 +281,7 @@ shards_locked(int32 feed_id, uint64 gen)
 /*
  * cfeed_shard_of_key
  *		The shard of a key by the feed's shard count as of the last committed
- *		change to its shards, without a lock (the SQL path, whose foreign key
+ *		change to its shards, without a lock (the SQL path, whose INSERT
  *		checks the shard).  Errors as cfeed_feed_shard_count.
  */
 int32
