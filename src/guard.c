@@ -103,8 +103,8 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
  * check_writer_number
  *		Refuse (22023) a writer-set sequence number outside what the
  *		file header allows.  restored_row: the row carries another
- *		transaction's writer_xid or written_at.  A missing shard was reported before (by
- *		check_shard, or the foreign key of a database before 1.6).
+ *		transaction's writer_xid or written_at.  A missing shard was
+ *		reported before (by check_shard, or before 1.6 the foreign key).
  */
 static void
 check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
