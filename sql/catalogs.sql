@@ -17,11 +17,19 @@ WHERE attrelid IN ('cfeed.feed'::regclass, 'cfeed.shard'::regclass, 'cfeed.chang
   AND attnum > 0 AND NOT attisdropped
 ORDER BY attrelid::regclass::text, attnum;
 
--- constraints: keys, name and shard checks, change -> shard foreign key
--- (NOT NULL shows in pg_constraint from PostgreSQL 18 on: left out)
+-- constraints: keys, name and shard checks (a change's shard is checked by
+-- change_guard since 1.6, below; NOT NULL shows in pg_constraint from
+-- PostgreSQL 18 on: left out)
 SELECT conrelid::regclass AS tbl, conname, contype, pg_get_constraintdef(oid) AS def
 FROM pg_constraint WHERE connamespace = 'cfeed'::regnamespace AND contype <> 'n'
 ORDER BY conrelid::regclass::text, conname;
+
+-- the triggers of cfeed's tables and views (A: enabled always)
+SELECT tgrelid::regclass AS tbl, tgname, tgenabled, pg_get_triggerdef(oid) AS def
+FROM pg_trigger
+WHERE tgrelid IN (SELECT oid FROM pg_class WHERE relnamespace = 'cfeed'::regnamespace)
+  AND NOT tgisinternal
+ORDER BY tgrelid::regclass::text, tgname;
 
 -- the readers' index and the sweeper's index
 SELECT indexrelid::regclass AS idx, indisunique, pg_get_indexdef(indexrelid) AS def

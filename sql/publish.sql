@@ -117,9 +117,17 @@ SELECT pg_temp.err($$SELECT cfeed.shard_for(2, 'a')$$);
 CREATE TEMP VIEW my_shards_locks AS
 SELECT classid AS feed_id, mode FROM pg_locks
 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 25448;
+-- since 1.6 the INSERT's own shard check (change_guard) takes the same lock:
+-- the calls of change_guard tell the INSERT (the backend's counts, which
+-- are not flushed within a transaction: compared within one)
+SET track_functions = 'all';
+CREATE FUNCTION pg_temp.guard_calls() RETURNS bigint LANGUAGE sql AS $$
+SELECT COALESCE(sum(calls), 0) FROM pg_stat_xact_user_functions
+WHERE schemaname = 'cfeed' AND funcname = '_change_guard' $$;
 BEGIN;
+SELECT pg_temp.guard_calls() AS calls_before \gset
 SELECT cfeed.publish(1, 2, 200);
-SELECT * FROM my_shards_locks;
+SELECT *, pg_temp.guard_calls() - :calls_before AS sql_inserts FROM my_shards_locks;
 COMMIT;
 -- a read-only transaction refuses it (25006), as it refuses the INSERT
 BEGIN READ ONLY;
@@ -134,8 +142,9 @@ BEGIN
 END $$;
 CREATE TRIGGER p_seen AFTER INSERT ON cfeed.change FOR EACH ROW EXECUTE FUNCTION p_seen_change();
 BEGIN;
+SELECT pg_temp.guard_calls() AS calls_before \gset
 SELECT cfeed.publish(1, 2, 202);
-SELECT count(*) AS shards_locks FROM my_shards_locks;
+SELECT pg_temp.guard_calls() - :calls_before AS sql_inserts;
 COMMIT;
 DROP TRIGGER p_seen ON cfeed.change;
 SELECT cfeed.publish(1, 2, 203);
@@ -143,16 +152,18 @@ SELECT change_id FROM p_seen;
 -- feed 2 has shards 0 and 5 (numbered otherwise than 0..n-1): its shards
 -- take the INSERT, a missing one still fails (42704)
 BEGIN;
+SELECT pg_temp.guard_calls() AS calls_before \gset
 SELECT cfeed.publish(2, 5, 204), cfeed.publish(2, 0, 205);
-SELECT count(*) AS shards_locks FROM my_shards_locks;
+SELECT pg_temp.guard_calls() - :calls_before AS sql_inserts;
 COMMIT;
 SELECT pg_temp.err($$SELECT cfeed.publish(2, 1, 206)$$);
 -- a shard added in this transaction is published to at once (directly: the
 -- transaction's own shards are its feed's), and forgotten if it rolls back
 BEGIN;
 INSERT INTO cfeed.shard (feed_id, shard) VALUES (3, 7);
+SELECT pg_temp.guard_calls() AS calls_before \gset
 SELECT cfeed.publish(3, 7, 207);
-SELECT * FROM my_shards_locks;
+SELECT *, pg_temp.guard_calls() - :calls_before AS sql_inserts FROM my_shards_locks;
 COMMIT;
 BEGIN;
 INSERT INTO cfeed.shard (feed_id, shard) VALUES (3, 8);
@@ -163,7 +174,68 @@ SELECT cfeed.publish(3, 7, 210);
 SELECT feed_id, shard, change_id, change_sequence_number, writer_xid IS NOT NULL AS has_writer_xid
 FROM cfeed.change WHERE change_id BETWEEN 200 AND 299 ORDER BY change_id;
 
+-- the shard check of cfeed.change (1.6: change_guard; a foreign key before)
+-- holds no lock on the shard's row
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, 300);
+SELECT xmax = '0'::xid AS shard_row_unlocked FROM cfeed.shard_config WHERE feed_id = 1 AND shard = 0;
+ROLLBACK;
+-- a shard with changes, pending or stamped, cannot go away (23503), by
+-- DELETE, an UPDATE of its key, its feed's DELETE, or a TRUNCATE that leaves
+-- cfeed.change; one without changes can
+SELECT cfeed.create_feed('gone', 3, feed_id => 50);
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (50, 1, 301);
+CREATE TEMP VIEW gone_refused AS
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$DELETE FROM cfeed.shard WHERE feed_id = 50 AND shard = 1$$),
+  ($$DELETE FROM cfeed.shard_config WHERE feed_id = 50 AND shard = 1$$),
+  ($$UPDATE cfeed.shard_config SET shard = 5 WHERE feed_id = 50 AND shard = 1$$),
+  ($$UPDATE cfeed.shard_config SET feed_id = 1, shard = 9 WHERE feed_id = 50 AND shard = 1$$),
+  ($$DELETE FROM cfeed.feed WHERE feed_id = 50$$),
+  ($$TRUNCATE cfeed.shard_config CASCADE$$)
+) AS t(cmd);
+SELECT * FROM gone_refused;
+SELECT count(*) AS stamped FROM cfeed.sweep() WHERE feed_id = 50;
+SELECT * FROM gone_refused;
+DELETE FROM cfeed.shard WHERE feed_id = 50 AND shard = 2;
+UPDATE cfeed.shard_config SET shard = 7 WHERE feed_id = 50 AND shard = 0;
+SELECT shard FROM cfeed.shard WHERE feed_id = 50 ORDER BY shard;
+-- no check in replica mode (logical replication's apply), as the foreign
+-- key's did not fire there; nor on rows that carry another transaction's
+-- writer_xid or written_at inserted by the extension's owner (pg_restore,
+-- which may copy cfeed.change before cfeed.shard_config); anyone else's are
+-- checked
+BEGIN;
+SET LOCAL session_replication_role = replica;
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (50, 9, 302);
+ROLLBACK;
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id, writer_xid) VALUES (50, 9, 303, '5');
+SELECT count(*) AS restored FROM cfeed.change WHERE change_id = 303;
+ROLLBACK;
+-- a dumped row may carry the restoring transaction's xid: its written_at
+-- tells it too
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id, written_at, writer_xid)
+VALUES (50, 9, 305, '2026-01-01 00:00+00', pg_current_xact_id());
+SELECT count(*) AS restored FROM cfeed.change WHERE change_id = 305;
+ROLLBACK;
+CREATE ROLE regress_publish_writer;
+GRANT INSERT ON cfeed.change TO regress_publish_writer;
+SET ROLE regress_publish_writer;
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, writer_xid) VALUES (50, 9, 304, '5')$$) AS not_owner;
+RESET ROLE;
+DROP OWNED BY regress_publish_writer;
+DROP ROLE regress_publish_writer;
+DELETE FROM cfeed.change WHERE feed_id = 50;
+DELETE FROM cfeed.feed WHERE feed_id = 50;
+SELECT count(*) AS gone_shards FROM cfeed.shard_config WHERE feed_id = 50;
+
 -- channel: cfeed_<feed_id>_<shard>
 SELECT cfeed.channel(1, 0), cfeed.channel(1, 3), cfeed.channel(3, 6);
+
+-- shard_config may be truncated with cfeed.change
+TRUNCATE cfeed.shard_config, cfeed.change CASCADE;
+SELECT (SELECT count(*) FROM cfeed.shard) AS shards, (SELECT count(*) FROM cfeed.change) AS changes;
 
 DROP EXTENSION cfeed;

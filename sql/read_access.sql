@@ -259,7 +259,8 @@ SELECT grantee, feed_id FROM cfeed.read_grant ORDER BY grantee::text, feed_id;
  * Writers pay nothing: with per-feed access in force a writer's changes
  * and tracked rows are still written directly (holding the feed's shards
  * lock, sql/publish.sql), with no read grant; a restrictive policy of the
- * DBA's sends them through SQL, which applies it.
+ * DBA's sends them through SQL, which applies it (and whose shard check,
+ * change_guard, takes the same lock: its calls tell the paths apart).
  */
 CREATE ROLE regress_ra_writer;
 GRANT INSERT ON cfeed.change TO regress_ra_writer;
@@ -269,19 +270,25 @@ CREATE TEMP VIEW shards_locks AS
 SELECT classid AS feed_id, mode FROM pg_locks
 WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 25448;
 GRANT SELECT ON shards_locks TO regress_ra_writer;
+SET track_functions = 'all';
+CREATE FUNCTION pg_temp.guard_calls() RETURNS bigint LANGUAGE sql AS $$
+SELECT COALESCE(sum(calls), 0) FROM pg_stat_xact_user_functions
+WHERE schemaname = 'cfeed' AND funcname = '_change_guard' $$;
 SET ROLE regress_ra_writer;
 BEGIN;
+SELECT pg_temp.guard_calls() AS calls_before \gset
 SELECT cfeed.publish(3, 0, 600);
 INSERT INTO public.orders VALUES (3, 'ink', 5);
-SELECT * FROM shards_locks ORDER BY 1;
+SELECT *, pg_temp.guard_calls() - :calls_before AS sql_inserts FROM shards_locks ORDER BY 1;
 COMMIT;
 RESET ROLE;
 CREATE POLICY dba_no_feed_1 ON cfeed.change AS RESTRICTIVE FOR INSERT TO regress_ra_writer
 	WITH CHECK (feed_id <> 1);
 SET ROLE regress_ra_writer;
 BEGIN;
+SELECT pg_temp.guard_calls() AS calls_before \gset
 SELECT cfeed.publish(3, 0, 601);
-SELECT * FROM shards_locks ORDER BY 1;
+SELECT *, pg_temp.guard_calls() - :calls_before AS sql_inserts FROM shards_locks ORDER BY 1;
 SELECT pg_temp.err($$INSERT INTO public.orders VALUES (4, 'refused', 1)$$) AS refused_by_policy;
 COMMIT;
 RESET ROLE;

@@ -12,10 +12,11 @@
  * times the tracked row's own INSERT (for cfeed.publish, 2.2x the server
  * CPU of an application's one-row INSERT, against 1.4x written directly),
  * and almost none of it is the writing:
- * per row, executor start-up and shutdown of the plan; the foreign-key check
- * of cfeed.change, which is another SPI query with its own executor start-up;
- * the WHEN clause of change_guard, parsed again (stringToNode) at every
- * executor start; and search_path pinned and restored around the SPI call.
+ * per row, executor start-up and shutdown of the plan; up to 1.5 the
+ * foreign-key check of cfeed.change, which is another SPI query with its own
+ * executor start-up, and the WHEN clause of change_guard, parsed again
+ * (stringToNode) at every executor start; since 1.6 change_guard's call; and
+ * search_path pinned and restored around the SPI call.
  * So the row is inserted directly, heap and indexes (direct.c),
  * doing what the INSERT would do:
  *
@@ -24,11 +25,14 @@
  *	 defaults		written_at = now() (the transaction's start),
  *					writer_xid = cfeed._writer_xid() (top-level xid, and the
  *					note that wakes the sweeper at commit)
- *	 change_guard	its WHEN clause is false for these rows (no sequence
- *					number, no stamped_at, writer_xid the current one), so
- *					it would not fire
- *	 foreign key	change_shard_fkey: the shard is one of the feed's, and
- *					cannot go away before this transaction ends (the
+ *	 change_guard	up to 1.5 its WHEN clause is false for these rows (no
+ *					sequence number, no stamped_at, writer_xid the
+ *					current one), so it would not fire; since 1.6 it
+ *					fires for every row, and for these only checks the
+ *					shard (below)
+ *	 shard check	change_guard's since 1.6, up to 1.5 the foreign key
+ *					change_shard_fkey: the shard is one of the feed's,
+ *					and cannot go away before this transaction ends (the
  *					feed's shards lock, shards.c)
  *	 indexes		every index, partial ones by their predicate, unique
  *					ones checked by the index AM

@@ -251,6 +251,46 @@ head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32
 }
 
 /*
+ * cfeed_shard_has_changes
+ *		Whether cfeed.change holds a change of the shard as of the snapshot:
+ *		a stamped one (one probe of change_sequence_idx), or a pending one
+ *		(change_pending_idx, whose entries are the backlog a sweep reads: all
+ *		of them are looked at, since it is not ordered by shard).
+ */
+bool
+cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
+{
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
+	int64		number;
+	bool		found;
+
+	found = head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
+					   F_INT8GE, PG_INT64_MIN, ForwardScanDirection, &number, NULL);
+	index_close(index, AccessShareLock);
+	if (!found)
+	{
+		Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+		SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, 0, NULL);
+		TupleDesc	desc = RelationGetDescr(rel);
+		HeapTuple	tup;
+
+		while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			bool		isnull;
+
+			CHECK_FOR_INTERRUPTS();
+			found = DatumGetInt32(heap_getattr(tup, Anum_change_feed_id, desc, &isnull)) == feed_id &&
+				DatumGetInt32(heap_getattr(tup, Anum_change_shard, desc, &isnull)) == shard;
+		}
+		systable_endscan(scan);
+		UnlockRelationOid(pending, AccessShareLock);
+	}
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * cfeed_shard_head
  *		The shard's head as of the snapshot: its highest stamped number above
  *		floor_number, or floor_number (the shard's: its start value, or the
@@ -393,15 +433,27 @@ cfeed_shard_get(int32 feed_id, int32 shard, bool check_select, CfeedShard *out)
 
 	if (cfeed_shard_fetch(feed_id, shard, NULL, check_select, out))
 		return;
+	cfeed_shard_missing(feed_id, shard, ERRCODE_UNDEFINED_OBJECT, NULL);
+}
 
+/*
+ * cfeed_shard_missing
+ *		Raise sqlerrcode for a shard that does not exist, naming the feed when
+ *		that is what is missing (fresh snapshot), with detail when not NULL.
+ */
+void
+cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode, const char *detail)
+{
 	if (!feed_exists(feed_id))
 		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				(errcode(sqlerrcode),
 				 errmsg("feed %d does not exist", feed_id),
+				 detail ? errdetail_internal("%s", detail) : 0,
 				 errhint("Create it with cfeed.create_feed().")));
 	ereport(ERROR,
-			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			(errcode(sqlerrcode),
 			 errmsg("shard %d of feed %d does not exist", shard, feed_id),
+			 detail ? errdetail_internal("%s", detail) : 0,
 			 errhint("Shards are numbered from 0; add one by inserting into cfeed.shard.")));
 }
 

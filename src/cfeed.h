@@ -124,6 +124,9 @@ extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 							  bool with_head, CfeedShard *out);
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 							CfeedShard *out);
+extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
+								const char *detail);
+extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
 extern void cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
 extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
@@ -166,6 +169,7 @@ extern bool cfeed_shards_guarded(void);
 extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen);
 extern int32 cfeed_shard_locked(int32 feed_id, const char *key, int keylen,
 								int32 shard);
+extern void cfeed_shard_check(int32 feed_id, int32 shard);
 
 /* direct.c: heap and index writes of cfeed.change */
 extern bool cfeed_direct_ok(Relation rel, CmdType cmd);

@@ -21,10 +21,12 @@
  *	 - a rule (an INSERT or UPDATE rule rewrites the statement; any rule
  *	   sends the caller to SQL, where the rewriter decides);
  *	 - a trigger for the command other than the ones the caller stands in
- *	   for: the foreign-key check of cfeed.change against shard_config (not
- *	   deferred), for INSERT the change_guard trigger and for UPDATE the
- *	   change_stamp_guard trigger, whose WHEN clauses the callers' rows
- *	   never satisfy;
+ *	   for: for INSERT the change_guard trigger (since 1.6 the shard check,
+ *	   which the caller does itself with the feed's shards lock; before, a
+ *	   WHEN clause the callers' rows never satisfy) and, up to 1.5, the
+ *	   foreign-key check of cfeed.change against shard_config (not
+ *	   deferred); for UPDATE the change_stamp_guard trigger, whose WHEN
+ *	   clause the sweep's rows never satisfy;
  *	 - CHECK constraints, NOT NULL constraints other than the install
  *	   script's, or stored generated columns;
  *	 - an index that is not a plain immediate btree (expression, exclusion
@@ -125,10 +127,13 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
 /*
  * triggers_known
  *		Whether every trigger of rel for cmd (INSERT or UPDATE) is one the
- *		direct way stands in for: cfeed.change's foreign-key check against
- *		shard_config, not deferred (an INSERT checks at once, an UPDATE
- *		leaves the key alone), for INSERT its change_guard and for UPDATE
- *		its change_stamp_guard (the sweep updates unnumbered rows only).
+ *		direct way stands in for: for INSERT change_guard, which since 1.6
+ *		(no WHEN clause) checks the shard as the direct writer does and
+ *		before only fired for rows the direct writer never writes, and up to
+ *		1.5 cfeed.change's foreign-key check against shard_config, not
+ *		deferred (an INSERT checks at once, an UPDATE leaves the key alone);
+ *		for UPDATE change_stamp_guard, whose WHEN clause the sweep's rows
+ *		(unnumbered) never satisfy.
  */
 static bool
 triggers_known(Relation rel, CmdType cmd, Oid shard_config)
@@ -150,7 +155,7 @@ triggers_known(Relation rel, CmdType cmd, Oid shard_config)
 		if (!t->tgisinternal &&
 			strcmp(t->tgname, cmd == CMD_INSERT ? CHANGE_GUARD_TRIGGER : CHANGE_STAMP_GUARD_TRIGGER) == 0 &&
 			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
-			t->tgqual != NULL)
+			(t->tgqual != NULL || cmd == CMD_INSERT))
 			continue;
 		return false;
 	}

@@ -4,24 +4,46 @@
  *	  The write path's guards: the default of cfeed.change.writer_xid, and
  *	  the trigger that keeps sequence numbers in the sweeper's hands.
  *
- *	  The common insert (sequence number and stamped_at left null, writer_xid
- *	  left to its default) fires no trigger at all: the trigger's WHEN clause
- *	  filters it out.  The trigger runs only for inserts that set one of those
- *	  columns: backfills into the migration range, pg_restore, logical
- *	  replication's apply (since 1.5 it fires ALWAYS), and mistakes.  It sets
- *	  writer_xid to the inserting transaction's own xid: the sweeper finds
- *	  pending changes by xids it allocated (sweep.c's watermark), never by a
- *	  publisher's or a dumped cluster's.
+ *	  Since 1.6 the trigger fires for every inserted row (no WHEN clause)
+ *	  and is cfeed.change's foreign key to cfeed.shard_config, which 1.6
+ *	  drops: it checks that the row's shard exists the way the direct path
+ *	  does (cfeed_shard_check, shards.c: the feed's shards lock in share
+ *	  mode, the shard counts each backend keeps), without the foreign key's
+ *	  row lock on the shard (a WAL record, and a multixact per couple of
+ *	  changes under concurrent writers).  A missing feed or shard fails at
+ *	  the INSERT with 23503, as before.  Two kinds of rows skip the check:
+ *	  - in replica mode (logical replication's apply, pg_restore
+ *		--disable-triggers), as the foreign key's check, an ORIGIN trigger,
+ *		did not fire there either;
+ *	  - restored rows inserted by a user with the privileges of the
+ *		extension's owner: pg_dump orders extension tables' data by their
+ *		foreign keys only, so a restore may copy cfeed.change before
+ *		cfeed.shard_config; the dumped rows had passed the check where they
+ *		were written, and only the owner, who may drop the guards anyway,
+ *		can skip it.
+ *	  A restored row is one that carries another transaction's writer_xid or
+ *	  written_at, as a dump's rows do: both, since the restoring
+ *	  transaction's xid can be the one a dumped row carries (two fresh
+ *	  clusters count xids alike), its start time practically never.
+ *	  For the common row (sequence number and stamped_at left null,
+ *	  writer_xid left to its default) that check is all; before 1.6 the
+ *	  WHEN clause kept the trigger from firing for it at all.
+ *
+ *	  The other rows are backfills into the migration range, pg_restore,
+ *	  logical replication's apply (since 1.5 it fires ALWAYS), and mistakes.
+ *	  The trigger sets their writer_xid to the inserting transaction's own
+ *	  xid: the sweeper finds pending changes by xids it allocated (sweep.c's
+ *	  watermark), never by a publisher's or a dumped cluster's.
  *
  *	  Sequence numbers a writer may set itself:
  *	  - at or below the shard's start value (the migration range): anyone;
- *	  - above it: only the extension's owner, and only on a row that carries
- *		the writer_xid of another transaction, as the rows of a dump do
- *		(pg_restore); change_sequence_idx still refuses a number twice;
+ *	  - above it: only the extension's owner, and only on a restored row;
+ *		change_sequence_idx still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
  *
- *	  Locking: none of its own; a guard runs inside the writer's INSERT or
- *	  UPDATE and reads cfeed.shard_config with a fresh snapshot.
+ *	  Locking: a guard runs inside the writer's INSERT or UPDATE and reads
+ *	  cfeed.shard_config with a fresh snapshot; the shard check holds the
+ *	  feed's shards lock in share mode until the transaction ends (shards.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -81,8 +103,8 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
  * check_writer_number
  *		Refuse (22023) a writer-set sequence number outside what the
  *		file header allows.  restored_row: the row carries another
- *		transaction's writer_xid.  A missing shard is left to the foreign
- *		key, which reports it at the same INSERT.
+ *		transaction's writer_xid or written_at.  A missing shard was
+ *		reported before (by check_shard, or before 1.6 the foreign key).
  */
 static void
 check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
@@ -106,11 +128,29 @@ check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
 }
 
 /*
+ * check_shard
+ *		The foreign-key check of an inserted change (see the file header):
+ *		none in replica mode, nor for the extension owner's restored rows;
+ *		else cfeed_shard_check (23503 for a missing feed or shard).
+ */
+static void
+check_shard(int32 feed_id, int32 shard, bool restored_row)
+{
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return;
+	if (restored_row && has_privs_of_role(GetUserId(), cfeed_extension_owner()))
+		return;
+	cfeed_shard_check(feed_id, shard);
+}
+
+/*
  * cfeed_change_guard
- *		BEFORE INSERT on cfeed.change, for rows that set change_sequence_number,
- *		stamped_at or writer_xid.  Returns the row to insert, with writer_xid
- *		forced to the current transaction's and stamped_at filled in for
- *		backfilled rows.
+ *		BEFORE INSERT on cfeed.change: since 1.6 for every row (no WHEN
+ *		clause), checking its shard; before, only for rows that set
+ *		change_sequence_number, stamped_at or writer_xid, the foreign key
+ *		checking the shard.  Returns the row to insert: the common row as it
+ *		is, others with writer_xid forced to the current transaction's and
+ *		stamped_at filled in for backfilled rows.
  */
 Datum
 cfeed_change_guard(PG_FUNCTION_ARGS)
@@ -121,9 +161,14 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	bool		isnull;
 	bool		number_null;
 	bool		stamped_null;
+	bool		xid_null;
+	bool		written_null;
+	bool		restored_row;
 	int32		feed_id;
 	int32		shard;
 	Datum		number;
+	Datum		xid;
+	Datum		written;
 	int			cols[2];
 	Datum		values[2];
 	bool		nulls[2] = {false, false};
@@ -136,6 +181,16 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	shard = DatumGetInt32(heap_getattr(tuple, Anum_change_shard, desc, &isnull));
 	number = heap_getattr(tuple, Anum_change_sequence, desc, &number_null);
 	(void) heap_getattr(tuple, Anum_change_stamped_at, desc, &stamped_null);
+	xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_null);
+	written = heap_getattr(tuple, Anum_change_written_at, desc, &written_null);
+	restored_row = (!xid_null &&
+					!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId())) ||
+		(!written_null && DatumGetTimestampTz(written) != GetCurrentTransactionStartTimestamp());
+
+	if (trigdata->tg_trigger->tgqual == NULL)
+		check_shard(feed_id, shard, restored_row);
+	if (number_null && stamped_null && !restored_row)
+		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
 
 	cols[ncols] = Anum_change_writer_xid;
 	values[ncols++] = FullTransactionIdGetDatum(GetTopFullTransactionId());
@@ -151,11 +206,6 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 		cfeed_note_write();		/* a replicated change wakes the sweepers too */
 	else
 	{
-		bool		xid_isnull;
-		Datum		xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_isnull);
-		bool		restored_row = !xid_isnull &&
-			!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId());
-
 		check_writer_number(feed_id, shard, DatumGetInt64(number), restored_row);
 		/* a stamped change copied in (replication, restore) wakes readers */
 		cfeed_broadcast_at_commit(feed_id, shard);

@@ -2,9 +2,10 @@
  *
  * shards.c
  *	  A feed's shards as a writer sees them: the shard of a key, the shard
- *	  counts each backend keeps, the feed's shards lock that stands in for
- *	  cfeed.change's foreign key on a direct write (append.c), and the guard
- *	  trigger of cfeed.shard_config that makes it hold.
+ *	  counts each backend keeps, the feed's shards lock that stands in for a
+ *	  foreign key of cfeed.change on a direct write (append.c) and, since
+ *	  1.6, on an INSERT (change_guard, guard.c), and the triggers of
+ *	  cfeed.shard_config that make it hold.
  *
  * The shard of a key
  * ------------------
@@ -16,9 +17,10 @@
  *
  * The foreign key
  * ---------------
- * The foreign key's own check locks the shard's row FOR KEY SHARE, after an
- * index lookup: a WAL record and, with concurrent writers, a new multixact
- * on a row all writers of the shard lock.  Instead, since 1.2, the guard
+ * A foreign key's own check (cfeed.change had one up to 1.5,
+ * change_shard_fkey) locks the shard's row FOR KEY SHARE, after an index
+ * lookup: a WAL record and, with concurrent writers, a new multixact on a
+ * row all writers of the shard lock.  Instead, since 1.2, the guard
  * trigger of cfeed.shard_config (cfeed_shard_config_guard, below) makes a shard
  * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
  * on its feed's set of shards in exclusive mode, and sends an invalidation
@@ -38,23 +40,36 @@
  * cfeed.publish, whose caller names the shard, checks at 1 that it is one of
  * the feed's shards 0..n-1 (the highest is remembered with the count) and
  * otherwise leaves the change to the SQL path, which reports a missing shard
- * or writes to one this backend does not know yet.
+ * or writes to one this backend does not know yet.  An INSERT's check
+ * (cfeed_shard_check, since 1.6) does the same, and for a shard it does not
+ * know takes the lock and looks the shard up with a fresh snapshot.
  *
  * A transaction that deleted the shard committed either before 3, and its
  * invalidation (sent before its locks are released) is seen there, or after
  * this transaction, having waited for it at its BEFORE trigger; after that
- * its foreign key's check (NO ACTION, at the end of its statement) sees this
- * transaction's change and fails, as with the foreign key's lock.  A lock
- * held already was checked when it was taken, and an aborted subtransaction
- * releases its locks.  When a concurrent deletion renumbers the shards, the
- * writer waits for it and then places the change by the new count (the
- * foreign key would fail with 23503).  Without the guard (a database at 1.0
- * or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL path.
+ * the trigger (since 1.6; up to 1.5 the foreign key's NO ACTION check at the
+ * end of its statement) sees this transaction's change with a fresh
+ * snapshot and fails with 23503, as with the foreign key's lock: no writer
+ * of the feed is in progress once it holds the lock in exclusive mode.  A
+ * lock held already was checked when it was taken, and an aborted
+ * subtransaction releases its locks.  When a concurrent deletion renumbers
+ * the shards, the writer waits for it and then places the change by the new
+ * count (the foreign key would fail with 23503).  Without the guard (a
+ * database at 1.0 or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL
+ * path.  TRUNCATE of shard_config holds it in ACCESS EXCLUSIVE mode, which
+ * every writer's ACCESS SHARE waits for, and is refused by an AFTER TRUNCATE
+ * trigger unless cfeed.change is empty then (since 1.6).
  *
- * Locking protocol, in short: a direct writer holds its feed's shards lock
- * (locks.c) in share mode until its transaction ends; a transaction that
- * takes a shard away holds it in exclusive mode; a transaction that moves a
- * shard between sweep groups holds both groups' sweep locks.  The shard
+ * Writers that do not check (replica mode, the extension owner's restored
+ * rows: guard.c) take no lock: as with the foreign key, whose check did not
+ * fire in replica mode, a shard deleted meanwhile leaves their changes
+ * behind.
+ *
+ * Locking protocol, in short: a writer of a change (direct, or an INSERT's
+ * check) holds its feed's shards lock (locks.c) in share mode until its
+ * transaction ends; a transaction that takes a shard away holds it in
+ * exclusive mode; a transaction that moves a shard between sweep groups
+ * holds both groups' sweep locks.  The shard
  * counts are cached per backend (cache.h) until shard_config's next
  * invalidation.
  *
@@ -64,13 +79,16 @@
 
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
+#include "executor/tuptable.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "cache.h"
 #include "cfeed.h"
@@ -79,6 +97,7 @@
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
 PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
+PG_FUNCTION_INFO_V1(cfeed_shard_config_truncate);
 
 /* The shards of a feed, valid while gen is shard_counts_gen. */
 typedef struct CfeedShardCount
@@ -262,7 +281,7 @@ shards_locked(int32 feed_id, uint64 gen)
 /*
  * cfeed_shard_of_key
  *		The shard of a key by the feed's shard count as of the last committed
- *		change to its shards, without a lock (the SQL path, whose foreign key
+ *		change to its shards, without a lock (the SQL path, whose INSERT
  *		checks the shard).  Errors as cfeed_feed_shard_count.
  */
 int32
@@ -306,6 +325,30 @@ cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 		if (shards_locked(feed_id, gen))
 			return placed;
 	}
+}
+
+/*
+ * cfeed_shard_check
+ *		The foreign-key check of a change that an INSERT writes (1.6's
+ *		change_guard, guard.c): the check of cfeed_shard_locked, falling back
+ *		to the catalog (fresh snapshot, under the same lock) for a shard this
+ *		backend does not know as one of the feed's 0..n-1.  Raises 23503 when
+ *		the feed or the shard does not exist.  The caller holds cfeed.change
+ *		in ROW EXCLUSIVE mode, as the foreign key's check did when it locked
+ *		shard_config.
+ */
+void
+cfeed_shard_check(int32 feed_id, int32 shard)
+{
+	CfeedShard	sh;
+
+	(void) cfeed_relid_locked("shard_config", AccessShareLock);
+	if (cfeed_shards_guarded() && cfeed_shard_locked(feed_id, NULL, 0, shard) >= 0)
+		return;
+	(void) cfeed_shards_lock(feed_id, AccessShareLock);
+	if (!cfeed_shard_fetch(feed_id, shard, NULL, false, &sh))
+		cfeed_shard_missing(feed_id, shard, ERRCODE_FOREIGN_KEY_VIOLATION,
+							"Every change of cfeed.change belongs to a shard of cfeed.shard_config.");
 }
 
 /*
@@ -364,8 +407,25 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(trigdata->tg_newtuple);
 
 	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
-		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
-								 AccessExclusiveLock);
+	{
+		int32		feed_id = shard_column(trigdata, Anum_shard_feed_id, false);
+		int32		shard = shard_column(trigdata, Anum_shard_shard, false);
+		Snapshot	snapshot;
+		bool		used;
+
+		/* no writer of the feed is in progress now: a fresh snapshot sees all */
+		(void) cfeed_shards_lock(feed_id, AccessExclusiveLock);
+		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		used = cfeed_shard_has_changes(feed_id, shard, snapshot);
+		UnregisterSnapshot(snapshot);
+		if (used)
+			ereport(ERROR,
+					(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+					 errmsg("shard %d of feed %d still has changes", shard, feed_id),
+					 errdetail("Every change of cfeed.change belongs to a shard of cfeed.shard_config."),
+					 errhint("Delete the shard's changes first (DELETE FROM cfeed.change WHERE feed_id = %d AND shard = %d).",
+							 feed_id, shard)));
+	}
 	if (group_changed)
 	{
 		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
@@ -384,4 +444,46 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
 	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
 						   : trigdata->tg_trigtuple);
+}
+
+/*
+ * cfeed_shard_config_truncate
+ *		AFTER TRUNCATE FOR EACH STATEMENT on cfeed.shard_config (enabled
+ *		always): refuses (23503) unless cfeed.change is empty once the
+ *		statement's tables are truncated, as the foreign key refused to
+ *		truncate shard_config without cfeed.change.  TRUNCATE holds
+ *		shard_config in ACCESS EXCLUSIVE mode, which waits for every writer
+ *		of a change (cfeed_shard_check and the direct path lock it first).
+ */
+Datum
+cfeed_shard_config_truncate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Relation	rel;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
+	Snapshot	snapshot;
+	bool		empty;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function cfeed._shard_config_truncate() must be fired as an AFTER TRUNCATE trigger")));
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	rel = cfeed_table_open("change", AccessShareLock);
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	if (!empty)
+		ereport(ERROR,
+				(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+				 errmsg("cannot truncate cfeed.shard_config while cfeed.change has changes"),
+				 errdetail("Every change of cfeed.change belongs to a shard of cfeed.shard_config."),
+				 errhint("Truncate both in one statement: TRUNCATE cfeed.shard_config, cfeed.change CASCADE.")));
+	return PointerGetDatum(NULL);
 }

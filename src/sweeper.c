@@ -211,7 +211,8 @@ refresh_groups(Oid dboid)
  *		cfeed enables ALWAYS (it must fire for logical replication's apply
  *		too) is not: pg_restore --data-only --disable-triggers ends with
  *		ENABLE TRIGGER ALL, which makes them fire on origin only.
- *		change_guard is ALWAYS from 1.5 (the version that has cfeed.epoch).
+ *		change_guard is ALWAYS from 1.5 (the version that has cfeed.epoch);
+ *		shard_config_truncate exists from 1.6.
  */
 static void
 check_always_triggers(void)
@@ -227,7 +228,7 @@ check_always_triggers(void)
 					"FROM pg_catalog.pg_trigger t "
 					"WHERE t.tgrelid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass) "
 					"AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
-					"'change_stamp_guard', 'shard_config_guard') AND t.tgenabled <> 'A' "
+					"'change_stamp_guard', 'shard_config_guard', 'shard_config_truncate') AND t.tgenabled <> 'A' "
 					"AND (t.tgname <> 'change_guard' OR pg_catalog.to_regclass('cfeed.epoch') IS NOT NULL)",
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: checking cfeed's triggers failed");

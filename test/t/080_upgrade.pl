@@ -33,10 +33,10 @@ is(sha256_hex(slurp_file($released)),
 is($node->safe_psql('postgres', q{
 	SELECT string_agg(source || '>' || target, ',' ORDER BY source, target)
 	FROM pg_extension_update_paths('cfeed') WHERE path IS NOT NULL}),
-	'1.0>1.1,1.0>1.2,1.0>1.3,1.0>1.4,1.0>1.5,1.1>1.2,1.1>1.3,1.1>1.4,1.1>1.5,1.2>1.3,1.2>1.4,1.2>1.5,1.3>1.4,1.3>1.5,1.4>1.5',
-	'update paths 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 -> 1.5');
+	'1.0>1.1,1.0>1.2,1.0>1.3,1.0>1.4,1.0>1.5,1.0>1.6,1.1>1.2,1.1>1.3,1.1>1.4,1.1>1.5,1.1>1.6,1.2>1.3,1.2>1.4,1.2>1.5,1.2>1.6,1.3>1.4,1.3>1.5,1.3>1.6,1.4>1.5,1.4>1.6,1.5>1.6',
+	'update paths 1.0 -> 1.1 -> 1.2 -> 1.3 -> 1.4 -> 1.5 -> 1.6');
 is($node->safe_psql('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'cfeed'}),
-	'1.5', 'default version is 1.5');
+	'1.6', 'default version is 1.6');
 
 # How a tracked row's change was written: from 1.2 on, directly, holding one
 # lock on the feed's shards (advisory, field 4 0x6368) instead of the shard
@@ -57,6 +57,56 @@ sub images_read_back
 	return $read > 0 &&
 	  $read eq $node->safe_psql($db, qq{SELECT count(*) FROM items WHERE cfeed.shard_for(2, id::text) = $shard});
 }
+
+# What the foreign key of cfeed.change guaranteed, kept from 1.6 on by
+# change_guard and shard_config_guard: an INSERT into a missing shard or feed
+# fails with 23503, a shard with changes cannot be deleted (23503), one
+# without can; and an SQL INSERT does not lock the shard's row (its xmax,
+# which a locker sets to its xid).
+sub check_shard_guarantees
+{
+	my ($db, $feed, $what) = @_;
+	my ($ret, $out, $err);
+
+	($ret, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\nINSERT INTO cfeed.change (feed_id, shard, change_id) VALUES ($feed, 99, 1)");
+	like($err, qr/23503: shard 99 of feed $feed does not exist/, "$what: an INSERT into a missing shard fails with 23503");
+	($ret, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\nINSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (999, 0, 1)");
+	like($err, qr/23503: feed 999 does not exist/, "$what: an INSERT into a missing feed fails with 23503");
+	($ret, $out, $err) = $node->psql($db, "\\set VERBOSITY verbose\nDELETE FROM cfeed.shard WHERE feed_id = $feed AND shard = 0");
+	like($err, qr/23503: shard 0 of feed $feed still has changes/, "$what: a shard with changes cannot be deleted (23503)");
+	is($node->safe_psql($db, qq{BEGIN;
+		INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES ($feed, 0, 1);
+		SELECT xmax <> pg_current_xact_id()::xid FROM cfeed.shard_config WHERE feed_id = $feed AND shard = 0;
+		ROLLBACK;}), 't', "$what: an SQL INSERT of a change does not lock its shard's row");
+	is($node->safe_psql($db, qq{INSERT INTO cfeed.shard (feed_id, shard) VALUES ($feed, 50);
+		DELETE FROM cfeed.shard WHERE feed_id = $feed AND shard = 50;
+		SELECT count(*) FROM cfeed.shard WHERE feed_id = $feed AND shard = 50}), '0',
+		"$what: a shard without changes can be deleted");
+	return;
+}
+
+# A database at 1.5 (the foreign key, change_guard's WHEN clause) with
+# changes written by SQL INSERTs, updated to 1.6.
+$node->safe_psql('postgres', 'CREATE DATABASE v15');
+$node->safe_psql('v15', q{
+	CREATE EXTENSION cfeed VERSION '1.5';
+	SELECT cfeed.create_feed('seed', 2);
+	CREATE TABLE truth (change_id bigint PRIMARY KEY);
+	INSERT INTO truth SELECT g FROM generate_series(1, 120) g;
+	INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, g % 2, g FROM generate_series(1, 100) g;
+});
+is($node->safe_psql('v15', q{BEGIN;
+	INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, 1000);
+	SELECT xmax <> pg_current_xact_id()::xid FROM cfeed.shard_config WHERE feed_id = 1 AND shard = 0;
+	ROLLBACK;}), 'f', '1.5: the foreign key locks the shard\'s row');
+ok(wait_all_stamped($node, 'v15'), 'the background sweeper stamps a 1.5 database');
+$node->safe_psql('v15', q{INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, g % 2, g FROM generate_series(101, 120) g});
+$node->safe_psql('v15', 'ALTER EXTENSION cfeed UPDATE');
+is($node->safe_psql('v15', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.6',
+	'ALTER EXTENSION cfeed UPDATE takes 1.5 to 1.6');
+ok(wait_all_stamped($node, 'v15'), 'the changes written at 1.5 are stamped at 1.6');
+check_shard_guarantees('v15', 1, '1.5 updated to 1.6');
+check_invariants($node, 'v15', '1.5 updated to 1.6');
 
 # A database that lives at 1.0: changes, a tracked table, a consumer group,
 # swept by the current library's background sweeper.
@@ -95,8 +145,8 @@ $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f'
 	'pg_dump of a 1.0 database');
 
 $node->safe_psql('old', 'ALTER EXTENSION cfeed UPDATE');
-is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.5',
-	'ALTER EXTENSION cfeed UPDATE reaches 1.5');
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.6',
+	'ALTER EXTENSION cfeed UPDATE reaches 1.6');
 is($node->safe_psql('old', $shard_locks), '1', '1.3: tracked changes are written directly, under one lock for the feed\'s shards (both shards written)');
 
 # Object for object the same as a fresh install: members, definitions,
@@ -148,6 +198,8 @@ my @fresh = split /\n/, $node->safe_psql('fresh', $fingerprint);
 my @updated = split /\n/, $node->safe_psql('old', $fingerprint);
 cmp_ok(scalar @fresh, '>', 100, 'the fingerprint describes the extension (' . scalar(@fresh) . ' lines)');
 is_deeply(\@updated, \@fresh, 'the updated extension is identical to a fresh install');
+is_deeply([ split /\n/, $node->safe_psql('v15', $fingerprint) ], \@fresh,
+	'1.5 updated to 1.6 is identical to a fresh install');
 
 # The data of 1.0 lives on: the sweeper continues every shard gaplessly,
 # readers and tracked rows read on, the group checkpoints on, and 1.1's
@@ -177,12 +229,17 @@ $node->psql('old', "\\set VERBOSITY verbose\nSELECT * FROM cfeed.acquire(repeat(
 like($err, qr/22023: group_name must be at most 200 characters, got 201/,
 	'1.1: long group names refused with 22023');
 
+# 1.6: no foreign key on cfeed.change; its shard check (change_guard) and
+# shard_config's guard keep what it guaranteed, without a lock on the
+# shard's row.
+check_shard_guarantees('old', 1, '1.0 updated to 1.6');
+
 # A 1.0 dump restores into the current version.
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored', $dump ],
 	'pg_restore of the 1.0 dump');
-is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.5',
-	'the restored database runs 1.5');
+is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.6',
+	'the restored database runs 1.6');
 ok(images_read_back('restored', 1), 'the restored images of 1.0 read back');
 $node->safe_psql('restored', q{INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g});
 ok(wait_all_stamped($node, 'restored'), 'the restored database sweeps on');
