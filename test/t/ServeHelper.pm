@@ -15,6 +15,7 @@ use IPC::Run qw(start);
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Cwd ();
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
@@ -23,7 +24,7 @@ our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
 # The binary under test: the one built in this tree, else the installed one.
 sub cfeed_binary
 {
-	my $cfeed = "$ENV{TESTDIR}/src/client/cfeed";
+	my $cfeed = ($ENV{TESTDIR} // Cwd::getcwd()) . "/src/client/cfeed";
 	return $cfeed if -x $cfeed;
 	my $bindir = `pg_config --bindir`;
 	chomp $bindir;
@@ -109,12 +110,16 @@ sub ndjson
 }
 
 # SSE text into a list of { id => ..., data => ... } (events with data only)
-# and the last id seen (data or not).
+# and the last id seen (data or not).  As an EventSource does, only blocks
+# ended by a blank line count: a stream cut off mid-event (killed, or read
+# while the gateway writes) leaves its last block out.
 sub sse_events
 {
 	my ($text) = @_;
 	my (@events, $last_id);
-	for my $block (split /\n\n/, $text)
+	my @blocks = split /\n\n/, $text, -1;
+	pop @blocks;	# "" after the last blank line, or an unfinished block
+	for my $block (@blocks)
 	{
 		my ($id, $data);
 		for my $line (split /\n/, $block)
