@@ -53,6 +53,9 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 4, 104)$$),
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, 0, 104)$$),
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (99, 0, 104, 1)$$),
+  -- a null feed_id or shard is a not-null violation (23502), not a missing feed
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (NULL, 0, 104)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, NULL, 104)$$),
   ($$SELECT cfeed.publish(1, 4, 104)$$),
   ($$SELECT cfeed.publish(99, 0, 104)$$)
 ) AS t(cmd);

@@ -158,7 +158,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_guard()");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	tuple = trigdata->tg_trigtuple;
-	bool		isnull;
+	bool		feed_null;
+	bool		shard_null;
 	bool		number_null;
 	bool		stamped_null;
 	bool		xid_null;
@@ -177,8 +178,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		elog(ERROR, "cfeed._change_guard() fired for something other than INSERT");
 
-	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_change_feed_id, desc, &isnull));
-	shard = DatumGetInt32(heap_getattr(tuple, Anum_change_shard, desc, &isnull));
+	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_change_feed_id, desc, &feed_null));
+	shard = DatumGetInt32(heap_getattr(tuple, Anum_change_shard, desc, &shard_null));
 	number = heap_getattr(tuple, Anum_change_sequence, desc, &number_null);
 	(void) heap_getattr(tuple, Anum_change_stamped_at, desc, &stamped_null);
 	xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_null);
@@ -187,7 +188,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 					!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId())) ||
 		(!written_null && DatumGetTimestampTz(written) != GetCurrentTransactionStartTimestamp());
 
-	if (trigdata->tg_trigger->tgqual == NULL)
+	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
+	if (trigdata->tg_trigger->tgqual == NULL && !feed_null && !shard_null)
 		check_shard(feed_id, shard, restored_row);
 	if (number_null && stamped_null && !restored_row)
 		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
