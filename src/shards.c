@@ -42,15 +42,22 @@
  * otherwise leaves the change to the SQL path, which reports a missing shard
  * or writes to one this backend does not know yet.  An INSERT's check
  * (cfeed_shard_check, since 1.6) does the same, and for a shard it does not
- * know takes the lock and looks the shard up with a fresh snapshot.
+ * know takes the lock and looks the shard up with SnapshotSelf.  A
+ * transaction that holds the lock in exclusive mode (it takes shards of the
+ * feed away itself) skips 1 to 3: its counts are stale within the command
+ * that did it, so it writes by SQL and looks the shard up likewise.
  *
  * A transaction that deleted the shard committed either before 3, and its
  * invalidation (sent before its locks are released) is seen there, or after
  * this transaction, having waited for it at its BEFORE trigger; after that
  * the trigger (since 1.6; up to 1.5 the foreign key's NO ACTION check at the
- * end of its statement) sees this transaction's change with a fresh
- * snapshot and fails with 23503, as with the foreign key's lock: no writer
- * of the feed is in progress once it holds the lock in exclusive mode.  A
+ * end of its statement) sees this transaction's change with SnapshotSelf
+ * and fails with 23503, as with the foreign key's lock: no writer of the
+ * feed is in progress once it holds the lock in exclusive mode.
+ * SnapshotSelf, unlike a fresh MVCC snapshot, also sees the rows of the
+ * current command: a statement that deletes a shard and writes a change to
+ * it (a data-modifying WITH) fails whichever part runs first, as the
+ * foreign key's checks at the end of the statement did.  A
  * lock held already was checked when it was taken, and an aborted
  * subtransaction releases its locks.  When a concurrent deletion renumbers
  * the shards, the writer waits for it and then places the change by the new
@@ -63,7 +70,9 @@
  * Writers that do not check (replica mode, the extension owner's restored
  * rows: guard.c) take no lock: as with the foreign key, whose check did not
  * fire in replica mode, a shard deleted meanwhile leaves their changes
- * behind.
+ * behind.  Nor is a shard's deletion refused in replica mode (the foreign
+ * key's NO ACTION check did not fire there): a logical subscriber applies
+ * its publisher's deletion of a shard.
  *
  * Locking protocol, in short: a writer of a change (direct, or an INSERT's
  * check) holds its feed's shards lock (locks.c) in share mode until its
