@@ -53,6 +53,9 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 4, 104)$$),
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, 0, 104)$$),
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (99, 0, 104, 1)$$),
+  -- a null feed_id or shard is a not-null violation (23502), not a missing feed
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (NULL, 0, 104)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, NULL, 104)$$),
   ($$SELECT cfeed.publish(1, 4, 104)$$),
   ($$SELECT cfeed.publish(99, 0, 104)$$)
 ) AS t(cmd);
@@ -230,6 +233,69 @@ DROP ROLE regress_publish_writer;
 DELETE FROM cfeed.change WHERE feed_id = 50;
 DELETE FROM cfeed.feed WHERE feed_id = 50;
 SELECT count(*) AS gone_shards FROM cfeed.shard_config WHERE feed_id = 50;
+
+-- one statement that takes a shard away and writes a change to it fails
+-- (23503) whichever part runs first, as the foreign key's checks at the
+-- statement's end did: each side sees the other's rows of the same command
+SELECT cfeed.create_feed('same', 3, feed_id => 30);
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (30, 0, 3000);
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$WITH d AS (DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 2) INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (30, 2, 3001)$$),
+  ($$WITH i AS (INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (30, 1, 3002)) DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 1$$),
+  ($$WITH d AS (DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 2 RETURNING shard) SELECT cfeed.publish(30, shard, 3003) FROM d$$),
+  ($$WITH d AS (DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 1) SELECT cfeed.publish(30, 1, 3004)$$),
+  ($$WITH d AS (UPDATE cfeed.shard_config SET shard = 5 WHERE feed_id = 30 AND shard = 2) INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (30, 2, 3005)$$),
+  ($$WITH d AS (DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 2) UPDATE cfeed.change SET shard = 2 WHERE change_id = 3000$$),
+  ($$WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (30, 1, 3006)) DELETE FROM cfeed.feed WHERE feed_id = 30$$)
+) AS t(cmd);
+SELECT shard, change_id FROM cfeed.change WHERE feed_id = 30 ORDER BY change_id;
+SELECT shard FROM cfeed.shard WHERE feed_id = 30 ORDER BY shard;
+-- a shard the statement added before can be written to; one whose changes
+-- the statement deleted before can go (the main statement runs before its
+-- WITH's; in the other order both are refused, where the foreign key's
+-- check at the statement's end accepted them)
+WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (30, 3, 3007))
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (30, 3);
+SELECT shard FROM cfeed.change WHERE change_id = 3007;
+WITH s AS (DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 3)
+DELETE FROM cfeed.change WHERE feed_id = 30 AND shard = 3;
+SELECT shard FROM cfeed.shard WHERE feed_id = 30 ORDER BY shard;
+-- an UPDATE cannot move a change to a missing shard or feed (23503), a
+-- pending one nor backfilled history; it can to an existing shard
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (30, 0, 3010, 7);
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$UPDATE cfeed.change SET shard = 99 WHERE change_id = 3000$$),
+  ($$UPDATE cfeed.change SET feed_id = 99 WHERE change_id = 3000$$),
+  ($$UPDATE cfeed.change SET shard = 99 WHERE change_id = 3010$$),
+  ($$UPDATE cfeed.change SET shard = 99, change_sequence_number = 8 WHERE change_id = 3010$$),
+  ($$UPDATE cfeed.change SET shard = 1 WHERE change_id = 3000$$),
+  ($$UPDATE cfeed.change SET shard = 2 WHERE change_id = 3010$$)
+) AS t(cmd);
+SELECT shard, change_id FROM cfeed.change WHERE feed_id = 30 ORDER BY change_id;
+-- not in replica mode, as the foreign key's check did not fire there
+BEGIN;
+SET LOCAL session_replication_role = replica;
+UPDATE cfeed.change SET shard = 99 WHERE change_id = 3000;
+SELECT shard FROM cfeed.change WHERE change_id = 3000;
+ROLLBACK;
+-- a written_at of the transaction's start or later is not a restored row's:
+-- the owner's INSERT is checked as anyone's (22023, 23503)
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, written_at, change_sequence_number) VALUES (30, 0, 3020, clock_timestamp(), 5000000000000000)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, written_at) VALUES (30, 9, 3021, clock_timestamp())$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, written_at, change_sequence_number) VALUES (30, 0, 3022, now() - interval '1 day', 5000000000000000)$$)
+) AS t(cmd);
+SELECT change_id, change_sequence_number FROM cfeed.change WHERE change_id BETWEEN 3020 AND 3029;
+-- in replica mode a shard with changes can go (a subscriber applies its
+-- publisher's DELETE), as the foreign key's NO ACTION did not fire there
+BEGIN;
+SET LOCAL session_replication_role = replica;
+DELETE FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 1;
+SELECT (SELECT count(*) FROM cfeed.shard_config WHERE feed_id = 30 AND shard = 1) AS shards,
+       (SELECT count(*) FROM cfeed.change WHERE feed_id = 30 AND shard = 1) AS changes;
+ROLLBACK;
+DELETE FROM cfeed.change WHERE feed_id = 30;
+DELETE FROM cfeed.feed WHERE feed_id = 30;
 
 -- channel: cfeed_<feed_id>_<shard>
 SELECT cfeed.channel(1, 0), cfeed.channel(1, 3), cfeed.channel(3, 6);

@@ -59,6 +59,13 @@
 												context, params, queryEnv, dest, qc)
 #endif
 
+/* LockHeldByMe gained orstronger in 17 (false: exactly the mode). */
+#if PG_VERSION_NUM >= 170000
+#define cfeed_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode), false)
+#else
+#define cfeed_lock_held_by_me(tag, mode) LockHeldByMe((tag), (mode))
+#endif
+
 /* Ownership checks became object_ownercheck() in 16. */
 #if PG_VERSION_NUM >= 160000
 #define cfeed_rel_ownercheck(relid, roleid) \

@@ -74,6 +74,7 @@
 
 #define CHANGE_GUARD_TRIGGER		"change_guard"
 #define CHANGE_STAMP_GUARD_TRIGGER	"change_stamp_guard"
+#define CHANGE_SHARD_GUARD_TRIGGER	"change_shard_guard"
 
 /* The column types of cfeed.change as the scripts create it. */
 static const Oid change_types[CHANGE_NATTS] =
@@ -133,7 +134,9 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
  *		1.5 cfeed.change's foreign-key check against shard_config, not
  *		deferred (an INSERT checks at once, an UPDATE leaves the key alone);
  *		for UPDATE change_stamp_guard, whose WHEN clause the sweep's rows
- *		(unnumbered) never satisfy.
+ *		(unnumbered) never satisfy, and since 1.6 change_shard_guard, whose
+ *		WHEN clause holds only for a row moved to another feed or shard (the
+ *		sweep's UPDATE sets neither).
  */
 static bool
 triggers_known(Relation rel, CmdType cmd, Oid shard_config)
@@ -152,10 +155,10 @@ triggers_known(Relation rel, CmdType cmd, Oid shard_config)
 		if (t->tgisinternal && t->tgconstrrelid == shard_config && !t->tgdeferrable &&
 			t->tgfoid == (cmd == CMD_INSERT ? F_RI_FKEY_CHECK_INS : F_RI_FKEY_CHECK_UPD))
 			continue;
-		if (!t->tgisinternal &&
-			strcmp(t->tgname, cmd == CMD_INSERT ? CHANGE_GUARD_TRIGGER : CHANGE_STAMP_GUARD_TRIGGER) == 0 &&
-			TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
-			(t->tgqual != NULL || cmd == CMD_INSERT))
+		if (!t->tgisinternal && TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
+			(cmd == CMD_INSERT ? strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 :
+			 t->tgqual != NULL && (strcmp(t->tgname, CHANGE_STAMP_GUARD_TRIGGER) == 0 ||
+								   strcmp(t->tgname, CHANGE_SHARD_GUARD_TRIGGER) == 0)))
 			continue;
 		return false;
 	}

@@ -21,10 +21,13 @@
  *		cfeed.shard_config; the dumped rows had passed the check where they
  *		were written, and only the owner, who may drop the guards anyway,
  *		can skip it.
- *	  A restored row is one that carries another transaction's writer_xid or
- *	  written_at, as a dump's rows do: both, since the restoring
- *	  transaction's xid can be the one a dumped row carries (two fresh
- *	  clusters count xids alike), its start time practically never.
+ *	  A restored row is one that carries another transaction's writer_xid,
+ *	  or a written_at earlier than the inserting transaction's start, as a
+ *	  dump's rows do: both, since the restoring transaction's xid can be the
+ *	  one a dumped row carries (two fresh clusters count xids alike), while
+ *	  a dumped row was written before the restore started.  A written_at of
+ *	  the start or later (clock_timestamp(), a clock ahead) is no dumped
+ *	  row's, and is checked as anyone's.
  *	  For the common row (sequence number and stamped_at left null,
  *	  writer_xid left to its default) that check is all; before 1.6 the
  *	  WHEN clause kept the trigger from firing for it at all.
@@ -41,9 +44,15 @@
  *		change_sequence_idx still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
  *
+ *	  An UPDATE that moves a change to another feed or shard is checked the
+ *	  same way by change_shard_guard (since 1.6, the foreign key's check of
+ *	  an UPDATE): 23503 for a missing feed or shard, none in replica mode,
+ *	  where it does not fire (an ORIGIN trigger, as the foreign key's was).
+ *
  *	  Locking: a guard runs inside the writer's INSERT or UPDATE and reads
- *	  cfeed.shard_config with a fresh snapshot; the shard check holds the
- *	  feed's shards lock in share mode until the transaction ends (shards.c).
+ *	  cfeed.shard_config with a fresh snapshot (the shard check: SnapshotSelf,
+ *	  shards.c); the shard check holds the feed's shards lock in share mode
+ *	  until the transaction ends.
  *
  *-------------------------------------------------------------------------
  */
@@ -66,6 +75,7 @@
 PG_FUNCTION_INFO_V1(cfeed_writer_xid);
 PG_FUNCTION_INFO_V1(cfeed_change_guard);
 PG_FUNCTION_INFO_V1(cfeed_change_stamp_guard);
+PG_FUNCTION_INFO_V1(cfeed_change_shard_guard);
 
 /*
  * cfeed_writer_xid
@@ -103,8 +113,10 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
  * check_writer_number
  *		Refuse (22023) a writer-set sequence number outside what the
  *		file header allows.  restored_row: the row carries another
- *		transaction's writer_xid or written_at.  A missing shard was
- *		reported before (by check_shard, or before 1.6 the foreign key).
+ *		transaction's writer_xid or an earlier written_at.  A missing shard
+ *		was reported before (by check_shard, for an UPDATE by
+ *		change_shard_guard, which fires first, or before 1.6 the foreign
+ *		key), or is not checked (replica mode, the owner's restored rows).
  */
 static void
 check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
@@ -158,7 +170,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_guard()");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	tuple = trigdata->tg_trigtuple;
-	bool		isnull;
+	bool		feed_null;
+	bool		shard_null;
 	bool		number_null;
 	bool		stamped_null;
 	bool		xid_null;
@@ -177,17 +190,18 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 		elog(ERROR, "cfeed._change_guard() fired for something other than INSERT");
 
-	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_change_feed_id, desc, &isnull));
-	shard = DatumGetInt32(heap_getattr(tuple, Anum_change_shard, desc, &isnull));
+	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_change_feed_id, desc, &feed_null));
+	shard = DatumGetInt32(heap_getattr(tuple, Anum_change_shard, desc, &shard_null));
 	number = heap_getattr(tuple, Anum_change_sequence, desc, &number_null);
 	(void) heap_getattr(tuple, Anum_change_stamped_at, desc, &stamped_null);
 	xid = heap_getattr(tuple, Anum_change_writer_xid, desc, &xid_null);
 	written = heap_getattr(tuple, Anum_change_written_at, desc, &written_null);
 	restored_row = (!xid_null &&
 					!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId())) ||
-		(!written_null && DatumGetTimestampTz(written) != GetCurrentTransactionStartTimestamp());
+		(!written_null && DatumGetTimestampTz(written) < GetCurrentTransactionStartTimestamp());
 
-	if (trigdata->tg_trigger->tgqual == NULL)
+	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
+	if (trigdata->tg_trigger->tgqual == NULL && !feed_null && !shard_null)
 		check_shard(feed_id, shard, restored_row);
 	if (number_null && stamped_null && !restored_row)
 		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
@@ -282,5 +296,37 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 		check_writer_number(DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &isnull)),
 							DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &isnull)),
 							number, false);
+	PG_RETURN_POINTER(newtup);
+}
+
+/*
+ * cfeed_change_shard_guard
+ *		BEFORE UPDATE OF feed_id, shard on cfeed.change, for rows moved to
+ *		another feed or shard (WHEN clause; since 1.6, in place of the foreign
+ *		key's check of an UPDATE, and like it enabled in origin mode only):
+ *		the new shard must exist (23503), checked as an INSERT's
+ *		(cfeed_shard_check: the new feed's shards lock in share mode).  A
+ *		pending change moved is as good as a new one; a stamped one is also
+ *		refused by change_stamp_guard, which fires after this.
+ */
+Datum
+cfeed_change_shard_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_shard_guard()");
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	HeapTuple	newtup = trigdata->tg_newtuple;
+	bool		feed_null;
+	bool		shard_null;
+	int32		feed_id;
+	int32		shard;
+
+	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		elog(ERROR, "cfeed._change_shard_guard() fired for something other than UPDATE");
+
+	feed_id = DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &feed_null));
+	shard = DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &shard_null));
+	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
+	if (!feed_null && !shard_null)
+		check_shard(feed_id, shard, false);
 	PG_RETURN_POINTER(newtup);
 }

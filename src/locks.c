@@ -107,3 +107,16 @@ cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode)
 	lock_tag(&tag, CFEED_LOCK_SHARDS, feed_id);
 	return LockAcquire(&tag, lockmode, false, false) == LOCKACQUIRE_OK;
 }
+
+/*
+ * cfeed_shards_lock_held
+ *		Whether this transaction holds a feed's shards lock in lockmode.
+ */
+bool
+cfeed_shards_lock_held(int32 feed_id, LOCKMODE lockmode)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_SHARDS, feed_id);
+	return cfeed_lock_held_by_me(&tag, lockmode);
+}

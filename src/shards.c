@@ -42,15 +42,22 @@
  * otherwise leaves the change to the SQL path, which reports a missing shard
  * or writes to one this backend does not know yet.  An INSERT's check
  * (cfeed_shard_check, since 1.6) does the same, and for a shard it does not
- * know takes the lock and looks the shard up with a fresh snapshot.
+ * know takes the lock and looks the shard up with SnapshotSelf.  A
+ * transaction that holds the lock in exclusive mode (it takes shards of the
+ * feed away itself) skips 1 to 3: its counts are stale within the command
+ * that did it, so it writes by SQL and looks the shard up likewise.
  *
  * A transaction that deleted the shard committed either before 3, and its
  * invalidation (sent before its locks are released) is seen there, or after
  * this transaction, having waited for it at its BEFORE trigger; after that
  * the trigger (since 1.6; up to 1.5 the foreign key's NO ACTION check at the
- * end of its statement) sees this transaction's change with a fresh
- * snapshot and fails with 23503, as with the foreign key's lock: no writer
- * of the feed is in progress once it holds the lock in exclusive mode.  A
+ * end of its statement) sees this transaction's change with SnapshotSelf
+ * and fails with 23503, as with the foreign key's lock: no writer of the
+ * feed is in progress once it holds the lock in exclusive mode.
+ * SnapshotSelf, unlike a fresh MVCC snapshot, also sees the rows of the
+ * current command: a statement that deletes a shard and writes a change to
+ * it (a data-modifying WITH) fails whichever part runs first, as the
+ * foreign key's checks at the end of the statement did.  A
  * lock held already was checked when it was taken, and an aborted
  * subtransaction releases its locks.  When a concurrent deletion renumbers
  * the shards, the writer waits for it and then places the change by the new
@@ -63,7 +70,9 @@
  * Writers that do not check (replica mode, the extension owner's restored
  * rows: guard.c) take no lock: as with the foreign key, whose check did not
  * fire in replica mode, a shard deleted meanwhile leaves their changes
- * behind.
+ * behind.  Nor is a shard's deletion refused in replica mode (the foreign
+ * key's NO ACTION check did not fire there): a logical subscriber applies
+ * its publisher's deletion of a shard.
  *
  * Locking protocol, in short: a writer of a change (direct, or an INSERT's
  * check) holds its feed's shards lock (locks.c) in share mode until its
@@ -299,12 +308,18 @@ cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
  *		header): with a key, the key's shard; else shard, when it is one of
  *		the feed's shards 0..n-1 as this backend knows them, or -1 (nothing
  *		locked) when it is not, for the SQL path to report a missing shard or
- *		write to one added since.  The caller has checked
- *		cfeed_shards_guarded.
+ *		write to one added since.  Also -1 in a transaction that holds the
+ *		lock in exclusive mode, having taken shards of the feed away itself:
+ *		its pending invalidations are not read before its command ends, so
+ *		the counts are stale within the command that did it; the SQL path's
+ *		check (cfeed_shard_check) looks at the catalog instead.  The caller
+ *		has checked cfeed_shards_guarded.
  */
 int32
 cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 {
+	if (cfeed_shards_lock_held(feed_id, AccessExclusiveLock))
+		return -1;
 	for (;;)
 	{
 		uint64		gen;
@@ -330,12 +345,24 @@ cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 /*
  * cfeed_shard_check
  *		The foreign-key check of a change that an INSERT writes (1.6's
- *		change_guard, guard.c): the check of cfeed_shard_locked, falling back
- *		to the catalog (fresh snapshot, under the same lock) for a shard this
- *		backend does not know as one of the feed's 0..n-1.  Raises 23503 when
- *		the feed or the shard does not exist.  The caller holds cfeed.change
- *		in ROW EXCLUSIVE mode, as the foreign key's check did when it locked
- *		shard_config.
+ *		change_guard and change_shard_guard, guard.c): the check of
+ *		cfeed_shard_locked, falling back to the catalog (under the same lock)
+ *		for a shard this backend does not know as one of the feed's 0..n-1,
+ *		or when this transaction takes shards of the feed away itself.
+ *		Raises 23503 when the feed or the shard does not exist.  The caller
+ *		holds cfeed.change in ROW EXCLUSIVE mode, as the foreign key's check
+ *		did when it locked shard_config.
+ *
+ *		The catalog is read with SnapshotSelf: what has committed, and every
+ *		command of this transaction including the current one.  The foreign
+ *		key checked at the end of the statement, which saw all of it; an MVCC
+ *		snapshot would miss a shard deleted (or added) earlier in the same
+ *		command, as by a data-modifying WITH.  Another transaction's change
+ *		to the feed's shards in progress is either waited for (a deletion
+ *		holds the lock in exclusive mode) or not seen (an added shard, as with
+ *		an MVCC snapshot).  A shard the statement adds after the change is
+ *		written is still missing then (23503, where the foreign key accepted
+ *		it): a refusal, never an orphan.
  */
 void
 cfeed_shard_check(int32 feed_id, int32 shard)
@@ -346,7 +373,7 @@ cfeed_shard_check(int32 feed_id, int32 shard)
 	if (cfeed_shards_guarded() && cfeed_shard_locked(feed_id, NULL, 0, shard) >= 0)
 		return;
 	(void) cfeed_shards_lock(feed_id, AccessShareLock);
-	if (!cfeed_shard_fetch(feed_id, shard, NULL, false, &sh))
+	if (!cfeed_shard_fetch(feed_id, shard, SnapshotSelf, false, &sh))
 		cfeed_shard_missing(feed_id, shard, ERRCODE_FOREIGN_KEY_VIOLATION,
 							"Every change of cfeed.change belongs to a shard of cfeed.shard_config.");
 }
@@ -371,7 +398,8 @@ shard_column(TriggerData *trigdata, int attnum, bool use_new)
  *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
  *		FOR EACH ROW on cfeed.shard_config (enabled always): a shard that
  *		goes away waits for the direct writers of changes to its feed (the
- *		lock of cfeed_shard_locked, in exclusive mode); a shard that moves to
+ *		lock of cfeed_shard_locked, in exclusive mode) and, outside replica
+ *		mode, is refused (23503) while changes of it exist; a shard that moves to
  *		another sweep group waits for the sweeps of both groups and keeps
  *		them waiting until this transaction ends (the sweep locks); and every
  *		backend forgets its shard counts and sweep watermarks when this
@@ -410,15 +438,20 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	{
 		int32		feed_id = shard_column(trigdata, Anum_shard_feed_id, false);
 		int32		shard = shard_column(trigdata, Anum_shard_shard, false);
-		Snapshot	snapshot;
-		bool		used;
 
-		/* no writer of the feed is in progress now: a fresh snapshot sees all */
+		/*
+		 * No checking writer of the feed is in progress once the lock is
+		 * held: SnapshotSelf sees every change that was committed or written
+		 * by this transaction, its current command included (an MVCC
+		 * snapshot would miss a change the same statement wrote, as by a
+		 * data-modifying WITH, and the foreign key's NO ACTION check saw it
+		 * at the statement's end).  In replica mode (logical replication's
+		 * apply of its publisher's DELETE) the foreign key's check did not
+		 * fire, nor does this one.
+		 */
 		(void) cfeed_shards_lock(feed_id, AccessExclusiveLock);
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
-		used = cfeed_shard_has_changes(feed_id, shard, snapshot);
-		UnregisterSnapshot(snapshot);
-		if (used)
+		if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA &&
+			cfeed_shard_has_changes(feed_id, shard, SnapshotSelf))
 			ereport(ERROR,
 					(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
 					 errmsg("shard %d of feed %d still has changes", shard, feed_id),

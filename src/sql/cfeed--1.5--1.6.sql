@@ -23,16 +23,26 @@
  *    at the INSERT for a missing feed or shard, as the foreign key did.
  *    Like the foreign key's check it does not check in replica mode
  *    (logical replication's apply); nor does it for rows that carry
- *    another transaction's writer_xid when the inserting user has the
+ *    another transaction's writer_xid, or a written_at earlier than the
+ *    inserting transaction's start, when the inserting user has the
  *    privileges of the extension's owner: a restore, whose pg_dump orders
  *    extension tables by their foreign keys only and may now copy
  *    cfeed.change before cfeed.shard_config.
+ *  - change_shard_guard checks the new shard of an UPDATE that moves a
+ *    change to another feed or shard (23503), as the foreign key's check of
+ *    an UPDATE did, and like it fires in origin mode only.
  *  - shard_config_guard, after it has waited for the feed's writers,
  *    refuses (23503) to delete a shard, or change its key, while changes of
  *    it exist (the foreign key's NO ACTION), DELETE FROM cfeed.feed's
- *    cascade included.
+ *    cascade included; not in replica mode, where the foreign key's check
+ *    did not fire (a subscriber applies its publisher's DELETE).
  *  - shard_config_truncate refuses (23503) a TRUNCATE of cfeed.shard_config
  *    that leaves changes in cfeed.change, as the foreign key did.
+ *
+ * Both sides look at the catalogs with SnapshotSelf, which sees the rows
+ * written by the current command too: a statement that takes a shard away
+ * and writes a change to it, as with a data-modifying WITH, fails whichever
+ * part runs first, as the foreign key's checks at the statement's end did.
  *
  * The library's change_guard checks the shard only when the trigger has no
  * WHEN clause: a database still at 1.5 or earlier keeps its foreign key
@@ -44,6 +54,16 @@ CREATE OR REPLACE TRIGGER change_guard BEFORE INSERT ON cfeed.change FOR EACH RO
 	EXECUTE FUNCTION cfeed._change_guard();
 ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_guard;
 COMMENT ON FUNCTION cfeed._change_guard() IS 'internal: checks an inserted change''s shard (the foreign key of cfeed.change) and refuses writer-chosen sequence numbers outside the migration range';
+
+CREATE FUNCTION cfeed._change_shard_guard() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_change_shard_guard';
+COMMENT ON FUNCTION cfeed._change_shard_guard() IS 'internal: checks the shard a change is moved to (the foreign key of cfeed.change)';
+REVOKE ALL ON FUNCTION cfeed._change_shard_guard() FROM PUBLIC;
+
+CREATE TRIGGER change_shard_guard BEFORE UPDATE OF feed_id, shard ON cfeed.change
+	FOR EACH ROW
+	WHEN (NEW.feed_id IS DISTINCT FROM OLD.feed_id OR NEW.shard IS DISTINCT FROM OLD.shard)
+	EXECUTE FUNCTION cfeed._change_shard_guard();
 
 COMMENT ON FUNCTION cfeed._shard_config_guard() IS 'internal: a shard that goes away waits for the writes to its feed and is refused while it has changes; shard counts cached by backends are invalidated';
 
