@@ -35,7 +35,12 @@
 pthread_mutex_t cfeed_hub_lock = PTHREAD_MUTEX_INITIALIZER;
 HubShard   *cfeed_hub_shards;
 static ServeReq *waiters;
-static long long waiters_due_ms;	/* when the hub walks the waiters next */
+/*
+ * When the hub walks the waiters next (wake_waiters sets it): every sleep of
+ * the hub thread must be bounded by the walk just before it, so that a
+ * request due later than this needs no kick.
+ */
+static long long waiters_due_ms;
 
 /*
  * cfeed_hub_drop_tail
@@ -52,25 +57,48 @@ cfeed_hub_drop_tail(HubShard *h)
 }
 
 /*
+ * req_due
+ *		The earliest time a waiting request has something to do whatever the
+ *		hub reads: its heartbeat, its end, or the retry of a catch-up read
+ *		that found the database down.
+ */
+static long long
+req_due(const ServeReq *req, long long now)
+{
+	long long	due = req->next_beat_ms;
+
+	if (req->deadline_ms > 0 && req->deadline_ms < due)
+		due = req->deadline_ms;
+	if (req->retry_ms > now && req->retry_ms < due)
+		due = req->retry_ms;
+	return due;
+}
+
+/*
  * should_wake
  *		Whether a waiting request has something to do now (cfeed_hub_lock
- *		held): an event or a catch-up on one of its shards, a heartbeat or
- *		its end due, a token change, or shutdown.
+ *		held): an event or a catch-up on one of its shards (a catch-up not
+ *		before its retry time: until then the request waits, rather than
+ *		spinning the HTTP thread), a heartbeat or its end due, a token
+ *		change, or shutdown.
  */
 static bool
 should_wake(ServeReq *req, long long now)
 {
-	if (atomic_load(&cfeed_serve_stopping) || now >= req->next_beat_ms ||
-		(req->deadline_ms > 0 && now >= req->deadline_ms))
+	if (atomic_load(&cfeed_serve_stopping) || now >= req_due(req, now))
 		return true;
 	for (int i = 0; i < req->ncursors; i++)
 	{
 		ServeCursor *c = &req->cursors[i];
 		HubShard   *h = c->hub;
 
-		if (h->based && (!c->known || c->epoch < h->epoch ||
-						 (c->epoch == h->epoch && (c->number < h->last || c->number < h->base))))
-			return true;
+		if (h->based && c->known && c->epoch == h->epoch && c->number < h->last &&
+			c->number >= h->base)
+			return true;		/* events in the tail */
+		if (h->based && now >= req->retry_ms &&
+			(!c->known || c->epoch < h->epoch ||
+			 (c->epoch == h->epoch && c->number < h->base)))
+			return true;		/* a catch-up read */
 		if (req->kind == REQ_FETCH && i == 0 && strcmp(h->token, req->feed.token) != 0)
 			return true;
 	}
@@ -102,10 +130,8 @@ wake_waiters(bool all, ServeReq **woken)
 			*woken = req;
 			continue;
 		}
-		if (req->next_beat_ms < next)
-			next = req->next_beat_ms;
-		if (req->deadline_ms > 0 && req->deadline_ms < next)
-			next = req->deadline_ms;
+		if (req_due(req, now) < next)
+			next = req_due(req, now);
 		link = &req->next_waiting;
 	}
 	waiters_due_ms = next;
@@ -251,8 +277,8 @@ cfeed_hub_take(ServeReq *req, ServeCursor *c)
  * cfeed_hub_wait
  *		Suspend req until the hub has something for it.  False (not
  *		suspended) when it has something already.  The hub is kicked only
- *		when req's heartbeat or end is due before the hub's next walk of the
- *		waiters (waiters_due_ms, set by wake_waiters): a suspend per event
+ *		when req is due (req_due) before the hub's next walk of the waiters
+ *		(waiters_due_ms, set by wake_waiters): a suspend per event
  *		sent must not make the hub walk every waiter (with 10,000 streaming
  *		clients that walk per suspend was most of the gateway's CPU).  New
  *		events need no kick: the hub walks the waiters after every batch.
@@ -262,16 +288,17 @@ cfeed_hub_wait(ServeReq *req)
 {
 	bool		suspended = false;
 	bool		earliest = false;
+	long long	now;
 
 	pthread_mutex_lock(&cfeed_hub_lock);
-	if (!should_wake(req, cfeed_now_ms()))
+	now = cfeed_now_ms();
+	if (!should_wake(req, now))
 	{
 		req->next_waiting = waiters;
 		waiters = req;
 		MHD_suspend_connection(req->conn);
 		suspended = true;
-		earliest = req->next_beat_ms < waiters_due_ms ||
-			(req->deadline_ms > 0 && req->deadline_ms < waiters_due_ms);
+		earliest = req_due(req, now) < waiters_due_ms;
 	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
 	if (earliest)

@@ -303,6 +303,48 @@ is_deeply([ map { $_->{number} } @data ], [ $headr + 1 .. $headr + 3 ],
 	'a stream open across the database restart gets the changes after it');
 is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200 after the hub reconnected');
 
+# --- a stream still catching up when the database goes down waits for its
+# retry, 500 ms later, instead of spinning the one HTTP thread until then.
+# Its client reads nothing until the database is down (the gateway stops
+# when the socket buffers are full, ~18 MB short of the head), then reads
+# as fast as it can: the gateway sends what the buffers held and needs its
+# next page from the database.
+$node->safe_psql('postgres', 'select cfeed.publish(1, 1) from generate_series(1, 100000)');
+wait_stamped();
+my $head1 = $node->safe_psql('postgres', 'select cfeed.head(1, 1)');
+my $tokc = decode_json(http_get("$url/orders", $alice)->{content})->{token};
+my $cout = '';
+my $catching = start_stream("$url/orders?token=$tokc&partition=1&cursor=_first&stream=y", $alice, \$cout);
+usleep(500_000);
+$node->stop('fast');
+my $gw_cpu = sub {
+	my @stat = split / /, slurp_file("/proc/$gw->{handle}{KIDS}[0]{PID}/stat") =~ s/^.*\) //sr;
+	return ($stat[11] + $stat[12]) / 100;    # utime + stime, in clock ticks
+};
+my $cpu0 = $gw_cpu->();
+$down_until = time + 4;
+while (time < $down_until)
+{
+	$catching->pump_nb;
+	usleep(1_000);
+}
+my $spent = $gw_cpu->() - $cpu0;
+my $got = length $cout;
+ok($spent < 1, "a stream catching up while the database is down waits for its retry (gateway CPU $spent s in 4 s, $got bytes sent)");
+$node->start;
+$sse_deadline = time + 60;
+while (substr($cout, -4096) !~ /"number"\s*:\s*$head1\b/ && time < $sse_deadline)
+{
+	$catching->pump_nb;
+	usleep(1_000);
+}
+$catching->kill_kill;
+my @caught = $cout =~ /"number"\s*:\s*(\d+)/g;
+my $first1 = $node->safe_psql('postgres',
+	'select min(change_sequence_number) from cfeed.change where feed_id = 1 and shard = 1');
+ok(@caught == $head1 - $first1 + 1 && !grep({ $caught[$_] != $first1 + $_ } 0 .. $#caught),
+	'and it catches up, once and in order, after the database is back (' . scalar(@caught) . ' events)');
+
 # --- the gateway's role needs cfeed's read grant too
 $node->safe_psql('postgres', q{
 	create role gw login;
