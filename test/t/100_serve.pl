@@ -41,10 +41,7 @@ $node->safe_psql('postgres', q{
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $alice = 'alice-0123456789abcdef';
 my $bob = 'bob-0123456789abcdefgh';
-open my $fh, '>', "$dir/tokens" or die;
-print $fh "# token feeds label\n$alice orders,old,plain alice\n$bob other bob\n";
-close $fh;
-chmod 0600, "$dir/tokens";
+write_tokens("$dir/tokens", '# token feeds label', "$alice orders,old,plain alice", "$bob other bob");
 
 my $dsn = $node->connstr('postgres');
 my $start = 2000000000000000;
@@ -137,9 +134,7 @@ is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not 
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
 
 # 404: a granted name that does not exist (a token for every feed)
-open $fh, '>>', "$dir/tokens" or die;
-print $fh "all-0123456789abcdefgh * ops\n";
-close $fh;
+append_to_file("$dir/tokens", "all-0123456789abcdefgh * ops\n");
 stop_gateway($gw);
 $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port},
 	args => [ '--payload', 'plain=public.event_body' ]);

@@ -38,10 +38,7 @@ $node->safe_psql('postgres', q{
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'browser-0123456789abcdef';
-open my $fh, '>', "$dir/tokens" or die;
-print $fh "$token orders browser\n";
-close $fh;
-chmod 0600, "$dir/tokens";
+write_tokens("$dir/tokens", "$token orders browser");
 
 # The listener: serves the page at / and appends every POST body to a file,
 # one line each (a process per connection: the browser may open sockets it
@@ -95,7 +92,7 @@ my $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", args => [ '--allow-
 # (a reconnect that did not resume from Last-Event-ID would repeat them);
 # what it receives goes to the listener in batches, each with the index of
 # its first entry, one POST at a time.
-open $fh, '>', "$dir/page.html" or die;
+open my $fh, '>', "$dir/page.html" or die;
 print $fh <<"EOS";
 <!doctype html>
 <meta charset="utf-8">

@@ -37,10 +37,7 @@ my $dsn = sprintf('host=%s,%s port=%d,%d dbname=postgres target_session_attrs=re
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'epochs-0123456789abcdef';
-open my $fh, '>', "$dir/tokens" or die;
-print $fh "$token f reader\n";
-close $fh;
-chmod 0600, "$dir/tokens";
+write_tokens("$dir/tokens", "$token f reader");
 
 # Publish n changes on node and stamp them; returns their change_ids.
 sub publish

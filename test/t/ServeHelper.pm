@@ -19,7 +19,7 @@ use Cwd ();
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
-  sse_events start_stream write_writer_script);
+  sse_events start_stream write_writer_script write_tokens);
 
 # The binary under test: the one built in this tree, else the installed one.
 sub cfeed_binary
@@ -63,6 +63,18 @@ sub start_gateway
 		usleep(50_000);
 	}
 	die "gateway did not start: " . slurp_file($log);
+}
+
+# A gateway's token file at path, one line per token ("TOKEN FEEDS LABEL"),
+# readable by its owner only as the gateway wants it.  Returns path.
+sub write_tokens
+{
+	my ($path, @lines) = @_;
+	open my $fh, '>', $path or die "could not write $path: $!";
+	print $fh map { "$_\n" } @lines;
+	close $fh;
+	chmod 0600, $path;
+	return $path;
 }
 
 # A pgbench script: publish to shard 0 or 1 of feed 1, one in four rolled back.
