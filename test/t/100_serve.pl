@@ -229,11 +229,15 @@ $stream = start_stream("$url/orders?cursor=_first", $alice, \$sse_text, Accept =
 $node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 30) g');
 wait_stamped();
 my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
-my $sse_deadline = time + 60;
-while ((() = $sse_text =~ /^data:/mg) < $total && time < $sse_deadline)
+my $sse_deadline = time + 120;
+my ($sse_seen, $sse_counted) = (0, 0);	# data lines counted in the text read so far
+while ($sse_seen < $total && time < $sse_deadline)
 {
 	$stream->pump_nb;
-	usleep(50_000);
+	my $upto = rindex($sse_text, "\n") + 1;
+	$sse_seen += () = substr($sse_text, $sse_counted, $upto - $sse_counted) =~ /^data:/mg;
+	$sse_counted = $upto;
+	usleep(1_000);
 }
 stop_gateway($gw);
 $stream->finish;
