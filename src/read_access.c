@@ -58,6 +58,7 @@
 #include "commands/trigger.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "nodes/supportnodes.h"
 #include "rewrite/rowsecurity.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -100,6 +101,7 @@ typedef struct CfeedAccessMemo
 
 PG_FUNCTION_INFO_V1(cfeed_may_read);
 PG_FUNCTION_INFO_V1(cfeed_may_read_change);
+PG_FUNCTION_INFO_V1(cfeed_may_read_support);
 PG_FUNCTION_INFO_V1(cfeed_read_grant_changed);
 
 /*
@@ -389,6 +391,29 @@ cfeed_may_read_change(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0) || !cfeed_may_read_feed(PG_GETARG_INT32(0)))
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(PG_ARGISNULL(1) || cfeed_may_read_table(PG_GETARG_OID(1)));
+}
+
+/*
+ * cfeed_may_read_support
+ *		SQL (1.7): the planner support function of both cfeed._may_read.
+ *		Their selectivity is 1: a reader reads what it may read, and a plan
+ *		for a third of the rows (the default for a boolean function) turned
+ *		a reader's read near a shard's head into a scan of the whole range
+ *		and a sort.  Other requests get the defaults.
+ */
+Datum
+cfeed_may_read_support(PG_FUNCTION_ARGS)
+{
+	Node	   *req = (Node *) PG_GETARG_POINTER(0);
+
+	if (IsA(req, SupportRequestSelectivity))
+	{
+		SupportRequestSelectivity *sel = (SupportRequestSelectivity *) req;
+
+		sel->selectivity = 1.0;
+		PG_RETURN_POINTER(sel);
+	}
+	PG_RETURN_POINTER(NULL);
 }
 
 /*

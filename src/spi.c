@@ -55,13 +55,17 @@ cfeed_spi_connect(void)
  * cfeed_spi_plan
  *		The kept plan of one of cfeed's statements: prepared into *plan on
  *		first use in this backend (inside cfeed_spi_connect), then reused.
+ *		The plan is generic: each statement has one right shape whatever its
+ *		arguments, and a custom plan per call would cost a planning each time
+ *		(cfeed.read near a shard's head, where the range is estimated small,
+ *		was planned anew at every call, as a bitmap scan and a sort).
  */
 SPIPlanPtr
 cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)
 {
 	if (*plan == NULL)
 	{
-		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
 
 		if (p == NULL)
 			elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));

@@ -1,0 +1,62 @@
+# The plans of cfeed.read and cfeed.read_rows: generic, made once per
+# backend, an ordered scan of change_sequence_idx stopped at max_count.
+# Before, each call near a shard's head (where the range left is estimated
+# small) was planned anew, as a bitmap scan of the whole range and a sort.
+# auto_explain, logging the statements the functions run, shows each
+# call's plan: a generic one has the parameters ($3), a custom one the
+# call's values.  The read policy's selectivity (1.7) is in
+# sql/read_access.sql.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('plans');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'cfeed'
+cfeed.enable_sweeper = off
+});
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION cfeed;
+	SELECT cfeed.create_feed('f', 2);
+	INSERT INTO cfeed.change (feed_id, shard, change_id)
+	SELECT 1, i % 2, nextval('cfeed.change_id') FROM generate_series(1, 20000) i;
+	SELECT count(*) FROM cfeed.sweep();
+	VACUUM ANALYZE cfeed.change;
+});
+my $head = $node->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
+
+# Eight calls of each function, each a few rows short of the head (where a
+# custom plan is estimated a handful of rows) or from the start, with every
+# nested statement's plan logged as a NOTICE.
+my $calls = join("\n", map {
+	my $cursor = $_ % 2 ? $head - 5 * $_ : 'NULL';
+	("SELECT count(*) FROM cfeed.read(1, 0, $cursor, 1000);",
+	 "SELECT count(*) FROM cfeed.read_rows(1, 0, $cursor, 1000);")
+} 1 .. 8);
+my ($out, $err) = ('', '');
+$node->psql('postgres', qq{
+	LOAD 'auto_explain';
+	SET auto_explain.log_min_duration = 0;
+	SET auto_explain.log_nested_statements = on;
+	SET auto_explain.log_level = notice;
+	SET client_min_messages = notice;
+	$calls
+}, stdout => \$out, stderr => \$err, on_error_die => 1);
+
+# The plans of the functions' own statements, in call order (their query
+# text has the parameters whatever the plan: a plan's index condition tells).
+my @plans = grep { /Query Text: SELECT c\.change_sequence_number/ } split(/(?=NOTICE:  duration)/, $err);
+is(scalar(@plans), 16, 'each call logged the plan of its statement');
+is(scalar(grep { /Index Cond: .*change_sequence_number > \$3\)/ } @plans), 16,
+	'every call ran the generic plan (the cursor a parameter)');
+is(scalar(grep { /Index Scan using change_sequence_idx/ && !/Sort|Bitmap/ } @plans), 16,
+	'every plan is an ordered scan of change_sequence_idx, no bitmap scan or sort');
+my @counts = split(/\n/, $out);
+is_deeply(\@counts, [ map { $_ % 2 ? (5 * $_, 5 * $_) : (1000, 1000) } 1 .. 8 ],
+	'each call read the rows after its cursor, at most max_count');
+
+done_testing();
