@@ -2,8 +2,9 @@
  *
  * spi.c
  *	  What cfeed's SQL-callable functions share: the check of a required
- *	  argument (22004), and SPI with search_path pinned to pg_catalog, for
- *	  statements run once or through a plan kept for the backend.
+ *	  argument (22004), and SPI with search_path pinned to pg_catalog (and
+ *	  generic plans, no JIT), for statements run once or through a plan kept
+ *	  for the backend.
  *
  *	  Nothing here takes a lock of its own; the statements take theirs.
  *
@@ -31,23 +32,42 @@ cfeed_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 }
 
 /*
+ * The settings cfeed's SQL runs with, whatever the session's:
+ *
+ *	search_path: pg_catalog first, for the SQL cfeed sends: its own objects
+ *	  are schema-qualified, and a hostile path (one shadowing "=" or now(),
+ *	  say) must not change what that SQL does, the more so as some of it runs
+ *	  as the extension's owner.
+ *	plan_cache_mode: generic plans for the kept plans (cfeed_spi_plan), also
+ *	  when the session forces custom ones.
+ *	jit: off.  A generic plan of a read costs a tenth of the range (its LIMIT
+ *	  is a parameter), which on a large shard passes jit_above_cost: every
+ *	  call compiled its expressions (60-100 ms for a 1 ms read of a 10M-change
+ *	  shard).  No statement of cfeed's runs long enough to gain from JIT.
+ */
+static const char *const pinned_settings[][2] = {
+	{"search_path", "pg_catalog, pg_temp"},
+	{"plan_cache_mode", "force_generic_plan"},
+	{"jit", "off"},
+};
+
+/*
  * cfeed_spi_connect
- *		SPI_connect, with search_path pinned to pg_catalog for the SQL cfeed
- *		sends: its own objects are schema-qualified, and a hostile path (one
- *		shadowing "=" or now(), say) must not change what that SQL does, the
- *		more so as some of it runs as the extension's owner.  Returns the GUC
- *		nest level for cfeed_spi_finish.
+ *		SPI_connect, with the settings above pinned until cfeed_spi_finish.
+ *		Returns the GUC nest level for cfeed_spi_finish.
  */
 int
 cfeed_spi_connect(void)
 {
 	int			nestlevel;
+	int			i;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	for (i = 0; i < (int) lengthof(pinned_settings); i++)
+		(void) set_config_option(pinned_settings[i][0], pinned_settings[i][1], PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return nestlevel;
 }
 
@@ -58,7 +78,8 @@ cfeed_spi_connect(void)
  *		The plan is generic: each statement has one right shape whatever its
  *		arguments, and a custom plan per call would cost a planning each time
  *		(cfeed.read near a shard's head, where the range is estimated small,
- *		was planned anew at every call, as a bitmap scan and a sort).
+ *		was planned anew at every call, as a bitmap scan and a sort).  Its
+ *		cost does not matter: cfeed_spi_connect turns JIT off.
  */
 SPIPlanPtr
 cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types)

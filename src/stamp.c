@@ -81,8 +81,8 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
  *		batch.  A hash or merge join would read the whole table (or the
  *		pending index with its dead entries) on every sweep, which is exactly
  *		the cost this design avoids.  The plan is generic, made once per
- *		backend.  The settings last until AtEOXact_GUC with the returned nest
- *		level.
+ *		backend (cfeed_spi_connect).  The settings last until AtEOXact_GUC
+ *		with the returned nest level.
  */
 static int
 pin_plan_shapes(void)
@@ -95,9 +95,6 @@ pin_plan_shapes(void)
 	for (i = 0; i < (int) lengthof(off); i++)
 		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
-	/* the shape is fixed: plan once, not per sweep */
-	(void) set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET,
-							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	return nestlevel;
 }
 

@@ -22,6 +22,7 @@
 CREATE FUNCTION cfeed._may_read_support(internal) RETURNS internal
 	LANGUAGE c STRICT
 	AS 'MODULE_PATHNAME', 'cfeed_may_read_support';
+REVOKE ALL ON FUNCTION cfeed._may_read_support(internal) FROM PUBLIC;
 COMMENT ON FUNCTION cfeed._may_read_support(internal) IS 'internal: planner support of cfeed._may_read (every row passes the read policy, as far as plans go)';
 
 ALTER FUNCTION cfeed._may_read(int) SUPPORT cfeed._may_read_support;

@@ -1,10 +1,14 @@
 # The plans of cfeed.read and cfeed.read_rows: generic, made once per
-# backend, an ordered scan of change_sequence_idx stopped at max_count.
-# Before, each call near a shard's head (where the range left is estimated
-# small) was planned anew, as a bitmap scan of the whole range and a sort.
-# auto_explain, logging the statements the functions run, shows each
-# call's plan: a generic one has the parameters ($3), a custom one the
-# call's values.  The read policy's selectivity (1.7) is in
+# backend, an ordered scan of change_sequence_idx stopped at max_count,
+# never compiled by JIT.  Before, each call near a shard's head (where the
+# range left is estimated small) was planned anew (on a large shard as a
+# bitmap scan of the whole range and a sort); a generic plan, whose LIMIT
+# is a parameter, costs a tenth of the range, and on a large shard every
+# call JIT-compiled it unless cfeed turns JIT off.  auto_explain, logging
+# the statements the functions run, shows each call's plan: a generic one
+# has the parameters ($3), a custom one the call's values; a compiled one a
+# JIT section.  The session's settings must not matter: it forces custom
+# plans and JIT for every plan.  The read policy's selectivity (1.7) is in
 # sql/read_access.sql.
 use strict;
 use warnings;
@@ -44,6 +48,9 @@ $node->psql('postgres', qq{
 	SET auto_explain.log_nested_statements = on;
 	SET auto_explain.log_level = notice;
 	SET client_min_messages = notice;
+	SET plan_cache_mode = force_custom_plan;
+	SET jit = on;
+	SET jit_above_cost = 0;
 	$calls
 }, stdout => \$out, stderr => \$err, on_error_die => 1);
 
@@ -55,6 +62,12 @@ is(scalar(grep { /Index Cond: .*change_sequence_number > \$3\)/ } @plans), 16,
 	'every call ran the generic plan (the cursor a parameter)');
 is(scalar(grep { /Index Scan using change_sequence_idx/ && !/Sort|Bitmap/ } @plans), 16,
 	'every plan is an ordered scan of change_sequence_idx, no bitmap scan or sort');
+SKIP:
+{
+	skip 'this server has no JIT', 1
+	  unless $node->safe_psql('postgres', 'SELECT pg_jit_available()') eq 't';
+	is(scalar(grep { /JIT:/ } @plans), 0, 'no plan was compiled by JIT');
+}
 my @counts = split(/\n/, $out);
 is_deeply(\@counts, [ map { $_ % 2 ? (5 * $_, 5 * $_) : (1000, 1000) } 1 .. 8 ],
 	'each call read the rows after its cursor, at most max_count');
