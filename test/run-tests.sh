@@ -8,6 +8,12 @@
 #                                     Debian root that does (17 trixie, 18 sid),
 #                                     made with debootstrap under /var/tmp on
 #                                     first use (~2 minutes) and reused after
+#   bash test/run-tests.sh --pg 15 --root
+#                                     the same in a Debian root even when this
+#                                     machine serves that major (a test run
+#                                     that must not touch this machine's
+#                                     installed cfeed, e.g. two at once, each
+#                                     with its own CFEED_ROOTS)
 #   bash test/run-tests.sh --all      15, 17 and 18, and the cross-version dump
 #                                     test (a dump made on 15 restored on 17 and
 #                                     18): what CI runs (.ci/run)
@@ -35,7 +41,7 @@ ROOTSH=$SRC/test/matrix/root.sh
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
-usage() { sed -n '2,28p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+usage() { sed -n '2,35p' "$SRC/test/run-tests.sh" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
 	exec sudo bash "$SRC/test/run-tests.sh" "$@"
@@ -43,6 +49,7 @@ fi
 
 major=
 all=false
+in_root=false
 dump_out=
 dump_in=
 make_args=()
@@ -51,6 +58,7 @@ while [ $# -gt 0 ]; do
 		--pg) [ $# -ge 2 ] || usage; major=$2; shift 2 ;;
 		--pg=*) major=${1#--pg=}; shift ;;
 		--all) all=true; shift ;;
+		--root) in_root=true; shift ;;
 		# internal, for --all: make the cross-version dump / restore one
 		--dump-out) [ $# -ge 2 ] || usage; dump_out=$2; shift 2 ;;
 		--dump-in) [ $# -ge 2 ] || usage; dump_in=$2; shift 2 ;;
@@ -426,8 +434,8 @@ case " ${MAJORS[*]} " in
 	*" $major "*) ;;
 	*) echo "run-tests.sh: PostgreSQL $major is not built here (15, 17 and 18 are)" >&2; exit 2 ;;
 esac
-if [ -n "${CFEED_IN_ROOT:-}" ] || [ -x "/usr/lib/postgresql/$major/bin/pg_config" ] ||
-	[ "$major" = "$(local_major)" ]; then
+if [ -n "${CFEED_IN_ROOT:-}" ] || { ! $in_root && { [ -x "/usr/lib/postgresql/$major/bin/pg_config" ] ||
+	[ "$major" = "$(local_major)" ]; }; }; then
 	run_local "$major"
 else
 	run_in_root "$major"
