@@ -6,3 +6,21 @@
 /*
  * 1.8: trust boundaries (no role reaches past its grant).
  */
+
+/* ---- write access: per-feed write grants, row images only from tracking ---- */
+
+
+
+/* ---- numbers: range checks, overflow-safe arithmetic, linear consumer groups ---- */
+
+
+
+/* ---- read access: readers without table privileges ---- */
+
+
+
+/* ---- sweepers: pauses, errors ---- */
+
+
+
+/* ---- end ---- */
