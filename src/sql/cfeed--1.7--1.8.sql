@@ -23,4 +23,17 @@
 
 
 
+/* ---- publications: every table has a replica identity ---- */
+
+/*
+ * A publication FOR ALL TABLES publishes cfeed's tables too, and PostgreSQL
+ * then refuses an UPDATE or DELETE of a table without a replica identity
+ * (55000), replicated or not: cfeed.read_grant had none (its feed_id is null
+ * for a grant of every feed, so no unique index can serve), and grant_read
+ * and revoke_read failed.  Its rows are small: the whole row identifies it.
+ */
+ALTER TABLE cfeed.read_grant REPLICA IDENTITY FULL;
+
+
+
 /* ---- end ---- */
