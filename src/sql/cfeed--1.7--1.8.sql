@@ -44,10 +44,10 @@ COMMENT ON FUNCTION cfeed._behind(bigint, bigint) IS 'internal: head - cursor, s
  * just inserted have no statistics, the planner took their scans for one
  * row each and chose nested loops over them (15-18 s at 10,000 shards).
  * Now every statement is a scan of the group's leases (or of the feed's
- * shards) with no join between lease scans: the shards to take are picked
- * by one scan into an array and updated through the primary key
- * (shard = ANY), and the owners to steal from are ranked by window
- * functions over the same scan.  The new leases' cursors ("lowest number -
+ * shards) with no join between lease scans: the free leases to take are
+ * those up to a cut-off shard, and the leases to steal are picked by one
+ * scan (the owners ranked by window functions) into a constant array the
+ * update looks shards up in by hashing.  The new leases' cursors ("lowest number -
  * 1") saturate rather than overflow on a history row at -2^63 (refused
  * since 1.8, possibly stored before).
  */
@@ -72,6 +72,8 @@ DECLARE
 	v_names text[];
 	v_targets int[];
 	v_taken int;
+	v_cut int;
+	v_take int[];
 BEGIN
 	IF v_group IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
 	IF v_feed IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
@@ -150,15 +152,17 @@ BEGIN
 	v_need := v_target - v_have;
 
 	IF v_need > 0 THEN
-		-- Free and expired leases first, lowest shards first.
+		-- Free and expired leases first, lowest shards first: those up to
+		-- the v_need-th (all of them when there are fewer).
+		SELECT x.shard INTO v_cut FROM cfeed.lease x
+		WHERE x.group_name = v_group AND x.feed_id = v_feed
+		  AND (x.owner IS NULL OR x.expires_at IS NULL OR x.expires_at <= v_now)
+		ORDER BY x.shard OFFSET v_need - 1 LIMIT 1;
 		UPDATE cfeed.lease l
 		SET owner = v_owner, epoch = l.epoch + 1, expires_at = v_expires, updated_at = v_now
 		WHERE l.group_name = v_group AND l.feed_id = v_feed
-		  AND l.shard = ANY (ARRAY(
-				SELECT x.shard FROM cfeed.lease x
-				WHERE x.group_name = v_group AND x.feed_id = v_feed
-				  AND (x.owner IS NULL OR x.expires_at IS NULL OR x.expires_at <= v_now)
-				ORDER BY x.shard LIMIT v_need));
+		  AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= v_now)
+		  AND (v_cut IS NULL OR l.shard <= v_cut);
 		GET DIAGNOSTICS v_taken = ROW_COUNT;
 		v_need := v_need - v_taken;
 	END IF;
@@ -169,11 +173,10 @@ BEGIN
 		-- its place among the live owners by leases held before this call,
 		-- the caller's v_have included; taking free leases changed only the
 		-- caller's count, so the others are ranked among themselves and the
-		-- caller's place is added back.
-		UPDATE cfeed.lease l
-		SET owner = v_owner, epoch = l.epoch + 1, expires_at = v_expires, updated_at = v_now
-		WHERE l.group_name = v_group AND l.feed_id = v_feed
-		  AND l.shard = ANY (ARRAY(
+		-- caller's place is added back.  The update names the shards as a
+		-- constant array, which PostgreSQL looks rows up in by hashing
+		-- (a parameter's array would be searched linearly per row).
+		v_take := ARRAY(
 				SELECT r.shard
 				FROM (SELECT h.shard, h.o, h.k,
 							 h.n - (v_shards / v_owners
@@ -190,7 +193,11 @@ BEGIN
 							  AND x.owner IS NOT NULL AND x.owner <> v_owner
 							  AND x.expires_at > v_now) h) r
 				WHERE r.k <= r.excess
-				ORDER BY r.k, r.excess DESC, r.o LIMIT v_need));
+				ORDER BY r.k, r.excess DESC, r.o LIMIT v_need);
+		EXECUTE pg_catalog.format(
+			'UPDATE cfeed.lease l SET owner = $1, epoch = l.epoch + 1, expires_at = $2, updated_at = $3 '
+			'WHERE l.group_name = $4 AND l.feed_id = $5 AND l.shard = ANY (%L::pg_catalog.int4[])', v_take)
+		USING v_owner, v_expires, v_now, v_group, v_feed;
 	END IF;
 
 	RETURN QUERY
@@ -201,9 +208,10 @@ END
 $fn$;
 
 /*
- * cfeed.release: the owner's leases are locked and freed through the
- * primary key (shard = ANY), never by a join a planner without statistics
- * could make a nested loop of.  Otherwise as in 1.1.
+ * cfeed.release: the owner's leases are locked (in shard order) and freed
+ * by two scans of the group's leases, never by a join a planner without
+ * statistics could make a nested loop of (1.1 joined a CTE of them).
+ * Otherwise as in 1.1.
  */
 CREATE OR REPLACE FUNCTION cfeed.release(group_name text, feed_id int, owner text)
 	RETURNS int
@@ -227,15 +235,14 @@ BEGIN
 	END IF;
 
 	-- Lock the owner's leases in shard order (the locking protocol of 1.0).
+	PERFORM FROM cfeed.lease l
+	WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id
+	  AND l.owner = release.owner
+	ORDER BY l.shard
+	FOR UPDATE;
 	UPDATE cfeed.lease l
 	SET owner = NULL, expires_at = NULL, updated_at = pg_catalog.clock_timestamp()
 	WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id
-	  AND l.shard = ANY (ARRAY(
-			SELECT x.shard FROM cfeed.lease x
-			WHERE x.group_name = release.group_name AND x.feed_id = release.feed_id
-			  AND x.owner = release.owner
-			ORDER BY x.shard
-			FOR UPDATE))
 	  AND l.owner = release.owner;
 	GET DIAGNOSTICS v_released = ROW_COUNT;
 	RETURN v_released;
@@ -300,12 +307,13 @@ $fn$;
  * planner took a group's leases for one row and ran the whole view (a head
  * probe per shard) once per lease, 57 s for a group of 10,000 shards.  Now
  * each shard of the view looks its leases up (a LATERAL scan of the
- * primary key or lease_shard_idx), and head - cursor saturates
+ * primary key or lease_shard_idx; feed_id and shard are the view's, so
+ * that a condition on the feed reaches its shards), and head - cursor saturates
  * (cfeed._behind): a cursor written directly into cfeed.lease can be any
  * bigint.
  */
 CREATE OR REPLACE VIEW cfeed.consumer_lag AS
-	SELECT l.group_name, l.feed_id, l.shard, l.owner, l.epoch, l.cursor,
+	SELECT l.group_name, s.feed_id, s.shard, l.owner, l.epoch, l.cursor,
 		   s.last_change_sequence_number AS head,
 		   cfeed._behind(s.last_change_sequence_number, l.cursor) AS behind,
 		   CASE WHEN u.stamped_at IS NOT NULL
@@ -314,21 +322,21 @@ CREATE OR REPLACE VIEW cfeed.consumer_lag AS
 		   l.expires_at
 	FROM cfeed.shard s
 	CROSS JOIN LATERAL (
-		SELECT x.group_name, x.feed_id, x.shard, x.owner, x.epoch, x.cursor, x.expires_at
+		SELECT x.group_name, x.owner, x.epoch, x.cursor, x.expires_at
 		FROM cfeed.lease x
 		WHERE x.feed_id OPERATOR(pg_catalog.=) s.feed_id AND x.shard OPERATOR(pg_catalog.=) s.shard
 		OFFSET 0) l	-- not pulled up: the view's shards stay the outer side
 	LEFT JOIN LATERAL (
 		SELECT COALESCE(c.stamped_at, c.written_at) AS stamped_at
 		FROM cfeed.change c
-		WHERE c.feed_id OPERATOR(pg_catalog.=) l.feed_id AND c.shard OPERATOR(pg_catalog.=) l.shard
+		WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
 		  AND c.change_sequence_number OPERATOR(pg_catalog.>) l.cursor
 		ORDER BY c.change_sequence_number
 		LIMIT 1) u ON true;
 ALTER VIEW cfeed.consumer_lag SET (security_barrier = true);
 
 CREATE OR REPLACE VIEW cfeed.groups AS
-	SELECT l.group_name, l.feed_id,
+	SELECT l.group_name, s.feed_id,
 		   pg_catalog.count(*) AS shards,
 		   pg_catalog.count(*) FILTER (WHERE l.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS held,
 		   COALESCE(pg_catalog.array_agg(DISTINCT l.owner ORDER BY l.owner)
@@ -340,11 +348,11 @@ CREATE OR REPLACE VIEW cfeed.groups AS
 		   pg_catalog.max(l.updated_at) AS updated_at
 	FROM cfeed.shard s
 	CROSS JOIN LATERAL (
-		SELECT x.group_name, x.feed_id, x.cursor, x.owner, x.expires_at, x.updated_at
+		SELECT x.group_name, x.cursor, x.owner, x.expires_at, x.updated_at
 		FROM cfeed.lease x
 		WHERE x.feed_id OPERATOR(pg_catalog.=) s.feed_id AND x.shard OPERATOR(pg_catalog.=) s.shard
 		OFFSET 0) l	-- not pulled up: the view's shards stay the outer side
-	GROUP BY l.group_name, l.feed_id;
+	GROUP BY l.group_name, s.feed_id;
 ALTER VIEW cfeed.groups SET (security_barrier = true);
 
 /*

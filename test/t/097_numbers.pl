@@ -8,7 +8,8 @@
 #    group whose leases have no statistics yet (a new group: the case that
 #    was quadratic in 1.7).  Not timed: auto_explain's row counts of every
 #    statement, nested ones included, must stay within a small multiple of
-#    the shard count.
+#    the shard count, and no filter may search a parameter's array (a
+#    linear search per row).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -85,6 +86,13 @@ sub max_work
 		elsif ($line =~ /Rows Removed by (?:Join )?Filter: (\d+)/ && $work)
 		{
 			my $w = ($work->[0] + $1) * $work->[1];
+			$max = $w if $w > $max;
+		}
+		elsif ($line =~ /Filter: .*= ANY \(\$\d+\)/ && $work)
+		{
+			# a parameter's array, searched element by element for each
+			# row: as much work per row as the array has elements
+			my $w = $work->[0] * $shards;
 			$max = $w if $w > $max;
 		}
 	}
