@@ -88,6 +88,17 @@ DELETE FROM cfeed.change WHERE feed_id = 3 AND shard = 1 AND change_sequence_num
 SELECT cfeed.publish(3, 0, 907);
 SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep() ORDER BY 1, 2;
 
+-- retention near the top of the numbers: its batch bound (first number +
+-- max_rows) overflowed in 1.7, failing the retention pass of every feed
+SELECT cfeed.create_feed('top', feed_id => 6);
+UPDATE cfeed.feed SET retention = '1 millisecond' WHERE feed_id = 6;
+INSERT INTO cfeed.shard (feed_id, shard, last_change_sequence_number) VALUES (6, 1, 9223372036854775800);
+SELECT cfeed.publish(6, 1, 911), cfeed.publish(6, 1, 912), cfeed.publish(6, 1, 913);
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep() ORDER BY 1, 2;
+SELECT pg_sleep(0.01);
+SELECT cfeed.apply_retention() AS deleted;
+SELECT change_id, change_sequence_number FROM cfeed.change WHERE feed_id = 6 ORDER BY 1;
+
 /*
  * Item 9, for correctness (docs/consumer-groups.md; TAP 097 checks the
  * plans): a group of three on a feed of 3,000 shards splits it evenly, a

@@ -439,6 +439,68 @@ END
 $fn$;
 
 /*
+ * cfeed._apply_retention: as in 1.0, with the batch bound computed without
+ * overflow (the first number + max_rows passed 2^63 - 1 on a shard near
+ * the end of its numbers, and the retention pass of every feed failed).
+ */
+CREATE OR REPLACE FUNCTION cfeed._apply_retention(max_rows int DEFAULT 10000, ignore_leases bool DEFAULT false)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	r record;
+	v_deleted bigint := 0;
+	v_count bigint;
+	v_cutoff timestamptz;
+	v_first bigint;
+	v_first_at timestamptz;
+	v_limit bigint;
+BEGIN
+	IF max_rows IS NULL THEN PERFORM cfeed._null_arg('max_rows'); END IF;
+	IF ignore_leases IS NULL THEN PERFORM cfeed._null_arg('ignore_leases'); END IF;
+	IF max_rows <= 0 THEN
+		RAISE EXCEPTION 'argument "max_rows" must be positive, got %', max_rows USING ERRCODE = '22023';
+	END IF;
+
+	FOR r IN
+		SELECT s.feed_id, s.shard, s.last_change_sequence_number AS head, f.retention,
+			   (SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
+				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held
+		FROM cfeed.feed f JOIN cfeed.shard s ON s.feed_id = f.feed_id
+		WHERE f.retention IS NOT NULL
+		ORDER BY s.feed_id, s.shard
+	LOOP
+		EXIT WHEN v_deleted >= max_rows;
+		v_cutoff := pg_catalog.now() - r.retention;
+
+		-- The oldest change left: anything to do at all?
+		SELECT c.change_sequence_number, COALESCE(c.stamped_at, c.written_at)
+		INTO v_first, v_first_at
+		FROM cfeed.change c
+		WHERE c.feed_id = r.feed_id AND c.shard = r.shard AND c.change_sequence_number IS NOT NULL
+		ORDER BY c.change_sequence_number LIMIT 1;
+		CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
+			OR (NOT ignore_leases AND v_first > r.held);
+
+		v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
+						 CASE WHEN ignore_leases THEN NULL ELSE r.held END);
+		-- Numbers above the start value are gapless, so this range bounds the batch;
+		-- the age test keeps young backfilled rows of the migration range.
+		v_limit := LEAST(v_limit::pg_catalog.numeric,
+						 v_first::pg_catalog.numeric + (max_rows - v_deleted) - 1)::bigint;
+		DELETE FROM cfeed.change c
+		WHERE c.feed_id = r.feed_id AND c.shard = r.shard
+		  AND c.change_sequence_number BETWEEN v_first AND v_limit
+		  AND COALESCE(c.stamped_at, c.written_at) < v_cutoff;
+		GET DIAGNOSTICS v_count = ROW_COUNT;
+		v_deleted := v_deleted + v_count;
+	END LOOP;
+	RETURN v_deleted;
+END
+$fn$;
+
+/*
  * History rows numbered below 1 (accepted up to 1.7, down to -2^63;
  * refused from 1.8, see src/guard.c): a warning names the shards that have
  * some, one index probe per shard.  They keep working (every computation
