@@ -141,8 +141,8 @@ typedef struct SweepState
 	CfeedPendingChange *changes;	/* collected; then the batch */
 	int			nchanges;
 	int			capacity;		/* of changes[], while collecting */
-	int			nbatch;			/* after the cut: changes[nbatch..ncollected-1] */
-	int			ncollected;		/* were cut off, left for a later sweep */
+	int			nbatch;			/* the batch's size after the cut */
+	int			ncollected;		/* changes[nbatch..ncollected-1]: cut off */
 	FullTransactionId *held;	/* writer_xids of the changes held back */
 	int			nheld;
 	int			nexhausted;		/* shards with changes held back */
