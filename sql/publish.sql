@@ -73,7 +73,7 @@ BEGIN;
 INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)
 VALUES (1, 0, 1, 1), (1, 0, 2, 2), (1, 0, 3, 2000000000000000);
 INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number, stamped_at)
-VALUES (1, 0, 4, -5, '2001-02-03 04:05:06+00');
+VALUES (1, 0, 4, 5, '2001-02-03 04:05:06+00');
 SELECT change_id, change_sequence_number, stamped_at = now() AS stamped_now,
        stamped_at = '2001-02-03 04:05:06+00' AS stamped_as_given
 FROM cfeed.change WHERE change_sequence_number IS NOT NULL ORDER BY change_sequence_number;

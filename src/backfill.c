@@ -11,7 +11,8 @@
  *	  them per shard, inserts the changes (until ALTER EXTENSION cfeed UPDATE
  *	  to 1.3, the images into cfeed.row_image) and sets the rows' change_id
  *	  column.  It also returns, as typed columns, the first shard whose
- *	  numbers would fall below 1; backfill then raises "no room", which
+ *	  numbers would fall below 1, and then inserts no change (the guard
+ *	  refuses numbers below 1); backfill then raises "no room", which
  *	  undoes it all.
  *
  *	  Locking: the table is held in SHARE mode (writers wait), so history
@@ -30,6 +31,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "storage/lmgr.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -124,12 +126,17 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 }
 
 /*
- * check_no_history
- *		55000 when a shard of the feed (0..count-1) has history already.
+ * read_starts
+ *		The start values of the feed's shards 0..count-1, as a bigint array
+ *		for the statement: read here, without the caller's privileges on
+ *		cfeed.shard_config, which the documented grants do not include (up
+ *		to 1.7 the statement joined the table, and a table owner with those
+ *		grants got 42501).  55000 when a shard has history already.
  */
-static void
-check_no_history(int32 feed_id, int32 count)
+static Datum
+read_starts(int32 feed_id, int32 count)
 {
+	Datum	   *starts = palloc(sizeof(Datum) * count);
 	int32		s;
 
 	for (s = 0; s < count; s++)
@@ -137,7 +144,8 @@ check_no_history(int32 feed_id, int32 count)
 		CfeedShard	sh;
 
 		if (!cfeed_shard_fetch(feed_id, s, NULL, false, &sh))
-			continue;
+			cfeed_shard_missing(feed_id, s, ERRCODE_UNDEFINED_OBJECT, NULL);
+		starts[s] = Int64GetDatum(sh.start_number);
 		if (shard_has_history(feed_id, s, sh.start_number))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -146,13 +154,16 @@ check_no_history(int32 feed_id, int32 count)
 							   sh.start_number),
 					 errhint("Backfill a feed once, before or right after it starts tracking.")));
 	}
+	return PointerGetDatum(construct_array(starts, count, INT8OID, sizeof(int64),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
 /*
  * backfill_statement
  *		The one statement of backfill (see the file header), $1 the feed,
- *		$2 the table, whose quoted name is qname; has_cid when it has a
- *		change_id column.  Its one row has the BACKFILL_* columns.
+ *		$2 the table, whose quoted name is qname, $3 the start values of the
+ *		feed's shards 0..n-1 (read_starts); has_cid when it has a change_id
+ *		column.  Its one row has the BACKFILL_* columns.
  */
 static char *
 backfill_statement(const char *order, const char *qname, bool has_cid)
@@ -170,11 +181,11 @@ backfill_statement(const char *order, const char *qname, bool has_cid)
 					 " SELECT r.*, pg_catalog.nextval('cfeed.change_id') AS cid"
 					 " FROM (SELECT * FROM r ORDER BY o) r),"
 					 " s AS MATERIALIZED ("
-					 " SELECT n.*, sh.start_sequence_number AS start,"
+					 " SELECT n.*, $3[n.shard + 1] AS start,"
 					 "  pg_catalog.count(*) OVER (PARTITION BY n.shard) AS k,"
-					 "  sh.start_sequence_number - pg_catalog.count(*) OVER (PARTITION BY n.shard)"
+					 "  $3[n.shard + 1] - pg_catalog.count(*) OVER (PARTITION BY n.shard)"
 					 "   + pg_catalog.row_number() OVER (PARTITION BY n.shard ORDER BY n.o) AS seq"
-					 " FROM n JOIN cfeed.shard_config sh ON sh.feed_id = $1 AND sh.shard = n.shard),"
+					 " FROM n),"
 					 " i AS (SELECT s.*, %s AS image FROM s),",
 					 order, qname,
 					 has_cid ? "s.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('change_id', s.cid)" : "s.j");
@@ -183,11 +194,12 @@ backfill_statement(const char *order, const char *qname, bool has_cid)
 							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number,"
 							   "  tbl, op, \"row\")"
 							   " SELECT $1, i.shard, i.cid, i.seq, $2::pg_catalog.regclass, 'insert', i.image"
-							   " FROM i ORDER BY i.o)");
+							   " FROM i WHERE NOT EXISTS (SELECT FROM s WHERE s.seq < 1) ORDER BY i.o)");
 	else
 		appendStringInfoString(&sql,
 							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
-							   " SELECT $1, i.shard, i.cid, i.seq FROM i ORDER BY i.o),"
+							   " SELECT $1, i.shard, i.cid, i.seq FROM i"
+							   " WHERE NOT EXISTS (SELECT FROM s WHERE s.seq < 1) ORDER BY i.o),"
 							   " ri AS (INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
 							   " SELECT i.cid, $1, $2::pg_catalog.regclass, 'insert', i.image FROM i)");
 	if (has_cid)
@@ -215,24 +227,26 @@ result_column(int attnum, bool *isnull)
 
 /*
  * run_statement
- *		Run backfill's statement with the feed and the table's triggers
- *		silenced (inside SPI); returns the rows numbered, or raises "no room"
- *		for the shard the statement names.
+ *		Run backfill's statement with the feed, the table and the shards'
+ *		start values, the table's triggers silenced (inside SPI); returns
+ *		the rows numbered, or raises "no room" for the shard the statement
+ *		names.
  */
 static int64
-run_statement(const char *sql, int32 feed_id, Oid relid)
+run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
 {
-	Oid			types[2] = {INT4OID, OIDOID};
-	Datum		values[2];
+	Oid			types[3] = {INT4OID, OIDOID, INT8ARRAYOID};
+	Datum		values[3];
 	bool		isnull;
 	Datum		full;
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
+	values[2] = starts;
 	cfeed_track_silence(relid);
 	PG_TRY();
 	{
-		int			rc = SPI_execute_with_args(sql, 2, types, values, NULL, false, 0);
+		int			rc = SPI_execute_with_args(sql, 3, types, values, NULL, false, 0);
 
 		if (rc != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "cfeed.backfill: statement failed: %s", SPI_result_code_string(rc));
@@ -283,6 +297,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	char	   *sql;
 	int			spi_level;
 	int64		rows;
+	Datum		starts;
 
 	cfeed_require_arg(fcinfo, 0, "tbl");
 	cfeed_require_arg(fcinfo, 1, "feed_id");
@@ -294,7 +309,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 		order = default_order(rel, trig);
 	else
 		order = cfeed_order_by_clause(relid, text_to_cstring(PG_GETARG_TEXT_PP(2)));
-	check_no_history(feed_id, count);
+	starts = read_starts(feed_id, count);
 	qname = cfeed_qualified_name(relid);
 	sql = backfill_statement(order, qname,
 							 get_attnum(relid, CFEED_CHANGE_ID_COLUMN) > 0);
@@ -303,7 +318,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	spi_level = cfeed_spi_connect();
 	cfeed_spi_exec(psprintf("LOCK TABLE %s IN SHARE MODE", qname), 0, NULL, NULL, NULL,
 				   SPI_OK_UTILITY);
-	rows = run_statement(sql, feed_id, relid);
+	rows = run_statement(sql, feed_id, relid, starts);
 	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT64(rows);
 }

@@ -80,6 +80,10 @@ typedef struct CfeedSweepResult
 	CfeedSweptShard *shards;	/* palloc'd in the caller's context */
 	int64		change_count;	/* changes stamped, all shards */
 	int64		max_lag_ms;		/* oldest stamped change's age at stamping */
+	int			nexhausted;		/* entries used in exhausted[] */
+	CfeedSweptShard *exhausted; /* shards out of numbers: change_count is
+								 * the changes left pending, last_number
+								 * the head */
 } CfeedSweepResult;
 
 /* How often the launcher rescans pg_database for new databases. */
@@ -149,6 +153,8 @@ typedef struct CfeedPendingChange
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
+extern char *cfeed_sweep_exhausted_message(CfeedSweepResult *result);
+extern void cfeed_sweep_report_exhausted(CfeedSweepResult *result);
 
 /* watermark.c: a sweep group's xid watermark */
 typedef struct CfeedGroupWatermark CfeedGroupWatermark;

@@ -39,7 +39,8 @@
  *	  watermark), never by a publisher's or a dumped cluster's.
  *
  *	  Sequence numbers a writer may set itself:
- *	  - at or below the shard's start value (the migration range): anyone;
+ *	  - from 1 to the shard's start value (the migration range): anyone
+ *		(below 1 only the extension owner's restored rows);
  *	  - above it: only the extension's owner, and only on a restored row;
  *		change_sequence_idx still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
@@ -110,6 +111,30 @@ trigger_get(FunctionCallInfo fcinfo, const char *name)
 }
 
 /*
+ * check_history_number
+ *		Refuse (22023) a history number below 1, the bottom of every
+ *		migration range (backfill's "no room" is the same bound): a number
+ *		near -2^63 made "the number before the lowest", which a new group's
+ *		acquire and cursor_at compute, overflow.  The extension owner's
+ *		restored rows pass, as they do above the start (a dump of a
+ *		database that has such rows still restores).
+ */
+static void
+check_history_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
+{
+	if (number >= 1)
+		return;
+	if (restored_row && has_privs_of_role(GetUserId(), cfeed_extension_owner()))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("change_sequence_number " INT64_FORMAT " is below the migration range of shard %d of feed %d",
+					number, shard, feed_id),
+			 errdetail("History is numbered from 1 up to the shard's start value."),
+			 errhint("Number history rows from 1, or leave change_sequence_number null.")));
+}
+
+/*
  * check_writer_number
  *		Refuse (22023) a writer-set sequence number outside what the
  *		file header allows.  restored_row: the row carries another
@@ -126,7 +151,10 @@ check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
 	if (!cfeed_shard_fetch(feed_id, shard, NULL, false, &sh))
 		return;
 	if (number <= sh.start_number)
+	{
+		check_history_number(feed_id, shard, number, restored_row);
 		return;
+	}
 	if (restored_row && has_privs_of_role(GetUserId(), cfeed_extension_owner()))
 		return;
 	ereport(ERROR,

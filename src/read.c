@@ -406,7 +406,8 @@ stamped_before(Relation heap, Relation index, Snapshot snapshot,
  *		cursor_at within backfilled history (numbers at or below the start
  *		value, whose stamped_at need not increase): the highest number stamped
  *		before `at`, else just below the lowest; the start value when all of it
- *		was stamped before `at` (or there is none).
+ *		was stamped before `at` (or there is none).  "Just below" saturates
+ *		at -2^63 (a history row numbered -2^63 was accepted up to 1.7).
  *		Scans the shard's history.
  */
 static int64
@@ -426,7 +427,8 @@ history_cursor_at(CfeedShard *sh, TimestampTz at)
 	if (SPI_execute_with_args(
 			"SELECT CASE WHEN COALESCE(pg_catalog.bool_and(stamped_at < $4), true) THEN $3 "
 			"ELSE COALESCE(pg_catalog.max(change_sequence_number) FILTER (WHERE stamped_at < $4), "
-			"pg_catalog.min(change_sequence_number) - 1) END FROM cfeed.change "
+			"GREATEST(pg_catalog.min(change_sequence_number), -9223372036854775807) - 1) END "
+			"FROM cfeed.change "
 			"WHERE feed_id = $1 AND shard = $2 AND change_sequence_number <= $3",
 			4, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed.cursor_at: history query failed");
@@ -480,7 +482,9 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	hi = sh.last_number;
 	while (lo < hi)
 	{
-		int64		mid = lo + (hi - lo + 1) / 2;
+		/* the upper middle, in unsigned arithmetic: hi - lo may pass 2^63 */
+		uint64		span = (uint64) hi - (uint64) lo;
+		int64		mid = (int64) ((uint64) lo + span / 2 + (span & 1));
 
 		CHECK_FOR_INTERRUPTS();
 		if (stamped_before(heap, index, snapshot, sh.feed_id, sh.shard, mid, at))

@@ -394,9 +394,39 @@ shard_column(TriggerData *trigdata, int attnum, bool use_new)
 }
 
 /*
+ * check_new_start
+ *		A new shard's start value must leave room for numbers and keep
+ *		cursors at 0 or above: 0 .. 2^63 - 2 (22023).  Not checked in
+ *		replica mode (logical replication's apply of its publisher's
+ *		shards, a restore with session_replication_role = replica).
+ */
+static void
+check_new_start(TriggerData *trigdata)
+{
+	bool		isnull;
+	int64		start;
+
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return;
+	start = DatumGetInt64(heap_getattr(trigdata->tg_trigtuple, Anum_shard_start,
+									   RelationGetDescr(trigdata->tg_relation), &isnull));
+	if (isnull || (start >= 0 && start < PG_INT64_MAX))
+		return;					/* a null is NOT NULL's to refuse */
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("start value " INT64_FORMAT " of new shard %d of feed %d is out of range",
+					start, shard_column(trigdata, Anum_shard_shard, false),
+					shard_column(trigdata, Anum_shard_feed_id, false)),
+			 errdetail("A shard starts at 0 to " INT64_FORMAT ": its numbers are issued above the start, and history is numbered from 1 up to it.",
+					   PG_INT64_MAX - 1),
+			 errhint("Leave last_change_sequence_number to its default, 2000000000000000.")));
+}
+
+/*
  * cfeed_shard_config_guard
  *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
- *		FOR EACH ROW on cfeed.shard_config (enabled always): a shard that
+ *		FOR EACH ROW on cfeed.shard_config (enabled always): a new shard's
+ *		start value must be in range (check_new_start); a shard that
  *		goes away waits for the direct writers of changes to its feed (the
  *		lock of cfeed_shard_locked, in exclusive mode) and, outside replica
  *		mode, is refused (23503) while changes of it exist; a shard that moves to
@@ -429,6 +459,9 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	group_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
 		shard_column(trigdata, Anum_shard_sweep_group, false) !=
 		shard_column(trigdata, Anum_shard_sweep_group, true);
+
+	if (TRIGGER_FIRED_BY_INSERT(ev))
+		check_new_start(trigdata);
 
 	/* an UPDATE that changes neither (cfeed.shard sets sweep_group always) */
 	if (TRIGGER_FIRED_BY_UPDATE(ev) && !key_changed && !group_changed)

@@ -30,10 +30,10 @@
  *				snapshot, of shards that are in the group as of it
  *	 cut		at most cfeed.sweep_batch_size of them, the lowest change_ids
  *				(a transaction that committed before another began drew
- *				lower change_ids, so it is never numbered after it); propose
- *				the next watermark
+ *				lower change_ids, so it is never numbered after it)
  *	 number		per shard in change_id order, on from the shard's head as of
  *				the snapshot
+ *	 propose	the next watermark, with the xids of the changes left
  *	 write		the numbers and stamped_at (stamp.c), after a new feed
  *				epoch is recorded if this is the first stamp on this timeline;
  *				the commit is forced synchronous at
@@ -74,6 +74,17 @@
  * fails (23505 or 40001) and changes nothing (isolation test
  * sweep_moved_shard).
  *
+ * Running out of numbers
+ * ----------------------
+ * Numbers are bigints: a shard whose next number would pass 2^63 - 1 has
+ * run out.  Its changes are held back (left pending, their xids kept in
+ * the watermark) while the group's other shards are stamped as ever; the
+ * sweep succeeds and lists the shard in its result, and its callers report
+ * it: a WARNING with SQLSTATE 22003 from cfeed.sweep() and sweep_loop(),
+ * cfeed.sweepers.last_error (and a WARNING in the log) from the background
+ * sweeper.  Up to 1.7 the arithmetic wrapped to -2^63 and every later
+ * sweep of the group failed (23505).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -84,6 +95,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "commands/async.h"
+#include "common/int.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "utils/hsearch.h"
@@ -115,6 +127,7 @@ typedef struct ShardEntry
 	int64		new_last;
 	int64		lag_ms;
 	HeadHint   *hint;
+	int32		held;			/* changes left pending: out of numbers */
 } ShardEntry;
 
 /* One sweep in progress, from step to step (in the sweep's memory context). */
@@ -128,6 +141,11 @@ typedef struct SweepState
 	CfeedPendingChange *changes;	/* collected; then the batch */
 	int			nchanges;
 	int			capacity;		/* of changes[], while collecting */
+	int			nbatch;			/* the batch's size after the cut */
+	int			ncollected;		/* changes[nbatch..ncollected-1]: cut off */
+	FullTransactionId *held;	/* writer_xids of the changes held back */
+	int			nheld;
+	int			nexhausted;		/* shards with changes held back */
 	HTAB	   *shards;			/* ShardEntry by (feed_id, shard) */
 	int			nshards;		/* shards with a change in the batch */
 	TimestampTz now;			/* the batch's stamped_at */
@@ -273,14 +291,32 @@ shard_entry(SweepState *s, int32 feed_id, int32 shard)
 	}
 	e->count = 0;
 	e->lag_ms = 0;
+	e->held = 0;
 	return e;
+}
+
+/*
+ * hold_change
+ *		Leave a change pending: its shard has run out of numbers (its next
+ *		one would pass 2^63 - 1).  Its writer_xid stays in the watermark, so
+ *		a later sweep finds it again; the shard is reported (sweep_announce,
+ *		cfeed_sweep_report_exhausted), and the group's other shards are
+ *		stamped as ever.
+ */
+static void
+hold_change(SweepState *s, ShardEntry *e, const CfeedPendingChange *c)
+{
+	if (e->held++ == 0)
+		s->nexhausted++;
+	s->held[s->nheld++] = c->writer_xid;
 }
 
 /*
  * sweep_collect
  *		The collect step: the pending changes the group's watermark points
  *		at (writer_xid >= xmax or in xip; all of them without a watermark),
- *		then only those of the group's shards.
+ *		then only those of the group's shards; those of a shard already out
+ *		of numbers are held back at once, so that they never fill a batch.
  */
 static void
 sweep_collect(SweepState *s)
@@ -300,9 +336,16 @@ sweep_collect(SweepState *s)
 	ctl.hcxt = CurrentMemoryContext;
 	s->shards = hash_create("cfeed sweep shards", 64, &ctl,
 							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	s->held = palloc(sizeof(FullTransactionId) * Max(s->nchanges, 1));
 	for (i = 0; i < s->nchanges; i++)
 	{
-		if (shard_entry(s, s->changes[i].feed_id, s->changes[i].shard)->in_group)
+		ShardEntry *e = shard_entry(s, s->changes[i].feed_id, s->changes[i].shard);
+
+		if (!e->in_group)
+			continue;
+		if (e->shard.last_number == PG_INT64_MAX)
+			hold_change(s, e, &s->changes[i]);
+		else
 			s->changes[n++] = s->changes[i];
 	}
 	s->nchanges = n;
@@ -310,40 +353,54 @@ sweep_collect(SweepState *s)
 
 /*
  * sweep_cut
- *		The cut step: keep the cfeed.sweep_batch_size lowest change_ids, and
- *		propose the watermark that holds once the sweep commits, with the
- *		writer_xids of the changes left for a later sweep.
+ *		The cut step: keep the cfeed.sweep_batch_size lowest change_ids; the
+ *		rest stay in changes[nbatch..ncollected-1] for sweep_propose.
  */
 static void
 sweep_cut(SweepState *s)
 {
-	int			nleft = s->nchanges - cfeed_sweep_batch_size;
-	FullTransactionId *left;
+	s->ncollected = s->nchanges;
+	if (s->nchanges > cfeed_sweep_batch_size)
+	{
+		qsort(s->changes, s->nchanges, sizeof(CfeedPendingChange), compare_change_id);
+		s->nchanges = cfeed_sweep_batch_size;
+	}
+	s->nbatch = s->nchanges;
+}
+
+/*
+ * sweep_propose
+ *		Propose the watermark that holds once the sweep commits, with the
+ *		writer_xids of the changes left for a later sweep: those the cut
+ *		left, and those held back because their shard is out of numbers.
+ */
+static void
+sweep_propose(SweepState *s)
+{
+	int			nleft = s->nheld + (s->ncollected - s->nbatch);
+	FullTransactionId *left = palloc(sizeof(FullTransactionId) * Max(nleft, 1));
 	int			i;
 
-	if (nleft <= 0)
-	{
-		cfeed_watermark_propose(s->watermark, s->snapshot, NULL, 0);
-		return;
-	}
-	qsort(s->changes, s->nchanges, sizeof(CfeedPendingChange), compare_change_id);
-	left = palloc(sizeof(FullTransactionId) * nleft);
-	for (i = 0; i < nleft; i++)
-		left[i] = s->changes[cfeed_sweep_batch_size + i].writer_xid;
+	memcpy(left, s->held, sizeof(FullTransactionId) * s->nheld);
+	for (i = s->nbatch; i < s->ncollected; i++)
+		left[s->nheld + i - s->nbatch] = s->changes[i].writer_xid;
 	cfeed_watermark_propose(s->watermark, s->snapshot, left, nleft);
-	s->nchanges = cfeed_sweep_batch_size;
 }
 
 /*
  * sweep_number
  *		The number step: per shard in change_id order, each change the next
  *		number after its shard's head; records each shard's new head and the
- *		oldest change's age.
+ *		oldest change's age.  A change whose number would pass 2^63 - 1 is
+ *		held back (hold_change) and leaves the batch; so are the rest of its
+ *		shard's.  The batch shrinks within changes[0..nbatch-1]; the cut-off
+ *		part after it is left untouched.
  */
 static void
 sweep_number(SweepState *s)
 {
 	int			i;
+	int			n = 0;
 
 	qsort(s->changes, s->nchanges, sizeof(CfeedPendingChange), compare_shard_change);
 	s->now = GetCurrentTimestamp();
@@ -352,15 +409,22 @@ sweep_number(SweepState *s)
 		int32		key[2] = {s->changes[i].feed_id, s->changes[i].shard};
 		ShardEntry *e = hash_search(s->shards, key, HASH_FIND, NULL);
 		int64		lag = (s->now - s->changes[i].written_at) / 1000;
+		int64		last = e->count > 0 ? e->new_last : e->shard.last_number;
+		int64		next;
 
-		if (e->count++ == 0)
+		if (pg_add_s64_overflow(last, 1, &next))
 		{
-			e->new_last = e->shard.last_number;
-			s->nshards++;
+			hold_change(s, e, &s->changes[i]);
+			continue;
 		}
-		s->changes[i].number = ++e->new_last;
+		if (e->count++ == 0)
+			s->nshards++;
+		e->new_last = next;
 		e->lag_ms = Max(e->lag_ms, lag);
+		s->changes[n] = s->changes[i];
+		s->changes[n++].number = next;
 	}
+	s->nchanges = n;
 }
 
 /*
@@ -396,13 +460,23 @@ sweep_announce(SweepState *s, CfeedSweepResult *result)
 	result->change_count = s->nchanges;
 	result->nshards = s->nshards;
 	result->shards = palloc(sizeof(CfeedSweptShard) * Max(s->nshards, 1));
-	if (s->nshards == 0)
+	result->exhausted = palloc(sizeof(CfeedSweptShard) * Max(s->nexhausted, 1));
+	if (s->nshards == 0 && s->nexhausted == 0)
 		return;
 	hash_seq_init(&status, s->shards);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
 		CfeedSweptShard *r;
 
+		if (e->held > 0)
+		{
+			r = &result->exhausted[result->nexhausted++];
+			r->feed_id = e->shard.feed_id;
+			r->shard = e->shard.shard;
+			r->change_count = e->held;
+			r->last_number = e->count > 0 ? e->new_last : e->shard.last_number;
+			r->lag_ms = 0;
+		}
 		if (e->count == 0)
 			continue;
 		r = &result->shards[k++];
@@ -428,7 +502,10 @@ sweep_announce(SweepState *s, CfeedSweepResult *result)
  *		looked up when InvalidOid (the background sweeper passes the one it
  *		refreshes periodically).  Fills *result (shards[] palloc'd in the
  *		caller's memory context).  The caller commits; the commit is forced
- *		synchronous.  See the file header for the steps.
+ *		synchronous.  See the file header for the steps.  A shard out of
+ *		numbers does not fail the sweep: its changes stay pending and it is
+ *		listed in result->exhausted, for the caller to report
+ *		(cfeed_sweep_report_exhausted).
  */
 bool
 cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *result)
@@ -463,8 +540,10 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 	sweep_collect(&s);
 	sweep_cut(&s);
 	if (s.nchanges > 0)
-	{
 		sweep_number(&s);
+	sweep_propose(&s);
+	if (s.nchanges > 0)
+	{
 		cfeed_epoch_begin();
 		cfeed_stamp(s.changerel, s.changes, s.nchanges, s.now, s.snapshot);
 		cfeed_stamp_commit_level();
@@ -498,4 +577,64 @@ cfeed_check_sweep_isolation(void)
 				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
 				 errmsg("cfeed cannot sweep during recovery"),
 				 errhint("Changes are stamped on the primary; a standby replays them.")));
+}
+
+/*
+ * compare_swept_shard
+ *		Order shards by feed_id, shard (qsort).
+ */
+static int
+compare_swept_shard(const void *a, const void *b)
+{
+	const CfeedSweptShard *x = a;
+	const CfeedSweptShard *y = b;
+
+	if (x->feed_id != y->feed_id)
+		return x->feed_id < y->feed_id ? -1 : 1;
+	if (x->shard != y->shard)
+		return x->shard < y->shard ? -1 : 1;
+	return 0;
+}
+
+/*
+ * cfeed_sweep_exhausted_message
+ *		The message that names the first shard of a sweep's result that ran
+ *		out of numbers (palloc'd; NULL when none did): what cfeed.sweepers
+ *		shows as last_error and the warning says.
+ */
+char *
+cfeed_sweep_exhausted_message(CfeedSweepResult *result)
+{
+	if (result->nexhausted == 0)
+		return NULL;
+	qsort(result->exhausted, result->nexhausted, sizeof(CfeedSweptShard), compare_swept_shard);
+	return psprintf("shard %d of feed %d has run out of sequence numbers",
+					result->exhausted[0].shard, result->exhausted[0].feed_id);
+}
+
+/*
+ * cfeed_sweep_report_exhausted
+ *		A WARNING (SQLSTATE 22003) for the shards of a sweep's result that ran
+ *		out of numbers, if any: the first is named, with its head and the
+ *		changes left pending; the count of the others follows.
+ */
+void
+cfeed_sweep_report_exhausted(CfeedSweepResult *result)
+{
+	char	   *msg = cfeed_sweep_exhausted_message(result);
+	const CfeedSweptShard *x;
+
+	if (msg == NULL)
+		return;
+	x = &result->exhausted[0];
+	ereport(WARNING,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg_internal("%s", msg),
+			 errdetail("Its head is " INT64_FORMAT ", and its next number would pass the largest bigint; %d committed change(s) of it stay pending, the other shards of the sweep group are stamped.%s",
+					   x->last_number, x->change_count,
+					   result->nexhausted > 1
+					   ? psprintf("  %d other shard(s) of the group have run out too.", result->nexhausted - 1)
+					   : ""),
+			 errhint("Write to a new shard or feed from now on, and move or delete the pending changes (DELETE FROM cfeed.change WHERE feed_id = %d AND shard = %d AND change_sequence_number IS NULL).",
+					 x->feed_id, x->shard)));
 }

@@ -47,6 +47,7 @@ cfeed_sweep(PG_FUNCTION_ARGS)
 	cfeed_require_arg(fcinfo, 0, "sweep_group");
 	InitMaterializedSRF(fcinfo, 0);
 	cfeed_sweep_group(PG_GETARG_INT32(0), false, InvalidOid, &result);
+	cfeed_sweep_report_exhausted(&result);
 
 	for (i = 0; i < result.nshards; i++)
 	{
@@ -115,6 +116,7 @@ typedef struct SweepLoopTotals
 	int64		change_count;
 	int64		max_lag_ms;
 	int32		iterations;
+	bool		warned;			/* about a shard out of numbers */
 } SweepLoopTotals;
 
 /*
@@ -124,7 +126,8 @@ typedef struct SweepLoopTotals
  *		that found nothing.  The first sweep waits at most until turn_deadline
  *		for a concurrent sweep of the group to end (sweep(), the background
  *		worker); if it cannot start by then, nothing is swept.  Later sweeps
- *		wait for their turn as long as it takes.
+ *		wait for their turn as long as it takes.  A shard out of numbers is
+ *		warned about once per call.
  */
 static void
 sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms,
@@ -149,7 +152,13 @@ sweep_repeatedly(int32 sweep_group, TimestampTz turn_deadline, int32 duration_ms
 		totals->iterations++;
 		totals->change_count += attempt.result.change_count;
 		totals->max_lag_ms = Max(totals->max_lag_ms, attempt.result.max_lag_ms);
+		if (!totals->warned && attempt.result.nexhausted > 0)
+		{
+			cfeed_sweep_report_exhausted(&attempt.result);
+			totals->warned = true;
+		}
 		pfree(attempt.result.shards);
+		pfree(attempt.result.exhausted);
 		cfeed_spi_commit();
 
 		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
@@ -178,7 +187,7 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 	int32		wait_ms;
 	int32		duration_ms;
 	int32		sleep_ms;
-	SweepLoopTotals totals = {0, 0, 0};
+	SweepLoopTotals totals = {0, 0, 0, false};
 	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};

@@ -20,7 +20,9 @@
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
  * caught: the transaction is aborted, the message kept for cfeed.sweepers,
- * and the loop goes on after a second.  A paused database (DROP DATABASE
+ * and the loop goes on after a second.  A shard out of numbers is no
+ * error: the sweep stamps the group's other shards, and its message is
+ * kept for cfeed.sweepers the same way (record_exhausted).  A paused database (DROP DATABASE
  * and the like, launcher.c) ends the worker between transactions, after
  * its latch is set; SIGTERM (shutdown) ends it at once.  The launcher
  * restarts it when appropriate.
@@ -268,6 +270,29 @@ group_listed(Oid dboid, int32 sweep_group)
 }
 
 /*
+ * record_exhausted
+ *		A shard of the sweep group that has run out of numbers (sweep.c):
+ *		the sweep went on without it; its message becomes the slot's
+ *		last_error, and a WARNING goes to the log at most once a minute
+ *		(every pass finds its changes still pending).
+ */
+static void
+record_exhausted(CfeedSweepResult *result)
+{
+	static TimestampTz last_warning = 0;
+	char	   *msg = cfeed_sweep_exhausted_message(result);
+
+	if (msg == NULL)
+		return;
+	strlcpy(my_slot->last_error, msg, CFEED_ERROR_LEN);
+	if (TimestampDifferenceExceeds(last_warning, GetCurrentTimestamp(), 60000))
+	{
+		cfeed_sweep_report_exhausted(result);
+		last_warning = GetCurrentTimestamp();
+	}
+}
+
+/*
  * sweep_pass
  *		One transaction: check the extension, refresh groups (group 0), sweep.
  *		Returns the number of changes stamped; exits when there is nothing
@@ -318,7 +343,10 @@ sweep_pass(Oid dboid, int32 sweep_group)
 		SetUserIdAndSecContext(owner_oid, save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	pgstat_report_activity(STATE_RUNNING, "sweeping");
 	if (cfeed_sweep_group(sweep_group, true, owner_oid, &result))
+	{
 		stamped = result.change_count;
+		record_exhausted(&result);
+	}
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 
 	PopActiveSnapshot();

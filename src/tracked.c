@@ -47,6 +47,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/typcache.h"
 #include "utils/varlena.h"
 
@@ -269,9 +270,46 @@ typedef struct CfeedTrackKeyCache
 } CfeedTrackKeyCache;
 
 /*
+ * open_keyed_table
+ *		Open the table of cfeed._track_key (EXECUTE is PUBLIC: backfill calls
+ *		it with its caller's privileges) in ACCESS SHARE mode: 42P01 when it
+ *		does not exist, 42501 unless the caller may SELECT it (checked before
+ *		locking, so that nobody holds a lock on a table it may not read),
+ *		42809 when it is not a table.  Up to 1.7, _track_key(0, ...) failed
+ *		with XX000.
+ */
+static Relation
+open_keyed_table(Oid relid)
+{
+	AclResult	aclresult;
+	Relation	rel;
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	aclresult = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+	if (aclresult != ACLCHECK_OK)
+		aclcheck_error(aclresult, get_relkind_objtype(get_rel_relkind(relid)),
+					   get_rel_name(relid));
+	rel = try_table_open(relid, AccessShareLock);
+	if (rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (rel->rd_rel->relkind != RELKIND_RELATION &&
+		rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", RelationGetRelationName(rel))));
+	return rel;
+}
+
+/*
  * cfeed_track_key
  *		SQL: cfeed._track_key(tbl regclass, r record) returns text.  The key's
  *		text form of a row of a tracked table, as the triggers compute it.
+ *		The caller must be able to SELECT the table (open_keyed_table).
  */
 Datum
 cfeed_track_key(PG_FUNCTION_ARGS)
@@ -291,7 +329,7 @@ cfeed_track_key(PG_FUNCTION_ARGS)
 
 	if (cache == NULL || cache->relid != relid)
 	{
-		Relation	rel = table_open(relid, AccessShareLock);
+		Relation	rel = open_keyed_table(relid);
 		Trigger    *trig = cfeed_track_trigger(rel);
 
 		if (trig == NULL)

@@ -13,6 +13,519 @@
 
 /* ---- numbers: range checks, overflow-safe arithmetic, linear consumer groups ---- */
 
+/*
+ * cfeed._lowest_cursor: the lowest cursor a group may seek to on a shard
+ * whose start value is start: 0, below every number (history is numbered
+ * from 1, shards start at 0 or above); a shard created with a negative
+ * start before 1.8 reaches down to its start.
+ */
+CREATE FUNCTION cfeed._lowest_cursor(start bigint) RETURNS bigint
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $fn$ SELECT LEAST(0, $1) $fn$;
+COMMENT ON FUNCTION cfeed._lowest_cursor(bigint) IS 'internal: the lowest cursor of a shard with this start value (cfeed.seek''s range)';
+
+/*
+ * cfeed._behind: head - cursor without overflow (saturating at the limits
+ * of bigint), for the views: a lease's cursor is whatever a consumer with
+ * UPDATE on cfeed.lease wrote, and a view must not fail for every reader
+ * because of one row.
+ */
+CREATE FUNCTION cfeed._behind(head bigint, cursor bigint) RETURNS bigint
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $fn$
+	SELECT GREATEST(LEAST($1::pg_catalog.numeric OPERATOR(pg_catalog.-) $2,
+						  9223372036854775807), -9223372036854775808)::pg_catalog.int8
+$fn$;
+COMMENT ON FUNCTION cfeed._behind(bigint, bigint) IS 'internal: head - cursor, saturating instead of overflowing (cfeed.consumer_lag, cfeed.groups)';
+
+/*
+ * cfeed.acquire: the same contract, linear in the feed's shards.  Up to
+ * 1.7 the first acquire of a new group was quadratic: the leases it had
+ * just inserted have no statistics, the planner took their scans for one
+ * row each and chose nested loops over them (15-18 s at 10,000 shards).
+ * Now every statement is a scan of the group's leases (or of the feed's
+ * shards) with no join between lease scans: the free leases to take are
+ * those up to a cut-off shard, and the leases to steal are picked by one
+ * scan (the owners ranked by window functions) into a constant array the
+ * update looks shards up in by hashing.  The new leases' cursors ("lowest number -
+ * 1") saturate rather than overflow on a history row at -2^63 (refused
+ * since 1.8, possibly stored before).
+ */
+CREATE OR REPLACE FUNCTION cfeed.acquire(group_name text, feed_id int, owner text,
+										 ttl_ms int DEFAULT 30000, start_at timestamptz DEFAULT NULL)
+	RETURNS TABLE (shard int, cursor bigint, epoch bigint, expires_at timestamptz)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group text := acquire.group_name;
+	v_feed int := acquire.feed_id;
+	v_owner text := acquire.owner;
+	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_expires timestamptz;
+	v_shards int;
+	v_have int;
+	v_owners int;
+	v_target int;
+	v_need int;
+	v_names text[];
+	v_targets int[];
+	v_taken int;
+	v_cut int;
+	v_take int[];
+BEGIN
+	IF v_group IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
+	IF v_feed IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF v_owner IS NULL THEN PERFORM cfeed._null_arg('owner'); END IF;
+	IF acquire.ttl_ms IS NULL THEN PERFORM cfeed._null_arg('ttl_ms'); END IF;
+	IF v_group = '' OR v_owner = '' THEN
+		RAISE EXCEPTION 'group_name and owner must not be empty'
+			USING ERRCODE = '22023';
+	END IF;
+	IF acquire.ttl_ms <= 0 THEN
+		RAISE EXCEPTION 'argument "ttl_ms" must be positive, got %', acquire.ttl_ms
+			USING ERRCODE = '22023';
+	END IF;
+	PERFORM cfeed._check_feed(v_feed);
+	v_expires := v_now + pg_catalog.make_interval(secs => acquire.ttl_ms / 1000.0);
+
+	-- Missing leases: free, positioned just before the first change to read.
+	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
+								  expires_at, updated_at)
+	SELECT v_group, s.feed_id, s.shard, NULL,
+		   CASE WHEN acquire.start_at IS NULL THEN
+				COALESCE((SELECT GREATEST(c.change_sequence_number, -9223372036854775807) - 1
+						  FROM cfeed.change c
+						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
+							AND c.change_sequence_number IS NOT NULL
+						  ORDER BY c.change_sequence_number LIMIT 1),
+						 s.last_change_sequence_number)
+		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
+		   0, NULL, v_now
+	FROM cfeed.shard s
+	WHERE s.feed_id = v_feed
+	  AND NOT EXISTS (SELECT FROM cfeed.lease x
+					  WHERE x.group_name = v_group AND x.feed_id = s.feed_id
+						AND x.shard = s.shard)
+	ORDER BY s.shard
+	ON CONFLICT DO NOTHING;
+
+	-- Serialize with every other acquire of this (group, feed).
+	PERFORM FROM cfeed.lease l
+	WHERE l.group_name = v_group AND l.feed_id = v_feed
+	ORDER BY l.shard
+	FOR UPDATE;
+
+	-- Renew: still ours, expired or not, as long as nobody took it.
+	UPDATE cfeed.lease l SET expires_at = v_expires, updated_at = v_now
+	WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.owner = v_owner;
+	GET DIAGNOSTICS v_have = ROW_COUNT;
+
+	-- Targets of the live owners (the caller included): see the 1.0 script.
+	SELECT pg_catalog.count(*) INTO v_shards FROM cfeed.lease l
+	WHERE l.group_name = v_group AND l.feed_id = v_feed;
+
+	WITH held AS (
+		SELECT l.owner AS o, pg_catalog.count(*)::int AS n
+		FROM cfeed.lease l
+		WHERE l.group_name = v_group AND l.feed_id = v_feed
+		  AND l.owner IS NOT NULL AND l.expires_at > v_now
+		GROUP BY l.owner
+		UNION ALL
+		SELECT v_owner, 0 WHERE v_have = 0
+	), ranked AS (
+		SELECT h.o, h.n,
+			   pg_catalog.row_number() OVER (ORDER BY h.n DESC, h.o) AS rk,
+			   pg_catalog.count(*) OVER () AS owners
+		FROM held h
+	)
+	SELECT pg_catalog.array_agg(r.o ORDER BY r.rk),
+		   pg_catalog.array_agg((v_shards / r.owners
+								 + CASE WHEN r.rk <= v_shards % r.owners THEN 1 ELSE 0 END)::int
+								ORDER BY r.rk)
+	INTO v_names, v_targets
+	FROM ranked r;
+
+	v_owners := pg_catalog.cardinality(v_names);
+	v_target := v_targets[pg_catalog.array_position(v_names, v_owner)];
+	v_need := v_target - v_have;
+
+	IF v_need > 0 THEN
+		-- Free and expired leases first, lowest shards first: those up to
+		-- the v_need-th (all of them when there are fewer).
+		SELECT x.shard INTO v_cut FROM cfeed.lease x
+		WHERE x.group_name = v_group AND x.feed_id = v_feed
+		  AND (x.owner IS NULL OR x.expires_at IS NULL OR x.expires_at <= v_now)
+		ORDER BY x.shard OFFSET v_need - 1 LIMIT 1;
+		UPDATE cfeed.lease l
+		SET owner = v_owner, epoch = l.epoch + 1, expires_at = v_expires, updated_at = v_now
+		WHERE l.group_name = v_group AND l.feed_id = v_feed
+		  AND (l.owner IS NULL OR l.expires_at IS NULL OR l.expires_at <= v_now)
+		  AND (v_cut IS NULL OR l.shard <= v_cut);
+		GET DIAGNOSTICS v_taken = ROW_COUNT;
+		v_need := v_need - v_taken;
+	END IF;
+
+	IF v_need > 0 THEN
+		-- Then steal from owners above their target, round-robin, each
+		-- losing its highest shards.  An owner's rank (hence its target) is
+		-- its place among the live owners by leases held before this call,
+		-- the caller's v_have included; taking free leases changed only the
+		-- caller's count, so the others are ranked among themselves and the
+		-- caller's place is added back.  The update names the shards as a
+		-- constant array, which PostgreSQL looks rows up in by hashing
+		-- (a parameter's array would be searched linearly per row).
+		v_take := ARRAY(
+				SELECT r.shard
+				FROM (SELECT h.shard, h.o, h.k,
+							 h.n - (v_shards / v_owners
+									+ CASE WHEN pg_catalog.dense_rank() OVER (ORDER BY h.n DESC, h.o)
+												+ CASE WHEN v_have > h.n OR (v_have = h.n AND v_owner < h.o)
+													   THEN 1 ELSE 0 END
+												<= v_shards % v_owners
+										   THEN 1 ELSE 0 END) AS excess
+					  FROM (SELECT x.shard, x.owner AS o,
+								   pg_catalog.count(*) OVER (PARTITION BY x.owner) AS n,
+								   pg_catalog.row_number() OVER (PARTITION BY x.owner ORDER BY x.shard DESC) AS k
+							FROM cfeed.lease x
+							WHERE x.group_name = v_group AND x.feed_id = v_feed
+							  AND x.owner IS NOT NULL AND x.owner <> v_owner
+							  AND x.expires_at > v_now) h) r
+				WHERE r.k <= r.excess
+				ORDER BY r.k, r.excess DESC, r.o LIMIT v_need);
+		EXECUTE pg_catalog.format(
+			'UPDATE cfeed.lease l SET owner = $1, epoch = l.epoch + 1, expires_at = $2, updated_at = $3 '
+			'WHERE l.group_name = $4 AND l.feed_id = $5 AND l.shard = ANY (%L::pg_catalog.int4[])', v_take)
+		USING v_owner, v_expires, v_now, v_group, v_feed;
+	END IF;
+
+	RETURN QUERY
+		SELECT l.shard, l.cursor, l.epoch, l.expires_at FROM cfeed.lease l
+		WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.owner = v_owner
+		ORDER BY l.shard;
+END
+$fn$;
+
+/*
+ * cfeed.release: the owner's leases are locked (in shard order) and freed
+ * by two scans of the group's leases, never by a join a planner without
+ * statistics could make a nested loop of (1.1 joined a CTE of them).
+ * Otherwise as in 1.1.
+ */
+CREATE OR REPLACE FUNCTION cfeed.release(group_name text, feed_id int, owner text)
+	RETURNS int
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_released int;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', release.group_name IS NULL), (2, 'feed_id', release.feed_id IS NULL),
+				 (3, 'owner', release.owner IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	PERFORM cfeed._check_feed(release.feed_id);
+	IF NOT EXISTS (SELECT FROM cfeed.lease l
+				   WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id) THEN
+		RAISE EXCEPTION 'group "%" has no leases on feed %', release.group_name, release.feed_id
+			USING ERRCODE = '42704',
+				  HINT = 'A group''s leases are created by cfeed.acquire(); cfeed.groups lists the groups.';
+	END IF;
+
+	-- Lock the owner's leases in shard order (the locking protocol of 1.0).
+	PERFORM FROM cfeed.lease l
+	WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id
+	  AND l.owner = release.owner
+	ORDER BY l.shard
+	FOR UPDATE;
+	UPDATE cfeed.lease l
+	SET owner = NULL, expires_at = NULL, updated_at = pg_catalog.clock_timestamp()
+	WHERE l.group_name = release.group_name AND l.feed_id = release.feed_id
+	  AND l.owner = release.owner;
+	GET DIAGNOSTICS v_released = ROW_COUNT;
+	RETURN v_released;
+END
+$fn$;
+
+/*
+ * cfeed.seek: the cursor must lie on the shard, from its lowest cursor
+ * (cfeed._lowest_cursor: 0) to its head, 22023 otherwise; up to 1.7 any
+ * bigint below the head was taken, down to -2^63, which then overflowed
+ * cfeed.consumer_lag and cfeed.groups for everyone.
+ */
+CREATE OR REPLACE FUNCTION cfeed.seek(group_name text, feed_id int, shard int, cursor bigint)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_head bigint;
+	v_lowest bigint;
+	v_epoch bigint;
+BEGIN
+	IF seek.group_name IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
+	IF seek.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF seek.shard IS NULL THEN PERFORM cfeed._null_arg('shard'); END IF;
+	IF seek.cursor IS NULL THEN PERFORM cfeed._null_arg('cursor'); END IF;
+	IF seek.group_name = '' THEN
+		RAISE EXCEPTION 'group_name must not be empty' USING ERRCODE = '22023';
+	END IF;
+	v_head := cfeed.head(seek.feed_id, seek.shard);	-- 42704 for an unknown feed or shard
+	IF seek.cursor > v_head THEN
+		RAISE EXCEPTION 'cursor % is beyond the head % of shard % of feed %',
+			seek.cursor, v_head, seek.shard, seek.feed_id
+			USING ERRCODE = '22023',
+				  HINT = 'To skip everything written so far, seek to cfeed.head().';
+	END IF;
+	SELECT cfeed._lowest_cursor(s.start_sequence_number) INTO v_lowest
+	FROM cfeed.shard s WHERE s.feed_id = seek.feed_id AND s.shard = seek.shard;
+	IF seek.cursor < v_lowest THEN
+		RAISE EXCEPTION 'cursor % is below the lowest cursor % of shard % of feed %',
+			seek.cursor, v_lowest, seek.shard, seek.feed_id
+			USING ERRCODE = '22023',
+				  HINT = pg_catalog.format('To replay everything the shard still has, seek to %s.', v_lowest);
+	END IF;
+
+	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch, expires_at,
+								  updated_at)
+	VALUES (seek.group_name, seek.feed_id, seek.shard, NULL, seek.cursor, 0, NULL,
+			pg_catalog.clock_timestamp())
+	ON CONFLICT ON CONSTRAINT lease_pkey DO UPDATE
+		SET cursor = EXCLUDED.cursor, epoch = l.epoch + 1, updated_at = EXCLUDED.updated_at
+	RETURNING l.epoch INTO v_epoch;
+	RETURN v_epoch;
+END
+$fn$;
+
+/*
+ * cfeed.consumer_lag and cfeed.groups: linear in leases whatever the
+ * statistics, and never 22003.  Up to 1.7 they joined cfeed.lease to the
+ * cfeed.shard view: without statistics on cfeed.lease (a new group) the
+ * planner took a group's leases for one row and ran the whole view (a head
+ * probe per shard) once per lease, 57 s for a group of 10,000 shards.  Now
+ * each shard of the view looks its leases up (a LATERAL scan of the
+ * primary key or lease_shard_idx; feed_id and shard are the view's, so
+ * that a condition on the feed reaches its shards), and head - cursor saturates
+ * (cfeed._behind): a cursor written directly into cfeed.lease can be any
+ * bigint.
+ */
+CREATE OR REPLACE VIEW cfeed.consumer_lag AS
+	SELECT l.group_name, s.feed_id, s.shard, l.owner, l.epoch, l.cursor,
+		   s.last_change_sequence_number AS head,
+		   cfeed._behind(s.last_change_sequence_number, l.cursor) AS behind,
+		   CASE WHEN u.stamped_at IS NOT NULL
+				THEN GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) u.stamped_at, interval '0')
+		   END AS oldest_unread_age,
+		   l.expires_at
+	FROM cfeed.shard s
+	CROSS JOIN LATERAL (
+		SELECT x.group_name, x.owner, x.epoch, x.cursor, x.expires_at
+		FROM cfeed.lease x
+		WHERE x.feed_id OPERATOR(pg_catalog.=) s.feed_id AND x.shard OPERATOR(pg_catalog.=) s.shard
+		OFFSET 0) l	-- not pulled up: the view's shards stay the outer side
+	LEFT JOIN LATERAL (
+		SELECT COALESCE(c.stamped_at, c.written_at) AS stamped_at
+		FROM cfeed.change c
+		WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+		  AND c.change_sequence_number OPERATOR(pg_catalog.>) l.cursor
+		ORDER BY c.change_sequence_number
+		LIMIT 1) u ON true;
+ALTER VIEW cfeed.consumer_lag SET (security_barrier = true);
+
+CREATE OR REPLACE VIEW cfeed.groups AS
+	SELECT l.group_name, s.feed_id,
+		   pg_catalog.count(*) AS shards,
+		   pg_catalog.count(*) FILTER (WHERE l.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()) AS held,
+		   COALESCE(pg_catalog.array_agg(DISTINCT l.owner ORDER BY l.owner)
+					FILTER (WHERE l.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()),
+					'{}') AS owners,
+		   pg_catalog.min(l.cursor) AS min_cursor,
+		   GREATEST(LEAST(pg_catalog.sum(cfeed._behind(s.last_change_sequence_number, l.cursor)),
+						  9223372036854775807), -9223372036854775808)::pg_catalog.int8 AS behind,
+		   pg_catalog.max(l.updated_at) AS updated_at
+	FROM cfeed.shard s
+	CROSS JOIN LATERAL (
+		SELECT x.group_name, x.cursor, x.owner, x.expires_at, x.updated_at
+		FROM cfeed.lease x
+		WHERE x.feed_id OPERATOR(pg_catalog.=) s.feed_id AND x.shard OPERATOR(pg_catalog.=) s.shard
+		OFFSET 0) l	-- not pulled up: the view's shards stay the outer side
+	GROUP BY l.group_name, s.feed_id;
+ALTER VIEW cfeed.groups SET (security_barrier = true);
+
+/*
+ * Role arguments: cfeed.grant_read(1, 987654321::oid::regrole) stored a
+ * grant for a role that does not exist (a regrole cast from an oid is not
+ * checked).  cfeed._check_role raises 42704 for one; 0 is PUBLIC.  The
+ * four functions are as in 1.4, with the check first.
+ */
+CREATE FUNCTION cfeed._check_role(role regrole) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF _check_role.role <> 0
+	   AND NOT EXISTS (SELECT FROM pg_roles r WHERE r.oid = _check_role.role) THEN
+		RAISE EXCEPTION 'role with OID % does not exist', _check_role.role::oid
+			USING ERRCODE = '42704',
+				  HINT = 'Name the role (''name''::regrole), or 0 for PUBLIC.';
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._check_role(regrole) IS 'internal: raises 42704 for a role that does not exist (0 is PUBLIC)';
+
+CREATE OR REPLACE FUNCTION cfeed.grant_read(feed_id int, role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF grant_read.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF grant_read.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(grant_read.role);
+	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = grant_read.feed_id) THEN
+		RAISE EXCEPTION 'feed % does not exist', grant_read.feed_id
+			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
+	END IF;
+	DELETE FROM cfeed.read_grant g
+	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
+	INSERT INTO cfeed.read_grant (grantee, feed_id) VALUES (grant_read.role, grant_read.feed_id)
+	ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION cfeed.revoke_read(feed_id int, role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF revoke_read.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF revoke_read.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(revoke_read.role);
+	DELETE FROM cfeed.read_grant g
+	WHERE (g.grantee = revoke_read.role AND g.feed_id = revoke_read.feed_id)
+	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+	PERFORM cfeed._still_reads(revoke_read.role, revoke_read.feed_id);
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION cfeed.grant_read_all(role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF grant_read_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(grant_read_all.role);
+	DELETE FROM cfeed.read_grant g
+	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
+	INSERT INTO cfeed.read_grant (grantee, feed_id) VALUES (grant_read_all.role, NULL)
+	ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION cfeed.revoke_read_all(role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF revoke_read_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(revoke_read_all.role);
+	DELETE FROM cfeed.read_grant g
+	WHERE (g.grantee = revoke_read_all.role AND g.feed_id IS NULL)
+	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+	PERFORM cfeed._still_reads(revoke_read_all.role, NULL);
+END
+$fn$;
+
+/*
+ * cfeed._apply_retention: as in 1.0, with the batch bound computed without
+ * overflow (the first number + max_rows passed 2^63 - 1 on a shard near
+ * the end of its numbers, and the retention pass of every feed failed).
+ */
+CREATE OR REPLACE FUNCTION cfeed._apply_retention(max_rows int DEFAULT 10000, ignore_leases bool DEFAULT false)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	r record;
+	v_deleted bigint := 0;
+	v_count bigint;
+	v_cutoff timestamptz;
+	v_first bigint;
+	v_first_at timestamptz;
+	v_limit bigint;
+BEGIN
+	IF max_rows IS NULL THEN PERFORM cfeed._null_arg('max_rows'); END IF;
+	IF ignore_leases IS NULL THEN PERFORM cfeed._null_arg('ignore_leases'); END IF;
+	IF max_rows <= 0 THEN
+		RAISE EXCEPTION 'argument "max_rows" must be positive, got %', max_rows USING ERRCODE = '22023';
+	END IF;
+
+	FOR r IN
+		SELECT s.feed_id, s.shard, s.last_change_sequence_number AS head, f.retention,
+			   (SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
+				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held
+		FROM cfeed.feed f JOIN cfeed.shard s ON s.feed_id = f.feed_id
+		WHERE f.retention IS NOT NULL
+		ORDER BY s.feed_id, s.shard
+	LOOP
+		EXIT WHEN v_deleted >= max_rows;
+		v_cutoff := pg_catalog.now() - r.retention;
+
+		-- The oldest change left: anything to do at all?
+		SELECT c.change_sequence_number, COALESCE(c.stamped_at, c.written_at)
+		INTO v_first, v_first_at
+		FROM cfeed.change c
+		WHERE c.feed_id = r.feed_id AND c.shard = r.shard AND c.change_sequence_number IS NOT NULL
+		ORDER BY c.change_sequence_number LIMIT 1;
+		CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
+			OR (NOT ignore_leases AND v_first > r.held);
+
+		v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
+						 CASE WHEN ignore_leases THEN NULL ELSE r.held END);
+		-- Numbers above the start value are gapless, so this range bounds the batch;
+		-- the age test keeps young backfilled rows of the migration range.
+		v_limit := LEAST(v_limit::pg_catalog.numeric,
+						 v_first::pg_catalog.numeric + (max_rows - v_deleted) - 1)::bigint;
+		DELETE FROM cfeed.change c
+		WHERE c.feed_id = r.feed_id AND c.shard = r.shard
+		  AND c.change_sequence_number BETWEEN v_first AND v_limit
+		  AND COALESCE(c.stamped_at, c.written_at) < v_cutoff;
+		GET DIAGNOSTICS v_count = ROW_COUNT;
+		v_deleted := v_deleted + v_count;
+	END LOOP;
+	RETURN v_deleted;
+END
+$fn$;
+
+/*
+ * History rows numbered below 1 (accepted up to 1.7, down to -2^63;
+ * refused from 1.8, see src/guard.c): a warning names the shards that have
+ * some, one index probe per shard.  They keep working (every computation
+ * on them saturates) but lie outside the cursors cfeed.seek accepts.
+ */
+DO $do$
+DECLARE
+	v_shards text;
+BEGIN
+	SELECT pg_catalog.string_agg(pg_catalog.format('shard %s of feed %s', s.shard, s.feed_id), ', '
+								 ORDER BY s.feed_id, s.shard)
+	INTO v_shards
+	FROM cfeed.shard_config s
+	WHERE (SELECT c.change_sequence_number FROM cfeed.change c
+		   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+			 AND c.change_sequence_number IS NOT NULL
+		   ORDER BY c.change_sequence_number LIMIT 1) OPERATOR(pg_catalog.<) 1;
+	IF v_shards IS NOT NULL THEN
+		RAISE WARNING 'cfeed.change has history rows numbered below 1: %', v_shards
+			USING DETAIL = 'History is numbered from 1 up to the shard''s start value; cfeed 1.8 refuses lower numbers.',
+				  HINT = 'Renumber or delete them (UPDATE or DELETE FROM cfeed.change WHERE change_sequence_number < 1).';
+	END IF;
+END
+$do$;
+
 
 
 /* ---- read access: readers without table privileges ---- */
