@@ -58,6 +58,10 @@ INSERT INTO h_call VALUES
   ('cfeed.revoke_read', 'f', '{1,0}', '{}'),
   ('cfeed.grant_read_all', 'f', '{0}', '{}'),
   ('cfeed.revoke_read_all', 'f', '{0}', '{}'),
+  ('cfeed.grant_write', 'f', '{1,0}', '{}'),
+  ('cfeed.revoke_write', 'f', '{1,0}', '{}'),
+  ('cfeed.grant_write_all', 'f', '{0}', '{}'),
+  ('cfeed.revoke_write_all', 'f', '{0}', '{}'),
   ('cfeed.epoch', 'f', '{}', '{}'),
   ('cfeed.resume_cursor', 'f', '{1,0,2000000000000001,0}', '{3}');
 -- every function of the extension (internal ones aside) is in the list
@@ -271,6 +275,7 @@ CREATE ROLE regress_cfeed_h_writer;
 CREATE ROLE regress_cfeed_h_reader;
 CREATE ROLE regress_cfeed_h_stranger;
 GRANT INSERT ON cfeed.change TO regress_cfeed_h_writer;
+SELECT cfeed.grant_write_all('regress_cfeed_h_writer');
 GRANT USAGE ON SEQUENCE cfeed.change_id TO regress_cfeed_h_writer;
 GRANT SELECT ON cfeed.change, cfeed.shard TO regress_cfeed_h_reader;
 SELECT cfeed.grant_read(1, 'regress_cfeed_h_reader');

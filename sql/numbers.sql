@@ -11,6 +11,7 @@ SELECT cfeed.create_feed('one', 2), cfeed.create_feed('two');
 -- consumer of feed 1 only
 CREATE ROLE regress_num_writer;
 GRANT INSERT ON cfeed.change TO regress_num_writer;
+SELECT cfeed.grant_write_all('regress_num_writer');
 GRANT USAGE ON SEQUENCE cfeed.change_id TO regress_num_writer;
 CREATE ROLE regress_num_reader1;
 GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.feed, cfeed.consumer_lag, cfeed.groups
@@ -122,6 +123,7 @@ SELECT cfeed.drop_group('w', 4) AS dropped;
 SELECT cfeed.create_feed('items', 2, feed_id => 5);
 CREATE ROLE regress_num_owner;
 GRANT INSERT ON cfeed.change TO regress_num_owner;
+SELECT cfeed.grant_write_all('regress_num_owner');
 GRANT USAGE ON SEQUENCE cfeed.change_id TO regress_num_owner;
 GRANT CREATE ON SCHEMA public TO regress_num_owner;
 SET ROLE regress_num_owner;

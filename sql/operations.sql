@@ -168,6 +168,7 @@ DROP TRIGGER ops_bump ON cfeed.change;
 -- the owner
 CREATE ROLE ops_writer;
 GRANT INSERT, SELECT ON cfeed.change TO ops_writer;
+SELECT cfeed.grant_write_all('ops_writer');
 GRANT ALL ON ops_t TO ops_writer;
 GRANT USAGE ON SEQUENCE cfeed.change_id TO ops_writer;
 CREATE POLICY ops_only_low ON cfeed.change AS RESTRICTIVE FOR INSERT TO ops_writer

@@ -225,6 +225,7 @@ SELECT count(*) AS restored FROM cfeed.change WHERE change_id = 305;
 ROLLBACK;
 CREATE ROLE regress_publish_writer;
 GRANT INSERT ON cfeed.change TO regress_publish_writer;
+SELECT cfeed.grant_write_all('regress_publish_writer');
 SET ROLE regress_publish_writer;
 SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, writer_xid) VALUES (50, 9, 304, '5')$$) AS not_owner;
 RESET ROLE;

@@ -290,6 +290,7 @@ SELECT grantee, feed_id FROM cfeed.read_grant ORDER BY grantee::text, feed_id;
  */
 CREATE ROLE regress_ra_writer;
 GRANT INSERT ON cfeed.change TO regress_ra_writer;
+SELECT cfeed.grant_write_all('regress_ra_writer');
 GRANT USAGE ON SEQUENCE cfeed.change_id TO regress_ra_writer;
 GRANT INSERT ON public.orders TO regress_ra_writer;
 CREATE TEMP VIEW shards_locks AS

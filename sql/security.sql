@@ -7,6 +7,7 @@ CREATE ROLE regress_cfeed_reader;
 CREATE ROLE regress_cfeed_stranger;
 CREATE ROLE regress_cfeed_sweeper;
 GRANT INSERT ON cfeed.change TO regress_cfeed_writer;
+SELECT cfeed.grant_write_all('regress_cfeed_writer');
 GRANT USAGE ON SEQUENCE cfeed.change_id TO regress_cfeed_writer;
 GRANT SELECT ON cfeed.change, cfeed.shard TO regress_cfeed_reader;
 GRANT EXECUTE ON FUNCTION cfeed.sweep(int) TO regress_cfeed_sweeper;

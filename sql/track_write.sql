@@ -73,6 +73,7 @@ SET ROLE track_writer;
 SELECT pg_temp.err($$INSERT INTO w_priv VALUES (1, 'no grants')$$);
 RESET ROLE;
 GRANT USAGE ON SEQUENCE cfeed.change_id TO track_writer;
+SELECT cfeed.grant_write_all('track_writer');
 GRANT INSERT (feed_id, shard, change_id, tbl, op) ON cfeed.change TO track_writer;
 SET ROLE track_writer;
 SELECT pg_temp.err($$INSERT INTO w_priv VALUES (2, 'no grant on the image column')$$);

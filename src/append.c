@@ -85,9 +85,10 @@ static void
 append_with_sql(const CfeedChange *change)
 {
 	int			spi_level;
-	Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, RECORDOID};
+	Oid			types[6] = {INT4OID, INT4OID, INT8OID, OIDOID, TEXTOID, JSONBOID};
 	Datum		values[6];
 	SPIPlanPtr *plan;
+	CfeedImageScope previous;
 
 	values[0] = Int32GetDatum(change->feed_id);
 	values[2] = Int64GetDatum(change->change_id);
@@ -111,19 +112,30 @@ append_with_sql(const CfeedChange *change)
 	if (plan == &insert_plan)
 		(void) cfeed_spi_plan(plan,
 							  "INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, \"row\") "
-							  "VALUES ($1, $2, $3, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
+							  "VALUES ($1, $2, $3, $4::pg_catalog.regclass, $5, $6)",
 							  6, types);
 	else
 		(void) cfeed_spi_plan(plan,
 							  "WITH c AS (INSERT INTO cfeed.change (feed_id, shard, change_id) "
 							  "VALUES ($1, $2, $3)) "
 							  "INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\") "
-							  "VALUES ($3, $1, $4::pg_catalog.regclass, $5, pg_catalog.to_jsonb($6))",
+							  "VALUES ($3, $1, $4::pg_catalog.regclass, $5, $6)",
 							  6, types);
 	values[3] = ObjectIdGetDatum(change->tbl);
 	values[4] = CStringGetTextDatum(change->op);
-	values[5] = heap_copy_tuple_as_datum(change->tuple, RelationGetDescr(change->rel));
-	(void) cfeed_spi_run(plan, values, SPI_OK_INSERT, "publishing a row");
+	values[5] = cfeed_row_image(RelationGetRelid(change->rel), change->tuple,
+								RelationGetDescr(change->rel));
+	/* the image is made before: no code of the caller's runs in its scope */
+	previous = cfeed_image_scope_enter(change->tbl, change->feed_id);
+	PG_TRY();
+	{
+		(void) cfeed_spi_run(plan, values, SPI_OK_INSERT, "publishing a row");
+	}
+	PG_FINALLY();
+	{
+		cfeed_image_scope_leave(previous);
+	}
+	PG_END_TRY();
 	cfeed_spi_finish(spi_level);
 }
 
@@ -199,6 +211,7 @@ insert_change(Relation changerel, const CfeedChange *change, int32 shard)
  *		the shards lock allow it, else by an INSERT (see the file header).
  *		cfeed.publish (no image) is checked first as the executor checks an
  *		INSERT; a tracked change is part of a statement checked already.
+ *		Either needs the current user's write grant on the feed (42501).
  */
 void
 cfeed_append(const CfeedChange *change)
@@ -211,6 +224,7 @@ cfeed_append(const CfeedChange *change)
 		PreventCommandIfReadOnly("INSERT");
 		PreventCommandIfParallelMode("INSERT");
 	}
+	cfeed_check_write(change->feed_id);
 	changerel = open_change_direct();
 	if (changerel != NULL)
 	{

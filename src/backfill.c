@@ -239,11 +239,14 @@ run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
 	Datum		values[3];
 	bool		isnull;
 	Datum		full;
+	CfeedImageScope previous;
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
 	values[2] = starts;
 	cfeed_track_silence(relid);
+	/* images of this table for this feed only (the caller owns the table) */
+	previous = cfeed_image_scope_enter(relid, feed_id);
 	PG_TRY();
 	{
 		int			rc = SPI_execute_with_args(sql, 3, types, values, NULL, false, 0);
@@ -253,6 +256,7 @@ run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
 	}
 	PG_FINALLY();
 	{
+		cfeed_image_scope_leave(previous);
 		cfeed_track_silence(InvalidOid);
 	}
 	PG_END_TRY();
@@ -282,7 +286,7 @@ run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
  *		rows, in order_by order (the primary key's, else the key's, when
  *		null), with 'insert' row images, and sets the rows' change_id column.
  *		Holds tbl in SHARE mode.  Returns the number of rows.  The caller must
- *		own tbl.
+ *		own tbl and may write the feed (42501).
  */
 Datum
 cfeed_backfill(PG_FUNCTION_ARGS)
@@ -303,6 +307,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	cfeed_require_arg(fcinfo, 1, "feed_id");
 	relid = PG_GETARG_OID(0);
 	feed_id = PG_GETARG_INT32(1);
+	cfeed_check_write(feed_id);
 
 	rel = open_tracked_table(relid, feed_id, &trig, &count);
 	if (PG_ARGISNULL(2))

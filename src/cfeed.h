@@ -214,7 +214,18 @@ extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 extern bool cfeed_may_read_feed(int32 feed_id);
 extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
+extern bool cfeed_may_write_feed(int32 feed_id);
+extern void cfeed_check_write(int32 feed_id);
 extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
+
+/* guard.c: the row images a statement of cfeed's own may write */
+typedef struct CfeedImageScope
+{
+	Oid			tbl;			/* InvalidOid: none */
+	int32		feed_id;
+} CfeedImageScope;
+extern CfeedImageScope cfeed_image_scope_enter(Oid tbl, int32 feed_id);
+extern void cfeed_image_scope_leave(CfeedImageScope previous);
 
 /* spi.c: required arguments (22004) and SPI with search_path pinned */
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,

@@ -45,6 +45,15 @@
  *		change_sequence_idx still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
  *
+ *	  Row images (tbl, op, row) come only from cfeed's tracking: a row that
+ *	  carries one is refused (42501) unless a statement of cfeed's own writes
+ *	  it (the image scope: append.c's SQL path for a tracked row, backfill.c;
+ *	  the row's table and feed must be the scope's), or it is copied in by
+ *	  logical replication's apply (replica mode) or by a role with the
+ *	  privileges of the extension's owner (pg_restore).  The image scope is
+ *	  backend-local C state that no SQL can set.  An UPDATE may clear an
+ *	  image but set one only under the same rule (change_image_guard).
+ *
  *	  An UPDATE that moves a change to another feed or shard is checked the
  *	  same way by change_shard_guard (since 1.6, the foreign key's check of
  *	  an UPDATE): 23503 for a missing feed or shard, none in replica mode,
@@ -77,6 +86,83 @@ PG_FUNCTION_INFO_V1(cfeed_writer_xid);
 PG_FUNCTION_INFO_V1(cfeed_change_guard);
 PG_FUNCTION_INFO_V1(cfeed_change_stamp_guard);
 PG_FUNCTION_INFO_V1(cfeed_change_shard_guard);
+PG_FUNCTION_INFO_V1(cfeed_change_image_guard);
+
+/* The images a statement of cfeed's own is writing (see the header). */
+static CfeedImageScope image_scope = {InvalidOid, 0};
+
+/*
+ * cfeed_image_scope_enter
+ *		Let the rows with images of table tbl for feed_id that cfeed's own
+ *		statement is about to insert pass change_guard.  Returns the scope
+ *		it replaces, which the caller restores with cfeed_image_scope_leave
+ *		when the statement is done, on error too (PG_FINALLY).
+ */
+CfeedImageScope
+cfeed_image_scope_enter(Oid tbl, int32 feed_id)
+{
+	CfeedImageScope previous = image_scope;
+
+	image_scope.tbl = tbl;
+	image_scope.feed_id = feed_id;
+	return previous;
+}
+
+/*
+ * cfeed_image_scope_leave
+ *		Restore the scope cfeed_image_scope_enter replaced.
+ */
+void
+cfeed_image_scope_leave(CfeedImageScope previous)
+{
+	image_scope = previous;
+}
+
+/*
+ * image_copied_in
+ *		Whether a row image may be written as a copy of one made elsewhere:
+ *		logical replication's apply (replica mode) or a restore by a role
+ *		with the privileges of the extension's owner.
+ */
+static bool
+image_copied_in(void)
+{
+	return SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
+		has_privs_of_role(GetUserId(), cfeed_extension_owner());
+}
+
+/*
+ * check_image
+ *		Refuse (42501) a row image (tbl, op or row not null) in a row of
+ *		feed_id written by anything but cfeed's tracking (see the header).
+ *		tbl is the row's table, InvalidOid when null.
+ */
+static void
+check_image(HeapTuple tuple, TupleDesc desc, int32 feed_id)
+{
+	bool		tbl_null;
+	bool		op_null;
+	bool		row_null;
+	Oid			tbl;
+
+	if (desc->natts < Anum_change_row)
+		return;					/* a schema that keeps images elsewhere */
+	tbl = DatumGetObjectId(heap_getattr(tuple, Anum_change_tbl, desc, &tbl_null));
+	(void) heap_getattr(tuple, Anum_change_op, desc, &op_null);
+	(void) heap_getattr(tuple, Anum_change_row, desc, &row_null);
+	if (tbl_null && op_null && row_null)
+		return;
+	if (!tbl_null && OidIsValid(image_scope.tbl) && tbl == image_scope.tbl &&
+		feed_id == image_scope.feed_id)
+		return;
+	if (image_copied_in())
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to write a row image to feed %d", feed_id),
+			 errdetail("tbl, op and row of cfeed.change are written only by cfeed's tracking of a table (cfeed.track, cfeed.backfill) and by a restore."),
+			 errhint("Leave tbl, op and row out of the INSERT; to publish a table's rows, track it with cfeed.track().")));
+}
 
 /*
  * cfeed_writer_xid
@@ -231,6 +317,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
 	if (trigdata->tg_trigger->tgqual == NULL && !feed_null && !shard_null)
 		check_shard(feed_id, shard, restored_row);
+	if (!feed_null)
+		check_image(tuple, desc, feed_id);
 	if (number_null && stamped_null && !restored_row)
 		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
 
@@ -356,5 +444,44 @@ cfeed_change_shard_guard(PG_FUNCTION_ARGS)
 	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
 	if (!feed_null && !shard_null)
 		check_shard(feed_id, shard, false);
+	PG_RETURN_POINTER(newtup);
+}
+
+/*
+ * cfeed_change_image_guard
+ *		BEFORE UPDATE OF tbl, op, "row" on cfeed.change (enabled always): an
+ *		UPDATE may clear a change's image (set tbl, op and row to null) or
+ *		leave it, but writes a new one only as an INSERT may (check_image:
+ *		replication's apply, the extension owner's privileges).
+ */
+Datum
+cfeed_change_image_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_image_guard()");
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	HeapTuple	oldtup = trigdata->tg_trigtuple;
+	HeapTuple	newtup = trigdata->tg_newtuple;
+	int			attnums[] = {Anum_change_tbl, Anum_change_op, Anum_change_row};
+	bool		isnull;
+	int			i;
+
+	if (!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		elog(ERROR, "cfeed._change_image_guard() fired for something other than UPDATE");
+
+	for (i = 0; i < (int) lengthof(attnums); i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, attnums[i] - 1);
+		bool		oldnull;
+		bool		newnull;
+		Datum		oldval = heap_getattr(oldtup, attnums[i], desc, &oldnull);
+		Datum		newval = heap_getattr(newtup, attnums[i], desc, &newnull);
+
+		if (!newnull && (oldnull || !datumIsEqual(oldval, newval, att->attbyval, att->attlen)))
+		{
+			check_image(newtup, desc,
+						DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &isnull)));
+			break;
+		}
+	}
 	PG_RETURN_POINTER(newtup);
 }

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * read_access.c
- *	  Per-feed read access (1.4): which feeds the current user may read, and
- *	  which tracked tables' row images it may see.
+ *	  Per-feed access: which feeds the current user may read, which tracked
+ *	  tables' row images it may see, and which feeds it may write.
  *
  * The rules
  * ---------
@@ -17,6 +17,15 @@
  * only to whom T would show that row whatever T's policies say.  The
  * changes of a dropped table are seen only by the roles that bypass
  * cfeed.change's row-level security (its owner, superusers, BYPASSRLS).
+ *
+ * cfeed.write_grant holds the write grants, in the same form, and a role
+ * may write a feed under the same rule with them: the INSERT pattern and
+ * history rows (policy change_write: cfeed._may_write(feed_id)), deletes
+ * (policy change_delete), and cfeed.publish, tracked writes and backfill
+ * (append.c and backfill.c call cfeed_check_write, then write directly or
+ * through the INSERT, which the policy checks again).  A database whose
+ * schema has no cfeed.write_grant yet (before ALTER EXTENSION cfeed UPDATE)
+ * lets every writer write every feed, as it did.
  *
  * Where they are enforced: row-level security on cfeed.change (policy
  * change_read: cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
@@ -72,16 +81,25 @@
 #include "cache.h"
 #include "cfeed.h"
 
-/* Columns of cfeed.read_grant, fixed by the 1.4 update script. */
-#define Anum_read_grant_grantee		1
-#define Anum_read_grant_feed_id		2
+/* Columns of cfeed.read_grant and cfeed.write_grant (the same). */
+#define Anum_grant_grantee		1
+#define Anum_grant_feed_id		2
 
-typedef struct CfeedReadGrant
+typedef struct CfeedGrant
 {
 	Oid			grantee;		/* ACL_ID_PUBLIC: every role */
 	int32		feed_id;
 	bool		every_feed;		/* feed_id null in the table */
-} CfeedReadGrant;
+} CfeedGrant;
+
+/* The grants of one table, as read by grants_load. */
+typedef struct CfeedGrants
+{
+	Oid			relid;			/* the table when read, else InvalidOid */
+	CfeedGrant *grants;
+	int			ngrants;
+	bool		all;			/* the user has every feed */
+} CfeedGrants;
 
 /* A decision about one feed (feed_id) or one table (its OID). */
 typedef struct CfeedAccessEntry
@@ -100,6 +118,7 @@ typedef struct CfeedAccessMemo
 } CfeedAccessMemo;
 
 PG_FUNCTION_INFO_V1(cfeed_may_read);
+PG_FUNCTION_INFO_V1(cfeed_may_write);
 PG_FUNCTION_INFO_V1(cfeed_may_read_change);
 PG_FUNCTION_INFO_V1(cfeed_may_read_support);
 PG_FUNCTION_INFO_V1(cfeed_read_grant_changed);
@@ -113,12 +132,11 @@ static MemoryContext access_cxt = NULL;
 static bool access_valid = false;
 static uint64 access_invals = 0;
 static Oid	access_user = InvalidOid;
-static Oid	grant_relid = InvalidOid;	/* cfeed.read_grant when read */
-static bool reads_all = false;	/* the user may read every feed */
-static CfeedReadGrant *grants = NULL;
-static int	ngrants = 0;
+static CfeedGrants read_grants;
+static CfeedGrants write_grants;
 static CfeedAccessMemo feed_access;
 static CfeedAccessMemo table_access;
+static CfeedAccessMemo write_access;
 
 /*
  * access_forget
@@ -134,7 +152,8 @@ access_forget(void)
 /*
  * access_invalidate
  *		The cache's invalidation callback (cache.c): forget everything when
- *		the relation is cfeed.read_grant or a table decided about, or for
+ *		the relation is cfeed.read_grant, cfeed.write_grant or a table
+ *		decided about, or for
  *		InvalidOid (every relation; a change of roles or role membership:
  *		superuser, BYPASSRLS and memberships decide too).
  */
@@ -142,7 +161,8 @@ static void
 access_invalidate(Oid relid)
 {
 	/* while the cache is being built, any invalidation makes it stale */
-	if (!access_valid || !OidIsValid(relid) || relid == grant_relid ||
+	if (!access_valid || !OidIsValid(relid) || relid == read_grants.relid ||
+		relid == write_grants.relid ||
 		(table_access.decided != NULL &&
 		 hash_search(table_access.decided, &relid, HASH_FIND, NULL) != NULL))
 		access_forget();
@@ -150,41 +170,45 @@ access_invalidate(Oid relid)
 
 /*
  * grants_load
- *		Read cfeed.read_grant into grants[] (in access_cxt) with a fresh
- *		catalog snapshot; none when the database is not at 1.4 yet.
+ *		Read the grants table relname (read_grant or write_grant) into *g (in
+ *		access_cxt) with a fresh catalog snapshot; none when the database's
+ *		schema has no such table.
  */
 static void
-grants_load(void)
+grants_load(const char *relname, CfeedGrants *g)
 {
 	Oid			nsp = cfeed_schema_oid(true);
-	Oid			relid = OidIsValid(nsp) ? get_relname_relid("read_grant", nsp) : InvalidOid;
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid(relname, nsp) : InvalidOid;
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
 	int			allocated = 16;
 
-	ngrants = 0;
-	grant_relid = relid;
-	grants = MemoryContextAlloc(access_cxt, sizeof(CfeedReadGrant) * allocated);
+	g->ngrants = 0;
+	g->relid = relid;
+	g->grants = MemoryContextAlloc(access_cxt, sizeof(CfeedGrant) * allocated);
 	if (!OidIsValid(relid) || (rel = try_relation_open(relid, AccessShareLock)) == NULL)
+	{
+		g->relid = InvalidOid;
 		return;
+	}
 	scan = systable_beginscan(rel, InvalidOid, false, NULL, 0, NULL);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;
-		Datum		feed = heap_getattr(tup, Anum_read_grant_feed_id, RelationGetDescr(rel), &isnull);
-		CfeedReadGrant *g;
+		Datum		feed = heap_getattr(tup, Anum_grant_feed_id, RelationGetDescr(rel), &isnull);
+		CfeedGrant *one;
 
-		if (ngrants == allocated)
+		if (g->ngrants == allocated)
 		{
 			allocated *= 2;
-			grants = repalloc(grants, sizeof(CfeedReadGrant) * allocated);
+			g->grants = repalloc(g->grants, sizeof(CfeedGrant) * allocated);
 		}
-		g = &grants[ngrants++];
-		g->every_feed = isnull;
-		g->feed_id = isnull ? 0 : DatumGetInt32(feed);
-		g->grantee = DatumGetObjectId(heap_getattr(tup, Anum_read_grant_grantee,
-												   RelationGetDescr(rel), &isnull));
+		one = &g->grants[g->ngrants++];
+		one->every_feed = isnull;
+		one->feed_id = isnull ? 0 : DatumGetInt32(feed);
+		one->grantee = DatumGetObjectId(heap_getattr(tup, Anum_grant_grantee,
+													 RelationGetDescr(rel), &isnull));
 	}
 	systable_endscan(scan);
 	relation_close(rel, AccessShareLock);
@@ -195,9 +219,43 @@ grants_load(void)
  *		Whether the current user has the privileges of a grant's grantee.
  */
 static bool
-grantee_matches(const CfeedReadGrant *g)
+grantee_matches(const CfeedGrant *g)
 {
 	return g->grantee == ACL_ID_PUBLIC || has_privs_of_role(access_user, g->grantee);
+}
+
+/*
+ * grants_prepare
+ *		Load the grants of relname into *g and decide whether the user has
+ *		every feed: when privileged, when the schema has no such table (it
+ *		predates it), or when granted every feed.
+ */
+static void
+grants_prepare(const char *relname, CfeedGrants *g, bool privileged)
+{
+	int			i;
+
+	grants_load(relname, g);
+	g->all = privileged || !OidIsValid(g->relid);
+	for (i = 0; i < g->ngrants && !g->all; i++)
+		g->all = g->grants[i].every_feed && grantee_matches(&g->grants[i]);
+}
+
+/*
+ * grants_have_feed
+ *		Whether the user may read (or write) the feed under *g: every feed, or a grant of it
+ *		to a role whose privileges the user has.
+ */
+static bool
+grants_have_feed(const CfeedGrants *g, int32 feed_id)
+{
+	bool		may = g->all;
+	int			i;
+
+	for (i = 0; i < g->ngrants && !may; i++)
+		may = !g->grants[i].every_feed && g->grants[i].feed_id == feed_id &&
+			grantee_matches(&g->grants[i]);
+	return may;
 }
 
 /*
@@ -211,8 +269,7 @@ access_prepare(void)
 	Oid			user = GetUserId();
 	uint64		invals = access_invals;
 	HASHCTL		ctl;
-	bool		all;
-	int			i;
+	bool		privileged;
 
 	if (access_valid && user == access_user)
 		return;
@@ -225,15 +282,14 @@ access_prepare(void)
 	access_valid = false;
 	memset(&feed_access, 0, sizeof(feed_access));
 	memset(&table_access, 0, sizeof(table_access));
+	memset(&write_access, 0, sizeof(write_access));
 	MemoryContextReset(access_cxt);
 
 	access_user = user;
-	grants_load();
-	all = !OidIsValid(grant_relid) || superuser_arg(user) ||
-		has_bypassrls_privilege(user) || has_privs_of_role(user, cfeed_extension_owner());
-	for (i = 0; i < ngrants && !all; i++)
-		all = grants[i].every_feed && grantee_matches(&grants[i]);
-	reads_all = all;
+	privileged = superuser_arg(user) || has_bypassrls_privilege(user) ||
+		has_privs_of_role(user, cfeed_extension_owner());
+	grants_prepare("read_grant", &read_grants, privileged);
+	grants_prepare("write_grant", &write_grants, privileged);
 
 	ctl.keysize = sizeof(uint32);
 	ctl.entrysize = sizeof(CfeedAccessEntry);
@@ -241,6 +297,8 @@ access_prepare(void)
 	feed_access.decided = hash_create("cfeed feed access", 16, &ctl,
 									  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	table_access.decided = hash_create("cfeed table access", 16, &ctl,
+									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	write_access.decided = hash_create("cfeed write access", 16, &ctl,
 									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	/* An invalidation read while building leaves the cache stale. */
 	access_valid = (invals == access_invals);
@@ -286,14 +344,17 @@ memo_decide(CfeedAccessMemo *memo, uint32 key, bool (*decide) (uint32 key))
 static bool
 feed_decide(uint32 key)
 {
-	int32		feed_id = (int32) key;
-	bool		may = reads_all;
-	int			i;
+	return grants_have_feed(&read_grants, (int32) key);
+}
 
-	for (i = 0; i < ngrants && !may; i++)
-		may = !grants[i].every_feed && grants[i].feed_id == feed_id &&
-			grantee_matches(&grants[i]);
-	return may;
+/*
+ * write_decide
+ *		Whether the current user may write the feed (write grants).
+ */
+static bool
+write_decide(uint32 key)
+{
+	return grants_have_feed(&write_grants, (int32) key);
 }
 
 /*
@@ -306,6 +367,38 @@ cfeed_may_read_feed(int32 feed_id)
 {
 	access_prepare();
 	return memo_decide(&feed_access, (uint32) feed_id, feed_decide);
+}
+
+/*
+ * cfeed_may_write_feed
+ *		Whether the current user may write the feed (see the file header).
+ *		Does not check that the feed exists.
+ */
+bool
+cfeed_may_write_feed(int32 feed_id)
+{
+	access_prepare();
+	return memo_decide(&write_access, (uint32) feed_id, write_decide);
+}
+
+/*
+ * cfeed_check_write
+ *		Raise 42501 unless the current user may write the feed: what
+ *		cfeed.publish, a tracked table's trigger and cfeed.backfill call
+ *		before they write (the policy change_write checks the INSERT pattern
+ *		the same way).
+ */
+void
+cfeed_check_write(int32 feed_id)
+{
+	if (cfeed_may_write_feed(feed_id))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to write feed %d", feed_id),
+			 errdetail("Role \"%s\" has no write grant on feed %d.",
+					   GetUserNameFromId(GetUserId(), false), feed_id),
+			 errhint("The extension's owner grants it with cfeed.grant_write(%d, role).", feed_id)));
 }
 
 /*
@@ -394,6 +487,19 @@ cfeed_may_read_change(PG_FUNCTION_ARGS)
 }
 
 /*
+ * cfeed_may_write
+ *		SQL: cfeed._may_write(feed_id int) returns bool.  The check of the
+ *		policies change_write (INSERT) and change_delete; false for null.
+ */
+Datum
+cfeed_may_write(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(cfeed_may_write_feed(PG_GETARG_INT32(0)));
+}
+
+/*
  * cfeed_may_read_support
  *		SQL (1.7): the planner support function of both cfeed._may_read.
  *		Their selectivity is 1: a reader reads what it may read, and a plan
@@ -448,15 +554,42 @@ is_true_const(Expr *expr)
 }
 
 /*
+ * is_write_check
+ *		Whether a policy expression is cfeed._may_write(feed_id), the check
+ *		of the policy change_write, which cfeed_append makes itself
+ *		(cfeed_check_write) before it writes directly.
+ */
+static bool
+is_write_check(Expr *expr)
+{
+	FuncExpr   *call = (FuncExpr *) expr;
+	char	   *name;
+	bool		is;
+
+	if (expr == NULL || !IsA(expr, FuncExpr) || list_length(call->args) != 1 ||
+		!IsA(linitial(call->args), Var) ||
+		((Var *) linitial(call->args))->varattno != Anum_change_feed_id ||
+		get_func_namespace(call->funcid) != cfeed_schema_oid(true))
+		return false;
+	name = get_func_name(call->funcid);
+	is = name != NULL && strcmp(name, "_may_write") == 0;
+	if (name != NULL)
+		pfree(name);
+	return is;
+}
+
+/*
  * cfeed_rls_direct_ok
  *		For direct.c, on a relation with row-level security enabled: whether
  *		the current user's cmd (an INSERT or UPDATE without RETURNING) is, as
  *		far as the policies go, exactly what it would be without them.  True
  *		when they do not apply to the user (the owner, who stamps; superusers;
- *		BYPASSRLS), and for an INSERT when the policies for it are permissive
- *		ones one of which is for PUBLIC WITH CHECK (true), as 1.4's
- *		change_write is: per-feed read access then costs a writer one walk of
- *		the policy list.  Otherwise the caller's SQL applies them.
+ *		BYPASSRLS), and for an INSERT when the policies for it are
+ *		cfeed._may_write(feed_id) (change_write: the caller has made that
+ *		check, cfeed_check_write) or permissive ones, one of which is for
+ *		PUBLIC WITH CHECK (true) or cfeed._may_write(feed_id): per-feed
+ *		access then costs a writer one walk of the policy list.  Otherwise
+ *		the caller's SQL applies them.
  */
 bool
 cfeed_rls_direct_ok(Relation rel, CmdType cmd)
@@ -479,13 +612,15 @@ cfeed_rls_direct_ok(Relation rel, CmdType cmd)
 
 			if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
 				continue;
+			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
 			if (!policy->permissive)
 			{
+				if (is_write_check(check))
+					continue;
 				restricted = true;
 				break;
 			}
-			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
-			if (!is_true_const(check))
+			if (!is_true_const(check) && !is_write_check(check))
 				continue;
 			deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
 							  TYPALIGN_INT, &roles, NULL, &nroles);

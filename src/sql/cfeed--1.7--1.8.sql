@@ -9,6 +9,159 @@
 
 /* ---- write access: per-feed write grants, row images only from tracking ---- */
 
+/*
+ * Per-feed write access, the counterpart of read access: a role writes a
+ * feed (the INSERT pattern, history rows, cfeed.publish, a tracked table,
+ * cfeed.backfill, DELETE) when it is a superuser, has BYPASSRLS or the
+ * privileges of the extension's owner, or has the privileges of a grantee
+ * of the feed or of every feed in cfeed.write_grant; on top of the table
+ * privileges, as before.  Up to 1.7 INSERT on cfeed.change wrote every
+ * feed and DELETE deleted every feed's changes.
+ */
+CREATE TABLE cfeed.write_grant (
+	grantee regrole NOT NULL,
+	feed_id int REFERENCES cfeed.feed ON DELETE CASCADE,
+	CONSTRAINT write_grant_feed_key UNIQUE (grantee, feed_id)
+);
+CREATE UNIQUE INDEX write_grant_every_feed_key ON cfeed.write_grant (grantee) WHERE feed_id IS NULL;
+ALTER TABLE cfeed.write_grant REPLICA IDENTITY FULL;
+COMMENT ON TABLE cfeed.write_grant IS 'per-feed write access: grantee may write feed_id (every feed when null); written by cfeed.grant_write and cfeed.revoke_write';
+COMMENT ON COLUMN cfeed.write_grant.grantee IS 'the role granted (0, shown as -, for PUBLIC); members with its privileges write too';
+COMMENT ON COLUMN cfeed.write_grant.feed_id IS 'the feed, or null for every feed (cfeed.grant_write_all)';
+-- Grants of dropped roles are left out of dumps: their OIDs could name another role elsewhere.
+SELECT pg_catalog.pg_extension_config_dump('cfeed.write_grant',
+	'WHERE grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0 OR grantee::pg_catalog.oid IN (SELECT r.oid FROM pg_catalog.pg_roles r)');
+-- every change to the grants makes every backend drop its cached decisions
+CREATE TRIGGER write_grant_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON cfeed.write_grant
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._read_grant_changed();
+ALTER TABLE cfeed.write_grant ENABLE ALWAYS TRIGGER write_grant_changed;
+COMMENT ON FUNCTION cfeed._read_grant_changed() IS 'internal: makes every backend forget its access decisions when cfeed.read_grant or cfeed.write_grant changes';
+
+CREATE FUNCTION cfeed._may_write(feed_id int) RETURNS bool
+	LANGUAGE c STABLE PARALLEL SAFE SUPPORT cfeed._may_read_support
+	AS 'MODULE_PATHNAME', 'cfeed_may_write';
+COMMENT ON FUNCTION cfeed._may_write(int) IS 'internal: whether the current user may write the feed (false for null)';
+
+CREATE FUNCTION cfeed.grant_write(feed_id int, role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF grant_write.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF grant_write.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(grant_write.role);
+	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = grant_write.feed_id) THEN
+		RAISE EXCEPTION 'feed % does not exist', grant_write.feed_id
+			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
+	END IF;
+	DELETE FROM cfeed.write_grant g
+	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
+	INSERT INTO cfeed.write_grant (grantee, feed_id) VALUES (grant_write.role, grant_write.feed_id)
+	ON CONFLICT DO NOTHING;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.grant_write(int, regrole) IS 'lets the role (0: PUBLIC) and its members write the feed';
+
+CREATE FUNCTION cfeed.revoke_write(feed_id int, role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF revoke_write.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF revoke_write.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(revoke_write.role);
+	DELETE FROM cfeed.write_grant g
+	WHERE (g.grantee = revoke_write.role AND g.feed_id = revoke_write.feed_id)
+	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.revoke_write(int, regrole) IS 'takes back cfeed.grant_write of the feed to the role';
+
+CREATE FUNCTION cfeed.grant_write_all(role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF grant_write_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(grant_write_all.role);
+	DELETE FROM cfeed.write_grant g
+	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
+	INSERT INTO cfeed.write_grant (grantee, feed_id) VALUES (grant_write_all.role, NULL)
+	ON CONFLICT DO NOTHING;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.grant_write_all(regrole) IS 'lets the role (0: PUBLIC) and its members write every feed, present and future';
+
+CREATE FUNCTION cfeed.revoke_write_all(role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF revoke_write_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
+	PERFORM cfeed._check_role(revoke_write_all.role);
+	DELETE FROM cfeed.write_grant g
+	WHERE (g.grantee = revoke_write_all.role AND g.feed_id IS NULL)
+	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.revoke_write_all(regrole) IS 'takes back cfeed.grant_write_all of the role (its grants of single feeds stay)';
+
+/*
+ * Existing writers keep writing: every role that holds INSERT or DELETE on
+ * cfeed.change (PUBLIC included) gets a grant on every feed.  Take it back
+ * with cfeed.revoke_write_all and grant single feeds (docs/security.md).
+ */
+INSERT INTO cfeed.write_grant (grantee, feed_id)
+SELECT DISTINCT a.grantee::pg_catalog.regrole, NULL::int
+FROM pg_catalog.pg_class c CROSS JOIN LATERAL pg_catalog.aclexplode(c.relacl) a
+WHERE c.oid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass
+  AND a.privilege_type OPERATOR(pg_catalog.=) ANY ('{INSERT,DELETE}')
+  AND a.grantee OPERATOR(pg_catalog.<>) c.relowner;
+
+/*
+ * The policies check the grant: change_write for INSERT (the direct path
+ * of cfeed.publish and tracked rows makes the same check in C and stays
+ * direct), change_delete for DELETE.  A database whose cfeed.change had
+ * row-level security before 1.4 got neither: it gets them as restrictive
+ * policies, on top of its own.
+ */
+DO $do$
+BEGIN
+	IF EXISTS (SELECT FROM pg_catalog.pg_policy p
+			   WHERE p.polrelid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass
+				 AND p.polname OPERATOR(pg_catalog.=) 'change_write') THEN
+		ALTER POLICY change_write ON cfeed.change WITH CHECK (cfeed._may_write(feed_id));
+	ELSE
+		CREATE POLICY change_write ON cfeed.change AS RESTRICTIVE FOR INSERT
+			WITH CHECK (cfeed._may_write(feed_id));
+	END IF;
+	IF EXISTS (SELECT FROM pg_catalog.pg_policy p
+			   WHERE p.polrelid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass
+				 AND p.polname OPERATOR(pg_catalog.=) 'change_delete') THEN
+		ALTER POLICY change_delete ON cfeed.change USING (cfeed._may_write(feed_id));
+	ELSE
+		CREATE POLICY change_delete ON cfeed.change AS RESTRICTIVE FOR DELETE
+			USING (cfeed._may_write(feed_id));
+	END IF;
+END
+$do$;
+COMMENT ON POLICY change_write ON cfeed.change IS 'a change is inserted by who may write its feed (cfeed.grant_write)';
+COMMENT ON POLICY change_delete ON cfeed.change IS 'a change is deleted by who may write its feed (cfeed.grant_write); a DELETE with a condition sees only what it may read';
+
+/*
+ * Row images come only from cfeed's tracking (guard.c): change_guard
+ * refuses an INSERT that sets tbl, op or row, and change_image_guard an
+ * UPDATE that sets them, unless cfeed's own statement, logical
+ * replication's apply or a role with the owner's privileges writes them.
+ */
+CREATE FUNCTION cfeed._change_image_guard() RETURNS trigger
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_change_image_guard';
+COMMENT ON FUNCTION cfeed._change_image_guard() IS 'internal: refuses an UPDATE that writes a row image (tbl, op, row) of cfeed.change';
+REVOKE ALL ON FUNCTION cfeed._change_image_guard() FROM PUBLIC;
+CREATE TRIGGER change_image_guard BEFORE UPDATE OF tbl, op, "row" ON cfeed.change
+	FOR EACH ROW EXECUTE FUNCTION cfeed._change_image_guard();
+ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_image_guard;
+
 
 
 /* ---- numbers: range checks, overflow-safe arithmetic, linear consumer groups ---- */

@@ -1,0 +1,108 @@
+-- write_access: per-feed write grants (cfeed.grant_write), and row images
+-- only from cfeed's tracking (docs/security.md).
+\i test/regress_setup.sql
+GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
+
+SELECT cfeed.create_feed('wa_one', 1), cfeed.create_feed('wa_two', 1);
+CREATE TABLE public.wa_secrets (id int PRIMARY KEY, ssn text);
+SELECT cfeed.track('public.wa_secrets', 2);
+CREATE TABLE public.wa_mine (id int PRIMARY KEY, v text, change_id bigint);
+SELECT cfeed.track('public.wa_mine', 2);
+
+-- writer: the documented writer's table grants, and a write grant on feed 1 only
+CREATE ROLE regress_wa_writer;
+GRANT INSERT, DELETE ON cfeed.change TO regress_wa_writer;
+GRANT USAGE ON SEQUENCE cfeed.change_id TO regress_wa_writer;
+GRANT INSERT, UPDATE, DELETE ON public.wa_mine TO regress_wa_writer;
+SELECT cfeed.grant_write(1, 'regress_wa_writer');
+-- reader1: reads both feeds (to count what a deleter left)
+CREATE ROLE regress_wa_reader;
+GRANT SELECT ON cfeed.change TO regress_wa_reader;
+SELECT cfeed.grant_read_all('regress_wa_reader');
+
+SET ROLE regress_wa_writer;
+-- the INSERT pattern, publish and history rows to feed 1: allowed
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, nextval('cfeed.change_id'))$$) AS insert_feed1,
+       pg_temp.err($$SELECT cfeed.publish(1, 0)$$) AS publish_feed1,
+       pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 7, 5)$$) AS history_feed1;
+-- the same to feed 2: 42501, before anything is written
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, 0, nextval('cfeed.change_id'))$$) AS insert_feed2;
+SELECT pg_temp.err($$SELECT cfeed.publish(2, 0)$$) AS publish_feed2;
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (2, 0, 8, 5)$$) AS history_feed2;
+-- a tracked table of feed 2 (the writer may write the table, not the feed): 42501, nothing written
+SELECT pg_temp.err($$INSERT INTO public.wa_mine (id, v) VALUES (1, 'a')$$) AS tracked_feed2;
+-- a forged change of a tracked table (issue: any writer forged images of any table): 42501,
+-- to its own feed too, whatever it names
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row")
+	VALUES (1, 0, nextval('cfeed.change_id'), 'public.wa_secrets', 'update', '{"id":1,"ssn":"FORGED"}')$$) AS forged_image;
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, "row")
+	VALUES (1, 0, nextval('cfeed.change_id'), '{"id":1}')$$) AS forged_row_only;
+RESET ROLE;
+
+-- the owner's own tracked write, and the changes now there
+INSERT INTO public.wa_secrets VALUES (1, 'real');
+SELECT feed_id, count(*) AS changes, count(tbl) AS images FROM cfeed.change GROUP BY 1 ORDER BY 1;
+
+-- an UPDATE may clear an image but not write one: a role granted UPDATE on
+-- cfeed.change that bypasses its row-level security (no UPDATE policy lets
+-- anyone else update a change) but has not the owner's privileges
+CREATE ROLE regress_wa_editor BYPASSRLS;
+GRANT SELECT, UPDATE ON cfeed.change TO regress_wa_editor;
+SET ROLE regress_wa_editor;
+SELECT pg_temp.err($$UPDATE cfeed.change SET "row" = '{"id":1,"ssn":"FORGED"}' WHERE tbl = 'public.wa_secrets'::regclass$$) AS set_image;
+SELECT pg_temp.err($$UPDATE cfeed.change SET tbl = 'public.wa_secrets', op = 'insert', "row" = '{}' WHERE tbl IS NULL$$) AS add_image;
+SELECT pg_temp.err($$UPDATE cfeed.change SET "row" = NULL, op = NULL, tbl = NULL WHERE tbl = 'public.wa_secrets'::regclass$$) AS clear_image;
+RESET ROLE;
+SELECT count(tbl) AS images_left, count(*) FILTER (WHERE "row" ->> 'ssn' = 'FORGED') AS forged FROM cfeed.change;
+
+-- a deleter of feed 1 deletes feed 1's changes only (issue: USING (true) deleted every feed's)
+SELECT cfeed.publish(2, 0) > 0 AS feed2_written;
+SET ROLE regress_wa_writer;
+SELECT pg_temp.err($$DELETE FROM cfeed.change$$) AS delete_all;
+RESET ROLE;
+SET ROLE regress_wa_reader;
+SELECT feed_id, count(*) FROM cfeed.change GROUP BY 1 ORDER BY 1;
+RESET ROLE;
+
+-- a grant of every feed, PUBLIC, and revokes; a revoke holds at once
+SELECT cfeed.revoke_write(1, 'regress_wa_writer');
+SET ROLE regress_wa_writer;
+SELECT pg_temp.err($$SELECT cfeed.publish(1, 0)$$) AS after_revoke;
+RESET ROLE;
+SELECT cfeed.grant_write_all('regress_wa_writer');
+SET ROLE regress_wa_writer;
+SELECT pg_temp.err($$SELECT cfeed.publish(2, 0) > 0$$) AS write_all,
+       pg_temp.err($$INSERT INTO public.wa_mine (id, v) VALUES (2, 'b')$$) AS tracked_write_all;
+RESET ROLE;
+SELECT cfeed.revoke_write_all('regress_wa_writer');
+SELECT cfeed.grant_write(1, 0);
+SET ROLE regress_wa_writer;
+SELECT pg_temp.err($$SELECT cfeed.publish(1, 0) > 0$$) AS public_feed1,
+       pg_temp.err($$SELECT cfeed.publish(2, 0) > 0$$) AS public_not_feed2;
+RESET ROLE;
+SELECT cfeed.revoke_write(1, 0);
+SELECT grantee, feed_id FROM cfeed.write_grant ORDER BY 1::text, 2;
+
+-- errors: NULLs (22004), an unknown feed or role (42704, a role cast from an OID
+-- that names none too), and a caller without the owner's privileges (42501)
+SELECT pg_temp.err($$SELECT cfeed.grant_write(NULL, 'regress_wa_writer')$$),
+       pg_temp.err($$SELECT cfeed.grant_write(1, NULL)$$),
+       pg_temp.err($$SELECT cfeed.grant_write(99, 'regress_wa_writer')$$),
+       pg_temp.err($$SELECT cfeed.grant_write(1, 987654321::oid::regrole)$$),
+       pg_temp.err($$SELECT cfeed.grant_write_all(987654321::oid::regrole)$$);
+SET ROLE regress_wa_writer;
+SELECT pg_temp.err($$SELECT cfeed.grant_write(1, 'regress_wa_writer')$$) AS not_owner,
+       pg_temp.err($$SELECT cfeed.grant_write_all('regress_wa_writer')$$) AS not_owner_all;
+RESET ROLE;
+
+-- a feed's write grants go with it
+SELECT cfeed.grant_write(2, 'regress_wa_writer');
+SELECT cfeed.untrack('public.wa_secrets'), cfeed.untrack('public.wa_mine');
+DELETE FROM cfeed.change WHERE feed_id = 2;
+DELETE FROM cfeed.shard WHERE feed_id = 2;
+DELETE FROM cfeed.feed WHERE feed_id = 2;
+SELECT count(*) AS grants_of_feed2 FROM cfeed.write_grant WHERE feed_id = 2;
+
+DROP TABLE public.wa_secrets, public.wa_mine;
+DROP OWNED BY regress_wa_writer, regress_wa_reader, regress_wa_editor;
+DROP ROLE regress_wa_writer, regress_wa_reader, regress_wa_editor;
