@@ -74,6 +74,7 @@
 
 #define CHANGE_GUARD_TRIGGER		"change_guard"
 #define CHANGE_STAMP_GUARD_TRIGGER	"change_stamp_guard"
+#define CHANGE_IMAGE_GUARD_TRIGGER	"change_image_guard"
 #define CHANGE_SHARD_GUARD_TRIGGER	"change_shard_guard"
 
 /* The column types of cfeed.change as the scripts create it. */
@@ -134,9 +135,10 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
  *		1.5 cfeed.change's foreign-key check against shard_config, not
  *		deferred (an INSERT checks at once, an UPDATE leaves the key alone);
  *		for UPDATE change_stamp_guard, whose WHEN clause the sweep's rows
- *		(unnumbered) never satisfy, and since 1.6 change_shard_guard, whose
- *		WHEN clause holds only for a row moved to another feed or shard (the
- *		sweep's UPDATE sets neither).
+ *		(unnumbered) never satisfy, change_shard_guard, whose WHEN clause
+ *		holds only for a row moved to another feed or shard (the sweep's
+ *		UPDATE sets neither), and change_image_guard, which refuses only a
+ *		new row image (the sweep's UPDATE leaves the image alone).
  */
 static bool
 triggers_known(Relation rel, CmdType cmd, Oid shard_config)
@@ -157,8 +159,9 @@ triggers_known(Relation rel, CmdType cmd, Oid shard_config)
 			continue;
 		if (!t->tgisinternal && TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
 			(cmd == CMD_INSERT ? strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 :
-			 t->tgqual != NULL && (strcmp(t->tgname, CHANGE_STAMP_GUARD_TRIGGER) == 0 ||
-								   strcmp(t->tgname, CHANGE_SHARD_GUARD_TRIGGER) == 0)))
+			 ((t->tgqual != NULL && (strcmp(t->tgname, CHANGE_STAMP_GUARD_TRIGGER) == 0 ||
+									 strcmp(t->tgname, CHANGE_SHARD_GUARD_TRIGGER) == 0)) ||
+			  strcmp(t->tgname, CHANGE_IMAGE_GUARD_TRIGGER) == 0)))
 			continue;
 		return false;
 	}

@@ -449,10 +449,11 @@ cfeed_change_shard_guard(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_change_image_guard
- *		BEFORE UPDATE OF tbl, op, "row" on cfeed.change (enabled always): an
- *		UPDATE may clear a change's image (set tbl, op and row to null) or
- *		leave it, but writes a new one only as an INSERT may (check_image:
- *		replication's apply, the extension owner's privileges).
+ *		BEFORE UPDATE on cfeed.change (enabled always): an UPDATE may clear a
+ *		change's image (set tbl, op and row to null) or leave it, but writes
+ *		a new one only as an INSERT may (check_image: replication's apply,
+ *		the extension owner's privileges).  The sweep's direct UPDATE, which
+ *		sets only the numbers, stands in for it (direct.c).
  */
 Datum
 cfeed_change_image_guard(PG_FUNCTION_ARGS)

@@ -158,7 +158,10 @@ CREATE FUNCTION cfeed._change_image_guard() RETURNS trigger
 	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_change_image_guard';
 COMMENT ON FUNCTION cfeed._change_image_guard() IS 'internal: refuses an UPDATE that writes a row image (tbl, op, row) of cfeed.change';
 REVOKE ALL ON FUNCTION cfeed._change_image_guard() FROM PUBLIC;
-CREATE TRIGGER change_image_guard BEFORE UPDATE OF tbl, op, "row" ON cfeed.change
+-- for every UPDATE (a column list or WHEN clause naming tbl, op or row
+-- would refuse a rewriting ALTER TABLE of them); the sweep's direct UPDATE
+-- of the numbers stands in for it (direct.c)
+CREATE TRIGGER change_image_guard BEFORE UPDATE ON cfeed.change
 	FOR EACH ROW EXECUTE FUNCTION cfeed._change_image_guard();
 ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_image_guard;
 
