@@ -19,10 +19,11 @@
  *	 in its own transaction.
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
- * caught: the transaction is aborted, the message kept for cfeed.sweepers,
- * and the loop goes on after a second.  A shard out of numbers is no
- * error: the sweep stamps the group's other shards, and its message is
- * kept for cfeed.sweepers the same way (record_exhausted).  A paused database (DROP DATABASE
+ * caught: the transaction is aborted, the message kept for cfeed.sweepers
+ * (last_error, until a sweep succeeds again), and the loop goes on after a
+ * second.  A shard out of numbers is no error: the sweep stamps the
+ * group's other shards, and its message is kept for cfeed.sweepers the
+ * same way (record_outcome).  A paused database (DROP DATABASE
  * and the like, launcher.c) ends the worker between transactions, after
  * its latch is set; SIGTERM (shutdown) ends it at once.  The launcher
  * restarts it when appropriate.
@@ -270,20 +271,24 @@ group_listed(Oid dboid, int32 sweep_group)
 }
 
 /*
- * record_exhausted
- *		A shard of the sweep group that has run out of numbers (sweep.c):
- *		the sweep went on without it; its message becomes the slot's
- *		last_error, and a WARNING goes to the log at most once a minute
- *		(every pass finds its changes still pending).
+ * record_outcome
+ *		A sweep succeeded: the slot's last_error is cleared (the error of an
+ *		earlier pass is over), unless a shard of the sweep group has run out
+ *		of numbers (sweep.c): the sweep went on without it; its message
+ *		becomes last_error, and a WARNING goes to the log at most once a
+ *		minute (every pass finds its changes still pending).
  */
 static void
-record_exhausted(CfeedSweepResult *result)
+record_outcome(CfeedSweepResult *result)
 {
 	static TimestampTz last_warning = 0;
 	char	   *msg = cfeed_sweep_exhausted_message(result);
 
 	if (msg == NULL)
+	{
+		my_slot->last_error[0] = '\0';
 		return;
+	}
 	strlcpy(my_slot->last_error, msg, CFEED_ERROR_LEN);
 	if (TimestampDifferenceExceeds(last_warning, GetCurrentTimestamp(), 60000))
 	{
@@ -345,7 +350,7 @@ sweep_pass(Oid dboid, int32 sweep_group)
 	if (cfeed_sweep_group(sweep_group, true, owner_oid, &result))
 	{
 		stamped = result.change_count;
-		record_exhausted(&result);
+		record_outcome(&result);
 	}
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 

@@ -55,6 +55,32 @@ is( $node->safe_psql('postgres', q{
 is($node->safe_psql('postgres', 'SELECT head, pending FROM cfeed.stats WHERE shard = 1'),
 	'9223372036854775807|2', 'cfeed.stats shows them pending');
 
+# The sweeper recovers, and last_error says so (issue 28, item 12: 1.7
+# kept the last error for ever): the exhausted shard's pending changes go,
+# and last_error is cleared by the next sweep.
+$node->safe_psql('postgres', 'DELETE FROM cfeed.change WHERE feed_id = 1 AND shard = 1 AND change_sequence_number IS NULL');
+$node->safe_psql('postgres', 'SELECT cfeed.publish(1, 0, 7)');
+ok( $node->poll_query_until('postgres', q{
+	SELECT last_error IS NULL FROM cfeed.sweepers WHERE datname = 'postgres' AND sweep_group = 0}),
+	'last_error is cleared once the group sweeps without the exhausted shard');
+# an ERROR of a sweep (a trigger of the owner's that refuses the stamps)
+# shows until the sweeper stamps again
+$node->safe_psql('postgres', q{
+	CREATE FUNCTION refuse_stamps() RETURNS trigger LANGUAGE plpgsql AS
+		$$BEGIN RAISE EXCEPTION 'stamps refused for a while'; END$$;
+	CREATE TRIGGER refuse_stamps BEFORE UPDATE ON cfeed.change FOR EACH ROW EXECUTE FUNCTION refuse_stamps();
+	SELECT cfeed.publish(1, 0, 8);
+});
+ok( $node->poll_query_until('postgres', q{
+	SELECT last_error = 'stamps refused for a while' FROM cfeed.sweepers
+	WHERE datname = 'postgres' AND sweep_group = 0}),
+	'a failing sweep shows its error');
+$node->safe_psql('postgres', 'DROP TRIGGER refuse_stamps ON cfeed.change');
+ok( $node->poll_query_until('postgres', q{
+	SELECT cfeed.head(1, 0) = 2000000000000005 AND last_error IS NULL FROM cfeed.sweepers
+	WHERE datname = 'postgres' AND sweep_group = 0}),
+	'and it is cleared when the sweeper stamps again');
+
 # Plans of a new group on a feed of 3,000 shards.  work = the largest
 # (rows + rows removed) x loops of any plan node of any statement.
 my $shards = 3000;
