@@ -1,0 +1,60 @@
+-- learn: what a role can learn about feeds it was not granted, as
+-- docs/security.md ("What each role can learn") states it, checked.
+\i test/regress_setup.sql
+GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
+-- explain_lines(sql): the lines of EXPLAIN ANALYZE of sql, as the caller
+CREATE FUNCTION pg_temp.explain_lines(cmd text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+BEGIN
+	RETURN QUERY EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ' || cmd;
+END $$;
+GRANT EXECUTE ON FUNCTION pg_temp.explain_lines(text) TO PUBLIC;
+
+SELECT cfeed.create_feed('lr_open', 1), cfeed.create_feed('lr_secret', 1);
+INSERT INTO cfeed.change (feed_id, shard, change_id)
+SELECT 2, 0, g FROM generate_series(1, 25) g;
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, 100);
+SELECT count(*) AS stamped FROM cfeed.sweep();
+
+-- a table-level reader of feed 1; a function-only reader (read grant, no
+-- table privilege); a role with LOGIN only
+CREATE ROLE regress_lr_table_reader;
+GRANT SELECT ON cfeed.change, cfeed.shard TO regress_lr_table_reader;
+SELECT cfeed.grant_read(1, 'regress_lr_table_reader');
+CREATE ROLE regress_lr_nobody LOGIN;
+
+-- the functions: 42501 for feed 2, the same words whether it exists or not
+SET ROLE regress_lr_table_reader;
+SELECT pg_temp.err($$SELECT * FROM cfeed.read(2, 0)$$) AS existing,
+       pg_temp.err($$SELECT * FROM cfeed.read(3, 0)$$) AS missing,
+       pg_temp.err($$SELECT cfeed.head(2, 0)$$) AS head;
+-- plain SQL shows no row of feed 2 ...
+SELECT feed_id, count(*) FROM cfeed.change GROUP BY 1 ORDER BY 1;
+SELECT feed_id, shard FROM cfeed.shard ORDER BY 1, 2;
+-- ... but EXPLAIN ANALYZE counts the rows the read policy removed: a
+-- table-level reader learns how many changes of feed 2 lie in a range
+-- (and so, by halving ranges, its head)
+SELECT (regexp_match(l, 'Rows Removed by Filter: (\d+)'))[1] AS removed
+FROM (SELECT pg_temp.explain_lines($$SELECT 1 FROM cfeed.change WHERE feed_id = 2 AND shard = 0
+	AND change_sequence_number > 2000000000000000$$) AS l) e
+WHERE l LIKE '%Rows Removed by Filter%';
+RESET ROLE;
+
+-- a role with LOGIN only: no table, view or function of a feed
+SET ROLE regress_lr_nobody;
+SELECT pg_temp.err($$EXPLAIN SELECT 1 FROM cfeed.change WHERE feed_id = 2$$) AS explain_change,
+       pg_temp.err($$SELECT * FROM cfeed.stats$$) AS stats,
+       pg_temp.err($$SELECT cfeed.head(2, 0)$$) AS head,
+       pg_temp.err($$SELECT cfeed.shard_for(2, 'k')$$) AS shard_for;
+RESET ROLE;
+
+-- pg_locks, readable by everyone: a writing transaction holds its feed's
+-- shards lock, whose tag is the feed id (advisory, objsubid 25448)
+BEGIN;
+SELECT cfeed.publish(2, 0) > 0 AS written;
+SET LOCAL ROLE regress_lr_nobody;
+SELECT locktype, classid AS feed_id, objsubid, mode, pid = pg_backend_pid() AS writer_pid
+FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 25448;
+ROLLBACK;
+
+DROP OWNED BY regress_lr_table_reader, regress_lr_nobody;
+DROP ROLE regress_lr_table_reader, regress_lr_nobody;
