@@ -39,6 +39,8 @@
 #define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard */
 #define SERVE_NAME_MAX			64
 #define SERVE_SAFETY_MS			5000	/* read followed shards anyway */
+#define SERVE_HINT_QUIET_MS		20		/* hints after a read that found
+										 * nothing wait this long */
 #define SERVE_STANDBY_POLL_MS	50
 
 /* Log levels (--log-level). */

@@ -7,9 +7,16 @@
  *
  * Following a shard (its first follower): LISTEN on cfeed.channel (SPEC
  * §3: cfeed_<feed_id>_<shard>), then base = last = cfeed.head(); because
- * LISTEN comes first no wake-up is lost.  A notification's payload is the
- * new head; the hub reads (last, head] with cfeed.read_rows and wakes the
- * followers.  Every SERVE_SAFETY_MS every followed shard is read anyway
+ * LISTEN comes first no wake-up is lost.  A notification is only a hint
+ * that the shard may have more (anyone may NOTIFY on the channel, and its
+ * payload is never read): the hub reads after its last number with
+ * cfeed.read_rows and wakes the followers.  Hints are coalesced per shard
+ * (one read for any number of them), notifications that libpq took in
+ * while the hub ran queries are taken before it sleeps, and after a read on
+ * a hint that found nothing a shard's hints wait SERVE_HINT_QUIET_MS: a flood of
+ * NOTIFYs costs at most one read per shard per SERVE_HINT_QUIET_MS, and a
+ * real change after a fruitless read at most that delay.  Every
+ * SERVE_SAFETY_MS every followed shard is read anyway
  * (shards with longpoll = false are never notified).  On a hot standby,
  * where LISTEN is refused, the hub waits as serve_hub_standby.c says.  A
  * lost connection is replaced with exponential backoff; the tails continue
@@ -51,6 +58,7 @@ static pthread_t hub_thread;
 static int	kick_pipe[2] = {-1, -1};
 static atomic_bool hub_stopping;
 static atomic_bool hub_connected;
+static long long hints_deferred_until;	/* hub thread only; 0: none */
 
 /*
  * cfeed_hub_kick
@@ -248,12 +256,15 @@ check_epoch(PGconn *conn, HubShard *h, long long epoch)
  * read_new
  *		Read a followed shard's new events into its tail, page by page, and
  *		wake its followers; first bring the tail into the current feed
- *		epoch when that was not checked on this connection.  False when the
- *		connection is lost.
+ *		epoch when that was not checked on this connection.  A read on a
+ *		hint (hinted) that finds nothing quiets the shard's hints for
+ *		SERVE_HINT_QUIET_MS.  False when the connection is lost.
  */
 static bool
-read_new(PGconn *conn, HubShard *h, unsigned gen, long long from)
+read_new(PGconn *conn, HubShard *h, unsigned gen, long long from, bool hinted)
 {
+	long long	read_from = from;
+
 	for (;;)
 	{
 		PGresult   *res = NULL;
@@ -300,7 +311,12 @@ read_new(PGconn *conn, HubShard *h, unsigned gen, long long from)
 		if (rows > 0)
 			(void) cfeed_hub_wake(false);
 		if (rows < SERVE_MAX_PAGE)
+		{
+			pthread_mutex_lock(&cfeed_hub_lock);
+			h->quiet_until = hinted && from == read_from ? cfeed_now_ms() + SERVE_HINT_QUIET_MS : 0;
+			pthread_mutex_unlock(&cfeed_hub_lock);
 			return true;
+		}
 	}
 }
 
@@ -359,35 +375,34 @@ refresh_tokens(PGconn *conn)
 
 /*
  * take_notifications
- *		Note the heads that notifications carry; mark those shards due.
+ *		Mark the shards that notifications name due (a hint: the payload is
+ *		not read).  Returns whether there was any.
  */
-static void
+static bool
 take_notifications(PGconn *conn)
 {
 	PGnotify   *n;
+	bool		any = false;
 
 	pthread_mutex_lock(&cfeed_hub_lock);
 	while ((n = PQnotifies(conn)) != NULL)
 	{
 		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
 			if (strcmp(h->channel, n->relname) == 0)
-			{
-				long long	head = strtoll(n->extra, NULL, 10);
-
-				if (head > h->head)
-					h->head = head;
-				h->due = true;
-			}
+				h->due = h->hinted = true;
 		PQfreemem(n);
+		any = true;
 	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
+	return any;
 }
 
 /*
  * work
  *		One pass: activate newly followed shards, LISTEN again after a
- *		reconnect (before reading on), read the due ones.  False when the
- *		connection is lost.
+ *		reconnect (before reading on), read the due ones (but not before
+ *		their quiet_until: hints_deferred_until is then the earliest).
+ *		False when the connection is lost.
  */
 static bool
 work(PGconn *conn)
@@ -401,8 +416,11 @@ work(PGconn *conn)
 		}			what = READ;
 		unsigned	gen = 0;
 		long long	from = 0;
+		bool		hinted = false;
 		bool		ok;
+		long long	now = cfeed_now_ms();
 
+		hints_deferred_until = 0;
 		pthread_mutex_lock(&cfeed_hub_lock);
 		for (HubShard *h = cfeed_hub_shards; h != NULL && todo == NULL; h = h->next)
 		{
@@ -412,7 +430,13 @@ work(PGconn *conn)
 				what = ACTIVATE;
 			else if (!h->listened && !cfeed_hub_on_standby())
 				what = LISTEN;
-			else if (h->due || h->head > h->last)
+			else if (h->due && h->quiet_until > now)
+			{
+				if (hints_deferred_until == 0 || h->quiet_until < hints_deferred_until)
+					hints_deferred_until = h->quiet_until;
+				continue;
+			}
+			else if (h->due)
 				what = READ;
 			else
 				continue;
@@ -421,7 +445,10 @@ work(PGconn *conn)
 		if (todo != NULL)
 		{
 			if (what == READ)
-				todo->due = false;
+			{
+				hinted = todo->hinted;
+				todo->due = todo->hinted = false;
+			}
 			gen = todo->gen;
 			from = todo->last;
 		}
@@ -430,7 +457,7 @@ work(PGconn *conn)
 			return true;
 		ok = what == ACTIVATE ? activate(conn, todo, gen) :
 			what == LISTEN ? listen_shard(conn, todo) :
-			read_new(conn, todo, gen, from);
+			read_new(conn, todo, gen, from, hinted);
 		if (!ok)
 			return false;
 		if ((what == ACTIVATE && !todo->based) ||
@@ -554,7 +581,12 @@ hub_main(void *arg)
 		}
 		if (ok)
 			ok = work(conn);
+		/* notifications libpq took in during the queries: read on at once */
+		if (ok && take_notifications(conn))
+			continue;
 		next = cfeed_hub_wake(false);
+		if (hints_deferred_until != 0 && next > hints_deferred_until)
+			next = hints_deferred_until;
 		if (next > next_refresh)
 			next = next_refresh;
 		if (next > next_safety)

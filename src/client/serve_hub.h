@@ -41,10 +41,13 @@ typedef struct HubShard
 	int			followers;
 	bool		based;			/* the tail is established */
 	bool		due;			/* read it at the next pass */
+	bool		hinted;			/* due because of a notification */
+	long long	quiet_until;	/* after a hinted read that found nothing:
+								 * no read on a hint before this (ms) */
 	unsigned	gen;			/* bumped when the tail is dropped */
 	long long	base;
 	long long	last;
-	long long	head;			/* highest head known */
+	long long	head;			/* highest number read from the database */
 	long long	epoch;			/* the feed epoch of the tail's numbers */
 	bool		epoch_checked;	/* epoch checked on this connection */
 	HubEvent   *ring;

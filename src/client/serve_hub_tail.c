@@ -400,7 +400,7 @@ cfeed_hub_metrics(ServeBuf *b)
 {
 	static const char *const names[] = {"head", "tail", "lag", "followers"};
 	static const char *const help[] = {
-		"Highest change_sequence_number the gateway knows of.",
+		"Highest change_sequence_number the gateway read from the database.",
 		"Last change_sequence_number in the gateway's in-memory tail.",
 		"Changes stamped but not yet in the gateway's tail (head - tail).",
 		"Streaming requests reading the shard."

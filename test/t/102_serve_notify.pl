@@ -1,0 +1,149 @@
+# test/t/102_serve_notify.pl
+#
+# `cfeed serve` takes a NOTIFY as a hint to read, never as data (issue 28,
+# item 8; SPEC §6b, §8), and reads on at once after notifications libpq
+# took in while the hub ran its own queries (issue 30, item 3):
+#
+#  - a role with LOGIN only floods the feed's channels with NOTIFYs whose
+#    payloads are a huge number, a negative one and garbage, while writers
+#    commit on both shards and an SSE client streams the feed: the client
+#    gets every change once, in order, /metrics shows the real heads, and
+#    the hub's reads stay bounded (counted by pg_stat_statements; 1.7 read
+#    in a tight loop for as long as the fake head stood above its tail);
+#  - back-to-back commits on the two shards, then nothing: both events
+#    reach a streaming client without another commit (1.7 left the second
+#    shard's notification in libpq's queue until something else woke the
+#    hub, up to the 5 s safety read).
+
+use strict;
+use warnings;
+
+use IPC::Run qw(start);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use lib 'test/t';
+use ServeHelper;
+
+plan skip_all => 'cfeed command not built' unless -x cfeed_binary();
+
+my $node = PostgreSQL::Test::Cluster->new('serve_notify');
+$node->init;
+$node->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'cfeed,pg_stat_statements'\npg_stat_statements.track = all\n");
+$node->start;
+$node->safe_psql('postgres', q{
+	create extension cfeed;
+	create extension pg_stat_statements;
+	select cfeed.create_feed('orders', 2, 1);
+	create role nobody login;
+});
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $token = 'flood-0123456789abcdef';
+write_tokens("$dir/tokens", "$token orders t");
+my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+my $url = "$gw->{url}/feeds/orders";
+
+# The changes an SSE text holds, as "shard:number" in arrival order.
+sub sse_changes
+{
+	my ($text) = @_;
+	my ($events) = sse_events($text);
+	return map { "$_->{data}{shard}:$_->{data}{number}" } @$events;
+}
+
+my $client;
+
+# Wait until the SSE text holds n changes (or the deadline passes),
+# collecting what the streaming client prints.
+sub wait_changes
+{
+	my ($text, $n, $seconds) = @_;
+	my $until = time + $seconds;
+	while (time < $until)
+	{
+		$client->pump_nb;
+		my @got = sse_changes($$text);
+		return scalar @got if @got >= $n;
+		usleep(20_000);
+	}
+	return scalar(my @got = sse_changes($$text));
+}
+
+# The hub's reads so far (its page query calls cfeed.read_rows).
+sub hub_reads
+{
+	return $node->safe_psql('postgres', q{
+		select coalesce(sum(calls), 0) from pg_stat_statements
+		where query like '%cfeed.read_rows%' and query not like '%pg_stat_statements%'});
+}
+
+my $sse = '';
+$client = start_stream("$url?cursor=_first", $token, \$sse, Accept => 'text/event-stream');
+$node->safe_psql('postgres', 'select cfeed.publish(1, 0), cfeed.publish(1, 1)');
+is(wait_changes(\$sse, 2, 10), 2, 'the SSE client streams the feed');
+
+# --- a quiet window and a flood window of the same length
+my $window = 2;
+my $reads0 = hub_reads();
+sleep $window;
+my $quiet = hub_reads() - $reads0;
+
+my $script = "$dir/flood.sql";
+open my $fh, '>', $script or die;
+print $fh "select pg_notify('cfeed_1_0', '9000000000000000000');\n";
+print $fh "select pg_notify('cfeed_1_1', '-5');\n";
+print $fh "select pg_notify('cfeed_1_0', 'garbage ' || random());\n";
+close $fh;
+$reads0 = hub_reads();
+my $flood = start([ 'pgbench', '-n', '-c', '2', '-T', $window, '-f', $script,
+		'-h', $node->host, '-p', $node->port, '-U', 'nobody', 'postgres' ],
+	'>', \my $flood_out, '2>', \my $flood_err);
+for my $i (1 .. 10)
+{
+	$node->safe_psql('postgres', "select cfeed.publish(1, $i % 2)");
+	usleep(100_000);
+}
+$flood->finish;
+my $flooded = hub_reads() - $reads0;
+my ($sent) = $flood_out =~ /number of transactions actually processed: (\d+)/;
+cmp_ok($sent // 0, '>', 1000, "nobody sent a flood of notifications (" . ($sent // 0) . " transactions of 3)");
+# the bound: one read per shard per 20 ms of hints, besides the changes' own
+cmp_ok($flooded, '<=', $quiet + 2 * 50 * $window + 40,
+	"the hub's reads stay bounded under the flood ($flooded in ${window}s against $quiet quiet)");
+
+is(wait_changes(\$sse, 12, 10), 12, 'the client got every change committed during the flood');
+my @got = sse_changes($sse);
+my %seen;
+my $dup = grep { $seen{$_}++ } @got;
+is($dup, 0, 'none twice');
+my $ordered = 1;
+for my $s (0, 1)
+{
+	my @n = map { (split /:/)[1] } grep { /^$s:/ } @got;
+	$ordered &&= "@n" eq join(' ', sort { $a <=> $b } @n);
+	$ordered &&= $n[-1] == $node->safe_psql('postgres', "select cfeed.head(1, $s)");
+}
+ok($ordered, 'each shard in order, up to its head');
+
+my $metrics = http_get("$gw->{url}/metrics")->{content};
+my ($mhead) = $metrics =~ /cfeed_serve_shard_head\{feed="orders",shard="0"\} (\d+)/;
+is($mhead, $node->safe_psql('postgres', 'select cfeed.head(1, 0)'),
+	'/metrics shows the real head, not a payload');
+
+# --- back-to-back commits on two shards, then nothing
+my $late = 0;
+for my $pair (1 .. 15)
+{
+	my $before = scalar(my @b = sse_changes($sse));
+	$node->safe_psql('postgres', 'select cfeed.publish(1, 0)');
+	$node->safe_psql('postgres', 'select cfeed.publish(1, 1)');
+	$late++ if wait_changes(\$sse, $before + 2, 2) < $before + 2;
+}
+is($late, 0, 'both events of every back-to-back pair arrive without a further commit');
+
+$client->kill_kill;
+stop_gateway($gw);
+done_testing();
