@@ -73,6 +73,12 @@
 #else
 #define cfeed_rel_ownercheck(relid, roleid) pg_class_ownercheck((relid), (roleid))
 #endif
+#if PG_VERSION_NUM >= 160000
+#define cfeed_db_ownercheck(dboid, roleid) \
+	object_ownercheck(DatabaseRelationId, (dboid), (roleid))
+#else
+#define cfeed_db_ownercheck(dboid, roleid) pg_database_ownercheck((dboid), (roleid))
+#endif
 
 /* index_insert gained indexUnchanged in 14. */
 #if PG_VERSION_NUM >= 140000

@@ -20,7 +20,14 @@
  * DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME / SET TABLESPACE need it
  * unconnected.  The hook pauses it (its sweepers see the flag and leave
  * between transactions, never interrupted), runs the command and unpauses
- * (or forgets the database once it is dropped).  Sweepers never restart
+ * (or forgets the database once it is dropped).  It pauses only a command
+ * that PostgreSQL's own checks would let go ahead (the database exists, the
+ * caller owns it or may create databases from it, it is not the caller's
+ * own: utility_may_pause), so no role stalls the sweepers of a database it
+ * has no rights on; and the pause ends on every way out of the command
+ * (PG_ENSURE_ERROR_CLEANUP: an ERROR, and a FATAL such as
+ * pg_terminate_backend of a DROP DATABASE waiting for other sessions; a
+ * crash resets shared memory).  cfeed.sweepers shows a paused database.  Sweepers never restart
  * themselves (BGW_NEVER_RESTART); the launcher, notified of their exit,
  * restarts them within cfeed.launcher_interval.  Template databases are
  * never swept.
@@ -46,8 +53,10 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "cfeed.h"
@@ -348,16 +357,22 @@ cfeed_launcher_main(Datum main_arg)
  *		standby having them.
  */
 static void
-pause_database(Oid dboid)
+pause_database(Oid dboid, const char *what)
 {
 	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
 	{
 		CfeedDatabase *db = cfeed_find_db(dboid, true);
 
 		if (db != NULL)
+		{
 			db->paused++;
+			db->paused_pid = MyProcPid;
+			strlcpy(db->paused_by, what, sizeof(db->paused_by));
+		}
 	}
 	LWLockRelease(CfeedShared->lock);
+	ereport(LOG,
+			(errmsg("cfeed: sweepers of database %u paused for %s", dboid, what)));
 	cfeed_wake_sweepers(dboid);
 }
 
@@ -377,7 +392,70 @@ unpause_database(Oid dboid, bool dropped)
 		}
 	}
 	LWLockRelease(CfeedShared->lock);
+	if (!dropped)
+		ereport(LOG,
+				(errmsg("cfeed: sweepers of database %u resume", dboid)));
 	cfeed_wake_launcher();
+}
+
+/*
+ * unpause_on_error
+ *		PG_ENSURE_ERROR_CLEANUP callback of cfeed_utility: the command failed
+ *		(ERROR) or its backend is exiting (FATAL): the pause ends.
+ */
+static void
+unpause_on_error(int code, Datum arg)
+{
+	unpause_database(DatumGetObjectId(arg), false);
+}
+
+/*
+ * database_is_template
+ *		Whether the database is marked datistemplate (false if it is gone).
+ */
+static bool
+database_is_template(Oid dboid)
+{
+	HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	bool		is = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		is = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+		ReleaseSysCache(tup);
+	}
+	return is;
+}
+
+/*
+ * utility_may_pause
+ *		Whether PostgreSQL's own checks would let the command that needs
+ *		database target unconnected go ahead, as far as they can be known
+ *		before it runs: the caller owns the database (DROP, RENAME, SET
+ *		TABLESPACE; RENAME also needs CREATEDB), or may create databases
+ *		and copy this one (CREATE DATABASE ... TEMPLATE: CREATEDB, and the
+ *		template is marked as one or the caller owns it); and it is not the
+ *		caller's own database.  Superusers pass every check.  A command
+ *		refused later for another reason (a name taken, a session that
+ *		stays) pauses the sweepers only while it waits.
+ */
+static bool
+utility_may_pause(Node *parsetree, Oid target)
+{
+	Oid			user = GetUserId();
+	bool		owner = cfeed_db_ownercheck(target, user);
+
+	if (target == MyDatabaseId)
+		return false;
+	switch (nodeTag(parsetree))
+	{
+		case T_CreatedbStmt:
+			return have_createdb_privilege() && (owner || database_is_template(target));
+		case T_RenameStmt:
+			return owner && have_createdb_privilege();
+		default:
+			return owner;		/* DROP DATABASE, ALTER DATABASE SET TABLESPACE */
+	}
 }
 
 /*
@@ -476,17 +554,18 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 		return;
 	}
 
-	pause_database(target);
-	PG_TRY();
+	if (!utility_may_pause(parsetree, target))
+	{
+		/* PostgreSQL refuses it (or it fails waiting): no pause */
+		CFEED_CALL_UTILITY(prev_utility_hook);
+		return;
+	}
+	pause_database(target, GetCommandTagName(CreateCommandTag(parsetree)));
+	PG_ENSURE_ERROR_CLEANUP(unpause_on_error, ObjectIdGetDatum(target));
 	{
 		CFEED_CALL_UTILITY(prev_utility_hook);
 	}
-	PG_CATCH();
-	{
-		unpause_database(target, false);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
+	PG_END_ENSURE_ERROR_CLEANUP(unpause_on_error, ObjectIdGetDatum(target));
 	unpause_database(target, IsA(parsetree, DropdbStmt));
 }
 

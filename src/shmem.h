@@ -32,6 +32,8 @@ typedef struct CfeedDatabase
 	Oid			dboid;
 	CfeedDbState state;
 	int			paused;			/* utility commands that need it unconnected */
+	int			paused_pid;		/* the backend that paused it last */
+	char		paused_by[32];	/* and its command, for cfeed.sweepers */
 	int			ngroups;		/* sweep groups with shards (0 always) */
 	int32		groups[CFEED_MAX_GROUPS];
 } CfeedDatabase;

@@ -516,6 +516,45 @@ cfeed_sweeper_main(Datum main_arg)
 PG_FUNCTION_INFO_V1(cfeed_sweepers);
 
 /*
+ * put_paused_databases
+ *		A row of cfeed._sweepers() for each paused database (launcher.c): it
+ *		has no sweeper while the command that paused it runs; pid and
+ *		sweep_group null, last_error says who paused it.
+ */
+static void
+put_paused_databases(ReturnSetInfo *rsinfo)
+{
+	CfeedDatabase *paused = palloc(sizeof(CfeedDatabase) * CFEED_MAX_DATABASES);
+	int			npaused = 0;
+	int			i;
+
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	for (i = 0; i < CFEED_MAX_DATABASES; i++)
+		if (CfeedShared->dbs[i].state != CFEED_DB_FREE && CfeedShared->dbs[i].paused > 0)
+			paused[npaused++] = CfeedShared->dbs[i];
+	LWLockRelease(CfeedShared->lock);
+
+	for (i = 0; i < npaused; i++)
+	{
+		Datum		values[7] = {0};
+		bool		nulls[7] = {true, false, true, false, false, true, false};
+		char	   *datname = get_database_name(paused[i].dboid);
+		NameData	dbname;
+
+		if (datname == NULL)
+			continue;
+		namestrcpy(&dbname, datname);
+		values[1] = NameGetDatum(&dbname);
+		values[3] = Int64GetDatum(0);
+		values[4] = Int64GetDatum(0);
+		paused[i].paused_by[sizeof(paused[i].paused_by) - 1] = '\0';
+		values[6] = CStringGetTextDatum(psprintf("paused by %s in process %d: no sweeper until it ends",
+												 paused[i].paused_by, paused[i].paused_pid));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+}
+
+/*
  * cfeed_sweepers
  *		SQL: cfeed._sweepers(), behind the cfeed.sweepers view.  Empty
  *		without the preload.
@@ -564,5 +603,6 @@ cfeed_sweepers(PG_FUNCTION_ARGS)
 		nulls[6] = (slots[i].last_error[0] == '\0');
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	put_paused_databases(rsinfo);
 	return (Datum) 0;
 }
