@@ -21,6 +21,7 @@
 #define CFEED_EXIT_ERROR	1	/* connection or server error */
 #define CFEED_EXIT_USAGE	2	/* bad arguments, unknown feed or shard */
 #define CFEED_EXIT_GAP		3	/* a shard's numbers were not contiguous */
+#define CFEED_EXIT_DENIED	4	/* the role may not read the feed */
 
 /* Set by the SIGINT/SIGTERM handler; the loops poll it. */
 extern volatile sig_atomic_t cfeed_interrupted;

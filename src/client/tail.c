@@ -347,6 +347,28 @@ resolve_feed(Tail *t)
 }
 
 /*
+ * check_readable
+ *		The feed shows no shard: ask the server whether the role may read
+ *		it at all (cfeed.head raises 42501 for a feed it may not read,
+ *		before looking the feed up), and exit 4 with the server's message
+ *		if not.
+ */
+static void
+check_readable(Tail *t)
+{
+	const char *params[1] = {t->feed_id_text};
+	PGresult   *res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, 0)", 1, params);
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+	if (state != NULL && strcmp(state, "42501") == 0)
+	{
+		fprintf(stderr, "cfeed tail: %s", cfeed_error_text(t->conn, res));
+		exit(CFEED_EXIT_DENIED);
+	}
+	PQclear(res);
+}
+
+/*
  * load_shards
  *		Fill t->shards with the feed's shards (or the one of --shard), their
  *		start values and LISTEN channels.  Exits 2 for an unknown shard.
@@ -401,6 +423,8 @@ load_shards(Tail *t)
 	}
 	PQclear(res);
 
+	if (n == 0)
+		check_readable(t);
 	if (t->nshards == 0)
 	{
 		if (t->only_shard >= 0)

@@ -219,6 +219,21 @@ expect_exit2([ 'tail', '--dbname', $dsn, '--feed', 'orders', '--from', '2024-13-
 	qr/invalid --from time/, 'bad --from time');
 expect_exit2([ 'tail', '--dbname', $dsn, '--feed', 'orders', '--max', '-1' ],
 	qr/invalid --max/, 'bad --max');
+# a feed the role may not read: the server's 42501, exit 4 (1.7 said "feed 1
+# has no shards", exit 2); the same for a feed that does not exist, whose
+# existence only a reader of every feed learns
+$node->safe_psql('postgres', q{
+	create role tail_stranger login;
+	grant select on cfeed.feed, cfeed.shard, cfeed.change to tail_stranger;
+});
+for my $feed ('orders', '1')
+{
+	my ($out, $err) = ('', '');
+	run [ $cfeed, 'tail', '--dbname', $node->connstr('postgres') . ' user=tail_stranger', '--feed', $feed ],
+	  '>', \$out, '2>', \$err, timeout($timeout);
+	is($? >> 8, 4, "a feed the role may not read ($feed): exit 4");
+	like($err, qr/permission denied for feed 1/, "a feed the role may not read ($feed): the server's message");
+}
 expect_exit2([ 'frobnicate' ], qr/unknown command/, 'unknown command');
 expect_exit2([], qr/no command given/, 'no command');
 
