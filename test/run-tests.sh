@@ -14,7 +14,9 @@
 #                                     that must not touch this machine's
 #                                     installed cfeed, e.g. two at once, each
 #                                     with its own CFEED_ROOTS)
-#   bash test/run-tests.sh --all      15, 17 and 18, and the cross-version dump
+#   bash test/run-tests.sh --all      15, 17 and 18, the README's first command
+#                                     (bash demo.sh) in a fresh Debian 12 root
+#                                     (test/matrix/fresh.sh), and the cross-version dump
 #                                     test (a dump made on 15 restored on 17 and
 #                                     18): what CI runs (.ci/run)
 #
@@ -41,7 +43,7 @@ ROOTSH=$SRC/test/matrix/root.sh
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
-usage() { sed -n '2,35p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+usage() { sed -n '2,37p' "$SRC/test/run-tests.sh" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
 	exec sudo bash "$SRC/test/run-tests.sh" "$@"
@@ -179,8 +181,8 @@ run_local() {
 	copt="-isystem $("$PGBIN/pg_config" --includedir-server) -Wextra -Wno-unused-parameter"
 	[ "${CI:-}" = "true" ] && copt+=" -Werror"
 	make clean PG_CONFIG="$PGBIN/pg_config" >/dev/null
-	make with_llvm=no PG_CONFIG="$PGBIN/pg_config" COPT="$copt"
-	make install with_llvm=no PG_CONFIG="$PGBIN/pg_config" COPT="$copt"
+	make with_llvm=no SERVE=yes PG_CONFIG="$PGBIN/pg_config" COPT="$copt"
+	make install with_llvm=no SERVE=yes PG_CONFIG="$PGBIN/pg_config" COPT="$copt"
 	version=$(pg_config --version | awk '{ print $2 }')
 
 	if [ -n "$dump_out" ]; then
@@ -305,6 +307,7 @@ run_in_root() {
 run_matrix() {
 	local logs m rc started=$SECONDS jobs=${CFEED_MATRIX_JOBS:-2} total_passed=0 total_failed=0
 	local -A status took setup_pid run_pid
+	local fresh_pid= fresh_status=0
 	local here t0
 	here=$(local_major)
 	logs=$(mktemp -d /var/tmp/cfeed-matrix.XXXXXX)
@@ -313,7 +316,7 @@ run_matrix() {
 
 	matrix_cleanup() {
 		local p
-		for p in "${setup_pid[@]}" "${run_pid[@]}"; do
+		for p in "${setup_pid[@]}" "${run_pid[@]}" $fresh_pid; do
 			kill "$p" 2>/dev/null || true
 		done
 		wait 2>/dev/null || true
@@ -336,6 +339,10 @@ run_matrix() {
 		setup_pid[$m]=$!
 	done
 	export CFEED_ROOTS_FRESHENED=1
+
+	# The README's first command in a fresh Debian 12 root, meanwhile.
+	CFEED_ROOTS=$ROOTS bash "$SRC/test/matrix/fresh.sh" >"$logs/test-fresh.log" 2>&1 &
+	fresh_pid=$!
 
 	# The local major first (it makes the dump), streamed.
 	echo "===== PostgreSQL $here (this machine)"
@@ -415,6 +422,16 @@ run_matrix() {
 		total_passed=$((total_passed + n_passed))
 		total_failed=$((total_failed + n_failed))
 	done
+	wait "$fresh_pid" || fresh_status=$?
+	fresh_pid=
+	echo "===== the README's first command in a fresh Debian 12 root (test/matrix/fresh.sh)"
+	cat "$logs/test-fresh.log"
+	if [ "$fresh_status" -eq 0 ]; then
+		total_passed=$((total_passed + 1))
+	else
+		failed_majors+=("fresh-root demo")
+		total_failed=$((total_failed + 1))
+	fi
 	trap - EXIT
 	if [ "${#failed_majors[@]}" -gt 0 ]; then
 		echo "run-tests.sh --all: FAILED on PostgreSQL ${failed_majors[*]}" >&2

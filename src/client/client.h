@@ -14,7 +14,7 @@
 
 #include <libpq-fe.h>
 
-#define CFEED_CLIENT_VERSION "1.0"
+/* CFEED_CLIENT_VERSION: the extension's version, from cfeed.control (Makefile). */
 
 /* Exit codes (documented in docs/client.md). */
 #define CFEED_EXIT_OK		0	/* done, or stopped by SIGINT/SIGTERM */
@@ -37,7 +37,38 @@ extern bool cfeed_parse_int64(const char *text, long long min, long long max,
 extern long long cfeed_now_ms(void);
 extern void cfeed_sleep_ms(int ms);
 
+/*
+ * The options every subcommand but serve takes, as PostgreSQL's own clients
+ * (psql, pg_dump, pgbench) spell them (conn.c): in getopt_long's optstring
+ * and long options, and handled by cfeed_common_option.
+ */
+#define CFEED_COMMON_SHORTOPTS "d:h:p:U:V?"
+#define CFEED_COMMON_LONGOPTS \
+	{"dbname", required_argument, NULL, 'd'}, \
+	{"host", required_argument, NULL, 'h'}, \
+	{"port", required_argument, NULL, 'p'}, \
+	{"username", required_argument, NULL, 'U'}, \
+	{"version", no_argument, NULL, 'V'}, \
+	{"help", no_argument, NULL, '?'}
+#define CFEED_CONN_HELP \
+	"Connection options (default: libpq's, the PG* environment variables):\n" \
+	"  -d, --dbname=DBNAME      database name, or a connection string or URI\n" \
+	"  -h, --host=HOSTNAME      database server host or socket directory\n" \
+	"  -p, --port=PORT          database server port\n" \
+	"  -U, --username=USERNAME  database user name\n" \
+	"\n" \
+	"  -V, --version            output version information, then exit\n" \
+	"  -?, --help               show this help, then exit\n"
+
+typedef enum CfeedOptionKind
+{
+	CFEED_OPTION_OTHER,			/* not a common option: the caller's */
+	CFEED_OPTION_TAKEN,			/* a connection option, kept */
+	CFEED_OPTION_HELP			/* -? or --help: the caller prints its help */
+} CfeedOptionKind;
+
 /* conn.c */
+extern CfeedOptionKind cfeed_common_option(int c, char **argv, const char **dsn);
 extern PGconn *cfeed_connect(const char *dsn, bool report);
 extern PGconn *cfeed_connect_as(const char *dsn, const char *appname, bool report);
 extern void cfeed_set_cancel(PGconn *conn);

@@ -12,8 +12,10 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
@@ -93,19 +95,86 @@ print_notice(void *arg, const char *message)
 	fprintf(stderr, "cfeed: server: %s", message);
 }
 
+/* -h, -p, -U (cfeed_common_option), for every connection the command makes. */
+static const char *conn_host = NULL;
+static const char *conn_port = NULL;
+static const char *conn_user = NULL;
+
+/*
+ * cfeed_common_option
+ *		getopt_long returned c for one of CFEED_COMMON_SHORTOPTS or
+ *		CFEED_COMMON_LONGOPTS: keep -d in *dsn and -h, -p, -U for
+ *		cfeed_connect_as, print the version for -V (and exit 0), report -?
+ *		and --help.  getopt_long also returns '?' for an unknown option:
+ *		that is CFEED_OPTION_OTHER, for the caller's cfeed_bad_option.
+ */
+CfeedOptionKind
+cfeed_common_option(int c, char **argv, const char **dsn)
+{
+	switch (c)
+	{
+		case 'd':
+			*dsn = optarg;
+			return CFEED_OPTION_TAKEN;
+		case 'h':
+			conn_host = optarg;
+			return CFEED_OPTION_TAKEN;
+		case 'p':
+			conn_port = optarg;
+			return CFEED_OPTION_TAKEN;
+		case 'U':
+			conn_user = optarg;
+			return CFEED_OPTION_TAKEN;
+		case 'V':
+			printf("cfeed (cfeed client) %s\n", CFEED_CLIENT_VERSION);
+			exit(CFEED_EXIT_OK);
+		case '?':
+			if (strcmp(argv[optind - 1], "-?") == 0 || strcmp(argv[optind - 1], "--help") == 0)
+				return CFEED_OPTION_HELP;
+			return CFEED_OPTION_OTHER;
+		default:
+			return CFEED_OPTION_OTHER;
+	}
+}
+
 /*
  * cfeed_connect_as
- *		Connect using dsn (a connection string or URI; NULL = PG* environment
- *		variables only) with application_name appname (a DSN that names one
- *		wins; PGAPPNAME does not).  On failure prints the reason when report
- *		is true and returns NULL.  Signals do not cancel its queries.
+ *		Connect using dsn (a database name, a connection string or URI; NULL
+ *		= PG* environment variables only) and the -h, -p, -U given (a value
+ *		the connection string names wins, as in psql), with
+ *		application_name appname (a DSN that names one wins; PGAPPNAME does
+ *		not).  On failure prints the reason when report is true and returns
+ *		NULL.  Signals do not cancel its queries.
  */
 PGconn *
 cfeed_connect_as(const char *dsn, const char *appname, bool report)
 {
-	const char *keywords[] = {"application_name", "dbname", NULL};
-	const char *values[] = {appname, dsn, NULL};
+	const char *keywords[6];
+	const char *values[6];
+	int			n = 0;
 	PGconn	   *conn;
+
+	keywords[n] = "application_name";
+	values[n++] = appname;
+	if (conn_host != NULL)
+	{
+		keywords[n] = "host";
+		values[n++] = conn_host;
+	}
+	if (conn_port != NULL)
+	{
+		keywords[n] = "port";
+		values[n++] = conn_port;
+	}
+	if (conn_user != NULL)
+	{
+		keywords[n] = "user";
+		values[n++] = conn_user;
+	}
+	keywords[n] = "dbname";
+	values[n++] = dsn;
+	keywords[n] = NULL;
+	values[n] = NULL;
 
 	conn = PQconnectdbParams(keywords, values, 1);
 	if (conn == NULL)

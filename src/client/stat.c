@@ -43,9 +43,9 @@ print_stat_help(void)
 		   "  cfeed stat [OPTION]...\n"
 		   "\n"
 		   "Options:\n"
-		   "  -d, --dbname=DSN     connection string or URI (default: PG* environment)\n"
-		   "  -f, --feed=NAME|ID   only this feed\n"
-		   "  -h, --help           show this help, then exit\n");
+		   "  -f, --feed=NAME|ID       only this feed\n"
+		   "\n"
+		   CFEED_CONN_HELP);
 }
 
 /*
@@ -129,9 +129,8 @@ int
 cfeed_stat_main(int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{"dbname", required_argument, NULL, 'd'},
+		CFEED_COMMON_LONGOPTS,
 		{"feed", required_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
 	const char *dsn = NULL;
@@ -142,21 +141,24 @@ cfeed_stat_main(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":d:f:h", long_options, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, ":f:" CFEED_COMMON_SHORTOPTS, long_options, NULL)) != -1)
 	{
 		switch (c)
 		{
-			case 'd':
-				dsn = optarg;
-				break;
 			case 'f':
 				params[0] = optarg;
 				break;
-			case 'h':
-				print_stat_help();
-				return CFEED_EXIT_OK;
 			default:
-				cfeed_bad_option("stat", c, argv);
+				switch (cfeed_common_option(c, argv, &dsn))
+				{
+					case CFEED_OPTION_TAKEN:
+						break;
+					case CFEED_OPTION_HELP:
+						print_stat_help();
+						return CFEED_EXIT_OK;
+					case CFEED_OPTION_OTHER:
+						cfeed_bad_option("stat", c, argv);
+				}
 		}
 	}
 	cfeed_no_more_arguments("stat", argc, argv);

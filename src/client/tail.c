@@ -55,7 +55,6 @@ print_tail_help(void)
 		   "  cfeed tail --feed NAME|ID [OPTION]...\n"
 		   "\n"
 		   "Options:\n"
-		   "  -d, --dbname=DSN         connection string or URI (default: PG* environment)\n"
 		   "  -f, --feed=NAME|ID       the feed to read (required)\n"
 		   "  -s, --shard=N|all        one shard, or all of them (default: all)\n"
 		   "      --from=POSITION      where to start (default: beginning):\n"
@@ -71,7 +70,8 @@ print_tail_help(void)
 		   "      --group=G            read as a member of consumer group G (needs --owner)\n"
 		   "      --owner=O            this member's name in the group\n"
 		   "      --ttl-ms=N           lease time to live in group mode (default: %d)\n"
-		   "  -h, --help               show this help, then exit\n"
+		   "\n"
+		   CFEED_CONN_HELP
 		   "\n"
 		   "Each change is one line:\n"
 		   "  {\"feed_id\":1,\"shard\":0,\"change_sequence_number\":2000000000000001,\n"
@@ -104,9 +104,6 @@ parse_option(Tail *t, int c, char **argv, const char **from_arg)
 
 	switch (c)
 	{
-		case 'd':
-			t->dsn = optarg;
-			break;
 		case 'f':
 			t->feed_arg = optarg;
 			break;
@@ -145,11 +142,17 @@ parse_option(Tail *t, int c, char **argv, const char **from_arg)
 				cfeed_usage_error("tail", "invalid --ttl-ms \"%s\": expected an integer of at least 3", optarg);
 			t->ttl_ms = (int) value;
 			break;
-		case 'h':
-			print_tail_help();
-			exit(CFEED_EXIT_OK);
 		default:
-			cfeed_bad_option("tail", c, argv);
+			switch (cfeed_common_option(c, argv, &t->dsn))
+			{
+				case CFEED_OPTION_TAKEN:
+					break;
+				case CFEED_OPTION_HELP:
+					print_tail_help();
+					exit(CFEED_EXIT_OK);
+				case CFEED_OPTION_OTHER:
+					cfeed_bad_option("tail", c, argv);
+			}
 	}
 }
 
@@ -204,7 +207,7 @@ static void
 parse_options(Tail *t, int argc, char **argv)
 {
 	static const struct option long_options[] = {
-		{"dbname", required_argument, NULL, 'd'},
+		CFEED_COMMON_LONGOPTS,
 		{"feed", required_argument, NULL, 'f'},
 		{"shard", required_argument, NULL, 's'},
 		{"from", required_argument, NULL, 'F'},
@@ -214,7 +217,6 @@ parse_options(Tail *t, int argc, char **argv)
 		{"group", required_argument, NULL, 'g'},
 		{"owner", required_argument, NULL, 'o'},
 		{"ttl-ms", required_argument, NULL, 't'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
 	const char *from_arg = NULL;
@@ -229,7 +231,7 @@ parse_options(Tail *t, int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":d:f:s:n:h", long_options, NULL)) != -1)
+	while ((c = getopt_long(argc, argv, ":f:s:n:" CFEED_COMMON_SHORTOPTS, long_options, NULL)) != -1)
 		parse_option(t, c, argv, &from_arg);
 	cfeed_no_more_arguments("tail", argc, argv);
 	if (t->feed_arg == NULL || *t->feed_arg == '\0')

@@ -279,6 +279,32 @@ expect_exit2([ 'tail', '--dbname', $dsn, '--feed', 'orders', '--group', 'g' ],
 	like($out, qr/--from=POSITION/, 'tail --help: options');
 	run [ $cfeed, '--version' ], '>', \$out, '2>', \$err;
 	like($out, qr/^cfeed .* \d+\.\d+/, '--version');
+
+	# psql's options (1.7: -h was help, so `cfeed tail -h db1 ...` printed
+	# the help and exited 0; -? was unknown)
+	run [ $cfeed, 'tail', '-h', $node->host, '-p', $node->port, '-d', 'postgres', '-U', 'tail_stranger',
+		'--feed', 'nope' ], '>', \$out, '2>', \$err, timeout($timeout);
+	is($? >> 8, 2, 'tail -h -p -d -U: connects (then the feed is unknown: exit 2)');
+	like($err, qr/feed "nope" does not exist/, 'tail -h -p -d -U: the server answered');
+	run [ $cfeed, 'stat', '-h', $node->host, '-p', $node->port, '-d', 'postgres', '--feed', 'orders' ],
+	  '>', \$out, '2>', \$err, timeout($timeout);
+	is($?, 0, 'stat -h -p -d: exit 0');
+	like($out, qr/^\s+1 \| orders\s+\|\s+0 \|/m, 'stat -h -p -d: the feed');
+	run [ $cfeed, 'tail', '-?' ], '>', \$out, '2>', \$err;
+	is($?, 0, 'tail -?: exit 0');
+	like($out, qr/-h, --host=HOSTNAME/, 'tail -?: the connection options');
+	run [ $cfeed, 'stat', '-V' ], '>', \$out, '2>', \$err;
+	like($out, qr/^cfeed \(cfeed client\) /, 'stat -V: the version');
+	run [ $cfeed, '--version' ], '>', \$out, '2>', \$err;
+
+	# one version everywhere: cfeed.control's, the extension's, the
+	# command's, META.json's and the reference's
+	my ($control) = slurp_file("$ENV{TESTDIR}/cfeed.control") =~ /^default_version = '([\d.]+)'/m;
+	is($out, "cfeed (cfeed client) $control\n", "--version names the extension's version ($control)");
+	is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}),
+		$control, 'the installed extension has it');
+	like(slurp_file("$ENV{TESTDIR}/META.json"), qr/"version": "\Q$control\E\.0"/, 'META.json has it');
+	like(slurp_file("$ENV{TESTDIR}/docs/reference.md"), qr/\(version \Q$control\E\)/, 'docs/reference.md has it');
 }
 
 # --- cfeed stat: one row per shard -------------------------------------------
