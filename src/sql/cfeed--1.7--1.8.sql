@@ -42,6 +42,46 @@ CREATE FUNCTION cfeed._may_write(feed_id int) RETURNS bool
 	AS 'MODULE_PATHNAME', 'cfeed_may_write';
 COMMENT ON FUNCTION cfeed._may_write(int) IS 'internal: whether the current user may write the feed (false for null)';
 
+/*
+ * The grant and revoke functions of both kinds share two helpers, which
+ * write the grants table named (as the caller: only the extension's owner
+ * has INSERT and DELETE on them).  Both check the role (42704 for an OID
+ * that names none) and forget the grants of roles dropped since.
+ */
+CREATE FUNCTION cfeed._grant_access(grants regclass, feed_id int, role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM cfeed._check_role(_grant_access.role);
+	IF _grant_access.feed_id IS NOT NULL THEN
+		IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = _grant_access.feed_id) THEN
+			RAISE EXCEPTION 'feed % does not exist', _grant_access.feed_id
+				USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
+		END IF;
+	END IF;
+	EXECUTE format('DELETE FROM %s g WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r)',
+				   _grant_access.grants);
+	EXECUTE format('INSERT INTO %s (grantee, feed_id) VALUES ($1, $2) ON CONFLICT DO NOTHING', _grant_access.grants)
+		USING _grant_access.role, _grant_access.feed_id;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._grant_access(regclass, int, regrole) IS 'internal: adds a grant of feed_id (every feed when null) to role in cfeed.read_grant or cfeed.write_grant';
+
+CREATE FUNCTION cfeed._revoke_access(grants regclass, feed_id int, role regrole) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM cfeed._check_role(_revoke_access.role);
+	EXECUTE format('DELETE FROM %s g WHERE (g.grantee = $1 AND g.feed_id IS NOT DISTINCT FROM $2)'
+				   ' OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r))',
+				   _revoke_access.grants)
+		USING _revoke_access.role, _revoke_access.feed_id;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._revoke_access(regclass, int, regrole) IS 'internal: removes the grant of feed_id (every feed when null) to role from cfeed.read_grant or cfeed.write_grant';
+
 CREATE FUNCTION cfeed.grant_write(feed_id int, role regrole) RETURNS void
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
@@ -49,15 +89,7 @@ CREATE FUNCTION cfeed.grant_write(feed_id int, role regrole) RETURNS void
 BEGIN
 	IF grant_write.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	IF grant_write.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(grant_write.role);
-	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = grant_write.feed_id) THEN
-		RAISE EXCEPTION 'feed % does not exist', grant_write.feed_id
-			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
-	END IF;
-	DELETE FROM cfeed.write_grant g
-	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
-	INSERT INTO cfeed.write_grant (grantee, feed_id) VALUES (grant_write.role, grant_write.feed_id)
-	ON CONFLICT DO NOTHING;
+	PERFORM cfeed._grant_access('cfeed.write_grant', grant_write.feed_id, grant_write.role);
 END
 $fn$;
 COMMENT ON FUNCTION cfeed.grant_write(int, regrole) IS 'lets the role (0: PUBLIC) and its members write the feed';
@@ -69,10 +101,7 @@ CREATE FUNCTION cfeed.revoke_write(feed_id int, role regrole) RETURNS void
 BEGIN
 	IF revoke_write.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	IF revoke_write.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(revoke_write.role);
-	DELETE FROM cfeed.write_grant g
-	WHERE (g.grantee = revoke_write.role AND g.feed_id = revoke_write.feed_id)
-	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+	PERFORM cfeed._revoke_access('cfeed.write_grant', revoke_write.feed_id, revoke_write.role);
 END
 $fn$;
 COMMENT ON FUNCTION cfeed.revoke_write(int, regrole) IS 'takes back cfeed.grant_write of the feed to the role';
@@ -83,11 +112,7 @@ CREATE FUNCTION cfeed.grant_write_all(role regrole) RETURNS void
 	AS $fn$
 BEGIN
 	IF grant_write_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(grant_write_all.role);
-	DELETE FROM cfeed.write_grant g
-	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
-	INSERT INTO cfeed.write_grant (grantee, feed_id) VALUES (grant_write_all.role, NULL)
-	ON CONFLICT DO NOTHING;
+	PERFORM cfeed._grant_access('cfeed.write_grant', NULL, grant_write_all.role);
 END
 $fn$;
 COMMENT ON FUNCTION cfeed.grant_write_all(regrole) IS 'lets the role (0: PUBLIC) and its members write every feed, present and future';
@@ -98,10 +123,7 @@ CREATE FUNCTION cfeed.revoke_write_all(role regrole) RETURNS void
 	AS $fn$
 BEGIN
 	IF revoke_write_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(revoke_write_all.role);
-	DELETE FROM cfeed.write_grant g
-	WHERE (g.grantee = revoke_write_all.role AND g.feed_id IS NULL)
-	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+	PERFORM cfeed._revoke_access('cfeed.write_grant', NULL, revoke_write_all.role);
 END
 $fn$;
 COMMENT ON FUNCTION cfeed.revoke_write_all(regrole) IS 'takes back cfeed.grant_write_all of the role (its grants of single feeds stay)';
@@ -539,15 +561,7 @@ CREATE OR REPLACE FUNCTION cfeed.grant_read(feed_id int, role regrole) RETURNS v
 BEGIN
 	IF grant_read.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	IF grant_read.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(grant_read.role);
-	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = grant_read.feed_id) THEN
-		RAISE EXCEPTION 'feed % does not exist', grant_read.feed_id
-			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
-	END IF;
-	DELETE FROM cfeed.read_grant g
-	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
-	INSERT INTO cfeed.read_grant (grantee, feed_id) VALUES (grant_read.role, grant_read.feed_id)
-	ON CONFLICT DO NOTHING;
+	PERFORM cfeed._grant_access('cfeed.read_grant', grant_read.feed_id, grant_read.role);
 END
 $fn$;
 
@@ -558,10 +572,7 @@ CREATE OR REPLACE FUNCTION cfeed.revoke_read(feed_id int, role regrole) RETURNS 
 BEGIN
 	IF revoke_read.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	IF revoke_read.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(revoke_read.role);
-	DELETE FROM cfeed.read_grant g
-	WHERE (g.grantee = revoke_read.role AND g.feed_id = revoke_read.feed_id)
-	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+	PERFORM cfeed._revoke_access('cfeed.read_grant', revoke_read.feed_id, revoke_read.role);
 	PERFORM cfeed._still_reads(revoke_read.role, revoke_read.feed_id);
 END
 $fn$;
@@ -572,11 +583,7 @@ CREATE OR REPLACE FUNCTION cfeed.grant_read_all(role regrole) RETURNS void
 	AS $fn$
 BEGIN
 	IF grant_read_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(grant_read_all.role);
-	DELETE FROM cfeed.read_grant g
-	WHERE g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r);
-	INSERT INTO cfeed.read_grant (grantee, feed_id) VALUES (grant_read_all.role, NULL)
-	ON CONFLICT DO NOTHING;
+	PERFORM cfeed._grant_access('cfeed.read_grant', NULL, grant_read_all.role);
 END
 $fn$;
 
@@ -586,10 +593,7 @@ CREATE OR REPLACE FUNCTION cfeed.revoke_read_all(role regrole) RETURNS void
 	AS $fn$
 BEGIN
 	IF revoke_read_all.role IS NULL THEN PERFORM cfeed._null_arg('role'); END IF;
-	PERFORM cfeed._check_role(revoke_read_all.role);
-	DELETE FROM cfeed.read_grant g
-	WHERE (g.grantee = revoke_read_all.role AND g.feed_id IS NULL)
-	   OR (g.grantee <> 0 AND g.grantee::oid NOT IN (SELECT r.oid FROM pg_roles r));
+	PERFORM cfeed._revoke_access('cfeed.read_grant', NULL, revoke_read_all.role);
 	PERFORM cfeed._still_reads(revoke_read_all.role, NULL);
 END
 $fn$;
