@@ -94,7 +94,10 @@ unix_socket_directories = '$DIR'
 port = $PORT
 fsync = off
 CONF
-as_pg pg_ctl -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null
+if ! as_pg pg_ctl -D "$DIR/data" -l "$DIR/server.log" -w start >/dev/null; then
+	cat "$DIR/server.log"
+	exit 1
+fi
 as_pg createdb -h "$DIR" -p "$PORT" demo
 
 # 4. A feed and an application table

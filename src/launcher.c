@@ -41,6 +41,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
@@ -428,6 +429,26 @@ database_is_template(Oid dboid)
 }
 
 /*
+ * may_create_databases
+ *		Whether the current user may create databases (superuser or
+ *		CREATEDB), as CREATE DATABASE and ALTER DATABASE ... RENAME check it
+ *		(have_createdb_privilege is not exported by every 15.x server).
+ */
+static bool
+may_create_databases(void)
+{
+	HeapTuple	tup;
+	bool		may = superuser();
+
+	if (!may && HeapTupleIsValid(tup = SearchSysCache1(AUTHOID, ObjectIdGetDatum(GetUserId()))))
+	{
+		may = ((Form_pg_authid) GETSTRUCT(tup))->rolcreatedb;
+		ReleaseSysCache(tup);
+	}
+	return may;
+}
+
+/*
  * utility_may_pause
  *		Whether PostgreSQL's own checks would let the command that needs
  *		database target unconnected go ahead, as far as they can be known
@@ -450,9 +471,9 @@ utility_may_pause(Node *parsetree, Oid target)
 	switch (nodeTag(parsetree))
 	{
 		case T_CreatedbStmt:
-			return have_createdb_privilege() && (owner || database_is_template(target));
+			return may_create_databases() && (owner || database_is_template(target));
 		case T_RenameStmt:
-			return owner && have_createdb_privilege();
+			return owner && may_create_databases();
 		default:
 			return owner;		/* DROP DATABASE, ALTER DATABASE SET TABLESPACE */
 	}
