@@ -159,11 +159,12 @@ count_argument(void *cls, enum MHD_ValueKind kind, const char *key, const char *
 
 /*
  * parse_request
- *		Fill req's parameters from the query string and headers.  NULL when
+ *		Fill req's parameters from the query string and headers (events:
+ *		the URL was <discovery URL>/events, always a fetch).  NULL when
  *		they are fine, else the 400 detail.
  */
 static const char *
-parse_request(struct MHD_Connection *conn, ServeReq *req)
+parse_request(struct MHD_Connection *conn, ServeReq *req, bool events)
 {
 	const char *accept = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
 	const char *token = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
@@ -206,7 +207,7 @@ parse_request(struct MHD_Connection *conn, ServeReq *req)
 			req->last_event_id = cfeed_serve_strdup(last_id);
 		return NULL;
 	}
-	if (nargs == 0)
+	if (nargs == 0 && !events)
 	{
 		req->kind = REQ_DISCOVERY;
 		return NULL;
@@ -239,7 +240,8 @@ parse_request(struct MHD_Connection *conn, ServeReq *req)
  *		the request to the pool.
  */
 static enum MHD_Result
-start_feed_request(struct MHD_Connection *conn, const char *name, void **con_cls)
+start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
+				   void **con_cls)
 {
 	const char *secret = bearer_secret(conn);
 	const ServeToken *token = cfeed_auth_lookup(secret);
@@ -259,7 +261,7 @@ start_feed_request(struct MHD_Connection *conn, const char *name, void **con_cls
 	req->token = token;
 	req->started_ms = cfeed_now_ms();
 	snprintf(req->feed_name, sizeof(req->feed_name), "%s", name);
-	bad = parse_request(conn, req);
+	bad = parse_request(conn, req, events);
 	if (bad != NULL)
 	{
 		free(req->last_event_id);
@@ -336,7 +338,7 @@ answer_preflight(struct MHD_Connection *conn)
 /*
  * handle_request
  *		libmicrohttpd's access handler: routes /healthz, /metrics and
- *		/feeds/<name>.
+ *		/feeds/<name>; a fetch also at /feeds/<name>/events (FeedAPI v2).
  */
 static enum MHD_Result
 handle_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -344,7 +346,9 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 			   size_t *upload_data_size, void **con_cls)
 {
 	ServeReq   *req = *con_cls;
-	const char *name;
+	char		name[SERVE_NAME_MAX];
+	size_t		len;
+	bool		events = false;
 
 	(void) cls;
 	(void) version;
@@ -375,11 +379,18 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (strncmp(url, "/feeds/", 7) != 0)
 		return answer_error(conn, 404, "not_found", "the feeds are at /feeds/<name>");
-	name = url + 7;
-	if (*name == '\0' || strlen(name) >= SERVE_NAME_MAX ||
-		strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != strlen(name))
+	len = strlen(url + 7);
+	if (len > 7 && strcmp(url + 7 + len - 7, "/events") == 0)
+	{
+		events = true;			/* FeedAPI v2 fetch: <discovery URL>/events */
+		len -= 7;
+	}
+	if (len == 0 || len >= SERVE_NAME_MAX ||
+		strspn(url + 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != len)
 		return answer_error(conn, 404, "not_found", "no such feed");
-	return start_feed_request(conn, name, con_cls);
+	memcpy(name, url + 7, len);
+	name[len] = '\0';
+	return start_feed_request(conn, name, events, con_cls);
 }
 
 /*

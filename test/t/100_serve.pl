@@ -76,6 +76,15 @@ ok($disc->{stream} && $disc->{exactlyOnce}, 'discovery: stream and exactlyOnce')
 my $token = $disc->{token};
 like($token, qr/\S/, 'discovery: a token');
 
+# --- fetch at <discovery URL>/events (FeedAPI v2, as its Go client does) and
+# at the discovery URL itself (the older spec)
+$r = http_get("$url/orders/events?token=$token&partition=0&cursor=_first", $alice);
+is($r->{status}, 200, 'fetch at /events: 200');
+is($r->{content}, http_get("$url/orders?token=$token&partition=0&cursor=_first", $alice)->{content},
+	'fetch at /events: the page of a fetch at the discovery URL');
+is(http_get("$url/orders/events", $alice)->{status}, 400, '/events without arguments: 400, not discovery');
+is(http_get("$url/orders/events?token=$token&partition=0&cursor=_first")->{status}, 401, '/events: authorized first');
+
 # --- authorization, before anything is read
 is(http_get("$url/orders")->{status}, 401, 'no token: 401');
 like(http_get("$url/orders")->{headers}{'www-authenticate'}, qr/Bearer/, '401 names the Bearer scheme');
