@@ -179,7 +179,8 @@ answer_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 /*
  * look_up_feed
  *		Fill req->feed (epoch, then id, retention, shards and their heads,
- *		token).
+ *		token).  Only shards with ids in [0..32767], FeedAPI's partition ids
+ *		(docs/serve.md), are the feed's partitions.
  *		False, with the answer set, for an unknown feed (404), one the
  *		gateway's role may not read (403) or a database failure.
  */
@@ -197,9 +198,11 @@ look_up_feed(PGconn **conn, ServeReq *req)
 		answer_db_error(conn, req, res);
 		return false;
 	}
+	/* FeedAPI partition ids are in [0..32767]: shards above are not served */
 	res = PQexecParams(*conn,
 					   "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number"
-					   " from cfeed.feed f left join cfeed.shard s on s.feed_id = f.feed_id"
+					   " from cfeed.feed f left join cfeed.shard s"
+					   " on s.feed_id = f.feed_id and s.shard <= 32767"
 					   " where f.name = $1 order by s.shard",
 					   1, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))

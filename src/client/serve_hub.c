@@ -343,7 +343,7 @@ refresh_tokens(PGconn *conn)
 	params[0] = ids.data;
 	res = PQexecParams(conn,
 					   "select f.id, coalesce((select pg_catalog.string_agg(s.shard::text, ',' order by s.shard)"
-					   " from cfeed.shard s where s.feed_id = f.id), '')"
+					   " from cfeed.shard s where s.feed_id = f.id and s.shard <= 32767), '')"
 					   " from pg_catalog.unnest($1::int[]) f(id)",
 					   1, NULL, params, NULL, NULL, 0);
 	free(ids.data);

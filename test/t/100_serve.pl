@@ -85,6 +85,14 @@ is($r->{content}, http_get("$url/orders?token=$token&partition=0&cursor=_first",
 is(http_get("$url/orders/events", $alice)->{status}, 400, '/events without arguments: 400, not discovery');
 is(http_get("$url/orders/events?token=$token&partition=0&cursor=_first")->{status}, 401, '/events: authorized first');
 
+# --- FeedAPI partition ids are [0..32767]: a shard above is not a partition
+$node->safe_psql('postgres', 'insert into cfeed.shard (feed_id, shard) values (4, 40000)');
+$r = decode_json(http_get("$url/plain", $alice)->{content});
+is_deeply([ map { $_->{id} } @{ $r->{partitions} } ], [ '0' ], 'shard 40000 is not listed as a partition');
+is(http_get("$url/plain?token=$r->{token}&partition=40000&cursor=_first", $alice)->{status}, 400,
+	'nor fetched');
+$node->safe_psql('postgres', 'delete from cfeed.shard where feed_id = 4 and shard = 40000');
+
 # --- authorization, before anything is read
 is(http_get("$url/orders")->{status}, 401, 'no token: 401');
 like(http_get("$url/orders")->{headers}{'www-authenticate'}, qr/Bearer/, '401 names the Bearer scheme');
