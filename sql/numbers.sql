@@ -140,7 +140,8 @@ SET ROLE regress_num_writer;
 SELECT pg_temp.err($$SELECT cfeed._track_key(0, row(1))$$) AS no_table,
 	   pg_temp.err($$SELECT cfeed._track_key('public.num_items', row(1))$$) AS not_readable;
 RESET ROLE;
-SELECT pg_temp.err($$SELECT cfeed._track_key('cfeed.feed_pkey', row(1))$$) AS an_index;
+-- (the message is PostgreSQL's own, and differs between majors)
+SELECT left(pg_temp.err($$SELECT cfeed._track_key('cfeed.feed_pkey', row(1))$$), 5) AS an_index;
 -- a grant to a role that does not exist is refused (42704), as documented;
 -- 1.7 stored it
 SELECT pg_temp.err($$SELECT cfeed.grant_read(1, 987654321::oid::regrole)$$) AS grant_read,

@@ -178,12 +178,19 @@ SELECT * FROM pg_temp.try(1060);
 RESET ROLE;
 DROP POLICY ops_only_low ON cfeed.change;
 
--- a stored generated column: written and recomputed by every path
+-- a stored generated column: written and recomputed by every path (without
+-- the publication of all tables: PostgreSQL 18 refuses to UPDATE a table
+-- whose replica identity, FULL for cfeed.change, holds a stored generated
+-- column that a publication does not publish, docs/operations.md)
+DROP PUBLICATION cfeed_regress_all;
 ALTER TABLE cfeed.change ADD COLUMN ops_gen bigint GENERATED ALWAYS AS (change_id * 2) STORED;
 SELECT * FROM pg_temp.try(1070);
 SELECT count(*) AS changes FROM cfeed.sweep();
 SELECT change_id, ops_gen FROM cfeed.change WHERE change_id BETWEEN 1070 AND 1071 ORDER BY 1, 2;
 ALTER TABLE cfeed.change DROP COLUMN ops_gen;
+SET client_min_messages = error;
+CREATE PUBLICATION cfeed_regress_all FOR ALL TABLES;
+RESET client_min_messages;
 
 -- an expression index that is unique, and an exclusion constraint
 CREATE UNIQUE INDEX ops_expr ON cfeed.change ((change_id % 1000)) WHERE change_id BETWEEN 1080 AND 1089;
