@@ -76,6 +76,8 @@ print_tail_help(void)
 		   "Each change is one line:\n"
 		   "  {\"feed_id\":1,\"shard\":0,\"change_sequence_number\":2000000000000001,\n"
 		   "   \"change_id\":1000000000000000,\"stamped_at\":\"2024-05-01T12:00:00.1+00:00\"}\n"
+		   "and a change of a tracked table also what changed:\n"
+		   "   ..., \"tbl\":\"public.item\",\"op\":\"update\",\"row\":{\"id\":1,...}}\n"
 		   "\n"
 		   "Exit codes: 0 done (--max, --idle-exit-ms, SIGINT, SIGTERM), 1 connection\n"
 		   "or server error, 2 bad arguments or unknown feed, 3 gap in a shard's numbers.\n",
@@ -439,6 +441,28 @@ load_shards(Tail *t)
 }
 
 /*
+ * check_rows
+ *		Whether changes are read with their row images (cfeed.read_rows, and
+ *		SELECT on cfeed.row_image, which it needs); else with cfeed.read.
+ */
+static void
+check_rows(Tail *t)
+{
+	PGresult   *res = cfeed_tail_exec_params(t,
+											 "select pg_catalog.to_regprocedure('cfeed.read_rows(integer,integer,bigint,integer,integer)') is not null"
+											 " and pg_catalog.has_table_privilege('cfeed.row_image', 'SELECT')",
+											 0, NULL);
+
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		fprintf(stderr, "cfeed tail: %s", cfeed_error_text(t->conn, res));
+		exit(CFEED_EXIT_ERROR);
+	}
+	t->rows = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+}
+
+/*
  * check_arguments_on_server
  *		Checks that need the server: a --from time must parse as
  *		timestamptz; group mode needs cfeed.acquire.  Exits 2 on failure.
@@ -491,6 +515,7 @@ cfeed_tail_main(int argc, char **argv)
 		return CFEED_EXIT_ERROR;
 	resolve_feed(&t);
 	load_shards(&t);
+	check_rows(&t);
 	check_arguments_on_server(&t);
 
 	t.last_activity_ms = cfeed_now_ms();

@@ -74,6 +74,7 @@ typedef struct Tail
 	int			nshards;
 	bool		listening;		/* false on a hot standby: poll instead */
 	bool		epochs;			/* the database has feed epochs (1.5) */
+	bool		rows;			/* read with cfeed.read_rows: print row images */
 	bool		positioned;		/* initial cursors resolved */
 	long long	printed;
 	long long	last_activity_ms;

@@ -1,8 +1,10 @@
 /*
  * src/client/tail_read.c
- *		`cfeed tail`: reading a shard's pages (cfeed.read) after its cursor,
- *		checking that the numbers follow it, and printing the changes as JSON
- *		lines.  The sequence rules are in tail.c's header.
+ *		`cfeed tail`: reading a shard's pages (cfeed.read_rows, or cfeed.read
+ *		for a role that may not read row images) after its cursor, checking
+ *		that the numbers follow it, and printing the changes as JSON lines,
+ *		with what changed for a tracked table's.  The sequence rules are in
+ *		tail.c's header.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -35,18 +37,27 @@ in_sequence(const TailShard *s, long long number)
 
 /*
  * emit
- *		Print one change as a JSON line and flush it.  stamped_json is
- *		already a JSON value (to_json of the timestamptz) or NULL.
+ *		Print row r of a page (read_page's columns) as one JSON line and
+ *		flush it: the numbers, stamped_at, and for a change with a row image
+ *		tbl, op and row.  The server made every value JSON already.
  */
 static TailStep
-emit(Tail *t, const TailShard *s, const char *number, const char *change_id,
-	 const char *stamped_json)
+emit(Tail *t, const TailShard *s, const PGresult *res, int r)
 {
-	if (printf("{\"feed_id\":%d,\"shard\":%d,\"change_sequence_number\":%s,"
-			   "\"change_id\":%s,\"stamped_at\":%s}\n",
-			   t->feed_id, s->shard, number, change_id,
-			   stamped_json ? stamped_json : "null") < 0 ||
-		fflush(stdout) != 0)
+	int			rc;
+
+#define COLUMN(c) (PQgetisnull(res, r, (c)) ? "null" : PQgetvalue(res, r, (c)))
+	if (PQnfields(res) > 3 && !PQgetisnull(res, r, 3))
+		rc = printf("{\"feed_id\":%d,\"shard\":%d,\"change_sequence_number\":%s,"
+					"\"change_id\":%s,\"stamped_at\":%s,\"tbl\":%s,\"op\":%s,\"row\":%s}\n",
+					t->feed_id, s->shard, COLUMN(0), COLUMN(1), COLUMN(2),
+					COLUMN(3), COLUMN(4), COLUMN(5));
+	else
+		rc = printf("{\"feed_id\":%d,\"shard\":%d,\"change_sequence_number\":%s,"
+					"\"change_id\":%s,\"stamped_at\":%s}\n",
+					t->feed_id, s->shard, COLUMN(0), COLUMN(1), COLUMN(2));
+#undef COLUMN
+	if (rc < 0 || fflush(stdout) != 0)
 	{
 		if (errno == EPIPE)
 			t->exit_code = CFEED_EXIT_OK;	/* the reader went away */
@@ -82,8 +93,9 @@ page_limit(Tail *t)
 
 /*
  * read_page
- *		cfeed.read of at most limit changes of the shard after its cursor
- *		(from the beginning while the cursor is unknown).
+ *		cfeed.read_rows (cfeed.read without t->rows) of at most limit changes
+ *		of the shard after its cursor (from the beginning while the cursor
+ *		is unknown), every column as JSON.
  */
 static PGresult *
 read_page(Tail *t, const TailShard *s, long long limit)
@@ -100,7 +112,10 @@ read_page(Tail *t, const TailShard *s, long long limit)
 		snprintf(cursor_text, sizeof(cursor_text), "%lld", s->cursor);
 		params[2] = cursor_text;
 	}
-	return cfeed_tail_exec_params(t,
+	return cfeed_tail_exec_params(t, t->rows ?
+								  "select change_sequence_number, change_id, pg_catalog.to_json(stamped_at),"
+								  " pg_catalog.to_json(tbl::text), pg_catalog.to_json(op), \"row\""
+								  " from cfeed.read_rows($1::int, $2::int, $3::bigint, $4::int)" :
 								  "select change_sequence_number, change_id, pg_catalog.to_json(stamped_at)"
 								  " from cfeed.read($1::int, $2::int, $3::bigint, $4::int)",
 								  4, params);
@@ -128,8 +143,7 @@ print_page(Tail *t, TailShard *s, const PGresult *res)
 			t->exit_code = CFEED_EXIT_GAP;
 			return STEP_STOP;
 		}
-		step = emit(t, s, PQgetvalue(res, r, 0), PQgetvalue(res, r, 1),
-					PQgetisnull(res, r, 2) ? NULL : PQgetvalue(res, r, 2));
+		step = emit(t, s, res, r);
 		if (step == STEP_OK)
 		{
 			s->cursor = number;

@@ -116,6 +116,27 @@ sub wait_tail_idle
 		'line format');
 }
 
+# --- tail of a tracked table shows what changed (1.7 printed numbers only) --
+{
+	$node->safe_psql('postgres', q{
+		select cfeed.create_feed('items', 1, 9);
+		create table item (id int primary key, name text);
+		select cfeed.track('item', 9);
+		insert into item values (1, 'apple'), (2, 'pear');
+		update item set name = 'green apple' where id = 1;
+		delete from item where id = 2;
+	});
+	$node->poll_query_until('postgres', 'select cfeed.head(9, 0) = 2000000000000004');
+	my ($out, $err) = ('', '');
+	run [ $cfeed, 'tail', '--dbname', $dsn, '--feed', 'items', '--max', '4' ],
+	  '>', \$out, '2>', \$err, timeout($timeout);
+	is($?, 0, 'tail of a tracked table: exit 0');
+	my @rows = parse_lines($out);
+	is(join(' ', map { "$_->{op}:$_->{row}{id}:" . ($_->{row}{name} // '') . ":$_->{tbl}" } @rows),
+		'insert:1:apple:item insert:2:pear:item update:1:green apple:item delete:2:pear:item',
+		'tail of a tracked table: inserts, updates and deletes with their rows');
+}
+
 # --- tail --from now sees only later changes -----------------------------
 {
 	my ($out, $err) = ('', '');
