@@ -8,14 +8,18 @@
 use strict;
 use warnings;
 
+use Cwd;
 use JSON::PP;
 use IPC::Run qw(start finish pump run timeout);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# The source tree (PostgreSQL 17+ no longer sets TESTDIR; prove runs here).
+my $tree = $ENV{TESTDIR} // Cwd::getcwd();
+
 # The binary under test: the one built in this tree, else the installed one.
-my $cfeed = "$ENV{TESTDIR}/src/client/cfeed";
+my $cfeed = "$tree/src/client/cfeed";
 if (!-x $cfeed)
 {
 	my $bindir = `pg_config --bindir`;
@@ -320,12 +324,12 @@ expect_exit2([ 'tail', '--dbname', $dsn, '--feed', 'orders', '--group', 'g' ],
 
 	# one version everywhere: cfeed.control's, the extension's, the
 	# command's, META.json's and the reference's
-	my ($control) = slurp_file("$ENV{TESTDIR}/cfeed.control") =~ /^default_version = '([\d.]+)'/m;
+	my ($control) = slurp_file("$tree/cfeed.control") =~ /^default_version = '([\d.]+)'/m;
 	is($out, "cfeed (cfeed client) $control\n", "--version names the extension's version ($control)");
 	is($node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}),
 		$control, 'the installed extension has it');
-	like(slurp_file("$ENV{TESTDIR}/META.json"), qr/"version": "\Q$control\E\.0"/, 'META.json has it');
-	like(slurp_file("$ENV{TESTDIR}/docs/reference.md"), qr/\(version \Q$control\E\)/, 'docs/reference.md has it');
+	like(slurp_file("$tree/META.json"), qr/"version": "\Q$control\E\.0"/, 'META.json has it');
+	like(slurp_file("$tree/docs/reference.md"), qr/\(version \Q$control\E\)/, 'docs/reference.md has it');
 }
 
 # --- cfeed stat: one row per shard -------------------------------------------
