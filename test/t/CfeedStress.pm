@@ -27,7 +27,10 @@
 # Afterwards, with everything swept: gapless numbering, exactly-once stamping
 # of exactly the committed changes, last_change_sequence_number = max,
 # change_id order within a sweep, and guarantee 4 checked against the
-# writers' snapshots.  The run fails below 50,000 stamped changes.
+# writers' snapshots.  The run fails below 10,000 stamped changes: a floor
+# that proves the races were exercised, not a speed target (speed is
+# benchmarked by make bench; the rate is printed as a note).  On two cores
+# running three majors' suites at once, 30 s stamp 40,000-120,000.
 #
 package CfeedStress;
 
@@ -40,7 +43,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-our $MIN_CHANGES = 50_000;
+our $MIN_CHANGES = 10_000;
 
 # Feeds: 7 (4 shards) and 8 (1 shard) in sweep group 0, 9 (2 shards) in
 # group 1.  Writers always write feed 7; cfeed.publish() writes the same
