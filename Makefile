@@ -29,7 +29,8 @@ OBJS = \
 	src/cache.o \
 	src/spi.o \
 	src/locks.o \
-	src/replication.o
+	src/replication.o \
+	src/change_id.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

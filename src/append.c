@@ -199,6 +199,7 @@ insert_change(Relation changerel, const CfeedChange *change, int32 shard)
 		slot->tts_isnull[Anum_change_row - 1] = true;
 	}
 	ExecStoreVirtualTuple(slot);
+	cfeed_change_ids_guard();
 	cfeed_note_write();
 	cfeed_direct_insert(changerel, slot);
 	ExecDropSingleTupleTableSlot(slot);

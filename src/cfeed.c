@@ -4,6 +4,8 @@
  *	  Module entry point: _PG_init.  It defines the cfeed.* settings
  *	  (settings.c) and, under shared_preload_libraries, sets up the shared
  *	  memory, the launcher and the utility hook (shmem.c, launcher.c).
+ *	  On every load it installs the ExecutorStart hook that keeps change
+ *	  ids unique across failovers (change_id.c).
  *	  Nothing calls into this file.
  *
  *-------------------------------------------------------------------------
@@ -29,6 +31,7 @@ void
 _PG_init(void)
 {
 	cfeed_define_settings(process_shared_preload_libraries_in_progress);
+	cfeed_change_ids_init();
 	if (process_shared_preload_libraries_in_progress)
 	{
 		cfeed_shmem_init();

@@ -115,6 +115,11 @@ extern void cfeed_epoch_begin(void);
 extern XLogRecPtr cfeed_recovery_conflict_lsn(bool *snapshot);
 extern bool cfeed_snapshot_behind(void);
 
+/* change_id.c */
+extern bool cfeed_change_ids_check(void);
+extern void cfeed_change_ids_guard(void);
+extern void cfeed_change_ids_init(void);
+
 /* catalog.c */
 extern Oid	cfeed_schema_oid(bool missing_ok);
 extern Oid	cfeed_relid(const char *relname);

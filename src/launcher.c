@@ -5,7 +5,8 @@
  *	  one sweeper running per (database with cfeed, sweep group), and the
  *	  utility hook that keeps sweepers out of the way of DROP DATABASE and
  *	  friends, tells the launcher about CREATE EXTENSION and wakes the
- *	  sweepers after COMMIT PREPARED.
+ *	  sweepers after COMMIT PREPARED (and runs change_id.c's check, as the
+ *	  ExecutorStart hook does).
  *
  * State machine of a database (CfeedDatabase.state, under CfeedShared->lock)
  * ------------------------------------------------------------------------
@@ -556,6 +557,7 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 	Node	   *parsetree = pstmt->utilityStmt;
 	Oid			target = utility_target_db(parsetree);
 
+	(void) cfeed_change_ids_check();	/* COPY draws without the executor */
 	if (IsA(parsetree, CreateExtensionStmt) &&
 		strcmp(((CreateExtensionStmt *) parsetree)->extname, "cfeed") == 0)
 		created_extension = true;

@@ -688,13 +688,21 @@ $do$;
 
 
 
-/* ---- read access: readers without table privileges ---- */
+/* ---- change ids across failovers ---- */
 
-
-
-/* ---- sweepers: pauses, errors ---- */
-
-
+/*
+ * The timeline on which cfeed.change_id was last secured (change_id.c): on
+ * another timeline (a promoted standby, a point-in-time recovery) cfeed
+ * moves cfeed.change_id up by 2^40 before any statement draws from it, so
+ * that no id the lost primary issued is issued again.  Set to this server's
+ * timeline now (pg_walfile_name names the current timeline).  Not dumped: a
+ * restored database continues from the dump's ids, as a new one.
+ */
+CREATE SEQUENCE cfeed.change_id_timeline AS integer MINVALUE 1 NO CYCLE;
+COMMENT ON SEQUENCE cfeed.change_id_timeline IS
+	'the server timeline on which cfeed.change_id was last moved past the previous one''s ids';
+SELECT pg_catalog.setval('cfeed.change_id_timeline',
+	('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::integer);
 
 /* ---- publications: every table has a replica identity ---- */
 
