@@ -36,7 +36,10 @@
  *	  logical replication's apply (since 1.5 it fires ALWAYS), and mistakes.
  *	  The trigger sets their writer_xid to the inserting transaction's own
  *	  xid: the sweeper finds pending changes by xids it allocated (sweep.c's
- *	  watermark), never by a publisher's or a dumped cluster's.
+ *	  watermark), never by a publisher's or a dumped cluster's.  A change
+ *	  the apply copies in already stamped keeps the publisher's writer_xid,
+ *	  so that the publisher's later UPDATEs, which name the whole old row
+ *	  (REPLICA IDENTITY FULL), find it.
  *
  *	  Sequence numbers a writer may set itself:
  *	  - from 1 to the shard's start value (the migration range): anyone
@@ -319,11 +322,22 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 		check_shard(feed_id, shard, restored_row);
 	if (!feed_null)
 		check_image(tuple, desc, feed_id);
+	if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		cfeed_change_ids_guard();
 	if (number_null && stamped_null && !restored_row)
 		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
 
-	cols[ncols] = Anum_change_writer_xid;
-	values[ncols++] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	/*
+	 * A change that logical replication copies in stamped keeps the
+	 * publisher's writer_xid: no sweep looks at it, and the publisher's later
+	 * UPDATEs (an image cleared) find it on the subscriber by its whole row,
+	 * the replica identity.
+	 */
+	if (number_null || SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+	{
+		cols[ncols] = Anum_change_writer_xid;
+		values[ncols++] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	}
 
 	if (number_null && !stamped_null)
 		ereport(ERROR,

@@ -11,7 +11,8 @@
 #    subscriber as an INSERT of the stamped row).  The subscriber keeps the
 #    publisher's numbers, a gap-checking reader there never sees n+1
 #    without n, a waiter there is woken by the apply, and the subscriber's
-#    sweeper has nothing to do.
+#    sweeper has nothing to do.  Images the publisher clears from stamped
+#    changes are cleared on the subscriber too.
 # B. A subscriber that stamps: the publication carries the inserts only;
 #    the subscriber's sweeper numbers every change it receives (its own
 #    numbers): none is left pending (up to 1.4 the subscriber's sweeper
@@ -128,5 +129,27 @@ is($b->safe_psql('postgres', q{
 	SELECT count(*) FROM cfeed.shard s WHERE s.last_change_sequence_number <> s.start_sequence_number
 		+ (SELECT count(*) FROM cfeed.change c WHERE c.feed_id = s.feed_id AND c.shard = s.shard)}), '0',
 	'inserts-only subscriber: its numbering is gapless');
+
+# A. an UPDATE of stamped changes on the publisher (images cleared, as
+# docs/reference.md allows) reaches the subscriber: the replicated rows
+# keep what the publisher's replica identity (the whole row) names.
+for my $n ($pub, values %sub)
+{
+	$n->safe_psql('postgres', 'CREATE TABLE account (id int PRIMARY KEY, v text)');
+}
+$pub->safe_psql('postgres', q{
+	SELECT cfeed.track('account', 1);
+	INSERT INTO account SELECT i, 'v' || i FROM generate_series(1, 10) i;});
+ok(wait_all_stamped($pub, 'postgres'), 'the publisher stamped the tracked inserts');
+$pub->wait_for_catchup('s_stamped');
+is($s->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE "row" IS NOT NULL'), 10,
+	'stamped-only subscriber: the tracked changes arrived with their images');
+$pub->safe_psql('postgres', 'UPDATE cfeed.change SET "row" = NULL WHERE tbl IS NOT NULL');
+$pub->wait_for_catchup('s_stamped');
+is($s->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE "row" IS NOT NULL'), 0,
+	'stamped-only subscriber: images cleared on the publisher are cleared there too');
+is($s->safe_psql('postgres',
+	"SELECT count(*) FROM pg_stat_subscription_stats WHERE subname = 's_stamped' AND apply_error_count > 0"), 0,
+	'stamped-only subscriber: no apply error');
 
 done_testing();
