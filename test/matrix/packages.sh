@@ -5,14 +5,15 @@
 #
 #   bash test/matrix/packages.sh [MAJOR ...]      default: 15 17 18
 #
-# For each MAJOR, in turn: in its Debian root (test/matrix/root.sh: bookworm
-# for 15, trixie for 17, sid for 18; made or reused, held under the root's
-# lock), install the packaging tools, copy the checkout as a clone has it,
-# `pg_buildext updatecontrol` and `dpkg-buildpackage -us -uc -b`; the
-# packages go to $CFEED_ROOTS/cfeed-debs/MAJOR.  Then a fresh root of the
-# same suite (debootstrap minbase, $CFEED_ROOTS/cfeed-pkgtest-MAJOR, removed
-# afterwards) gets them with `apt-get install ./*.deb` and runs the smoke
-# test: a server with shared_preload_libraries = 'cfeed', CREATE EXTENSION,
+# For each MAJOR, all at once: a fresh root of its Debian suite (bookworm
+# for 15, trixie for 17, sid for 18: debootstrap minbase,
+# $CFEED_ROOTS/cfeed-pkgtest-MAJOR, removed afterwards) is made, meanwhile
+# in the major's root (test/matrix/root.sh; made or reused, held under the
+# root's lock: a suite running there goes first) the packaging tools are
+# installed, the checkout is copied as a clone has it, and `pg_buildext
+# updatecontrol` and `dpkg-buildpackage -us -uc -b` build the packages, to
+# $CFEED_ROOTS/cfeed-debs/MAJOR.  The fresh root gets them with `apt-get
+# install ./*.deb` and runs the smoke test: a server with shared_preload_libraries = 'cfeed', CREATE EXTENSION,
 # a feed, a write, `cfeed tail` (on the PATH) reading it once stamped,
 # `cfeed serve` answering a FeedAPI discovery call.  Prints the packages
 # with their sizes; the last line is "packages: N passed, N failed" (one
@@ -63,17 +64,19 @@ build() {
 	return "$rc"
 }
 
-# The smoke test, run in the fresh root as root: $1 is the major.
+# The smoke test, run in the fresh root as root: $1 is the major, $2 a free
+# TCP port for the gateway (the root shares this machine's network).
 SMOKE=$(cat <<'SMOKE'
 set -euo pipefail
 m=$1
+port=$2
 export DEBIAN_FRONTEND=noninteractive
 mkdir -p /etc/postgresql-common
 echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.conf
 apt-get -q update >/dev/null
 # the packages but the debug symbols, and curl for the discovery call
 apt-get install -y -q --no-install-recommends $(ls /debs/*.deb | grep -v -- -dbgsym_) curl >/dev/null
-echo "smoke: installed: $(dpkg-query -W -f='${Package} ${Version}, ' 'postgresql-*-cfeed' cfeed)"
+echo "smoke: installed: $(dpkg-query -W -f='${Package} ${Version}\n' 'postgresql-*-cfeed' cfeed | paste -sd ' ')"
 echo "smoke: cfeed on the PATH: $(command -v cfeed) ($(cfeed --version))"
 if ldd "/usr/lib/postgresql/$m/lib/cfeed.so" | grep -q microhttpd; then
 	echo "smoke: the extension links libmicrohttpd" >&2
@@ -116,13 +119,13 @@ echo 'smoke-token-0123456789 orders smoke' >"$dir/tokens"
 chown postgres: "$dir/tokens"
 chmod 600 "$dir/tokens"
 runuser -u postgres -- cfeed serve --dbname "host=$dir port=5432 dbname=postgres" --tokens "$dir/tokens" \
-	--listen 127.0.0.1 --port 18080 2>"$dir/serve.log" &
+	--listen 127.0.0.1 --port "$port" 2>"$dir/serve.log" &
 gw=$!
 for _ in $(seq 100); do
-	curl -fsS http://127.0.0.1:18080/healthz >/dev/null 2>&1 && break
+	curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
 	sleep 0.1
 done
-body=$(curl -fsS -H 'Authorization: Bearer smoke-token-0123456789' http://127.0.0.1:18080/feeds/orders) || {
+body=$(curl -fsS -H 'Authorization: Bearer smoke-token-0123456789' "http://127.0.0.1:$port/feeds/orders") || {
 	cat "$dir/serve.log" >&2
 	exit 1
 }
@@ -134,18 +137,43 @@ esac
 SMOKE
 )
 
-# Install the packages of major $1 into a fresh root and run the smoke test.
-smoke() {
-	local m=$1 suite root rc=0
+# Major $1: its fresh root (in the background) and its packages, then the
+# packages into the fresh root and the smoke test there.  Prints what it
+# did; the last line says whether it passed.
+one_major() {
+	local m=$1 suite root rc=0 started=$SECONDS
 	suite=$(bash "$HERE/root.sh" suite "$m")
 	root=$ROOTS/cfeed-pkgtest-$m
-	echo "packages.sh: debootstrap $suite into $root"
-	make_fresh_root "$root" "$suite" || { remove_fresh_root "$root"; return 1; }
+	fresh_pid=
+	trap 'kill $fresh_pid 2>/dev/null || true; wait || true; remove_fresh_root "$root" || true' EXIT
+	make_fresh_root "$root" "$suite" >"$root.make.log" 2>&1 &
+	fresh_pid=$!
+	if build "$m" >"$ROOTS/cfeed-debs-$m.log" 2>&1; then
+		echo "packages.sh: PostgreSQL $m: built in the $suite root ($((SECONDS - started)) s):"
+		(cd "$ROOTS/cfeed-debs/$m" && ls -l ./*.deb | awk '{ printf "  %-48s %9d bytes\n", substr($9, 3), $5 }')
+		rm -f "$ROOTS/cfeed-debs-$m.log"
+	else
+		tail -n 60 "$ROOTS/cfeed-debs-$m.log"
+		echo "packages.sh: PostgreSQL $m: the build failed (log $ROOTS/cfeed-debs-$m.log)"
+		return 1
+	fi
+	wait "$fresh_pid" || rc=$?
+	if [ "$rc" -ne 0 ]; then
+		cat "$root.make.log"
+		echo "packages.sh: PostgreSQL $m: no fresh $suite root (debootstrap failed)"
+		return 1
+	fi
+	rm -f "$root.make.log"
+	echo "packages.sh: installing them into a fresh $suite root (debootstrap minbase) for the smoke test"
 	mkdir -p "$root/debs"
 	cp "$ROOTS/cfeed-debs/$m"/*.deb "$root/debs/"
 	chroot "$root" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-		LANG=C.UTF-8 bash -c "$SMOKE" smoke "$m" || rc=$?
-	remove_fresh_root "$root"
+		LANG=C.UTF-8 bash -c "$SMOKE" smoke "$m" "$(perl "$HERE/../free-port.pl")" || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		echo "packages.sh: PostgreSQL $m: built, installed and smoke-tested ($((SECONDS - started)) s)"
+	else
+		echo "packages.sh: PostgreSQL $m: the smoke test failed"
+	fi
 	return "$rc"
 }
 
@@ -155,28 +183,27 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 majors=("$@")
 [ "${#majors[@]}" -gt 0 ] || majors=(15 17 18)
+mkdir -p "$ROOTS"
+declare -A pid
+for m in "${majors[@]}"; do
+	one_major "$m" >"$ROOTS/cfeed-packages-$m.log" 2>&1 &
+	pid[$m]=$!
+done
+trap 'kill "${pid[@]}" 2>/dev/null || true' EXIT
 passed=0
 failed=0
 for m in "${majors[@]}"; do
-	started=$SECONDS
+	rc=0
+	wait "${pid[$m]}" || rc=$?
 	echo "===== Debian packages for PostgreSQL $m"
-	if build "$m" >"$ROOTS/cfeed-debs-$m.log" 2>&1; then
-		echo "packages.sh: built in $((SECONDS - started)) s:"
-		(cd "$ROOTS/cfeed-debs/$m" && ls -l ./*.deb | awk '{ printf "  %-48s %9d bytes\n", substr($9, 3), $5 }')
-		rm -f "$ROOTS/cfeed-debs-$m.log"
-	else
-		tail -n 60 "$ROOTS/cfeed-debs-$m.log"
-		echo "packages.sh: PostgreSQL $m: the build failed (log $ROOTS/cfeed-debs-$m.log)"
-		failed=$((failed + 1))
-		continue
-	fi
-	if smoke "$m"; then
-		echo "packages.sh: PostgreSQL $m: built, installed and smoke-tested ($((SECONDS - started)) s)"
+	cat "$ROOTS/cfeed-packages-$m.log"
+	rm -f "$ROOTS/cfeed-packages-$m.log"
+	if [ "$rc" -eq 0 ]; then
 		passed=$((passed + 1))
 	else
-		echo "packages.sh: PostgreSQL $m: the smoke test failed"
 		failed=$((failed + 1))
 	fi
 done
+trap - EXIT
 echo "packages: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
