@@ -88,7 +88,7 @@ chown postgres: "$dir"
 as_pg() { (cd / && runuser -u postgres -- "$@"); }
 sql() { as_pg psql -X -q -At -v ON_ERROR_STOP=1 -h "$dir" -p 5432 -d postgres -c "$1"; }
 gw=
-trap 'kill $gw 2>/dev/null; as_pg /usr/lib/postgresql/'"$m"'/bin/pg_ctl -D "$dir/data" -m immediate stop >/dev/null 2>&1' EXIT
+trap 'kill $gw 2>/dev/null || true; as_pg /usr/lib/postgresql/'"$m"'/bin/pg_ctl -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true' EXIT
 as_pg "/usr/lib/postgresql/$m/bin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
 cat >>"$dir/data/postgresql.conf" <<CONF
 shared_preload_libraries = 'cfeed'
