@@ -66,14 +66,19 @@ include $(PGXS)
 PROVE_FLAGS += -I ./test/t
 
 # The `cfeed` command (src/client) has its own Makefile: PGXS builds one
-# MODULE_big or one PROGRAM per Makefile, not both.
+# MODULE_big or one PROGRAM per Makefile, not both.  CLIENT=no leaves it out
+# of make, make install and make clean (debian/rules builds the extension once per
+# PostgreSQL major and the command once, into a package of its own).
+CLIENT ?= yes
+ifeq ($(CLIENT),yes)
 all: client
+install: install-client
+clean: clean-client
+endif
 client:
 	$(MAKE) -C src/client
-install: install-client
 install-client: client
 	$(MAKE) -C src/client install
-clean: clean-client
 clean-client:
 	$(MAKE) -C src/client clean
 .PHONY: client install-client clean-client

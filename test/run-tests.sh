@@ -16,9 +16,12 @@
 #                                     with its own CFEED_ROOTS)
 #   bash test/run-tests.sh --all      15, 17 and 18, the README's first command
 #                                     (bash demo.sh) in a fresh Debian 12 root
-#                                     (test/matrix/fresh.sh), and the cross-version dump
+#                                     (test/matrix/fresh.sh), the cross-version dump
 #                                     test (a dump made on 15 restored on 17 and
-#                                     18): what CI runs (.ci/run)
+#                                     18), and the Debian packages of 15, 17 and 18
+#                                     built, installed into fresh roots and
+#                                     smoke-tested (test/matrix/packages.sh): what
+#                                     CI runs (.ci/run)
 #
 # Run as root (or as a user who may sudo: it re-runs itself under sudo)
 # from anywhere.  Installs what is missing (PostgreSQL, the build
@@ -43,7 +46,7 @@ ROOTSH=$SRC/test/matrix/root.sh
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
-usage() { sed -n '2,37p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+usage() { sed -n '2,40p' "$SRC/test/run-tests.sh" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
 	exec sudo bash "$SRC/test/run-tests.sh" "$@"
@@ -105,6 +108,17 @@ install_missing() {
 	fi
 }
 
+# Install those of the Debian packages $@ that this release has and that
+# are not installed yet (a package missing from a release leaves its test
+# skipped there).  After install_missing, which updates the package lists.
+install_available() {
+	local p have=()
+	for p in "$@"; do
+		apt-cache show "$p" >/dev/null 2>&1 && have+=("$p")
+	done
+	[ "${#have[@]}" -eq 0 ] || install_missing "${have[@]}"
+}
+
 # The counts of one suite's output, as "regress 12/12, isolation 12/12, TAP
 # 296 (11 files), dump 11/11", and the totals as "PASSED FAILED" in the
 # variables counts, n_passed, n_failed.
@@ -163,6 +177,7 @@ run_local() {
 	export LANG=C.UTF-8
 	install_missing build-essential "postgresql-$m" "postgresql-server-dev-$m" libipc-run-perl libpq-dev pgbouncer \
 		libmicrohttpd-dev libjansson-dev chromium
+	install_available prometheus-sql-exporter
 
 	# The tests run as postgres and write into the tree: work on a copy when
 	# postgres cannot reach this directory (e.g. a checkout under /root).
@@ -307,7 +322,7 @@ run_in_root() {
 run_matrix() {
 	local logs m rc started=$SECONDS jobs=${CFEED_MATRIX_JOBS:-2} total_passed=0 total_failed=0
 	local -A status took setup_pid run_pid
-	local fresh_pid= fresh_status=0
+	local fresh_pid= fresh_status=0 packages_pid= packages_status=0
 	local here t0
 	here=$(local_major)
 	logs=$(mktemp -d /var/tmp/cfeed-matrix.XXXXXX)
@@ -316,7 +331,7 @@ run_matrix() {
 
 	matrix_cleanup() {
 		local p
-		for p in "${setup_pid[@]}" "${run_pid[@]}" $fresh_pid; do
+		for p in "${setup_pid[@]}" "${run_pid[@]}" $fresh_pid $packages_pid; do
 			kill "$p" 2>/dev/null || true
 		done
 		wait 2>/dev/null || true
@@ -353,6 +368,12 @@ run_matrix() {
 		tee "$logs/test-$m.log" || rc=$?
 	status[$m]=$rc
 	took[$m]=$((SECONDS - t0))
+
+	# The Debian packages, meanwhile: 15's in a root of its own at once, 17's
+	# and 18's in theirs as their suites end (packages.sh takes each root's
+	# lock).
+	CFEED_ROOTS=$ROOTS bash "$SRC/test/matrix/packages.sh" "${MAJORS[@]}" >"$logs/test-packages.log" 2>&1 &
+	packages_pid=$!
 
 	# The roots: at most $jobs at once, each into its log; printed when done.
 	local queue=() t0 m2
@@ -431,6 +452,21 @@ run_matrix() {
 	else
 		failed_majors+=("fresh-root demo")
 		total_failed=$((total_failed + 1))
+	fi
+	wait "$packages_pid" || packages_status=$?
+	packages_pid=
+	echo "===== the Debian packages, built, installed into fresh roots, smoke-tested (test/matrix/packages.sh)"
+	cat "$logs/test-packages.log"
+	local line pk_passed=0 pk_failed=0
+	line=$(grep -aE '^packages: [0-9]+ passed, [0-9]+ failed' "$logs/test-packages.log" | tail -n 1 || true)
+	if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+		pk_passed=${BASH_REMATCH[1]}
+		pk_failed=${BASH_REMATCH[2]}
+	fi
+	total_passed=$((total_passed + pk_passed))
+	if [ "$packages_status" -ne 0 ] || [ "$pk_failed" -gt 0 ]; then
+		failed_majors+=("Debian packages")
+		total_failed=$((total_failed + (pk_failed > 0 ? pk_failed : 1)))
 	fi
 	trap - EXIT
 	if [ "${#failed_majors[@]}" -gt 0 ]; then

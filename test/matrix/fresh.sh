@@ -12,52 +12,21 @@
 
 set -euo pipefail
 
-SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 root=$ROOTS/cfeed-fresh
+# shellcheck source=test/matrix/common.sh
+. "$HERE/common.sh"
 
-mounts_under() {
-	awk -v r="$1" '$5 == r || index($5, r "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
-}
-cleanup() {
-	local m
-	for m in $(mounts_under "$root"); do
-		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
-	done
-	[ -z "$(mounts_under "$root")" ] && rm -rf --one-file-system "$root"
-}
-trap cleanup EXIT
-
-cleanup
-mkdir -p "$ROOTS"
-mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-[ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+trap 'remove_fresh_root "$root"' EXIT
 echo "fresh.sh: debootstrap bookworm into $root"
-if ! debootstrap --variant=minbase bookworm "$root" "$mirror" >"$ROOTS/cfeed-fresh.log" 2>&1; then
-	tail -n 40 "$ROOTS/cfeed-fresh.log"
+if ! make_fresh_root "$root" bookworm; then
 	echo "fresh-root demo: failed (debootstrap)"
 	exit 1
 fi
-rm -f "$ROOTS/cfeed-fresh.log"
-# a machine's basics that debootstrap leaves to the installer: name
-# resolution, and no service starting inside the root
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
-chmod 755 "$root/usr/sbin/policy-rc.d"
-mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
-mount -t tmpfs -o size=1g,mode=1777 tmpfs "$root/dev/shm"
-mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
-
 # the checkout, as a user's clone has it: tracked files only
-mkdir -p "$root/root/cfeed"
-if files=$(cd "$SRC" && git -c safe.directory='*' ls-files -z 2>/dev/null | tr '\0' '\n') && [ -n "$files" ]; then
-	(cd "$SRC" && printf '%s\n' "$files" | tar -T - -cf -) | tar -C "$root/root/cfeed" -xf -
-else
-	tar -C "$SRC" --exclude=./.git --exclude=./tmp_check --exclude=./tmp_regress --exclude=./tmp_iso \
-		--exclude=./results --exclude=./output_iso --exclude=./log --exclude='*.o' --exclude='*.so' \
-		--exclude='*.bc' --exclude=./src/client/cfeed -cf - . | tar -C "$root/root/cfeed" -xf -
-fi
+copy_checkout "$SRC" "$root/root/cfeed"
 
 started=$SECONDS
 rc=0

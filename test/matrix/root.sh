@@ -8,6 +8,7 @@
 #   bash test/matrix/root.sh umount MAJOR   unmount everything under the root
 #   bash test/matrix/root.sh remove MAJOR   unmount, then delete the root
 #   bash test/matrix/root.sh path MAJOR     print the root's directory
+#   bash test/matrix/root.sh suite MAJOR    print the root's Debian suite
 #
 # Majors and suites: 15 bookworm, 17 trixie, 18 sid (Debian's archive has no
 # other).  Roots live in $CFEED_ROOTS (default /var/tmp), one per major:
@@ -30,10 +31,8 @@ suite_of() {
 	esac
 }
 
-# The mount points at or below $1, deepest first.
-mounts_under() {
-	awk -v r="$1" '$5 == r || index($5, r "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r
-}
+# shellcheck source=test/matrix/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 do_umount() {
 	local root=$1 m tries
@@ -82,9 +81,7 @@ do_setup() {
 	if [ "$(cat "$root/.cfeed-root" 2>/dev/null)" != "$major" ] &&
 		[ "$(cat "$root/.cfeed-debootstrap" 2>/dev/null)" != "$suite" ]; then
 		do_remove "$root"
-		mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-		[ -n "$mirror" ] || mirror=$(awk '/^deb / { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
-		[ -n "$mirror" ] || mirror=http://deb.debian.org/debian
+		mirror=$(debian_mirror)
 		echo "root.sh: debootstrap $suite into $root ($mirror)"
 		mkdir -p "$ROOTS"
 		# a second try after a network hiccup, from scratch
@@ -138,7 +135,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "root.sh: run as root" >&2
 	exit 2
 fi
-[ $# -eq 2 ] || { sed -n '2,17p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 cmd=$1
 major=$2
 suite_of "$major" >/dev/null
@@ -150,5 +147,6 @@ case "$cmd" in
 	umount) do_umount "$root" ;;
 	remove) do_remove "$root" ;;
 	path) echo "$root" ;;
-	*) sed -n '2,17p' "$0" >&2; exit 2 ;;
+	suite) suite_of "$major" ;;
+	*) sed -n '2,18p' "$0" >&2; exit 2 ;;
 esac

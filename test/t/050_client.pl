@@ -14,18 +14,14 @@ use IPC::Run qw(start finish pump run timeout);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use lib 'test/t';
+use ServeHelper qw(cfeed_binary);
 
 # The source tree (PostgreSQL 17+ no longer sets TESTDIR; prove runs here).
 my $tree = $ENV{TESTDIR} // Cwd::getcwd();
 
 # The binary under test: the one built in this tree, else the installed one.
-my $cfeed = "$tree/src/client/cfeed";
-if (!-x $cfeed)
-{
-	my $bindir = `pg_config --bindir`;
-	chomp $bindir;
-	$cfeed = "$bindir/cfeed";
-}
+my $cfeed = cfeed_binary();
 plan skip_all => "cfeed command not built ($cfeed)" unless -x $cfeed;
 
 my $node = PostgreSQL::Test::Cluster->new('client');

@@ -21,14 +21,18 @@ use Time::HiRes qw(usleep);
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
   sse_events start_stream write_writer_script write_tokens);
 
-# The binary under test: the one built in this tree, else the installed one.
+# The binary under test: the one built in this tree, else the installed
+# one: in PostgreSQL's bindir (make install), else on PATH (the Debian
+# package's /usr/bin/cfeed).
 sub cfeed_binary
 {
 	my $cfeed = ($ENV{TESTDIR} // Cwd::getcwd()) . "/src/client/cfeed";
 	return $cfeed if -x $cfeed;
 	my $bindir = `pg_config --bindir`;
 	chomp $bindir;
-	return "$bindir/cfeed";
+	return "$bindir/cfeed" if -x "$bindir/cfeed";
+	my ($on_path) = grep { -x } map { "$_/cfeed" } split /:/, $ENV{PATH} // '';
+	return $on_path // "$bindir/cfeed";
 }
 
 my $gateways = 0;
