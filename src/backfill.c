@@ -111,10 +111,12 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
 	rel = cfeed_table_open("change", AccessShareLock);
-	/* Heap attribute numbers of cfeed.change: feed_id, shard, change_sequence_number. */
-	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
-	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], 4, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(start));
+	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(shard));
+	ScanKeyInit(&keys[2], Anum_change_sequence, BTLessEqualStrategyNumber, F_INT8LE,
+				Int64GetDatum(start));
 	index = cfeed_relid_locked("change_sequence_idx", AccessShareLock);
 	scan = systable_beginscan(rel, index, true, snapshot, 3, keys);
 	found = HeapTupleIsValid(systable_getnext(scan));

@@ -407,7 +407,8 @@ feed_exists(int32 feed_id)
 	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
 
 	rel = cfeed_table_open("feed", AccessShareLock);
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&key, Anum_feed_feed_id, BTEqualStrategyNumber, F_INT4EQ,
+				Int32GetDatum(feed_id));
 	pkey = cfeed_relid_locked("feed_pkey", AccessShareLock);
 	scan = systable_beginscan(rel, pkey, true, snapshot, 1, &key);
 	found = HeapTupleIsValid(systable_getnext(scan));

@@ -29,6 +29,9 @@
 #define CFEED_SCHEMA			"cfeed"
 #define CFEED_CHANNEL_PREFIX	"cfeed_"
 
+/* Columns of cfeed.feed. */
+#define Anum_feed_feed_id			1
+
 /* Columns of cfeed.shard_config, fixed by the install and 1.4 update scripts. */
 #define Anum_shard_feed_id			1
 #define Anum_shard_shard			2

@@ -450,8 +450,9 @@ cfeed_sweeper_main(Datum main_arg)
 									ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
-		int64		stamped = 0;
-		long		sleep_ms = cfeed_fallback_interval;
+		/* set in PG_TRY or PG_CATCH and read after them: volatile */
+		volatile int64 stamped = 0;
+		volatile long sleep_ms = cfeed_fallback_interval;
 		long		stats_ms;
 		TimestampTz began = GetCurrentTimestamp();
 
