@@ -45,12 +45,15 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_sequence.h"
+#include "commands/extension.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "cfeed.h"
 
@@ -78,6 +81,24 @@ sequence_value(Oid seqid)
 	fcinfo->args[0].isnull = false;
 	result = pg_sequence_last_value(fcinfo);
 	return fcinfo->isnull ? -1 : DatumGetInt64(result);
+}
+
+/*
+ * sequence_start
+ *		The start value of a sequence (its last_value before the first
+ *		nextval: the lost primary may have drawn from it).
+ */
+static int64
+sequence_start(Oid seqid)
+{
+	HeapTuple	tuple = SearchSysCache1(SEQRELID, ObjectIdGetDatum(seqid));
+	int64		start;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for sequence %u", seqid);
+	start = ((Form_pg_sequence) GETSTRUCT(tuple))->seqstart;
+	ReleaseSysCache(tuple);
+	return start;
 }
 
 /*
@@ -109,7 +130,8 @@ secure_timeline(Oid marker, Oid change_id, TimeLineID timeline)
 
 			if (seen >= 0)
 			{
-				int64		from = Max(last, 0) + CFEED_CHANGE_ID_GAP;
+				int64		from = (last >= 0 ? last : sequence_start(change_id)) +
+					CFEED_CHANGE_ID_GAP;
 
 				DirectFunctionCall2(setval_oid, ObjectIdGetDatum(change_id),
 									Int64GetDatum(from));
@@ -152,7 +174,7 @@ cfeed_change_ids_check(void)
 	if (!IsTransactionState() || XactReadOnly || IsInParallelMode())
 		return false;
 	schema = get_namespace_oid("cfeed", true);
-	if (!OidIsValid(schema))
+	if (!OidIsValid(schema) || !OidIsValid(get_extension_oid("cfeed", true)))
 		return false;
 	marker = get_relname_relid("change_id_timeline", schema);
 	change_id = get_relname_relid("change_id", schema);

@@ -25,6 +25,9 @@ my $primary = cfeed_node('ids_primary', '', allows_streaming => 1);
 $primary->safe_psql('postgres', q{
 	create extension cfeed;
 	select cfeed.create_feed('f', 1, 1);});
+# a database whose cfeed never issued an id before the failover
+$primary->safe_psql('postgres', 'create database fresh');
+$primary->safe_psql('fresh', 'create extension cfeed');
 my $standby = cfeed_standby($primary, 'ids_standby');
 
 # Write n changes on node, half by cfeed.publish and half by the INSERT
@@ -126,6 +129,10 @@ is(scalar @{ $consumer{processed} }, 300, 'the consumer processed every change o
 my %count;
 $count{$_}++ for @{ $consumer{processed} };
 is(scalar(grep { $count{$_} > 1 } keys %count), 0, 'no change_id was processed twice');
+
+cmp_ok($standby->safe_psql('fresh', "select nextval('cfeed.change_id')"), '>',
+	1000000000000000 + 2**40 - 1,
+	'a database that had issued no id continues above its start value plus the gap');
 
 ok($standby->log_contains(qr/cfeed: timeline 2: change ids continue above/),
 	'the new primary logged where its change ids continue');
