@@ -43,6 +43,9 @@
 										 * nothing wait this long */
 #define SERVE_STANDBY_POLL_MS	50
 
+/* The detail of every 403 a token gets for a feed it may not read. */
+#define CFEED_SERVE_FORBIDDEN	"this token may not read this feed"
+
 /* Log levels (--log-level). */
 typedef enum ServeLogLevel
 {

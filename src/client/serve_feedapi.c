@@ -143,10 +143,28 @@ cfeed_feedapi_resolve_payloads(PGconn *conn)
 }
 
 /*
+ * answer_hidden
+ *		Answer a feed that does not exist (404) or that the gateway's role
+ *		may not read (403).  A token of every feed (*) may read just the
+ *		feeds the role may read, so it gets the token's own 403 for both:
+ *		it learns nothing of the feeds it may not read (docs/serve.md, "Who
+ *		may read what").
+ */
+static void
+answer_hidden(ServeReq *req, int status, const char *error, const char *detail)
+{
+	if (req->token->all_feeds)
+		cfeed_feedapi_error(req, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
+	else
+		cfeed_feedapi_error(req, status, error, detail);
+}
+
+/*
  * answer_db_error
  *		Turn a failed query into req's answer: 404 unknown, 403 no read
- *		grant for the gateway's role, 503 connection lost (the connection is
- *		closed, the pool opens a new one), 500 otherwise.
+ *		grant for the gateway's role (both as answer_hidden says), 503
+ *		connection lost (the connection is closed, the pool opens a new
+ *		one), 500 otherwise.
  */
 static void
 answer_db_error(PGconn **conn, ServeReq *req, PGresult *res)
@@ -165,9 +183,9 @@ answer_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 		cfeed_feedapi_error(req, 503, "unavailable", "the database connection was lost; retry");
 	}
 	else if (strcmp(state, "42704") == 0)
-		cfeed_feedapi_error(req, 404, "not_found", detail);
+		answer_hidden(req, 404, "not_found", detail);
 	else if (strcmp(state, "42501") == 0)
-		cfeed_feedapi_error(req, 403, "forbidden", detail);
+		answer_hidden(req, 403, "forbidden", detail);
 	else
 	{
 		cfeed_serve_log(LOG_ERROR, "query failed (SQLSTATE %s): %s", state, detail);
@@ -181,8 +199,8 @@ answer_db_error(PGconn **conn, ServeReq *req, PGresult *res)
  *		Fill req->feed (epoch, then id, retention, shards and their heads,
  *		token).  Only shards with ids in [0..32767], FeedAPI's partition ids
  *		(docs/serve.md), are the feed's partitions.
- *		False, with the answer set, for an unknown feed (404), one the
- *		gateway's role may not read (403) or a database failure.
+ *		False, with the answer set (answer_hidden), for an unknown feed, one
+ *		the gateway's role may not read, or a database failure.
  */
 static bool
 look_up_feed(PGconn **conn, ServeReq *req)
@@ -214,14 +232,14 @@ look_up_feed(PGconn **conn, ServeReq *req)
 	if (n == 0)
 	{
 		PQclear(res);
-		cfeed_feedapi_error(req, 404, "not_found", "no such feed");
+		answer_hidden(req, 404, "not_found", "no such feed");
 		return false;
 	}
 	if (PQgetisnull(res, 0, 2))
 	{
 		PQclear(res);
-		cfeed_feedapi_error(req, 403, "forbidden",
-							"the gateway's database role may not read this feed (cfeed.grant_read)");
+		answer_hidden(req, 403, "forbidden",
+					  "the gateway's database role may not read this feed (cfeed.grant_read)");
 		return false;
 	}
 	snprintf(req->feed.name, sizeof(req->feed.name), "%s", req->feed_name);

@@ -252,7 +252,7 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 		return answer_error(conn, 401, "unauthorized",
 							secret ? "unknown token" : "a bearer token is required");
 	if (!cfeed_auth_may_read(token, name))
-		return answer_error(conn, 403, "forbidden", "this token may not read this feed");
+		return answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
 	if (atomic_load(&cfeed_serve_stopping))
 		return answer_error(conn, 503, "unavailable", "the gateway is shutting down");
 

@@ -41,7 +41,7 @@ $node->safe_psql('postgres', q{
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $alice = 'alice-0123456789abcdef';
 my $bob = 'bob-0123456789abcdefgh';
-write_tokens("$dir/tokens", '# token feeds label', "$alice orders,old,plain alice", "$bob other bob");
+write_tokens("$dir/tokens", '# token feeds label', "$alice orders,old,plain,gone alice", "$bob other bob");
 
 my $dsn = $node->connstr('postgres');
 my $start = 2000000000000000;
@@ -150,12 +150,17 @@ is(http_get("$url/orders?token=stale&partition=0&cursor=_first", $alice)->{statu
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
 
-# 404: a granted name that does not exist (a token for every feed)
+is(http_get("$url/gone", $alice)->{status}, 404, 'a feed the token lists that does not exist: 404');
+
+# a token for every feed (*) may read the feeds the gateway's role may read:
+# a missing one is as forbidden as any other (item 7 of issue 30: it got 404)
 append_to_file("$dir/tokens", "all-0123456789abcdefgh * ops\n");
 stop_gateway($gw);
 $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port},
 	args => [ '--payload', 'plain=public.event_body' ]);
-is(http_get("$url/nosuch", 'all-0123456789abcdefgh')->{status}, 404, 'unknown feed: 404');
+$r = http_get("$url/nosuch", 'all-0123456789abcdefgh');
+is($r->{status}, 403, 'a * token, a missing feed: 403');
+is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a feed the token does not list');
 
 # --- 410 after retention removed changes past a cursor
 $node->safe_psql('postgres', q{
@@ -370,7 +375,10 @@ $node->safe_psql('postgres', q{
 stop_gateway($gw);
 $gw = start_gateway(dsn => $node->connstr('postgres') . ' user=gw', tokens => "$dir/tokens", port => $gw->{port});
 is(http_get("$url/orders", 'all-0123456789abcdefgh')->{status}, 200, 'gateway role granted feed orders: 200');
-is(http_get("$url/other", 'all-0123456789abcdefgh')->{status}, 403, 'gateway role not granted feed other: 403');
+$r = http_get("$url/other", 'all-0123456789abcdefgh');
+is($r->{status}, 403, 'gateway role not granted feed other: 403');
+is($r->{content}, http_get("$url/nosuch", 'all-0123456789abcdefgh')->{content},
+	'a * token cannot tell a feed the role may not read from a missing one');
 
 # --- 410 is decided by the shard's retention floor: changes the gateway's
 # role is not shown (of a tracked table it may not SELECT) are no gap
