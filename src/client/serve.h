@@ -117,6 +117,7 @@ typedef struct ServeFeed
 	int		   *shards;
 	long long  *heads;			/* each shard's head when looked up */
 	long long	epoch;			/* the feed epoch, read before the heads */
+	bool		on_standby;		/* read from a hot standby */
 } ServeFeed;
 
 /* Position of a request in one shard. */

@@ -218,7 +218,8 @@ look_up_feed(PGconn **conn, ServeReq *req)
 	}
 	/* FeedAPI partition ids are in [0..32767]: shards above are not served */
 	res = PQexecParams(*conn,
-					   "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number"
+					   "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number,"
+					   " pg_catalog.pg_is_in_recovery()"
 					   " from cfeed.feed f left join cfeed.shard s"
 					   " on s.feed_id = f.feed_id and s.shard <= 32767"
 					   " where f.name = $1 order by s.shard",
@@ -245,6 +246,7 @@ look_up_feed(PGconn **conn, ServeReq *req)
 	snprintf(req->feed.name, sizeof(req->feed.name), "%s", req->feed_name);
 	req->feed.feed_id = atoi(PQgetvalue(res, 0, 0));
 	req->feed.has_retention = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	req->feed.on_standby = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
 	req->feed.nshards = n;
 	req->feed.shards = cfeed_serve_alloc(sizeof(int) * n);
 	req->feed.heads = cfeed_serve_alloc(sizeof(long long) * n);
@@ -326,9 +328,26 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 }
 
 /*
+ * beyond_head
+ *		Whether c is past its shard's head, in the feed's current epoch: no
+ *		response sent that position (a corrupted or made-up cursor), and
+ *		taking it would skip every change up to it.  A hot standby is not
+ *		asked: a position another gateway sent may be ahead of its replay
+ *		(docs/serve.md, "Serving from a hot standby").  A position of
+ *		another epoch is resumed by the read (cfeed.resume_cursor).
+ */
+static bool
+beyond_head(const ServeReq *req, const ServeCursor *c)
+{
+	return !req->feed.on_standby && c->known && c->epoch == req->feed.epoch &&
+		c->number > req->feed.heads[shard_index(req, c->shard)];
+}
+
+/*
  * position_request
  *		Fill req->cursors from the cursor argument (and, for SSE, the
- *		Last-Event-ID).  False, with a 400 answer, when they are invalid.
+ *		Last-Event-ID).  False, with a 400 answer, when they are invalid or
+ *		one is beyond its shard's head (beyond_head).
  */
 static bool
 position_request(ServeReq *req)
@@ -359,6 +378,19 @@ position_request(ServeReq *req)
 		cfeed_feedapi_error(req, 400, "bad_request", "Last-Event-ID is not an id this feed sent");
 		return false;
 	}
+	for (int i = 0; i < n; i++)
+		if (beyond_head(req, &req->cursors[i]))
+		{
+			const ServeCursor *c = &req->cursors[i];
+			char		detail[160];
+
+			snprintf(detail, sizeof(detail),
+					 "%s %lld of partition %d is beyond its head %lld: not a position this feed sent",
+					 req->last_event_id ? "Last-Event-ID position" : "cursor", c->number,
+					 c->shard, req->feed.heads[shard_index(req, c->shard)]);
+			cfeed_feedapi_error(req, 400, "bad_request", detail);
+			return false;
+		}
 	return true;
 }
 

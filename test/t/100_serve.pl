@@ -147,6 +147,20 @@ for my $case (
 	ok(eval { decode_json($r->{content})->{error} }, "400 has a JSON error: $case->[1]");
 }
 is(http_get("$url/orders?token=stale&partition=0&cursor=_first", $alice)->{status}, 409, 'stale token: 409');
+
+# a position beyond the head was never sent: 400, not an empty page whose
+# cursor skips every change up to it (item 8 of issue 30: 200)
+my $beyond = $start + $n0 + 1;
+$r = http_get("$f&partition=0&cursor=$beyond", $alice);
+is($r->{status}, 400, 'a cursor beyond the head: 400');
+like(eval { decode_json($r->{content})->{detail} } // '', qr/beyond its head/, 'and says so');
+is(http_get("$f&partition=0&cursor=$beyond&stream=100", $alice)->{status}, 400, 'a stream from beyond the head: 400');
+is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "0:$beyond")->{status}, 400, 'a Last-Event-ID beyond the head: 400');
+is(http_get("$url/orders?stream=100&cursor=$beyond", $alice, Accept => 'text/event-stream')->{status}, 400,
+	'an SSE cursor beyond the head: 400');
+is(http_get("$f&partition=0&cursor=" . ($beyond - 1), $alice)->{status}, 200, 'a cursor at the head: 200');
+
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
 
