@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -29,6 +30,14 @@
 #include "serve.h"
 
 static atomic_int active;
+
+/*
+ * The con_cls of a request between the access handler's first call (its
+ * headers) and the call after its body: libmicrohttpd closes a connection
+ * whose response was queued in the first call (the body might be unread),
+ * so nothing is answered before the second.
+ */
+static char headers_seen;
 
 /*
  * read_file
@@ -101,6 +110,9 @@ answer_buffer(struct MHD_Connection *conn, int status, const char *type,
 	MHD_add_response_header(resp, "Cache-Control", cache);
 	if (status == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"cfeed\"");
+	if (status == 405)
+		MHD_add_response_header(resp, "Allow", cfeed_serve_opts.allow_origin != NULL ?
+								"GET, HEAD, OPTIONS" : "GET, HEAD");
 	return queue_response(conn, status, resp);
 }
 
@@ -353,9 +365,19 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 	(void) cls;
 	(void) version;
 	(void) upload_data;
-	*upload_data_size = 0;
-	if (req != NULL)
+	if (req == NULL)
+	{
+		*con_cls = &headers_seen;	/* answered after the body (keep-alive) */
+		return MHD_YES;
+	}
+	if (*upload_data_size != 0)
+	{
+		*upload_data_size = 0;	/* a body is ignored */
+		return MHD_YES;
+	}
+	if ((void *) req != (void *) &headers_seen)
 		return req->queued ? MHD_YES : answer_feed_request(conn, req);
+	*con_cls = NULL;
 	if (strcmp(method, "OPTIONS") == 0 && cfeed_serve_opts.allow_origin != NULL)
 		return answer_preflight(conn);
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
@@ -405,7 +427,7 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	(void) cls;
 	(void) conn;
-	if (req == NULL)
+	if (req == NULL || (void *) req == (void *) &headers_seen)
 		return;
 	cfeed_hub_forget(req);
 	for (int i = 0; i < req->ncursors; i++)
@@ -424,6 +446,37 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 	atomic_fetch_sub(&active, 1);
 	atomic_fetch_sub(&cfeed_metric_clients, 1);
+}
+
+/*
+ * unescape
+ *		libmicrohttpd's unescape callback for the path and the query
+ *		arguments: decode %XX in place, but leave %00 as it is, so that a NUL
+ *		cannot cut a path or a value short ("/feeds/orders%00x" is no feed,
+ *		not /feeds/orders).  Returns the new length.
+ */
+static size_t
+unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char	   *out = s;
+
+	(void) cls;
+	(void) conn;
+	for (const char *in = s; *in != '\0'; in++)
+	{
+		unsigned int value;
+
+		if (in[0] == '%' && isxdigit((unsigned char) in[1]) && isxdigit((unsigned char) in[2]) &&
+			sscanf(in + 1, "%2x", &value) == 1 && value != 0)
+		{
+			*out++ = (char) value;
+			in += 2;
+		}
+		else
+			*out++ = *in;
+	}
+	*out = '\0';
+	return (size_t) (out - s);
 }
 
 /*
@@ -503,6 +556,7 @@ cfeed_http_start(void)
 							MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) 120,
 							MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 							MHD_OPTION_NOTIFY_CONNECTION, connection_event, NULL,
+							MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 							cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
 							MHD_OPTION_HTTPS_MEM_KEY, key,
 							MHD_OPTION_END);

@@ -12,6 +12,8 @@
 use strict;
 use warnings;
 
+use HTTP::Tiny;
+use IO::Socket::INET;
 use JSON::PP;
 use IPC::Run qw(start);
 use PostgreSQL::Test::Cluster;
@@ -163,6 +165,30 @@ is(http_get("$f&partition=0&cursor=" . ($beyond - 1), $alice)->{status}, 200, 'a
 
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
+
+# --- HTTP as clients expect (issue 30 item 9): keep-alive (every answer had
+# Connection: close), Allow with 405, and %00 does not cut a path short
+# (/feeds/orders%00x was /feeds/orders)
+{
+	my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $gw->{port}, Timeout => 10)
+	  or die "connect: $!";
+	my @status;
+	for my $path ('/feeds/orders', '/feeds/other', '/healthz', "/feeds/orders?token=$token&partition=0&cursor=_first")
+	{
+		print $sock "GET $path HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer $alice\r\n\r\n";
+		my $head = '';
+		sysread($sock, $head, 1, length $head) || last while $head !~ /\r\n\r\n/;
+		push @status, $head =~ m{^HTTP/1\.1 (\d+)} ? $1 : 'closed';
+		my ($len) = $head =~ /^Content-Length: *(\d+)/mi;
+		my $body = '';
+		sysread($sock, $body, $len - length $body, length $body) || last while defined $len && length $body < $len;
+	}
+	is("@status", '200 403 200 200', 'keep-alive: four answers on one connection');
+}
+$r = HTTP::Tiny->new->request('POST', "$gw->{url}/healthz");
+is($r->{status}, 405, 'POST: 405');
+is($r->{headers}{allow}, 'GET, HEAD', '405 names the allowed methods');
+is(http_get("$url/orders%00x", $alice)->{status}, 404, '%00 in a path: no such feed');
 
 is(http_get("$url/gone", $alice)->{status}, 404, 'a feed the token lists that does not exist: 404');
 
