@@ -214,17 +214,24 @@ extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
 extern void cfeed_pool_stop(void);
 extern PGconn *cfeed_serve_connect(const char *who);
 
-/* serve_feedapi.c */
-extern void cfeed_feedapi_run(PGconn **conn, ServeReq *req);
+/* serve_feed.c */
 extern void cfeed_feedapi_error(ServeReq *req, int status, const char *error,
 								const char *detail);
 extern void cfeed_feedapi_token(int feed_id, const char *shard_list,
 								char *token, size_t size);
 extern char *cfeed_feedapi_read_sql(const char *feed);
+extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
+extern void cfeed_feed_hidden(ServeReq *req, int status, const char *error,
+							  const char *detail);
+extern void cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res);
+extern bool cfeed_feed_look_up(PGconn **conn, ServeReq *req);
+extern void cfeed_feed_discovery(PGconn **conn, ServeReq *req);
+
+/* serve_feedapi.c */
+extern void cfeed_feedapi_run(PGconn **conn, ServeReq *req);
 extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
 									const char *feed, int shard,
 									const long long *after, int limit);
-extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
 
 /* serve_stream.c */
 extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);

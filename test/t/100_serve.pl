@@ -74,9 +74,26 @@ my $r = http_get("$url/orders", $alice);
 is($r->{status}, 200, 'discovery: 200');
 my $disc = decode_json($r->{content});
 is_deeply([ map { $_->{id} } @{ $disc->{partitions} } ], [ '0', '1' ], 'discovery: partitions are the shards');
-ok($disc->{stream} && $disc->{exactlyOnce}, 'discovery: stream and exactlyOnce');
+ok($disc->{stream}, 'discovery: stream');
 my $token = $disc->{token};
 like($token, qr/\S/, 'discovery: a token');
+
+# exactlyOnce only when no failover can lose a stamp a client saw: stamps
+# wait for a synchronous standby (issue 30 item 9: it was always true)
+ok(JSON::PP::is_bool($disc->{exactlyOnce}) && !$disc->{exactlyOnce},
+	'discovery: exactlyOnce false without a synchronous standby (at least once after a failover)');
+$node->safe_psql('postgres', q{
+	alter system set synchronous_standby_names = 'standby1';
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres', "select current_setting('synchronous_standby_names') = 'standby1'");
+ok(decode_json(http_get("$url/orders", $alice)->{content})->{exactlyOnce},
+	'discovery: exactlyOnce true when stamps wait for a synchronous standby');
+$node->safe_psql('postgres', q{
+	alter system reset synchronous_standby_names;
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres', "select current_setting('synchronous_standby_names') = ''");
 
 # --- fetch at <discovery URL>/events (FeedAPI v2, as its Go client does) and
 # at the discovery URL itself (the older spec)
