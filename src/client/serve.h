@@ -14,7 +14,8 @@
  *	   reads each new batch of a followed shard once, into a bounded
  *	   in-memory tail that every streaming client at the head of that shard
  *	   takes from (serve_hub_tail.c);
- *	 - the main thread waits for SIGTERM/SIGINT and shuts down (serve.c).
+ *	 - the main thread waits for signals: SIGHUP reloads the token file,
+ *	   SIGTERM/SIGINT shut down (serve.c).
  *
  * Ownership of a ServeReq: the HTTP thread owns it, except while it is
  * suspended waiting for a pool job (then the pool thread owns it until it
@@ -96,15 +97,21 @@ typedef struct ServeBuf
 	size_t		cap;
 } ServeBuf;
 
-/* What a token may read (serve_auth.c). */
-typedef struct ServeToken
+/* What the token file decided for a request (serve_auth.c). */
+typedef enum ServeAuth
 {
-	char	   *secret;
-	char	   *label;			/* logged instead of the secret */
-	bool		all_feeds;
-	char	  **feeds;
-	int			nfeeds;
-} ServeToken;
+	AUTH_OK,
+	AUTH_UNKNOWN,				/* no such token: 401 */
+	AUTH_FORBIDDEN				/* the token may not read the feed: 403 */
+} ServeAuth;
+
+/* A request's token, as authorized (a copy: the file may be reloaded). */
+typedef struct ServeGrant
+{
+	char		label[SERVE_NAME_MAX];	/* logged instead of the token */
+	bool		all_feeds;		/* a * token */
+	bool		public_feed;	/* the feed is readable without a token */
+} ServeGrant;
 
 /* The feed a request is about, as looked up by a pool thread. */
 typedef struct ServeFeed
@@ -150,7 +157,7 @@ typedef struct ServeReq
 	struct MHD_Connection *conn;
 	ServeKind	kind;
 	char		feed_name[SERVE_NAME_MAX];
-	const ServeToken *token;
+	ServeGrant	grant;
 
 	/* request parameters */
 	char		api_token[40];
@@ -204,9 +211,9 @@ extern int	cfeed_http_active(void);
 
 /* serve_auth.c */
 extern void cfeed_auth_load(const char *path);
-extern const ServeToken *cfeed_auth_lookup(const char *secret);
-extern bool cfeed_auth_anonymous(void);
-extern bool cfeed_auth_may_read(const ServeToken *token, const char *feed);
+extern void cfeed_auth_reload(const char *path);
+extern ServeAuth cfeed_auth_check(const char *secret, const char *feed,
+								  ServeGrant *grant);
 
 /* serve_pool.c */
 extern void cfeed_pool_start(int nthreads);

@@ -146,7 +146,7 @@ cfeed_feedapi_resolve_payloads(PGconn *conn)
 void
 cfeed_feed_hidden(ServeReq *req, int status, const char *error, const char *detail)
 {
-	if (req->token->all_feeds)
+	if (req->grant.all_feeds)
 		cfeed_feedapi_error(req, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
 	else
 		cfeed_feedapi_error(req, status, error, detail);

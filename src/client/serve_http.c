@@ -256,21 +256,26 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 				   void **con_cls)
 {
 	const char *secret = bearer_secret(conn);
-	const ServeToken *token = cfeed_auth_lookup(secret);
+	ServeGrant	grant;
 	ServeReq   *req;
 	const char *bad;
 
-	if (token == NULL)
-		return answer_error(conn, 401, "unauthorized",
-							secret ? "unknown token" : "a bearer token is required");
-	if (!cfeed_auth_may_read(token, name))
-		return answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
+	switch (cfeed_auth_check(secret, name, &grant))
+	{
+		case AUTH_UNKNOWN:
+			return answer_error(conn, 401, "unauthorized",
+								secret ? "unknown token" : "a bearer token is required");
+		case AUTH_FORBIDDEN:
+			return answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
+		case AUTH_OK:
+			break;
+	}
 	if (atomic_load(&cfeed_serve_stopping))
 		return answer_error(conn, 503, "unavailable", "the gateway is shutting down");
 
 	req = cfeed_serve_alloc(sizeof(ServeReq));
 	req->conn = conn;
-	req->token = token;
+	req->grant = grant;
 	req->started_ms = cfeed_now_ms();
 	snprintf(req->feed_name, sizeof(req->feed_name), "%s", name);
 	bad = parse_request(conn, req, events);
@@ -307,8 +312,7 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 
 		if (req->cacheable)
 			snprintf(cache, sizeof(cache), "%s, max-age=%d, immutable",
-					 cfeed_auth_anonymous() && cfeed_auth_may_read(cfeed_auth_lookup(NULL), req->feed_name) ?
-					 "public" : "private", cfeed_serve_opts.max_age_s);
+					 req->grant.public_feed ? "public" : "private", cfeed_serve_opts.max_age_s);
 		else
 			snprintf(cache, sizeof(cache), "no-store");
 		return answer_buffer(conn, req->status, type, req->out.data ? req->out.data : "",
@@ -435,7 +439,7 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cfeed_serve_log(LOG_INFO, "GET /feeds/%s %s %d (%s) %lld ms%s", req->feed_name,
 					req->kind == REQ_SSE ? "sse" : req->kind == REQ_DISCOVERY ? "discovery" :
 					req->stream ? "stream" : "fetch",
-					req->status, req->token->label, cfeed_now_ms() - req->started_ms,
+					req->status, req->grant.label, cfeed_now_ms() - req->started_ms,
 					toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : ", closed by the client or an error");
 	free(req->out.data);
 	free(req->cursors);

@@ -207,6 +207,38 @@ is($r->{status}, 405, 'POST: 405');
 is($r->{headers}{allow}, 'GET, HEAD', '405 names the allowed methods');
 is(http_get("$url/orders%00x", $alice)->{status}, 404, '%00 in a path: no such feed');
 
+# --- SIGHUP reloads the token file, and open streams go on (issue 30 item
+# 9: SIGHUP killed the gateway); a bad file leaves the tokens as they were
+{
+	my $carol = 'carol-0123456789abcdef';
+	my $tokens = slurp_file("$dir/tokens");
+	my $hout = '';
+	my $hup = start_stream("$url/orders?token=$token&partition=0&cursor=_last&stream=y", $alice, \$hout);
+	my $until = time + 10;
+	$hup->pump_nb, usleep(20_000) while $hout !~ /cursor/ && time < $until;
+	is(http_get("$url/orders", $carol)->{status}, 401, 'a token not in the file: 401');
+	write_tokens("$dir/tokens", $tokens . "$carol orders carol");
+	$gw->{handle}->signal('HUP');
+	$until = time + 10;
+	usleep(50_000) while http_get("$url/orders", $carol)->{status} != 200 && time < $until;
+	is(http_get("$url/orders", $carol)->{status}, 200, 'SIGHUP: the token file is reloaded');
+	$node->safe_psql('postgres', 'select cfeed.publish(1, 0)');
+	$until = time + 10;
+	$hup->pump_nb, usleep(20_000) while $hout !~ /"data"/ && time < $until;
+	like($hout, qr/"data"/, 'a stream open across the reload goes on');
+	write_tokens("$dir/tokens", $tokens . "$carol orders carol extra");
+	$gw->{handle}->signal('HUP');
+	$until = time + 10;
+	usleep(50_000) while slurp_file($gw->{log}) !~ /token file not reloaded/ && time < $until;
+	like(slurp_file($gw->{log}), qr/error: token file not reloaded, the tokens loaded before stay: .*:\d+: expected TOKEN FEEDS/,
+		'a bad token file is logged');
+	is(http_get("$url/orders", $carol)->{status}, 200, 'and the tokens loaded before stay');
+	write_tokens("$dir/tokens", $tokens);
+	$gw->{handle}->signal('HUP');
+	$hup->kill_kill;
+	wait_stamped();
+}
+
 is(http_get("$url/gone", $alice)->{status}, 404, 'a feed the token lists that does not exist: 404');
 
 # a token for every feed (*) may read the feeds the gateway's role may read:
