@@ -317,11 +317,11 @@ cfeed_serve_strdup(const char *s)
 }
 
 /*
- * cfeed_buf_append
- *		Append len bytes to b (kept NUL-terminated).
+ * cfeed_buf_reserve
+ *		Make room in b for len more bytes and a NUL.
  */
 void
-cfeed_buf_append(ServeBuf *b, const char *data, size_t len)
+cfeed_buf_reserve(ServeBuf *b, size_t len)
 {
 	if (b->len + len + 1 > b->cap)
 	{
@@ -334,6 +334,16 @@ cfeed_buf_append(ServeBuf *b, const char *data, size_t len)
 			cfeed_serve_oom();
 		b->cap = cap;
 	}
+}
+
+/*
+ * cfeed_buf_append
+ *		Append len bytes to b (kept NUL-terminated).
+ */
+void
+cfeed_buf_append(ServeBuf *b, const char *data, size_t len)
+{
+	cfeed_buf_reserve(b, len);
 	memcpy(b->data + b->len, data, len);
 	b->len += len;
 	b->data[b->len] = '\0';

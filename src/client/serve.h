@@ -43,6 +43,7 @@
 #define SERVE_HINT_QUIET_MS		20		/* hints after a read that found
 										 * nothing wait this long */
 #define SERVE_STANDBY_POLL_MS	50
+#define SERVE_GZIP_MIN			1024	/* smaller answers are sent as they are */
 
 /* The detail of every 403 a token gets for a feed it may not read. */
 #define CFEED_SERVE_FORBIDDEN	"this token may not read this feed"
@@ -198,6 +199,7 @@ extern void cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
 extern void cfeed_serve_oom(void) __attribute__((noreturn));
 extern void *cfeed_serve_alloc(size_t size);
 extern char *cfeed_serve_strdup(const char *s);
+extern void cfeed_buf_reserve(ServeBuf *b, size_t len);
 extern void cfeed_buf_append(ServeBuf *b, const char *data, size_t len);
 extern void cfeed_buf_printf(ServeBuf *b, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
@@ -208,6 +210,10 @@ extern const ServePayload *cfeed_serve_payload(const char *feed);
 extern struct MHD_Daemon *cfeed_http_start(void);
 extern void cfeed_http_resume(ServeReq *req);
 extern int	cfeed_http_active(void);
+
+/* serve_gzip.c */
+extern bool cfeed_gzip_accepted(const char *header);
+extern bool cfeed_gzip(const char *data, size_t len, ServeBuf *out);
 
 /* serve_auth.c */
 extern void cfeed_auth_load(const char *path);

@@ -66,17 +66,21 @@ read_file(const char *path)
 
 /*
  * add_common_headers
- *		CORS (--allow-origin) and the content type.
+ *		CORS (--allow-origin), the content type, and Vary (the answer
+ *		depends on Origin with CORS, and a complete one, which may be
+ *		compressed, on Accept-Encoding).
  */
 static void
-add_common_headers(struct MHD_Response *resp, const char *type)
+add_common_headers(struct MHD_Response *resp, const char *type, bool complete)
 {
+	bool		cors = cfeed_serve_opts.allow_origin != NULL;
+
 	MHD_add_response_header(resp, "Content-Type", type);
-	if (cfeed_serve_opts.allow_origin != NULL)
-	{
+	if (cors)
 		MHD_add_response_header(resp, "Access-Control-Allow-Origin", cfeed_serve_opts.allow_origin);
-		MHD_add_response_header(resp, "Vary", "Origin");
-	}
+	if (cors || complete)
+		MHD_add_response_header(resp, "Vary", !complete ? "Origin" :
+								cors ? "Origin, Accept-Encoding" : "Accept-Encoding");
 }
 
 /*
@@ -95,18 +99,28 @@ queue_response(struct MHD_Connection *conn, int status, struct MHD_Response *res
 
 /*
  * answer_buffer
- *		Queue a complete answer with the given status, type and body.
+ *		Queue a complete answer with the given status, type and body,
+ *		gzip-compressed when the client accepts it and it is worth it.
  */
 static enum MHD_Result
 answer_buffer(struct MHD_Connection *conn, int status, const char *type,
 			  const char *body, size_t len, const char *cache)
 {
 	struct MHD_Response *resp;
+	ServeBuf	gz = {0};
+	bool		zipped = len >= SERVE_GZIP_MIN &&
+		cfeed_gzip_accepted(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept-Encoding")) &&
+		cfeed_gzip(body, len, &gz);
 
-	resp = MHD_create_response_from_buffer(len, (void *) body, MHD_RESPMEM_MUST_COPY);
+	resp = zipped ? MHD_create_response_from_buffer(gz.len, gz.data, MHD_RESPMEM_MUST_FREE) :
+		MHD_create_response_from_buffer(len, (void *) body, MHD_RESPMEM_MUST_COPY);
+	if (!zipped)
+		free(gz.data);
 	if (resp == NULL)
 		return MHD_NO;
-	add_common_headers(resp, type);
+	add_common_headers(resp, type, true);
+	if (zipped)
+		MHD_add_response_header(resp, "Content-Encoding", "gzip");
 	MHD_add_response_header(resp, "Cache-Control", cache);
 	if (status == 401)
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"cfeed\"");
@@ -327,7 +341,7 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, cfeed_stream_read, req, NULL);
 	if (resp == NULL)
 		return MHD_NO;
-	add_common_headers(resp, req->kind == REQ_SSE ? "text/event-stream" : "application/x-ndjson");
+	add_common_headers(resp, req->kind == REQ_SSE ? "text/event-stream" : "application/x-ndjson", false);
 	MHD_add_response_header(resp, "Cache-Control", "no-store");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
 	return queue_response(conn, 200, resp);
@@ -344,7 +358,7 @@ answer_preflight(struct MHD_Connection *conn)
 
 	if (resp == NULL)
 		return MHD_NO;
-	add_common_headers(resp, "text/plain");
+	add_common_headers(resp, "text/plain", false);
 	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET");
 	MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Last-Event-ID");
 	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");

@@ -14,6 +14,7 @@ use warnings;
 
 use HTTP::Tiny;
 use IO::Socket::INET;
+use IO::Uncompress::Gunzip ();
 use JSON::PP;
 use IPC::Run qw(start);
 use PostgreSQL::Test::Cluster;
@@ -318,6 +319,22 @@ for my $p (0, 1)
 	my $expect = $node->safe_psql('postgres',
 		"select string_agg(change_id::text, ',' order by change_sequence_number) from cfeed.change where feed_id = 1 and shard = $p");
 	is(join(',', @{ $got{$p} }), $expect, "consumer under writers with aborts: shard $p complete, once, in order");
+}
+
+# --- gzip when Accept-Encoding allows it (issue 30 item 9: never)
+{
+	my $page = "$url/orders?token=$token&partition=0&cursor=_first&pageSizeHint=500";
+	my $plain = http_get($page, $alice);
+	my $gz = http_get($page, $alice, 'Accept-Encoding' => 'gzip, deflate');
+	is($gz->{headers}{'content-encoding'}, 'gzip', 'Accept-Encoding: gzip: a gzip page');
+	like($gz->{headers}{vary}, qr/Accept-Encoding/, 'which varies with Accept-Encoding');
+	IO::Uncompress::Gunzip::gunzip(\$gz->{content}, \my $unzipped);
+	is($unzipped, $plain->{content}, 'and unzips to the plain page');
+	ok(length $gz->{content} < length($plain->{content}) / 4,
+		'and is smaller (' . length($gz->{content}) . ' bytes, plain ' . length($plain->{content}) . ')');
+	ok(!defined $plain->{headers}{'content-encoding'}, 'no Accept-Encoding: no gzip');
+	ok(!defined http_get($page, $alice, 'Accept-Encoding' => 'gzip;q=0, *')->{headers}{'content-encoding'},
+		'gzip;q=0: no gzip');
 }
 
 # --- 409 after a shard is added; a stream with the old token ends with a cursor
