@@ -44,6 +44,8 @@
 										 * nothing wait this long */
 #define SERVE_STANDBY_POLL_MS	50
 #define SERVE_GZIP_MIN			1024	/* smaller answers are sent as they are */
+#define SERVE_CLIENT_BYTES		(128 * 1024)	/* a client's unsent output:
+												 * pages and takes stop here */
 
 /* The detail of every 403 a token gets for a feed it may not read. */
 #define CFEED_SERVE_FORBIDDEN	"this token may not read this feed"
@@ -190,6 +192,9 @@ typedef struct ServeReq
 	long long	started_ms;
 	ServeBuf	out;			/* bytes not yet handed to MHD */
 	size_t		out_off;
+	size_t		accounted;		/* out.cap counted in cfeed_metric_buffered */
+	long long	event_bytes;	/* size of the events sent so far ... */
+	long long	nevents;		/* ... and their number */
 	struct ServeReq *next_waiting;	/* waiting in the hub (hub lock) */
 } ServeReq;
 
@@ -210,6 +215,15 @@ extern const ServePayload *cfeed_serve_payload(const char *feed);
 extern struct MHD_Daemon *cfeed_http_start(void);
 extern void cfeed_http_resume(ServeReq *req);
 extern int	cfeed_http_active(void);
+
+/* serve_answer.c */
+extern enum MHD_Result cfeed_answer_buffer(struct MHD_Connection *conn, int status,
+										   const char *type, const char *body,
+										   size_t len, const char *cache);
+extern enum MHD_Result cfeed_answer_error(struct MHD_Connection *conn, int status,
+										  const char *error, const char *detail);
+extern enum MHD_Result cfeed_answer_stream(struct MHD_Connection *conn, ServeReq *req);
+extern enum MHD_Result cfeed_answer_preflight(struct MHD_Connection *conn);
 
 /* serve_gzip.c */
 extern bool cfeed_gzip_accepted(const char *header);
@@ -248,6 +262,8 @@ extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
 
 /* serve_stream.c */
 extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+extern void cfeed_stream_release(ServeReq *req);
+extern int	cfeed_stream_page_limit(const ServeReq *req);
 extern void cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 							   long long stamped_ms, const char *json, size_t len,
 							   bool live);
@@ -280,6 +296,7 @@ extern void cfeed_hub_metrics(ServeBuf *b);
 extern atomic_long cfeed_metric_clients;
 extern atomic_long cfeed_metric_events;
 extern atomic_long cfeed_metric_requests;
+extern atomic_long cfeed_metric_buffered;
 extern void cfeed_metrics_latency(long long stamped_ms);
 extern void cfeed_metrics_render(ServeBuf *b);
 

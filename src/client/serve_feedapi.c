@@ -298,7 +298,8 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 			return -1;
 		}
 	}
-	for (int r = 0; r < rows; r++)
+	/* at least one event, and no more once the output holds SERVE_CLIENT_BYTES */
+	for (int r = 0; r < rows && (r == 0 || req->out.len < SERVE_CLIENT_BYTES); r++)
 		cfeed_stream_event(req, c, strtoll(PQgetvalue(res, r, 0), NULL, 10),
 						   strtoll(PQgetvalue(res, r, 1), NULL, 10),
 						   PQgetvalue(res, r, 2), PQgetlength(res, r, 2), false);
@@ -352,7 +353,7 @@ start_request(PGconn **conn, ServeReq *req)
 	head = req->feed.heads[shard_index(req, c->shard)];
 	req->cacheable = !req->stream && c->known && c->number + req->page_size <= head &&
 		cfeed_serve_payload(req->feed.name) == NULL;
-	if (read_page(conn, req, c, req->stream ? SERVE_MAX_PAGE : req->page_size) >= 0)
+	if (read_page(conn, req, c, req->stream ? cfeed_stream_page_limit(req) : req->page_size) >= 0)
 		cfeed_stream_cursor(req);
 }
 
@@ -383,7 +384,7 @@ cfeed_feedapi_run(PGconn **conn, ServeReq *req)
 		 * read again later (heartbeats go on meanwhile); another failure
 		 * ends it.
 		 */
-		if (read_page(conn, req, &req->cursors[req->catch_up], SERVE_MAX_PAGE) < 0)
+		if (read_page(conn, req, &req->cursors[req->catch_up], cfeed_stream_page_limit(req)) < 0)
 		{
 			cfeed_buf_reset(&req->out);
 			if (*conn == NULL)

@@ -1,7 +1,7 @@
 /*
  * src/client/serve_http.c
  *		The HTTP side of `cfeed serve` (libmicrohttpd): the daemon, routing,
- *		authorization, request parameters and the responses.
+ *		authorization and request parameters (the answers: serve_answer.c).
  *
  * Every callback runs on libmicrohttpd's polling thread and never waits
  * for the database.  A request to /feeds/<name> is authorized first (the
@@ -62,91 +62,6 @@ read_file(const char *path)
 	fclose(f);
 	cfeed_buf_append(&b, "", 0);
 	return b.data;
-}
-
-/*
- * add_common_headers
- *		CORS (--allow-origin), the content type, and Vary (the answer
- *		depends on Origin with CORS, and a complete one, which may be
- *		compressed, on Accept-Encoding).
- */
-static void
-add_common_headers(struct MHD_Response *resp, const char *type, bool complete)
-{
-	bool		cors = cfeed_serve_opts.allow_origin != NULL;
-
-	MHD_add_response_header(resp, "Content-Type", type);
-	if (cors)
-		MHD_add_response_header(resp, "Access-Control-Allow-Origin", cfeed_serve_opts.allow_origin);
-	if (cors || complete)
-		MHD_add_response_header(resp, "Vary", !complete ? "Origin" :
-								cors ? "Origin, Accept-Encoding" : "Accept-Encoding");
-}
-
-/*
- * queue_response
- *		Queue resp with status, and release it (libmicrohttpd keeps its own
- *		reference while it sends it).
- */
-static enum MHD_Result
-queue_response(struct MHD_Connection *conn, int status, struct MHD_Response *resp)
-{
-	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-
-	MHD_destroy_response(resp);
-	return ret;
-}
-
-/*
- * answer_buffer
- *		Queue a complete answer with the given status, type and body,
- *		gzip-compressed when the client accepts it and it is worth it.
- */
-static enum MHD_Result
-answer_buffer(struct MHD_Connection *conn, int status, const char *type,
-			  const char *body, size_t len, const char *cache)
-{
-	struct MHD_Response *resp;
-	ServeBuf	gz = {0};
-	bool		zipped = len >= SERVE_GZIP_MIN &&
-		cfeed_gzip_accepted(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept-Encoding")) &&
-		cfeed_gzip(body, len, &gz);
-
-	resp = zipped ? MHD_create_response_from_buffer(gz.len, gz.data, MHD_RESPMEM_MUST_FREE) :
-		MHD_create_response_from_buffer(len, (void *) body, MHD_RESPMEM_MUST_COPY);
-	if (!zipped)
-		free(gz.data);
-	if (resp == NULL)
-		return MHD_NO;
-	add_common_headers(resp, type, true);
-	if (zipped)
-		MHD_add_response_header(resp, "Content-Encoding", "gzip");
-	MHD_add_response_header(resp, "Cache-Control", cache);
-	if (status == 401)
-		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"cfeed\"");
-	if (status == 405)
-		MHD_add_response_header(resp, "Allow", cfeed_serve_opts.allow_origin != NULL ?
-								"GET, HEAD, OPTIONS" : "GET, HEAD");
-	return queue_response(conn, status, resp);
-}
-
-/*
- * answer_error
- *		Queue a JSON error without a request (routing, authorization and
- *		parameter errors).
- */
-static enum MHD_Result
-answer_error(struct MHD_Connection *conn, int status, const char *error, const char *detail)
-{
-	ServeReq	tmp;
-	enum MHD_Result ret;
-
-	memset(&tmp, 0, sizeof(tmp));
-	cfeed_feedapi_error(&tmp, status, error, detail);
-	ret = answer_buffer(conn, status, "application/json", tmp.out.data, tmp.out.len, "no-store");
-	free(tmp.out.data);
-	atomic_fetch_add(&cfeed_metric_requests, 1);
-	return ret;
 }
 
 /*
@@ -277,15 +192,15 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 	switch (cfeed_auth_check(secret, name, &grant))
 	{
 		case AUTH_UNKNOWN:
-			return answer_error(conn, 401, "unauthorized",
+			return cfeed_answer_error(conn, 401, "unauthorized",
 								secret ? "unknown token" : "a bearer token is required");
 		case AUTH_FORBIDDEN:
-			return answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
+			return cfeed_answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
 		case AUTH_OK:
 			break;
 	}
 	if (atomic_load(&cfeed_serve_stopping))
-		return answer_error(conn, 503, "unavailable", "the gateway is shutting down");
+		return cfeed_answer_error(conn, 503, "unavailable", "the gateway is shutting down");
 
 	req = cfeed_serve_alloc(sizeof(ServeReq));
 	req->conn = conn;
@@ -297,7 +212,7 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 	{
 		free(req->last_event_id);
 		free(req);
-		return answer_error(conn, 400, "bad_request", bad);
+		return cfeed_answer_error(conn, 400, "bad_request", bad);
 	}
 	*con_cls = req;
 	atomic_fetch_add(&active, 1);
@@ -314,8 +229,8 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 static enum MHD_Result
 answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 {
-	struct MHD_Response *resp;
 	char		cache[96];
+	enum MHD_Result ret;
 
 	req->queued = true;
 	atomic_fetch_add(&cfeed_metric_requests, 1);
@@ -329,8 +244,10 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 					 req->grant.public_feed ? "public" : "private", cfeed_serve_opts.max_age_s);
 		else
 			snprintf(cache, sizeof(cache), "no-store");
-		return answer_buffer(conn, req->status, type, req->out.data ? req->out.data : "",
-							 req->out.len, cache);
+		ret = cfeed_answer_buffer(conn, req->status, type, req->out.data ? req->out.data : "",
+								  req->out.len, cache);
+		cfeed_stream_release(req);	/* the answer holds a copy */
+		return ret;
 	}
 
 	for (int i = 0; i < req->ncursors; i++)
@@ -338,31 +255,7 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 	req->next_beat_ms = cfeed_now_ms() + cfeed_serve_opts.heartbeat_ms;
 	if (req->stream_ms > 0)
 		req->deadline_ms = cfeed_now_ms() + req->stream_ms;
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, cfeed_stream_read, req, NULL);
-	if (resp == NULL)
-		return MHD_NO;
-	add_common_headers(resp, req->kind == REQ_SSE ? "text/event-stream" : "application/x-ndjson", false);
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	return queue_response(conn, 200, resp);
-}
-
-/*
- * answer_preflight
- *		CORS preflight (OPTIONS) for pages that send Authorization.
- */
-static enum MHD_Result
-answer_preflight(struct MHD_Connection *conn)
-{
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-
-	if (resp == NULL)
-		return MHD_NO;
-	add_common_headers(resp, "text/plain", false);
-	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET");
-	MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Last-Event-ID");
-	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-	return queue_response(conn, 204, resp);
+	return cfeed_answer_stream(conn, req);
 }
 
 /*
@@ -397,15 +290,15 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 		return req->queued ? MHD_YES : answer_feed_request(conn, req);
 	*con_cls = NULL;
 	if (strcmp(method, "OPTIONS") == 0 && cfeed_serve_opts.allow_origin != NULL)
-		return answer_preflight(conn);
+		return cfeed_answer_preflight(conn);
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return answer_error(conn, 405, "method_not_allowed", "only GET is served");
+		return cfeed_answer_error(conn, 405, "method_not_allowed", "only GET is served");
 	if (strcmp(url, "/healthz") == 0)
 	{
 		bool		ok = cfeed_hub_healthy();
 		const char *body = ok ? "{\"status\":\"ok\"}\n" : "{\"status\":\"database unreachable\"}\n";
 
-		return answer_buffer(conn, ok ? 200 : 503, "application/json", body, strlen(body), "no-store");
+		return cfeed_answer_buffer(conn, ok ? 200 : 503, "application/json", body, strlen(body), "no-store");
 	}
 	if (strcmp(url, "/metrics") == 0)
 	{
@@ -413,12 +306,12 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 		enum MHD_Result ret;
 
 		cfeed_metrics_render(&b);
-		ret = answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
+		ret = cfeed_answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
 		free(b.data);
 		return ret;
 	}
 	if (strncmp(url, "/feeds/", 7) != 0)
-		return answer_error(conn, 404, "not_found", "the feeds are at /feeds/<name>");
+		return cfeed_answer_error(conn, 404, "not_found", "the feeds are at /feeds/<name>");
 	len = strlen(url + 7);
 	if (len > 7 && strcmp(url + 7 + len - 7, "/events") == 0)
 	{
@@ -427,7 +320,7 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (len == 0 || len >= SERVE_NAME_MAX ||
 		strspn(url + 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != len)
-		return answer_error(conn, 404, "not_found", "no such feed");
+		return cfeed_answer_error(conn, 404, "not_found", "no such feed");
 	memcpy(name, url + 7, len);
 	name[len] = '\0';
 	return start_feed_request(conn, name, events, con_cls);
@@ -455,7 +348,7 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 					req->stream ? "stream" : "fetch",
 					req->status, req->grant.label, cfeed_now_ms() - req->started_ms,
 					toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : ", closed by the client or an error");
-	free(req->out.data);
+	cfeed_stream_release(req);
 	free(req->cursors);
 	free(req->feed.shards);
 	free(req->feed.heads);

@@ -151,6 +151,8 @@ cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 {
 	c->known = true;
 	c->number = number;
+	req->event_bytes += len;
+	req->nevents++;
 	if (req->kind == REQ_SSE)
 	{
 		cfeed_buf_append(&req->out, "id: ", 4);
@@ -237,7 +239,7 @@ produce(ServeReq *req)
 		req->finished = true;
 		return true;
 	}
-	for (int i = 0; i < req->ncursors; i++)
+	for (int i = 0; i < req->ncursors && req->out.len < SERVE_CLIENT_BYTES; i++)
 	{
 		switch (cfeed_hub_take(req, &req->cursors[i]))
 		{
@@ -271,15 +273,64 @@ produce(ServeReq *req)
 }
 
 /*
+ * account
+ *		Count the change of req's output buffer in cfeed_metric_buffered.
+ */
+static void
+account(ServeReq *req)
+{
+	if (req->out.cap != req->accounted)
+	{
+		atomic_fetch_add(&cfeed_metric_buffered, (long) req->out.cap - (long) req->accounted);
+		req->accounted = req->out.cap;
+	}
+}
+
+/*
+ * cfeed_stream_page_limit
+ *		How many events a page read for req may hold: SERVE_MAX_PAGE, or
+ *		fewer when the events sent so far say that many would be well over
+ *		SERVE_CLIENT_BYTES (the read stops there anyway: fewer rows spare
+ *		the database the rest).
+ */
+int
+cfeed_stream_page_limit(const ServeReq *req)
+{
+	long long	fit;
+
+	if (req->nevents == 0 || req->event_bytes == 0)
+		return SERVE_MAX_PAGE;
+	fit = SERVE_CLIENT_BYTES / (req->event_bytes / req->nevents + 1) + 1;
+	return fit < SERVE_MAX_PAGE ? (int) fit : SERVE_MAX_PAGE;
+}
+
+/*
+ * cfeed_stream_release
+ *		Free req's output buffer (the request is done).
+ */
+void
+cfeed_stream_release(ServeReq *req)
+{
+	free(req->out.data);
+	memset(&req->out, 0, sizeof(req->out));
+	req->out_off = 0;
+	account(req);
+}
+
+/*
  * cfeed_stream_read
  *		libmicrohttpd's content reader of a streaming response (cls is the
  *		ServeReq).  Returns bytes copied, 0 after suspending the connection,
- *		or the end of the stream.
+ *		or the end of the stream.  Nothing new is produced before what was
+ *		produced is handed out, and a buffer grown past SERVE_CLIENT_BYTES
+ *		is freed once empty: a client that does not read holds about
+ *		SERVE_CLIENT_BYTES at most (plus its socket's buffers).
  */
 ssize_t
 cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	ServeReq   *req = cls;
+	ssize_t		ret;
 
 	(void) pos;
 	for (;;)
@@ -294,14 +345,25 @@ cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			req->out_off += n;
 			if (req->out_off == req->out.len)
 			{
+				if (req->out.cap > SERVE_CLIENT_BYTES)
+					cfeed_stream_release(req);
 				cfeed_buf_reset(&req->out);
 				req->out_off = 0;
 			}
-			return (ssize_t) n;
+			ret = (ssize_t) n;
+			break;
 		}
 		if (req->finished)
-			return MHD_CONTENT_READER_END_OF_STREAM;
+		{
+			ret = MHD_CONTENT_READER_END_OF_STREAM;
+			break;
+		}
 		if (!produce(req))
-			return 0;
+		{
+			ret = 0;
+			break;
+		}
 	}
+	account(req);
+	return ret;
 }

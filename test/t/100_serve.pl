@@ -59,6 +59,16 @@ sub number_of
 	return $position =~ s/\@\d+$//r;
 }
 
+# Wait until a streaming client has its first line (its request was
+# answered), collecting what it prints.
+sub wait_streaming
+{
+	my ($h, $out) = @_;
+	my $until = time + 30;
+	$h->pump_nb, usleep(20_000) while $$out !~ /\n/ && time < $until;
+	return;
+}
+
 # Wait until every committed change is stamped (the sweeper runs).
 sub wait_stamped
 {
@@ -252,6 +262,51 @@ $r = http_get("$url/nosuch", 'all-0123456789abcdefgh');
 is($r->{status}, 403, 'a * token, a missing feed: 403');
 is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a feed the token does not list');
 
+# --- a client that never reads holds a bounded buffer, shown in /metrics
+# (issue 30 item 9: it held a whole 1000-event page, ~2.35 MB with 2 KB rows)
+{
+	my $all = 'all-0123456789abcdefgh';
+	$node->safe_psql('postgres', q{
+		select cfeed.create_feed('wide', 1, 6);
+		create table wide (id int primary key, pad text);
+		select cfeed.track('wide', 6);
+		insert into wide select g, repeat('x', 2000) from generate_series(1, 6000) g;
+	});
+	wait_stamped();
+	my $pid = $gw->{handle}{KIDS}[0]{PID};
+	my $rss = sub { slurp_file("/proc/$pid/status") =~ /^VmRSS:\s*(\d+)/m ? $1 : 0 };
+	my $buffered = sub {
+		http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_client_buffer_bytes (\d+)$/m ? $1 : -1;
+	};
+	my $sent = sub { http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_events_sent_total (\d+)$/m ? $1 : -1 };
+	my $rss0 = $rss->();
+	my @idle;
+	for (1 .. 10)
+	{
+		my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $gw->{port}) or die "connect: $!";
+		print $sock "GET /feeds/wide?stream=y HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
+		  . "Authorization: Bearer $all\r\n\r\n";
+		push @idle, $sock;
+	}
+	# until the streams stall: the socket buffers are full, nothing more is sent
+	my ($before, $until) = (-2, time + 30);
+	while (time < $until)
+	{
+		my $now = $sent->();
+		last if $now == $before;
+		$before = $now;
+		usleep(700_000);
+	}
+	my $grew = $rss->() - $rss0;
+	my $held = $buffered->();
+	ok($held > 0 && $held <= 10 * 256 * 1024, "10 clients that do not read: $held bytes buffered, at most 256 KB each");
+	ok($grew < 12 * 1024, "and the gateway grew by $grew kB (a page each: ~23 MB)");
+	close $_ for @idle;
+	$until = time + 10;
+	usleep(100_000) while $buffered->() != 0 && time < $until;
+	is($buffered->(), 0, 'nothing buffered once they are gone');
+}
+
 # --- 410 after retention removed changes past a cursor
 $node->safe_psql('postgres', q{
 	select cfeed.publish(3, 0) from generate_series(1, 5);
@@ -341,7 +396,7 @@ for my $p (0, 1)
 my $old = decode_json(http_get("$url/orders", $alice)->{content})->{token};
 my $sout = '';
 my $stream = start_stream("$url/orders?token=$old&partition=0&cursor=_last&stream=y", $alice, \$sout);
-usleep(300_000);
+wait_streaming($stream, \$sout);
 $node->safe_psql('postgres', 'insert into cfeed.shard (feed_id, shard) values (1, 2)');
 $stream->finish;
 @lines = ndjson($sout);
@@ -399,7 +454,7 @@ my $tokr = decode_json(http_get("$url/orders", $alice)->{content})->{token};
 my $headr = $node->safe_psql('postgres', 'select cfeed.head(1, 0)');
 $sout = '';
 $stream = start_stream("$url/orders?token=$tokr&partition=0&cursor=$headr&stream=y", $alice, \$sout);
-usleep(300_000);
+wait_streaming($stream, \$sout);
 my $attempts = sub { scalar(() = slurp_file($gw->{log}) =~ /hub: could not connect/g) };
 $stream->pump_nb;
 $node->stop('fast');
@@ -530,7 +585,7 @@ my $surl = "$sgw->{url}/feeds/other";
 my $stok = decode_json(http_get($surl, $bob)->{content})->{token};
 $sout = '';
 $stream = start_stream("$surl?token=$stok&partition=0&cursor=_last&stream=4000", $bob, \$sout);
-usleep(500_000);
+wait_streaming($stream, \$sout);
 $node->safe_psql('postgres', 'select cfeed.publish(2, 0) from generate_series(1, 3)');
 $stream->finish;
 @data = map { $_->{data} } grep { $_->{data} } ndjson($sout);
@@ -540,7 +595,7 @@ like(slurp_file($sgw->{log}), qr/hot standby/, 'standby: the hub waits with cfee
 # --- graceful shutdown: an open stream ends with a final cursor
 $sout = '';
 $stream = start_stream("$surl?token=$stok&partition=0&cursor=_first&stream=y", $bob, \$sout);
-usleep(500_000);
+wait_streaming($stream, \$sout);
 stop_gateway($sgw);
 like(slurp_file($sgw->{log}), qr/info: stopped$/m, 'SIGTERM: the gateway stopped cleanly');
 $stream->finish;
