@@ -327,6 +327,7 @@ start_request(PGconn **conn, ServeReq *req)
 {
 	ServeCursor *c;
 	long long	head;
+	long long	asked_epoch;
 
 	if (!cfeed_feed_look_up(conn, req))
 		return;
@@ -351,10 +352,23 @@ start_request(PGconn **conn, ServeReq *req)
 	}
 	c = &req->cursors[0];
 	head = req->feed.heads[shard_index(req, c->shard)];
+	asked_epoch = c->epoch;
+
+	/*
+	 * A full page below the head is the same whenever it is read, so it may
+	 * be cached: its cursor line carries the epoch the request's cursor
+	 * named, not the one it was read in (a restart begins an epoch).  A
+	 * bare number is taken as of the current epoch, so its page, whose
+	 * cursor carries that epoch, is not.
+	 */
 	req->cacheable = !req->stream && c->known && c->number + req->page_size <= head &&
+		(!cfeed_serve_epochs || strchr(req->cursor_arg, '@') != NULL) &&
 		cfeed_serve_payload(req->feed.name) == NULL;
-	if (read_page(conn, req, c, req->stream ? cfeed_stream_page_limit(req) : req->page_size) >= 0)
-		cfeed_stream_cursor(req);
+	if (read_page(conn, req, c, req->stream ? cfeed_stream_page_limit(req) : req->page_size) < 0)
+		return;
+	if (req->cacheable)
+		c->epoch = asked_epoch;	/* not rewound: valid in that epoch */
+	cfeed_stream_cursor(req);
 }
 
 /*

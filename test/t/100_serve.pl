@@ -153,11 +153,16 @@ $r = http_get("$f&partition=0&cursor=_last", $alice);
 is_deeply([ map { { cursor => number_of($_->{cursor}) } } ndjson($r->{content}) ], [ { cursor => $start + $n0 } ],
 	'fetch _last: no event, the head as cursor');
 
-$r = http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice);
+my ($epoch0) = $lines[-1]{cursor} =~ /\@(\d+)$/;
+my $page1 = "$f&partition=0&cursor=$start\@$epoch0&pageSizeHint=1";
+$r = http_get($page1, $alice);
 @lines = ndjson($r->{content});
 is(scalar(grep { $_->{data} } @lines), 1, 'pageSizeHint=1: one event');
 is(number_of($lines[-1]{cursor}), $start + 1, 'pageSizeHint=1: its cursor');
 like($r->{headers}{'cache-control'}, qr/^private, max-age=\d+, immutable$/, 'a full page below the head is immutable');
+my $page1_body = $r->{content};
+is(http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice)->{headers}{'cache-control'}, 'no-store',
+	'but not for a bare number (its cursor carries the epoch it is read in)');
 $r = http_get("$f&partition=0&cursor=" . ($start + $n0 - 1) . "&pageSizeHint=5", $alice);
 is($r->{headers}{'cache-control'}, 'no-store', 'a page reaching the head is not cached');
 
@@ -484,6 +489,13 @@ $stream->kill_kill;
 is_deeply([ map { $_->{number} } @data ], [ $headr + 1 .. $headr + 3 ],
 	'a stream open across the database restart gets the changes after it');
 is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200 after the hub reconnected');
+
+# an immutable page is the same after the restart began a new epoch (issue
+# 30 item 9: its cursor line carried the new epoch)
+isnt($node->safe_psql('postgres', 'select cfeed.epoch()'), $epoch0, 'the restart began a new epoch');
+$r = http_get($page1 =~ s/token=[^&]+/token=$tokr/r, $alice);    # a shard was added since
+is($r->{content}, $page1_body, 'an immutable page is the same in the new epoch');
+like($r->{headers}{'cache-control'}, qr/immutable/, 'and still immutable');
 
 # --- a stream still catching up when the database goes down waits for its
 # retry, 500 ms later, instead of spinning the one HTTP thread until then.
