@@ -36,6 +36,7 @@
 #define SERVE_DEFAULT_PORT		8080
 #define SERVE_MAX_PAGE			1000	/* largest page of one read */
 #define SERVE_RETRY_MS			500		/* a stream's next read after the database was down */
+#define SERVE_SSE_RETRY_MS		1000	/* EventSource's reconnection delay */
 #define SERVE_DEFAULT_PAGE		100		/* fetch without pageSizeHint */
 #define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard */
 #define SERVE_NAME_MAX			64
@@ -172,6 +173,8 @@ typedef struct ServeReq
 	bool		stream;
 	long long	stream_ms;		/* 0 = forever (stream=y) */
 	bool		immutable_ok;	/* a fixed page: may be cached */
+	bool		told_to_retry;	/* SSE answered with retry only (the
+								 * database was not reachable) */
 
 	/* results of the start job */
 	ServeJob	job;
@@ -224,6 +227,7 @@ extern enum MHD_Result cfeed_answer_error(struct MHD_Connection *conn, int statu
 										  const char *error, const char *detail);
 extern enum MHD_Result cfeed_answer_stream(struct MHD_Connection *conn, ServeReq *req);
 extern enum MHD_Result cfeed_answer_preflight(struct MHD_Connection *conn);
+extern enum MHD_Result cfeed_answer_sse_retry(struct MHD_Connection *conn, const char *why);
 
 /* serve_gzip.c */
 extern bool cfeed_gzip_accepted(const char *header);

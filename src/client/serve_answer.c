@@ -162,6 +162,30 @@ cfeed_answer_stream(struct MHD_Connection *conn, ServeReq *req)
 }
 
 /*
+ * cfeed_answer_sse_retry
+ *		Answer an SSE request that cannot be served now (why: the database
+ *		is not reachable, or the gateway is shutting down): 200, an event
+ *		stream with the reconnection delay and a comment, ended at once.
+ *		EventSource reconnects after the delay with the same Last-Event-ID;
+ *		any answer but a 200 event stream (a 503) closes it for good.
+ */
+enum MHD_Result
+cfeed_answer_sse_retry(struct MHD_Connection *conn, const char *why)
+{
+	struct MHD_Response *resp;
+	ServeBuf	b = {0};
+
+	cfeed_buf_printf(&b, "retry: %d\n: %s; reconnect\n\n", SERVE_SSE_RETRY_MS, why);
+	resp = held_response(b.data, b.len);
+	free(b.data);
+	if (resp == NULL)
+		return MHD_NO;
+	add_common_headers(resp, "text/event-stream", false);
+	MHD_add_response_header(resp, "Cache-Control", "no-store");
+	return queue_response(conn, 200, resp);
+}
+
+/*
  * cfeed_answer_preflight
  *		CORS preflight (OPTIONS) for pages that send Authorization.
  */

@@ -199,20 +199,24 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 		case AUTH_OK:
 			break;
 	}
-	if (atomic_load(&cfeed_serve_stopping))
-		return cfeed_answer_error(conn, 503, "unavailable", "the gateway is shutting down");
-
 	req = cfeed_serve_alloc(sizeof(ServeReq));
 	req->conn = conn;
 	req->grant = grant;
 	req->started_ms = cfeed_now_ms();
 	snprintf(req->feed_name, sizeof(req->feed_name), "%s", name);
 	bad = parse_request(conn, req, events);
-	if (bad != NULL)
+	if (bad != NULL || atomic_load(&cfeed_serve_stopping))
 	{
+		bool		sse = req->kind == REQ_SSE;
+
 		free(req->last_event_id);
 		free(req);
-		return cfeed_answer_error(conn, 400, "bad_request", bad);
+		if (bad != NULL)
+			return cfeed_answer_error(conn, 400, "bad_request", bad);
+		if (!sse)
+			return cfeed_answer_error(conn, 503, "unavailable", "the gateway is shutting down");
+		atomic_fetch_add(&cfeed_metric_requests, 1);
+		return cfeed_answer_sse_retry(conn, "the gateway is shutting down");
 	}
 	*con_cls = req;
 	atomic_fetch_add(&active, 1);
@@ -234,6 +238,12 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 
 	req->queued = true;
 	atomic_fetch_add(&cfeed_metric_requests, 1);
+	if (req->kind == REQ_SSE && req->status == 503)
+	{
+		req->status = 200;
+		req->told_to_retry = true;
+		return cfeed_answer_sse_retry(conn, "the database is not reachable");
+	}
 	if (req->status != 200 || !req->stream)
 	{
 		const char *type = req->status == 200 && req->kind == REQ_FETCH ?
@@ -347,6 +357,7 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 					req->kind == REQ_SSE ? "sse" : req->kind == REQ_DISCOVERY ? "discovery" :
 					req->stream ? "stream" : "fetch",
 					req->status, req->grant.label, cfeed_now_ms() - req->started_ms,
+					req->told_to_retry ? ", told to retry: the database is not reachable" :
 					toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : ", closed by the client or an error");
 	cfeed_stream_release(req);
 	free(req->cursors);

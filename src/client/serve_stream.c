@@ -201,7 +201,7 @@ cfeed_stream_cursor(ServeReq *req)
 void
 cfeed_stream_position(ServeReq *req)
 {
-	cfeed_buf_printf(&req->out, "retry: 1000\nid: ");
+	cfeed_buf_printf(&req->out, "retry: %d\nid: ", SERVE_SSE_RETRY_MS);
 	append_sse_id(req, &req->out);
 	cfeed_buf_append(&req->out, "\n\n", 2);
 }
