@@ -32,8 +32,10 @@
  * reading pool.
  *
  * The hub also re-checks the shard lists of followed feeds every
- * --refresh-ms: when a feed's FeedAPI token changes, its FeedAPI streams
- * end (with a final cursor), and the next fetch gets 409.
+ * --refresh-ms: when a feed's FeedAPI token changes, its streams end (a
+ * FeedAPI stream with a final cursor, and the next fetch gets 409; an SSE
+ * stream with a final id, from which the browser reconnects and gets the
+ * new shards).
  *
  * Other threads wake the hub through a pipe (cfeed_hub_kick).  Locking:
  * serve_hub.h.
@@ -367,7 +369,7 @@ refresh_tokens(PGconn *conn)
 	PQclear(res);
 	if (changed)
 	{
-		cfeed_serve_log(LOG_INFO, "hub: the shards of a followed feed changed; ending its FeedAPI streams");
+		cfeed_serve_log(LOG_INFO, "hub: the shards of a followed feed changed; ending its streams");
 		(void) cfeed_hub_wake(false);
 	}
 	return true;

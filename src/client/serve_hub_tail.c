@@ -99,8 +99,8 @@ should_wake(ServeReq *req, long long now)
 			(!c->known || c->epoch < h->epoch ||
 			 (c->epoch == h->epoch && c->number < h->base)))
 			return true;		/* a catch-up read */
-		if (req->kind == REQ_FETCH && i == 0 && strcmp(h->token, req->feed.token) != 0)
-			return true;
+		if (i == 0 && strcmp(h->token, req->feed.token) != 0)
+			return true;		/* the feed's shards changed: end */
 	}
 	return false;
 }
@@ -327,7 +327,8 @@ cfeed_hub_forget(ServeReq *req)
 
 /*
  * cfeed_hub_token_current
- *		Whether a FeedAPI stream's token is still its feed's token.
+ *		Whether a stream's token is still its feed's token (its shards did
+ *		not change).
  */
 bool
 cfeed_hub_token_current(const ServeReq *req)

@@ -10,8 +10,12 @@
  * each followed shard, sends a catch-up read to the pool when a cursor is
  * below the tail, and otherwise suspends the connection in the hub, which
  * resumes it when a followed shard gets new events, when a heartbeat or
- * the stream's end is due, or at shutdown.  Ending a FeedAPI stream always
- * writes a final cursor line.
+ * the stream's end is due, or at shutdown.  A stream ends at its
+ * stream=<ms>, at shutdown, and when its feed's shards change (the hub
+ * notices): a FeedAPI stream with a final cursor line (the next fetch gets
+ * 409), an SSE stream with a final id-only event, from which the browser
+ * reconnects and gets the new shards (a shard its Last-Event-ID does not
+ * list is read from the beginning).
  *
  * Positions: a position is "number@epoch" when the database has feed
  * epochs (docs/replication.md), else the number; a number given without an
@@ -194,6 +198,20 @@ cfeed_stream_cursor(ServeReq *req)
 }
 
 /*
+ * append_id_event
+ *		Append an SSE event with req's position as its id and no data: the
+ *		browser takes the id (and reconnects from it) without an event
+ *		being dispatched.  Sent first, and last when the stream ends.
+ */
+static void
+append_id_event(ServeReq *req)
+{
+	cfeed_buf_append(&req->out, "id: ", 4);
+	append_sse_id(req, &req->out);
+	cfeed_buf_append(&req->out, "\n\n", 2);
+}
+
+/*
  * cfeed_stream_position
  *		Start an SSE stream: the reconnection delay and an id-only event
  *		with the starting position.
@@ -201,9 +219,8 @@ cfeed_stream_cursor(ServeReq *req)
 void
 cfeed_stream_position(ServeReq *req)
 {
-	cfeed_buf_printf(&req->out, "retry: %d\nid: ", SERVE_SSE_RETRY_MS);
-	append_sse_id(req, &req->out);
-	cfeed_buf_append(&req->out, "\n\n", 2);
+	cfeed_buf_printf(&req->out, "retry: %d\n", SERVE_SSE_RETRY_MS);
+	append_id_event(req);
 }
 
 /*
@@ -233,9 +250,12 @@ produce(ServeReq *req)
 
 	if (req->closing || atomic_load(&cfeed_serve_stopping) ||
 		(req->deadline_ms > 0 && now >= req->deadline_ms) ||
-		(req->kind == REQ_FETCH && !cfeed_hub_token_current(req)))
+		!cfeed_hub_token_current(req))
 	{
-		cfeed_stream_cursor(req);
+		if (req->kind == REQ_SSE)
+			append_id_event(req);
+		else
+			cfeed_stream_cursor(req);
 		req->finished = true;
 		return true;
 	}

@@ -397,15 +397,31 @@ for my $p (0, 1)
 		'gzip;q=0: no gzip');
 }
 
-# --- 409 after a shard is added; a stream with the old token ends with a cursor
+# --- 409 after a shard is added; a stream with the old token ends with a
+# cursor, an SSE stream with a final id (issue 30 item 4: it went on, and
+# never got the new shard's changes)
 my $old = decode_json(http_get("$url/orders", $alice)->{content})->{token};
 my $sout = '';
 my $stream = start_stream("$url/orders?token=$old&partition=0&cursor=_last&stream=y", $alice, \$sout);
 wait_streaming($stream, \$sout);
+my $sse_out = '';
+my $sse = start_stream("$url/orders?cursor=_last", $alice, \$sse_out, Accept => 'text/event-stream');
+wait_streaming($sse, \$sse_out);
 $node->safe_psql('postgres', 'insert into cfeed.shard (feed_id, shard) values (1, 2)');
 $stream->finish;
 @lines = ndjson($sout);
 ok(defined $lines[-1]{cursor}, 'stream with a token made stale ends with a final cursor');
+my $sse_until = time + 20;
+$sse->pump_nb, usleep(20_000) while $sse->pumpable && time < $sse_until;
+ok(!$sse->pumpable, 'an SSE stream ends when the shards change');
+$sse->kill_kill if $sse->pumpable;
+my (undef, $sse_id) = sse_events($sse_out);
+like($sse_id // '', qr/^0:\d+\@\d+,1:\d+\@\d+$/, 'with a final id of the shards it streamed');
+$node->safe_psql('postgres', 'select cfeed.publish(1, 2)');
+wait_stamped();
+$r = http_get("$url/orders?stream=1500", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => $sse_id // '');
+my ($sse_new) = sse_events($r->{content});
+is(join(',', map { $_->{data}{shard} } @$sse_new), '2', 'reconnected from that id, it gets the new shard');
 is(http_get("$url/orders?token=$old&partition=0&cursor=_first", $alice)->{status}, 409, 'fetch after shards were added: 409');
 $disc = decode_json(http_get("$url/orders", $alice)->{content});
 is(scalar @{ $disc->{partitions} }, 3, 'discovery shows the new partition');
