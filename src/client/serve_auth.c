@@ -144,7 +144,7 @@ parse_line(TokenSet *set, char *line, int lineno)
  *		Read the token file into a new set.  NULL, with the reason in err
  *		(naming the line, never its token), when it cannot be read or a
  *		line is malformed.  Warnings (a file readable by others, no token)
- *		go to warn, one per call, or "" when none.
+ *		go to warn, "" when none.
  */
 static TokenSet *
 read_set(const char *path, char *err, size_t errsize, char *warn, size_t warnsize)
@@ -176,8 +176,10 @@ read_set(const char *path, char *err, size_t errsize, char *warn, size_t warnsiz
 	}
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
 		snprintf(warn, warnsize, "token file \"%s\" is readable by others; chmod 600 it", path);
-	else if (set->ntokens == 0)
-		snprintf(warn, warnsize, "token file \"%s\" has no token; every feed request gets 401", path);
+	if (set->ntokens == 0)
+		snprintf(warn + strlen(warn), warnsize - strlen(warn),
+				 "%stoken file \"%s\" has no token; every feed request gets 401",
+				 warn[0] ? "; " : "", path);
 	fclose(f);
 	for (int i = 0; i < set->ntokens; i++)
 		if (strcmp(set->tokens[i].secret, "-") == 0)
