@@ -326,7 +326,8 @@ cfeed_stream_page_limit(const ServeReq *req)
 
 /*
  * cfeed_stream_release
- *		Free req's output buffer (the request is done).
+ *		Free req's output buffer (the request is done, or the buffer is
+ *		empty and larger than SERVE_CLIENT_BYTES).  The HTTP thread only.
  */
 void
 cfeed_stream_release(ServeReq *req)
@@ -342,15 +343,16 @@ cfeed_stream_release(ServeReq *req)
  *		libmicrohttpd's content reader of a streaming response (cls is the
  *		ServeReq).  Returns bytes copied, 0 after suspending the connection,
  *		or the end of the stream.  Nothing new is produced before what was
- *		produced is handed out, and a buffer grown past SERVE_CLIENT_BYTES
- *		is freed once empty: a client that does not read holds about
- *		SERVE_CLIENT_BYTES at most (plus its socket's buffers).
+ *		produced is handed out, production stops at SERVE_CLIENT_BYTES, and
+ *		a buffer grown past that is freed once empty: a client that does not
+ *		read holds a buffer of at most about twice SERVE_CLIENT_BYTES (it
+ *		grows by doubling), besides its socket's.  The buffer is counted on
+ *		this thread, never while a pool thread has req.
  */
 ssize_t
 cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	ServeReq   *req = cls;
-	ssize_t		ret;
 
 	(void) pos;
 	for (;;)
@@ -370,20 +372,13 @@ cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 				cfeed_buf_reset(&req->out);
 				req->out_off = 0;
 			}
-			ret = (ssize_t) n;
-			break;
+			account(req);
+			return (ssize_t) n;
 		}
 		if (req->finished)
-		{
-			ret = MHD_CONTENT_READER_END_OF_STREAM;
-			break;
-		}
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		account(req);			/* produce may hand req to a pool thread */
 		if (!produce(req))
-		{
-			ret = 0;
-			break;
-		}
+			return 0;
 	}
-	account(req);
-	return ret;
 }
