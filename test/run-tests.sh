@@ -176,7 +176,7 @@ run_local() {
 	unset LC_ALL LC_COLLATE LC_CTYPE LC_MONETARY LC_NUMERIC LC_TIME LANGUAGE
 	export LANG=C.UTF-8
 	install_missing build-essential "postgresql-$m" "postgresql-server-dev-$m" libipc-run-perl libpq-dev pgbouncer \
-		libmicrohttpd-dev libjansson-dev chromium
+		libmicrohttpd-dev libjansson-dev zlib1g-dev chromium
 	install_available prometheus-sql-exporter
 
 	# The tests run as postgres and write into the tree: work on a copy when

@@ -1,14 +1,15 @@
 /*
  * src/client/serve.c
  *		`cfeed serve`: options, start-up, logging, small buffers, and the
- *		graceful shutdown on SIGTERM/SIGINT.
+ *		graceful shutdown on SIGTERM/SIGINT, the token file's reload on SIGHUP.
  *
  * Start-up: parse the options, load the token file, connect once to check
  * the database, whether it has feed epochs (cursors then carry one), and
  * resolve the --payload relations, start the reading pool
  * and the hub, then the HTTP daemon.  The main thread then only waits for a
  * signal (sigwait: the signals are blocked in every thread, so no handler
- * runs and no query is cancelled behind a thread's back).
+ * runs and no query is cancelled behind a thread's back): SIGHUP reloads
+ * the token file, SIGTERM and SIGINT shut down.
  *
  * Shutdown: stop accepting connections, wake every streaming request (each
  * ends its response with a final cursor), wait up to --shutdown-ms for the
@@ -316,11 +317,11 @@ cfeed_serve_strdup(const char *s)
 }
 
 /*
- * cfeed_buf_append
- *		Append len bytes to b (kept NUL-terminated).
+ * cfeed_buf_reserve
+ *		Make room in b for len more bytes and a NUL.
  */
 void
-cfeed_buf_append(ServeBuf *b, const char *data, size_t len)
+cfeed_buf_reserve(ServeBuf *b, size_t len)
 {
 	if (b->len + len + 1 > b->cap)
 	{
@@ -333,6 +334,16 @@ cfeed_buf_append(ServeBuf *b, const char *data, size_t len)
 			cfeed_serve_oom();
 		b->cap = cap;
 	}
+}
+
+/*
+ * cfeed_buf_append
+ *		Append len bytes to b (kept NUL-terminated).
+ */
+void
+cfeed_buf_append(ServeBuf *b, const char *data, size_t len)
+{
+	cfeed_buf_reserve(b, len);
 	memcpy(b->data + b->len, data, len);
 	b->len += len;
 	b->data[b->len] = '\0';
@@ -470,17 +481,18 @@ int
 cfeed_serve_main(int argc, char **argv)
 {
 	struct MHD_Daemon *daemon;
-	sigset_t	stop_signals;
+	sigset_t	signals;
 	int			signo = 0;
 
 	parse_options(argc, argv);
 	cfeed_auth_load(cfeed_serve_opts.tokens_file);
 
 	/* Every thread inherits the blocked mask; the main thread sigwaits. */
-	sigemptyset(&stop_signals);
-	sigaddset(&stop_signals, SIGINT);
-	sigaddset(&stop_signals, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	sigemptyset(&signals);
+	sigaddset(&signals, SIGINT);
+	sigaddset(&signals, SIGTERM);
+	sigaddset(&signals, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	check_database();
@@ -497,8 +509,15 @@ cfeed_serve_main(int argc, char **argv)
 					cfeed_serve_opts.tls_cert ? "https" : "http",
 					cfeed_serve_opts.listen_addr, cfeed_serve_opts.port);
 
-	while (sigwait(&stop_signals, &signo) != 0 || (signo != SIGINT && signo != SIGTERM))
-		;
+	for (;;)
+	{
+		if (sigwait(&signals, &signo) != 0)
+			continue;
+		if (signo == SIGINT || signo == SIGTERM)
+			break;
+		if (signo == SIGHUP)
+			cfeed_auth_reload(cfeed_serve_opts.tokens_file);
+	}
 	shut_down(daemon);
 	return CFEED_EXIT_OK;
 }

@@ -14,7 +14,8 @@
  *	   reads each new batch of a followed shard once, into a bounded
  *	   in-memory tail that every streaming client at the head of that shard
  *	   takes from (serve_hub_tail.c);
- *	 - the main thread waits for SIGTERM/SIGINT and shuts down (serve.c).
+ *	 - the main thread waits for signals: SIGHUP reloads the token file,
+ *	   SIGTERM/SIGINT shut down (serve.c).
  *
  * Ownership of a ServeReq: the HTTP thread owns it, except while it is
  * suspended waiting for a pool job (then the pool thread owns it until it
@@ -35,6 +36,7 @@
 #define SERVE_DEFAULT_PORT		8080
 #define SERVE_MAX_PAGE			1000	/* largest page of one read */
 #define SERVE_RETRY_MS			500		/* a stream's next read after the database was down */
+#define SERVE_SSE_RETRY_MS		1000	/* EventSource's reconnection delay */
 #define SERVE_DEFAULT_PAGE		100		/* fetch without pageSizeHint */
 #define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard */
 #define SERVE_NAME_MAX			64
@@ -42,6 +44,12 @@
 #define SERVE_HINT_QUIET_MS		20		/* hints after a read that found
 										 * nothing wait this long */
 #define SERVE_STANDBY_POLL_MS	50
+#define SERVE_GZIP_MIN			1024	/* smaller answers are sent as they are */
+#define SERVE_CLIENT_BYTES		(128 * 1024)	/* a client's unsent output:
+												 * pages and takes stop here */
+
+/* The detail of every 403 a token gets for a feed it may not read. */
+#define CFEED_SERVE_FORBIDDEN	"this token may not read this feed"
 
 /* Log levels (--log-level). */
 typedef enum ServeLogLevel
@@ -93,15 +101,21 @@ typedef struct ServeBuf
 	size_t		cap;
 } ServeBuf;
 
-/* What a token may read (serve_auth.c). */
-typedef struct ServeToken
+/* What the token file decided for a request (serve_auth.c). */
+typedef enum ServeAuth
 {
-	char	   *secret;
-	char	   *label;			/* logged instead of the secret */
-	bool		all_feeds;
-	char	  **feeds;
-	int			nfeeds;
-} ServeToken;
+	AUTH_OK,
+	AUTH_UNKNOWN,				/* no such token: 401 */
+	AUTH_FORBIDDEN				/* the token may not read the feed: 403 */
+} ServeAuth;
+
+/* A request's token, as authorized (a copy: the file may be reloaded). */
+typedef struct ServeGrant
+{
+	char		label[SERVE_NAME_MAX];	/* logged instead of the token */
+	bool		all_feeds;		/* a * token */
+	bool		public_feed;	/* the feed is readable without a token */
+} ServeGrant;
 
 /* The feed a request is about, as looked up by a pool thread. */
 typedef struct ServeFeed
@@ -114,6 +128,7 @@ typedef struct ServeFeed
 	int		   *shards;
 	long long  *heads;			/* each shard's head when looked up */
 	long long	epoch;			/* the feed epoch, read before the heads */
+	bool		on_standby;		/* read from a hot standby */
 } ServeFeed;
 
 /* Position of a request in one shard. */
@@ -146,7 +161,7 @@ typedef struct ServeReq
 	struct MHD_Connection *conn;
 	ServeKind	kind;
 	char		feed_name[SERVE_NAME_MAX];
-	const ServeToken *token;
+	ServeGrant	grant;
 
 	/* request parameters */
 	char		api_token[40];
@@ -158,6 +173,8 @@ typedef struct ServeReq
 	bool		stream;
 	long long	stream_ms;		/* 0 = forever (stream=y) */
 	bool		immutable_ok;	/* a fixed page: may be cached */
+	bool		told_to_retry;	/* SSE answered with retry only (the
+								 * database was not reachable) */
 
 	/* results of the start job */
 	ServeJob	job;
@@ -178,6 +195,9 @@ typedef struct ServeReq
 	long long	started_ms;
 	ServeBuf	out;			/* bytes not yet handed to MHD */
 	size_t		out_off;
+	size_t		accounted;		/* out.cap counted in cfeed_metric_buffered */
+	long long	event_bytes;	/* size of the events sent so far ... */
+	long long	nevents;		/* ... and their number */
 	struct ServeReq *next_waiting;	/* waiting in the hub (hub lock) */
 } ServeReq;
 
@@ -187,6 +207,7 @@ extern void cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
 extern void cfeed_serve_oom(void) __attribute__((noreturn));
 extern void *cfeed_serve_alloc(size_t size);
 extern char *cfeed_serve_strdup(const char *s);
+extern void cfeed_buf_reserve(ServeBuf *b, size_t len);
 extern void cfeed_buf_append(ServeBuf *b, const char *data, size_t len);
 extern void cfeed_buf_printf(ServeBuf *b, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
@@ -198,11 +219,25 @@ extern struct MHD_Daemon *cfeed_http_start(void);
 extern void cfeed_http_resume(ServeReq *req);
 extern int	cfeed_http_active(void);
 
+/* serve_answer.c */
+extern enum MHD_Result cfeed_answer_buffer(struct MHD_Connection *conn, int status,
+										   const char *type, const char *body,
+										   size_t len, const char *cache);
+extern enum MHD_Result cfeed_answer_error(struct MHD_Connection *conn, int status,
+										  const char *error, const char *detail);
+extern enum MHD_Result cfeed_answer_stream(struct MHD_Connection *conn, ServeReq *req);
+extern enum MHD_Result cfeed_answer_preflight(struct MHD_Connection *conn);
+extern enum MHD_Result cfeed_answer_sse_retry(struct MHD_Connection *conn, const char *why);
+
+/* serve_gzip.c */
+extern bool cfeed_gzip_accepted(const char *header);
+extern bool cfeed_gzip(const char *data, size_t len, ServeBuf *out);
+
 /* serve_auth.c */
 extern void cfeed_auth_load(const char *path);
-extern const ServeToken *cfeed_auth_lookup(const char *secret);
-extern bool cfeed_auth_anonymous(void);
-extern bool cfeed_auth_may_read(const ServeToken *token, const char *feed);
+extern void cfeed_auth_reload(const char *path);
+extern ServeAuth cfeed_auth_check(const char *secret, const char *feed,
+								  ServeGrant *grant);
 
 /* serve_pool.c */
 extern void cfeed_pool_start(int nthreads);
@@ -210,20 +245,29 @@ extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
 extern void cfeed_pool_stop(void);
 extern PGconn *cfeed_serve_connect(const char *who);
 
-/* serve_feedapi.c */
-extern void cfeed_feedapi_run(PGconn **conn, ServeReq *req);
+/* serve_feed.c */
 extern void cfeed_feedapi_error(ServeReq *req, int status, const char *error,
 								const char *detail);
 extern void cfeed_feedapi_token(int feed_id, const char *shard_list,
 								char *token, size_t size);
 extern char *cfeed_feedapi_read_sql(const char *feed);
+extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
+extern void cfeed_feed_hidden(ServeReq *req, int status, const char *error,
+							  const char *detail);
+extern void cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res);
+extern bool cfeed_feed_look_up(PGconn **conn, ServeReq *req);
+extern void cfeed_feed_discovery(PGconn **conn, ServeReq *req);
+
+/* serve_feedapi.c */
+extern void cfeed_feedapi_run(PGconn **conn, ServeReq *req);
 extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
 									const char *feed, int shard,
 									const long long *after, int limit);
-extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
 
 /* serve_stream.c */
 extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+extern void cfeed_stream_release(ServeReq *req);
+extern int	cfeed_stream_page_limit(const ServeReq *req);
 extern void cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 							   long long stamped_ms, const char *json, size_t len,
 							   bool live);
@@ -256,6 +300,7 @@ extern void cfeed_hub_metrics(ServeBuf *b);
 extern atomic_long cfeed_metric_clients;
 extern atomic_long cfeed_metric_events;
 extern atomic_long cfeed_metric_requests;
+extern atomic_long cfeed_metric_buffered;
 extern void cfeed_metrics_latency(long long stamped_ms);
 extern void cfeed_metrics_render(ServeBuf *b);
 

@@ -1,7 +1,7 @@
 /*
  * src/client/serve_http.c
  *		The HTTP side of `cfeed serve` (libmicrohttpd): the daemon, routing,
- *		authorization, request parameters and the responses.
+ *		authorization and request parameters (the answers: serve_answer.c).
  *
  * Every callback runs on libmicrohttpd's polling thread and never waits
  * for the database.  A request to /feeds/<name> is authorized first (the
@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -29,6 +30,14 @@
 #include "serve.h"
 
 static atomic_int active;
+
+/*
+ * The con_cls of a request between the access handler's first call (its
+ * headers) and the call after its body: libmicrohttpd closes a connection
+ * whose response was queued in the first call (the body might be unread),
+ * so nothing is answered before the second.
+ */
+static char headers_seen;
 
 /*
  * read_file
@@ -53,74 +62,6 @@ read_file(const char *path)
 	fclose(f);
 	cfeed_buf_append(&b, "", 0);
 	return b.data;
-}
-
-/*
- * add_common_headers
- *		CORS (--allow-origin) and the content type.
- */
-static void
-add_common_headers(struct MHD_Response *resp, const char *type)
-{
-	MHD_add_response_header(resp, "Content-Type", type);
-	if (cfeed_serve_opts.allow_origin != NULL)
-	{
-		MHD_add_response_header(resp, "Access-Control-Allow-Origin", cfeed_serve_opts.allow_origin);
-		MHD_add_response_header(resp, "Vary", "Origin");
-	}
-}
-
-/*
- * queue_response
- *		Queue resp with status, and release it (libmicrohttpd keeps its own
- *		reference while it sends it).
- */
-static enum MHD_Result
-queue_response(struct MHD_Connection *conn, int status, struct MHD_Response *resp)
-{
-	enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-
-	MHD_destroy_response(resp);
-	return ret;
-}
-
-/*
- * answer_buffer
- *		Queue a complete answer with the given status, type and body.
- */
-static enum MHD_Result
-answer_buffer(struct MHD_Connection *conn, int status, const char *type,
-			  const char *body, size_t len, const char *cache)
-{
-	struct MHD_Response *resp;
-
-	resp = MHD_create_response_from_buffer(len, (void *) body, MHD_RESPMEM_MUST_COPY);
-	if (resp == NULL)
-		return MHD_NO;
-	add_common_headers(resp, type);
-	MHD_add_response_header(resp, "Cache-Control", cache);
-	if (status == 401)
-		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"cfeed\"");
-	return queue_response(conn, status, resp);
-}
-
-/*
- * answer_error
- *		Queue a JSON error without a request (routing, authorization and
- *		parameter errors).
- */
-static enum MHD_Result
-answer_error(struct MHD_Connection *conn, int status, const char *error, const char *detail)
-{
-	ServeReq	tmp;
-	enum MHD_Result ret;
-
-	memset(&tmp, 0, sizeof(tmp));
-	cfeed_feedapi_error(&tmp, status, error, detail);
-	ret = answer_buffer(conn, status, "application/json", tmp.out.data, tmp.out.len, "no-store");
-	free(tmp.out.data);
-	atomic_fetch_add(&cfeed_metric_requests, 1);
-	return ret;
 }
 
 /*
@@ -244,29 +185,38 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 				   void **con_cls)
 {
 	const char *secret = bearer_secret(conn);
-	const ServeToken *token = cfeed_auth_lookup(secret);
+	ServeGrant	grant;
 	ServeReq   *req;
 	const char *bad;
 
-	if (token == NULL)
-		return answer_error(conn, 401, "unauthorized",
-							secret ? "unknown token" : "a bearer token is required");
-	if (!cfeed_auth_may_read(token, name))
-		return answer_error(conn, 403, "forbidden", "this token may not read this feed");
-	if (atomic_load(&cfeed_serve_stopping))
-		return answer_error(conn, 503, "unavailable", "the gateway is shutting down");
-
+	switch (cfeed_auth_check(secret, name, &grant))
+	{
+		case AUTH_UNKNOWN:
+			return cfeed_answer_error(conn, 401, "unauthorized",
+								secret ? "unknown token" : "a bearer token is required");
+		case AUTH_FORBIDDEN:
+			return cfeed_answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
+		case AUTH_OK:
+			break;
+	}
 	req = cfeed_serve_alloc(sizeof(ServeReq));
 	req->conn = conn;
-	req->token = token;
+	req->grant = grant;
 	req->started_ms = cfeed_now_ms();
 	snprintf(req->feed_name, sizeof(req->feed_name), "%s", name);
 	bad = parse_request(conn, req, events);
-	if (bad != NULL)
+	if (bad != NULL || atomic_load(&cfeed_serve_stopping))
 	{
+		bool		sse = req->kind == REQ_SSE;
+
 		free(req->last_event_id);
 		free(req);
-		return answer_error(conn, 400, "bad_request", bad);
+		if (bad != NULL)
+			return cfeed_answer_error(conn, 400, "bad_request", bad);
+		if (!sse)
+			return cfeed_answer_error(conn, 503, "unavailable", "the gateway is shutting down");
+		atomic_fetch_add(&cfeed_metric_requests, 1);
+		return cfeed_answer_sse_retry(conn, "the gateway is shutting down");
 	}
 	*con_cls = req;
 	atomic_fetch_add(&active, 1);
@@ -283,11 +233,17 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 static enum MHD_Result
 answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 {
-	struct MHD_Response *resp;
 	char		cache[96];
+	enum MHD_Result ret;
 
 	req->queued = true;
 	atomic_fetch_add(&cfeed_metric_requests, 1);
+	if (req->kind == REQ_SSE && req->status == 503)
+	{
+		req->status = 200;
+		req->told_to_retry = true;
+		return cfeed_answer_sse_retry(conn, "the database is not reachable");
+	}
 	if (req->status != 200 || !req->stream)
 	{
 		const char *type = req->status == 200 && req->kind == REQ_FETCH ?
@@ -295,12 +251,13 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 
 		if (req->cacheable)
 			snprintf(cache, sizeof(cache), "%s, max-age=%d, immutable",
-					 cfeed_auth_anonymous() && cfeed_auth_may_read(cfeed_auth_lookup(NULL), req->feed_name) ?
-					 "public" : "private", cfeed_serve_opts.max_age_s);
+					 req->grant.public_feed ? "public" : "private", cfeed_serve_opts.max_age_s);
 		else
 			snprintf(cache, sizeof(cache), "no-store");
-		return answer_buffer(conn, req->status, type, req->out.data ? req->out.data : "",
-							 req->out.len, cache);
+		ret = cfeed_answer_buffer(conn, req->status, type, req->out.data ? req->out.data : "",
+								  req->out.len, cache);
+		cfeed_stream_release(req);	/* the answer holds a copy */
+		return ret;
 	}
 
 	for (int i = 0; i < req->ncursors; i++)
@@ -308,31 +265,7 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 	req->next_beat_ms = cfeed_now_ms() + cfeed_serve_opts.heartbeat_ms;
 	if (req->stream_ms > 0)
 		req->deadline_ms = cfeed_now_ms() + req->stream_ms;
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, cfeed_stream_read, req, NULL);
-	if (resp == NULL)
-		return MHD_NO;
-	add_common_headers(resp, req->kind == REQ_SSE ? "text/event-stream" : "application/x-ndjson");
-	MHD_add_response_header(resp, "Cache-Control", "no-store");
-	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	return queue_response(conn, 200, resp);
-}
-
-/*
- * answer_preflight
- *		CORS preflight (OPTIONS) for pages that send Authorization.
- */
-static enum MHD_Result
-answer_preflight(struct MHD_Connection *conn)
-{
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-
-	if (resp == NULL)
-		return MHD_NO;
-	add_common_headers(resp, "text/plain");
-	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET");
-	MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Last-Event-ID");
-	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-	return queue_response(conn, 204, resp);
+	return cfeed_answer_stream(conn, req);
 }
 
 /*
@@ -353,19 +286,29 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 	(void) cls;
 	(void) version;
 	(void) upload_data;
-	*upload_data_size = 0;
-	if (req != NULL)
+	if (req == NULL)
+	{
+		*con_cls = &headers_seen;	/* answered after the body (keep-alive) */
+		return MHD_YES;
+	}
+	if (*upload_data_size != 0)
+	{
+		*upload_data_size = 0;	/* a body is ignored */
+		return MHD_YES;
+	}
+	if ((void *) req != (void *) &headers_seen)
 		return req->queued ? MHD_YES : answer_feed_request(conn, req);
+	*con_cls = NULL;
 	if (strcmp(method, "OPTIONS") == 0 && cfeed_serve_opts.allow_origin != NULL)
-		return answer_preflight(conn);
+		return cfeed_answer_preflight(conn);
 	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-		return answer_error(conn, 405, "method_not_allowed", "only GET is served");
+		return cfeed_answer_error(conn, 405, "method_not_allowed", "only GET is served");
 	if (strcmp(url, "/healthz") == 0)
 	{
 		bool		ok = cfeed_hub_healthy();
 		const char *body = ok ? "{\"status\":\"ok\"}\n" : "{\"status\":\"database unreachable\"}\n";
 
-		return answer_buffer(conn, ok ? 200 : 503, "application/json", body, strlen(body), "no-store");
+		return cfeed_answer_buffer(conn, ok ? 200 : 503, "application/json", body, strlen(body), "no-store");
 	}
 	if (strcmp(url, "/metrics") == 0)
 	{
@@ -373,12 +316,12 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 		enum MHD_Result ret;
 
 		cfeed_metrics_render(&b);
-		ret = answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
+		ret = cfeed_answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
 		free(b.data);
 		return ret;
 	}
 	if (strncmp(url, "/feeds/", 7) != 0)
-		return answer_error(conn, 404, "not_found", "the feeds are at /feeds/<name>");
+		return cfeed_answer_error(conn, 404, "not_found", "the feeds are at /feeds/<name>");
 	len = strlen(url + 7);
 	if (len > 7 && strcmp(url + 7 + len - 7, "/events") == 0)
 	{
@@ -387,7 +330,7 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 	}
 	if (len == 0 || len >= SERVE_NAME_MAX ||
 		strspn(url + 7, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") != len)
-		return answer_error(conn, 404, "not_found", "no such feed");
+		return cfeed_answer_error(conn, 404, "not_found", "no such feed");
 	memcpy(name, url + 7, len);
 	name[len] = '\0';
 	return start_feed_request(conn, name, events, con_cls);
@@ -405,7 +348,7 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 	(void) cls;
 	(void) conn;
-	if (req == NULL)
+	if (req == NULL || (void *) req == (void *) &headers_seen)
 		return;
 	cfeed_hub_forget(req);
 	for (int i = 0; i < req->ncursors; i++)
@@ -413,9 +356,10 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cfeed_serve_log(LOG_INFO, "GET /feeds/%s %s %d (%s) %lld ms%s", req->feed_name,
 					req->kind == REQ_SSE ? "sse" : req->kind == REQ_DISCOVERY ? "discovery" :
 					req->stream ? "stream" : "fetch",
-					req->status, req->token->label, cfeed_now_ms() - req->started_ms,
+					req->status, req->grant.label, cfeed_now_ms() - req->started_ms,
+					req->told_to_retry ? ", told to retry: the database is not reachable" :
 					toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : ", closed by the client or an error");
-	free(req->out.data);
+	cfeed_stream_release(req);
 	free(req->cursors);
 	free(req->feed.shards);
 	free(req->feed.heads);
@@ -424,6 +368,37 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	*con_cls = NULL;
 	atomic_fetch_sub(&active, 1);
 	atomic_fetch_sub(&cfeed_metric_clients, 1);
+}
+
+/*
+ * unescape
+ *		libmicrohttpd's unescape callback for the path and the query
+ *		arguments: decode %XX in place, but leave %00 as it is, so that a NUL
+ *		cannot cut a path or a value short ("/feeds/orders%00x" is no feed,
+ *		not /feeds/orders).  Returns the new length.
+ */
+static size_t
+unescape(void *cls, struct MHD_Connection *conn, char *s)
+{
+	char	   *out = s;
+
+	(void) cls;
+	(void) conn;
+	for (const char *in = s; *in != '\0'; in++)
+	{
+		unsigned int value;
+
+		if (in[0] == '%' && isxdigit((unsigned char) in[1]) && isxdigit((unsigned char) in[2]) &&
+			sscanf(in + 1, "%2x", &value) == 1 && value != 0)
+		{
+			*out++ = (char) value;
+			in += 2;
+		}
+		else
+			*out++ = *in;
+	}
+	*out = '\0';
+	return (size_t) (out - s);
 }
 
 /*
@@ -503,6 +478,7 @@ cfeed_http_start(void)
 							MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) 120,
 							MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 							MHD_OPTION_NOTIFY_CONNECTION, connection_event, NULL,
+							MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 							cert ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, cert,
 							MHD_OPTION_HTTPS_MEM_KEY, key,
 							MHD_OPTION_END);

@@ -2,9 +2,10 @@
  * src/client/serve_hub.h
  *		What the files of the fan-out hub of `cfeed serve` share: the
  *		followed shards and their in-memory tails (serve_hub_tail.c), the
- *		hub thread and its database connection (serve_hub.c), and waiting on
- *		a hot standby (serve_hub_standby.c).  The interface to the rest of
- *		the gateway is in serve.h.
+ *		hub thread and its database connection (serve_hub.c), reading a
+ *		shard's new events (serve_hub_read.c), and waiting on a hot standby
+ *		(serve_hub_standby.c).  The interface to the rest of the gateway is
+ *		in serve.h.
  *
  * Locking: cfeed_hub_lock protects the shard list, every shard's fields
  * and tail, and the list of waiting requests.  Database work happens
@@ -69,6 +70,10 @@ extern void cfeed_hub_drop_tail(HubShard *h);
 extern void cfeed_hub_kick(void);
 extern void cfeed_hub_nap(int ms);
 extern bool cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what);
+
+/* serve_hub_read.c */
+extern bool cfeed_hub_read_new(PGconn *conn, HubShard *h, unsigned gen, long long from,
+							   bool hinted);
 
 /* serve_hub_standby.c */
 extern void cfeed_hub_standby_reset(void);

@@ -99,8 +99,8 @@ should_wake(ServeReq *req, long long now)
 			(!c->known || c->epoch < h->epoch ||
 			 (c->epoch == h->epoch && c->number < h->base)))
 			return true;		/* a catch-up read */
-		if (req->kind == REQ_FETCH && i == 0 && strcmp(h->token, req->feed.token) != 0)
-			return true;
+		if (i == 0 && strcmp(h->token, req->feed.token) != 0)
+			return true;		/* the feed's shards changed: end */
 	}
 	return false;
 }
@@ -228,7 +228,8 @@ cfeed_hub_unfollow(ServeCursor *c)
 
 /*
  * cfeed_hub_take
- *		Append to req's output the tail's events after c (at most TAKE_MAX).
+ *		Append to req's output the tail's events after c (at most TAKE_MAX,
+ *		and no more once the output holds SERVE_CLIENT_BYTES).
  *		HUB_BEHIND when c is below the tail, at _first or of an older epoch:
  *		the caller catches up through the pool.  Nothing for a c of a newer
  *		epoch than the tail's (the hub is about to move there).
@@ -259,7 +260,8 @@ cfeed_hub_take(ServeReq *req, ServeCursor *c)
 			else
 				hi = mid;
 		}
-		for (int i = lo; i < h->count && i < lo + TAKE_MAX; i++)
+		for (int i = lo; i < h->count && i < lo + TAKE_MAX &&
+			 (i == lo || req->out.len < SERVE_CLIENT_BYTES); i++)
 		{
 			HubEvent   *e = &h->ring[(h->start + i) % SERVE_TAIL_EVENTS];
 
@@ -325,7 +327,8 @@ cfeed_hub_forget(ServeReq *req)
 
 /*
  * cfeed_hub_token_current
- *		Whether a FeedAPI stream's token is still its feed's token.
+ *		Whether a stream's token is still its feed's token (its shards did
+ *		not change).
  */
 bool
 cfeed_hub_token_current(const ServeReq *req)

@@ -17,6 +17,7 @@
 atomic_long cfeed_metric_clients;
 atomic_long cfeed_metric_events;
 atomic_long cfeed_metric_requests;
+atomic_long cfeed_metric_buffered;
 
 /* Upper bounds of the latency buckets, in milliseconds. */
 static const double bucket_ms[] = {1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000};
@@ -66,10 +67,14 @@ cfeed_metrics_render(ServeBuf *b)
 					 "cfeed_serve_requests_total %ld\n"
 					 "# HELP cfeed_serve_events_sent_total Events sent to clients.\n"
 					 "# TYPE cfeed_serve_events_sent_total counter\n"
-					 "cfeed_serve_events_sent_total %ld\n",
+					 "cfeed_serve_events_sent_total %ld\n"
+					 "# HELP cfeed_serve_client_buffer_bytes Memory held for answers not yet sent to clients.\n"
+					 "# TYPE cfeed_serve_client_buffer_bytes gauge\n"
+					 "cfeed_serve_client_buffer_bytes %ld\n",
 					 atomic_load(&cfeed_metric_clients),
 					 atomic_load(&cfeed_metric_requests),
-					 atomic_load(&cfeed_metric_events));
+					 atomic_load(&cfeed_metric_events),
+					 atomic_load(&cfeed_metric_buffered));
 	cfeed_buf_printf(b,
 					 "# HELP cfeed_serve_delivery_seconds Time from a change's stamp to its delivery to a streaming client at the head.\n"
 					 "# TYPE cfeed_serve_delivery_seconds histogram\n");

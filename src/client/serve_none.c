@@ -19,6 +19,6 @@ cfeed_serve_main(int argc, char **argv)
 	(void) argv;
 	fprintf(stderr,
 			"cfeed serve: this cfeed command was built without the HTTP gateway\n"
-			"Install libmicrohttpd-dev and libjansson-dev and rebuild (make SERVE=yes).\n");
+			"Install libmicrohttpd-dev, libjansson-dev and zlib1g-dev and rebuild (make SERVE=yes).\n");
 	return CFEED_EXIT_USAGE;
 }

@@ -10,8 +10,12 @@
  * each followed shard, sends a catch-up read to the pool when a cursor is
  * below the tail, and otherwise suspends the connection in the hub, which
  * resumes it when a followed shard gets new events, when a heartbeat or
- * the stream's end is due, or at shutdown.  Ending a FeedAPI stream always
- * writes a final cursor line.
+ * the stream's end is due, or at shutdown.  A stream ends at its
+ * stream=<ms>, at shutdown, and when its feed's shards change (the hub
+ * notices): a FeedAPI stream with a final cursor line (the next fetch gets
+ * 409), an SSE stream with a final id-only event, from which the browser
+ * reconnects and gets the new shards (a shard its Last-Event-ID does not
+ * list is read from the beginning).
  *
  * Positions: a position is "number@epoch" when the database has feed
  * epochs (docs/replication.md), else the number; a number given without an
@@ -151,6 +155,8 @@ cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 {
 	c->known = true;
 	c->number = number;
+	req->event_bytes += len;
+	req->nevents++;
 	if (req->kind == REQ_SSE)
 	{
 		cfeed_buf_append(&req->out, "id: ", 4);
@@ -192,6 +198,20 @@ cfeed_stream_cursor(ServeReq *req)
 }
 
 /*
+ * append_id_event
+ *		Append an SSE event with req's position as its id and no data: the
+ *		browser takes the id (and reconnects from it) without an event
+ *		being dispatched.  Sent first, and last when the stream ends.
+ */
+static void
+append_id_event(ServeReq *req)
+{
+	cfeed_buf_append(&req->out, "id: ", 4);
+	append_sse_id(req, &req->out);
+	cfeed_buf_append(&req->out, "\n\n", 2);
+}
+
+/*
  * cfeed_stream_position
  *		Start an SSE stream: the reconnection delay and an id-only event
  *		with the starting position.
@@ -199,9 +219,8 @@ cfeed_stream_cursor(ServeReq *req)
 void
 cfeed_stream_position(ServeReq *req)
 {
-	cfeed_buf_printf(&req->out, "retry: 1000\nid: ");
-	append_sse_id(req, &req->out);
-	cfeed_buf_append(&req->out, "\n\n", 2);
+	cfeed_buf_printf(&req->out, "retry: %d\n", SERVE_SSE_RETRY_MS);
+	append_id_event(req);
 }
 
 /*
@@ -231,13 +250,16 @@ produce(ServeReq *req)
 
 	if (req->closing || atomic_load(&cfeed_serve_stopping) ||
 		(req->deadline_ms > 0 && now >= req->deadline_ms) ||
-		(req->kind == REQ_FETCH && !cfeed_hub_token_current(req)))
+		!cfeed_hub_token_current(req))
 	{
-		cfeed_stream_cursor(req);
+		if (req->kind == REQ_SSE)
+			append_id_event(req);
+		else
+			cfeed_stream_cursor(req);
 		req->finished = true;
 		return true;
 	}
-	for (int i = 0; i < req->ncursors; i++)
+	for (int i = 0; i < req->ncursors && req->out.len < SERVE_CLIENT_BYTES; i++)
 	{
 		switch (cfeed_hub_take(req, &req->cursors[i]))
 		{
@@ -271,10 +293,61 @@ produce(ServeReq *req)
 }
 
 /*
+ * account
+ *		Count the change of req's output buffer in cfeed_metric_buffered.
+ */
+static void
+account(ServeReq *req)
+{
+	if (req->out.cap != req->accounted)
+	{
+		atomic_fetch_add(&cfeed_metric_buffered, (long) req->out.cap - (long) req->accounted);
+		req->accounted = req->out.cap;
+	}
+}
+
+/*
+ * cfeed_stream_page_limit
+ *		How many events a page read for req may hold: SERVE_MAX_PAGE, or
+ *		fewer when the events sent so far say that many would be well over
+ *		SERVE_CLIENT_BYTES (the read stops there anyway: fewer rows spare
+ *		the database the rest).
+ */
+int
+cfeed_stream_page_limit(const ServeReq *req)
+{
+	long long	fit;
+
+	if (req->nevents == 0 || req->event_bytes == 0)
+		return SERVE_MAX_PAGE;
+	fit = SERVE_CLIENT_BYTES / (req->event_bytes / req->nevents + 1) + 1;
+	return fit < SERVE_MAX_PAGE ? (int) fit : SERVE_MAX_PAGE;
+}
+
+/*
+ * cfeed_stream_release
+ *		Free req's output buffer (the request is done, or the buffer is
+ *		empty and larger than SERVE_CLIENT_BYTES).  The HTTP thread only.
+ */
+void
+cfeed_stream_release(ServeReq *req)
+{
+	free(req->out.data);
+	memset(&req->out, 0, sizeof(req->out));
+	req->out_off = 0;
+	account(req);
+}
+
+/*
  * cfeed_stream_read
  *		libmicrohttpd's content reader of a streaming response (cls is the
  *		ServeReq).  Returns bytes copied, 0 after suspending the connection,
- *		or the end of the stream.
+ *		or the end of the stream.  Nothing new is produced before what was
+ *		produced is handed out, production stops at SERVE_CLIENT_BYTES, and
+ *		a buffer grown past that is freed once empty: a client that does not
+ *		read holds a buffer of at most about twice SERVE_CLIENT_BYTES (it
+ *		grows by doubling), besides its socket's.  The buffer is counted on
+ *		this thread, never while a pool thread has req.
  */
 ssize_t
 cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -294,13 +367,17 @@ cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			req->out_off += n;
 			if (req->out_off == req->out.len)
 			{
+				if (req->out.cap > SERVE_CLIENT_BYTES)
+					cfeed_stream_release(req);
 				cfeed_buf_reset(&req->out);
 				req->out_off = 0;
 			}
+			account(req);
 			return (ssize_t) n;
 		}
 		if (req->finished)
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		account(req);			/* produce may hand req to a pool thread */
 		if (!produce(req))
 			return 0;
 	}

@@ -12,6 +12,9 @@
 use strict;
 use warnings;
 
+use HTTP::Tiny;
+use IO::Socket::INET;
+use IO::Uncompress::Gunzip ();
 use JSON::PP;
 use IPC::Run qw(start);
 use PostgreSQL::Test::Cluster;
@@ -41,7 +44,7 @@ $node->safe_psql('postgres', q{
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $alice = 'alice-0123456789abcdef';
 my $bob = 'bob-0123456789abcdefgh';
-write_tokens("$dir/tokens", '# token feeds label', "$alice orders,old,plain alice", "$bob other bob");
+write_tokens("$dir/tokens", '# token feeds label', "$alice orders,old,plain,gone alice", "$bob other bob");
 
 my $dsn = $node->connstr('postgres');
 my $start = 2000000000000000;
@@ -54,6 +57,16 @@ sub number_of
 {
 	my ($position) = @_;
 	return $position =~ s/\@\d+$//r;
+}
+
+# Wait until a streaming client has its first line (its request was
+# answered), collecting what it prints.
+sub wait_streaming
+{
+	my ($h, $out) = @_;
+	my $until = time + 30;
+	$h->pump_nb, usleep(20_000) while $$out !~ /\n/ && time < $until;
+	return;
 }
 
 # Wait until every committed change is stamped (the sweeper runs).
@@ -72,9 +85,26 @@ my $r = http_get("$url/orders", $alice);
 is($r->{status}, 200, 'discovery: 200');
 my $disc = decode_json($r->{content});
 is_deeply([ map { $_->{id} } @{ $disc->{partitions} } ], [ '0', '1' ], 'discovery: partitions are the shards');
-ok($disc->{stream} && $disc->{exactlyOnce}, 'discovery: stream and exactlyOnce');
+ok($disc->{stream}, 'discovery: stream');
 my $token = $disc->{token};
 like($token, qr/\S/, 'discovery: a token');
+
+# exactlyOnce only when no failover can lose a stamp a client saw: stamps
+# wait for a synchronous standby (issue 30 item 9: it was always true)
+ok(JSON::PP::is_bool($disc->{exactlyOnce}) && !$disc->{exactlyOnce},
+	'discovery: exactlyOnce false without a synchronous standby (at least once after a failover)');
+$node->safe_psql('postgres', q{
+	alter system set synchronous_standby_names = 'standby1';
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres', "select current_setting('synchronous_standby_names') = 'standby1'");
+ok(decode_json(http_get("$url/orders", $alice)->{content})->{exactlyOnce},
+	'discovery: exactlyOnce true when stamps wait for a synchronous standby');
+$node->safe_psql('postgres', q{
+	alter system reset synchronous_standby_names;
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres', "select current_setting('synchronous_standby_names') = ''");
 
 # --- fetch at <discovery URL>/events (FeedAPI v2, as its Go client does) and
 # at the discovery URL itself (the older spec)
@@ -123,11 +153,16 @@ $r = http_get("$f&partition=0&cursor=_last", $alice);
 is_deeply([ map { { cursor => number_of($_->{cursor}) } } ndjson($r->{content}) ], [ { cursor => $start + $n0 } ],
 	'fetch _last: no event, the head as cursor');
 
-$r = http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice);
+my ($epoch0) = $lines[-1]{cursor} =~ /\@(\d+)$/;
+my $page1 = "$f&partition=0&cursor=$start\@$epoch0&pageSizeHint=1";
+$r = http_get($page1, $alice);
 @lines = ndjson($r->{content});
 is(scalar(grep { $_->{data} } @lines), 1, 'pageSizeHint=1: one event');
 is(number_of($lines[-1]{cursor}), $start + 1, 'pageSizeHint=1: its cursor');
 like($r->{headers}{'cache-control'}, qr/^private, max-age=\d+, immutable$/, 'a full page below the head is immutable');
+my $page1_body = $r->{content};
+is(http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice)->{headers}{'cache-control'}, 'no-store',
+	'but not for a bare number (its cursor carries the epoch it is read in)');
 $r = http_get("$f&partition=0&cursor=" . ($start + $n0 - 1) . "&pageSizeHint=5", $alice);
 is($r->{headers}{'cache-control'}, 'no-store', 'a page reaching the head is not cached');
 
@@ -147,15 +182,135 @@ for my $case (
 	ok(eval { decode_json($r->{content})->{error} }, "400 has a JSON error: $case->[1]");
 }
 is(http_get("$url/orders?token=stale&partition=0&cursor=_first", $alice)->{status}, 409, 'stale token: 409');
+
+# a position beyond the head was never sent: 400, not an empty page whose
+# cursor skips every change up to it (item 8 of issue 30: 200)
+my $beyond = $start + $n0 + 1;
+$r = http_get("$f&partition=0&cursor=$beyond", $alice);
+is($r->{status}, 400, 'a cursor beyond the head: 400');
+like(eval { decode_json($r->{content})->{detail} } // '', qr/beyond its head/, 'and says so');
+is(http_get("$f&partition=0&cursor=$beyond&stream=100", $alice)->{status}, 400, 'a stream from beyond the head: 400');
+is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "0:$beyond")->{status}, 400, 'a Last-Event-ID beyond the head: 400');
+is(http_get("$url/orders?stream=100&cursor=$beyond", $alice, Accept => 'text/event-stream')->{status}, 400,
+	'an SSE cursor beyond the head: 400');
+is(http_get("$f&partition=0&cursor=" . ($beyond - 1), $alice)->{status}, 200, 'a cursor at the head: 200');
+
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
 
-# 404: a granted name that does not exist (a token for every feed)
+# --- HTTP as clients expect (issue 30 item 9): keep-alive (every answer had
+# Connection: close), Allow with 405, and %00 does not cut a path short
+# (/feeds/orders%00x was /feeds/orders)
+{
+	my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $gw->{port}, Timeout => 10)
+	  or die "connect: $!";
+	my @status;
+	for my $path ('/feeds/orders', '/feeds/other', '/healthz', "/feeds/orders?token=$token&partition=0&cursor=_first")
+	{
+		print $sock "GET $path HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer $alice\r\n\r\n";
+		my $head = '';
+		sysread($sock, $head, 1, length $head) || last while $head !~ /\r\n\r\n/;
+		push @status, $head =~ m{^HTTP/1\.1 (\d+)} ? $1 : 'closed';
+		my ($len) = $head =~ /^Content-Length: *(\d+)/mi;
+		my $body = '';
+		sysread($sock, $body, $len - length $body, length $body) || last while defined $len && length $body < $len;
+	}
+	is("@status", '200 403 200 200', 'keep-alive: four answers on one connection');
+}
+$r = HTTP::Tiny->new->request('POST', "$gw->{url}/healthz");
+is($r->{status}, 405, 'POST: 405');
+is($r->{headers}{allow}, 'GET, HEAD', '405 names the allowed methods');
+is(http_get("$url/orders%00x", $alice)->{status}, 404, '%00 in a path: no such feed');
+
+# --- SIGHUP reloads the token file, and open streams go on (issue 30 item
+# 9: SIGHUP killed the gateway); a bad file leaves the tokens as they were
+{
+	my $carol = 'carol-0123456789abcdef';
+	my $tokens = slurp_file("$dir/tokens");
+	my $hout = '';
+	my $hup = start_stream("$url/orders?token=$token&partition=0&cursor=_last&stream=y", $alice, \$hout);
+	my $until = time + 10;
+	$hup->pump_nb, usleep(20_000) while $hout !~ /cursor/ && time < $until;
+	is(http_get("$url/orders", $carol)->{status}, 401, 'a token not in the file: 401');
+	write_tokens("$dir/tokens", $tokens . "$carol orders carol");
+	$gw->{handle}->signal('HUP');
+	$until = time + 10;
+	usleep(50_000) while http_get("$url/orders", $carol)->{status} != 200 && time < $until;
+	is(http_get("$url/orders", $carol)->{status}, 200, 'SIGHUP: the token file is reloaded');
+	$node->safe_psql('postgres', 'select cfeed.publish(1, 0)');
+	$until = time + 10;
+	$hup->pump_nb, usleep(20_000) while $hout !~ /"data"/ && time < $until;
+	like($hout, qr/"data"/, 'a stream open across the reload goes on');
+	write_tokens("$dir/tokens", $tokens . "$carol orders carol extra");
+	$gw->{handle}->signal('HUP');
+	$until = time + 10;
+	usleep(50_000) while slurp_file($gw->{log}) !~ /token file not reloaded/ && time < $until;
+	like(slurp_file($gw->{log}), qr/error: token file not reloaded, the tokens loaded before stay: .*:\d+: expected TOKEN FEEDS/,
+		'a bad token file is logged');
+	is(http_get("$url/orders", $carol)->{status}, 200, 'and the tokens loaded before stay');
+	write_tokens("$dir/tokens", $tokens);
+	$gw->{handle}->signal('HUP');
+	$hup->kill_kill;
+	wait_stamped();
+}
+
+is(http_get("$url/gone", $alice)->{status}, 404, 'a feed the token lists that does not exist: 404');
+
+# a token for every feed (*) may read the feeds the gateway's role may read:
+# a missing one is as forbidden as any other (item 7 of issue 30: it got 404)
 append_to_file("$dir/tokens", "all-0123456789abcdefgh * ops\n");
 stop_gateway($gw);
 $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port},
 	args => [ '--payload', 'plain=public.event_body' ]);
-is(http_get("$url/nosuch", 'all-0123456789abcdefgh')->{status}, 404, 'unknown feed: 404');
+$r = http_get("$url/nosuch", 'all-0123456789abcdefgh');
+is($r->{status}, 403, 'a * token, a missing feed: 403');
+is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a feed the token does not list');
+
+# --- a client that never reads holds a bounded buffer, shown in /metrics
+# (issue 30 item 9: it held a whole 1000-event page, ~2.35 MB with 2 KB rows)
+{
+	my $all = 'all-0123456789abcdefgh';
+	$node->safe_psql('postgres', q{
+		select cfeed.create_feed('wide', 1, 6);
+		create table wide (id int primary key, pad text);
+		select cfeed.track('wide', 6);
+		insert into wide select g, repeat('x', 2000) from generate_series(1, 6000) g;
+	});
+	wait_stamped();
+	my $pid = $gw->{handle}{KIDS}[0]{PID};
+	my $rss = sub { slurp_file("/proc/$pid/status") =~ /^VmRSS:\s*(\d+)/m ? $1 : 0 };
+	my $buffered = sub {
+		http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_client_buffer_bytes (\d+)$/m ? $1 : -1;
+	};
+	my $sent = sub { http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_events_sent_total (\d+)$/m ? $1 : -1 };
+	my $rss0 = $rss->();
+	my @idle;
+	for (1 .. 10)
+	{
+		my $sock = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $gw->{port}) or die "connect: $!";
+		print $sock "GET /feeds/wide?stream=y HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n"
+		  . "Authorization: Bearer $all\r\n\r\n";
+		push @idle, $sock;
+	}
+	# until the streams stall: the socket buffers are full, nothing more is sent
+	my ($before, $until) = (-2, time + 30);
+	while (time < $until)
+	{
+		my $now = $sent->();
+		last if $now == $before;
+		$before = $now;
+		usleep(700_000);
+	}
+	my $grew = $rss->() - $rss0;
+	my $held = $buffered->();
+	ok($held > 0 && $held <= 10 * 256 * 1024, "10 clients that do not read: $held bytes buffered, at most 256 KB each");
+	ok($grew < 12 * 1024, "and the gateway grew by $grew kB (a page each: ~23 MB)");
+	close $_ for @idle;
+	$until = time + 10;
+	usleep(100_000) while $buffered->() != 0 && time < $until;
+	is($buffered->(), 0, 'nothing buffered once they are gone');
+}
 
 # --- 410 after retention removed changes past a cursor
 $node->safe_psql('postgres', q{
@@ -226,15 +381,47 @@ for my $p (0, 1)
 	is(join(',', @{ $got{$p} }), $expect, "consumer under writers with aborts: shard $p complete, once, in order");
 }
 
-# --- 409 after a shard is added; a stream with the old token ends with a cursor
+# --- gzip when Accept-Encoding allows it (issue 30 item 9: never)
+{
+	my $page = "$url/orders?token=$token&partition=0&cursor=_first&pageSizeHint=500";
+	my $plain = http_get($page, $alice);
+	my $gz = http_get($page, $alice, 'Accept-Encoding' => 'gzip, deflate');
+	is($gz->{headers}{'content-encoding'}, 'gzip', 'Accept-Encoding: gzip: a gzip page');
+	like($gz->{headers}{vary}, qr/Accept-Encoding/, 'which varies with Accept-Encoding');
+	IO::Uncompress::Gunzip::gunzip(\$gz->{content}, \my $unzipped);
+	is($unzipped, $plain->{content}, 'and unzips to the plain page');
+	ok(length $gz->{content} < length($plain->{content}) / 4,
+		'and is smaller (' . length($gz->{content}) . ' bytes, plain ' . length($plain->{content}) . ')');
+	ok(!defined $plain->{headers}{'content-encoding'}, 'no Accept-Encoding: no gzip');
+	ok(!defined http_get($page, $alice, 'Accept-Encoding' => 'gzip;q=0, *')->{headers}{'content-encoding'},
+		'gzip;q=0: no gzip');
+}
+
+# --- 409 after a shard is added; a stream with the old token ends with a
+# cursor, an SSE stream with a final id (issue 30 item 4: it went on, and
+# never got the new shard's changes)
 my $old = decode_json(http_get("$url/orders", $alice)->{content})->{token};
 my $sout = '';
 my $stream = start_stream("$url/orders?token=$old&partition=0&cursor=_last&stream=y", $alice, \$sout);
-usleep(300_000);
+wait_streaming($stream, \$sout);
+my $sse_out = '';
+my $sse = start_stream("$url/orders?cursor=_last", $alice, \$sse_out, Accept => 'text/event-stream');
+wait_streaming($sse, \$sse_out);
 $node->safe_psql('postgres', 'insert into cfeed.shard (feed_id, shard) values (1, 2)');
 $stream->finish;
 @lines = ndjson($sout);
 ok(defined $lines[-1]{cursor}, 'stream with a token made stale ends with a final cursor');
+my $sse_until = time + 20;
+$sse->pump_nb, usleep(20_000) while $sse->pumpable && time < $sse_until;
+ok(!$sse->pumpable, 'an SSE stream ends when the shards change');
+$sse->kill_kill if $sse->pumpable;
+my (undef, $sse_id) = sse_events($sse_out);
+like($sse_id // '', qr/^0:\d+\@\d+,1:\d+\@\d+$/, 'with a final id of the shards it streamed');
+$node->safe_psql('postgres', 'select cfeed.publish(1, 2)');
+wait_stamped();
+$r = http_get("$url/orders?stream=1500", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => $sse_id // '');
+my ($sse_new) = sse_events($r->{content});
+is(join(',', map { $_->{data}{shard} } @$sse_new), '2', 'reconnected from that id, it gets the new shard');
 is(http_get("$url/orders?token=$old&partition=0&cursor=_first", $alice)->{status}, 409, 'fetch after shards were added: 409');
 $disc = decode_json(http_get("$url/orders", $alice)->{content});
 is(scalar @{ $disc->{partitions} }, 3, 'discovery shows the new partition');
@@ -288,7 +475,7 @@ my $tokr = decode_json(http_get("$url/orders", $alice)->{content})->{token};
 my $headr = $node->safe_psql('postgres', 'select cfeed.head(1, 0)');
 $sout = '';
 $stream = start_stream("$url/orders?token=$tokr&partition=0&cursor=$headr&stream=y", $alice, \$sout);
-usleep(300_000);
+wait_streaming($stream, \$sout);
 my $attempts = sub { scalar(() = slurp_file($gw->{log}) =~ /hub: could not connect/g) };
 $stream->pump_nb;
 $node->stop('fast');
@@ -318,6 +505,13 @@ $stream->kill_kill;
 is_deeply([ map { $_->{number} } @data ], [ $headr + 1 .. $headr + 3 ],
 	'a stream open across the database restart gets the changes after it');
 is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200 after the hub reconnected');
+
+# an immutable page is the same after the restart began a new epoch (issue
+# 30 item 9: its cursor line carried the new epoch)
+isnt($node->safe_psql('postgres', 'select cfeed.epoch()'), $epoch0, 'the restart began a new epoch');
+$r = http_get($page1 =~ s/token=[^&]+/token=$tokr/r, $alice);    # a shard was added since
+is($r->{content}, $page1_body, 'an immutable page is the same in the new epoch');
+like($r->{headers}{'cache-control'}, qr/immutable/, 'and still immutable');
 
 # --- a stream still catching up when the database goes down waits for its
 # retry, 500 ms later, instead of spinning the one HTTP thread until then.
@@ -370,7 +564,10 @@ $node->safe_psql('postgres', q{
 stop_gateway($gw);
 $gw = start_gateway(dsn => $node->connstr('postgres') . ' user=gw', tokens => "$dir/tokens", port => $gw->{port});
 is(http_get("$url/orders", 'all-0123456789abcdefgh')->{status}, 200, 'gateway role granted feed orders: 200');
-is(http_get("$url/other", 'all-0123456789abcdefgh')->{status}, 403, 'gateway role not granted feed other: 403');
+$r = http_get("$url/other", 'all-0123456789abcdefgh');
+is($r->{status}, 403, 'gateway role not granted feed other: 403');
+is($r->{content}, http_get("$url/nosuch", 'all-0123456789abcdefgh')->{content},
+	'a * token cannot tell a feed the role may not read from a missing one');
 
 # --- 410 is decided by the shard's retention floor: changes the gateway's
 # role is not shown (of a tracked table it may not SELECT) are no gap
@@ -416,7 +613,7 @@ my $surl = "$sgw->{url}/feeds/other";
 my $stok = decode_json(http_get($surl, $bob)->{content})->{token};
 $sout = '';
 $stream = start_stream("$surl?token=$stok&partition=0&cursor=_last&stream=4000", $bob, \$sout);
-usleep(500_000);
+wait_streaming($stream, \$sout);
 $node->safe_psql('postgres', 'select cfeed.publish(2, 0) from generate_series(1, 3)');
 $stream->finish;
 @data = map { $_->{data} } grep { $_->{data} } ndjson($sout);
@@ -426,7 +623,7 @@ like(slurp_file($sgw->{log}), qr/hot standby/, 'standby: the hub waits with cfee
 # --- graceful shutdown: an open stream ends with a final cursor
 $sout = '';
 $stream = start_stream("$surl?token=$stok&partition=0&cursor=_first&stream=y", $bob, \$sout);
-usleep(500_000);
+wait_streaming($stream, \$sout);
 stop_gateway($sgw);
 like(slurp_file($sgw->{log}), qr/info: stopped$/m, 'SIGTERM: the gateway stopped cleanly');
 $stream->finish;

@@ -6,7 +6,10 @@
 # the browser reconnects on its own with Last-Event-ID.  The page posts what
 # it received to a small listener of this test (which also serves the
 # page); the test checks that every committed change arrived once, in
-# order, per shard.  Skipped when no Chromium is installed.
+# order, per shard.  Then the database goes down under a page whose
+# streams end every 1.5 s: EventSource reconnects into the outage, is told
+# to retry, and gets every change once the database is back.  Skipped when
+# no Chromium is installed.
 
 use strict;
 use warnings;
@@ -89,11 +92,14 @@ my $dsn = $node->connstr('postgres');
 my $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", args => [ '--allow-origin', $origin ]);
 
 # The page: an EventSource on every shard of the feed from the beginning
-# (a reconnect that did not resume from Last-Event-ID would repeat them);
-# what it receives goes to the listener in batches, each with the index of
-# its first entry, one POST at a time.
-open my $fh, '>', "$dir/page.html" or die;
-print $fh <<"EOS";
+# (a reconnect that did not resume from Last-Event-ID would repeat them),
+# with extra arguments; what it receives goes to the listener in batches,
+# each with the index of its first entry, one POST at a time.
+sub write_page
+{
+	my ($args) = @_;
+	open my $fh, '>', "$dir/page.html" or die;
+	print $fh <<"EOS";
 <!doctype html>
 <meta charset="utf-8">
 <title>cfeed serve in a browser</title>
@@ -108,7 +114,7 @@ setInterval(() => {
 		.then(() => { sent = from + items.length; }, () => {})
 		.finally(() => { posting = false; });
 }, 100);
-const es = new EventSource('$gw->{url}/feeds/orders?cursor=_first&access_token=$token');
+const es = new EventSource('$gw->{url}/feeds/orders?cursor=_first$args&access_token=$token');
 es.onopen = () => got.push({open: true});
 es.onerror = () => got.push({error: es.readyState});
 es.onmessage = (e) => {
@@ -117,7 +123,10 @@ es.onmessage = (e) => {
 };
 </script>
 EOS
-close $fh;
+	close $fh;
+	return;
+}
+write_page('');
 
 my $listener = start([ $^X, '-e', $listener_script, $lport, "$dir/page.html", $received ],
 	'>', \my $lout, '2>', \my $lerr);
@@ -125,13 +134,19 @@ my $listener = start([ $^X, '-e', $listener_script, $lport, "$dir/page.html", $r
 # The browser, with a private profile and a hard time limit.
 my $home = "$dir/home";
 make_path($home);
-my $browser = start(
-	[ 'timeout', '-k', '5', '90', $chromium, '--headless', '--no-sandbox',
-		'--disable-gpu', '--disable-dev-shm-usage', '--no-first-run',
-		'--disable-background-networking', "--user-data-dir=$dir/profile",
-		"$origin/" ],
-	'>', \my $bout, '2>', \my $berr,
-	init => sub { $ENV{HOME} = $home; $ENV{XDG_CONFIG_HOME} = $ENV{XDG_CACHE_HOME} = $home; });
+my ($bout, $berr);
+sub start_browser
+{
+	my ($profile) = @_;
+	return start(
+		[ 'timeout', '-k', '5', '90', $chromium, '--headless', '--no-sandbox',
+			'--disable-gpu', '--disable-dev-shm-usage', '--no-first-run',
+			'--disable-background-networking', "--user-data-dir=$dir/$profile",
+			"$origin/" ],
+		'>', \$bout, '2>', \$berr,
+		init => sub { $ENV{HOME} = $home; $ENV{XDG_CONFIG_HOME} = $ENV{XDG_CACHE_HOME} = $home; });
+}
+my $browser = start_browser('profile');
 
 # What the page posted so far: the entries in the order it received them.
 sub page_log
@@ -184,8 +199,6 @@ my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change wher
 wait_events($total, $deadline);
 $browser->signal('TERM');
 $browser->finish;
-$listener->kill_kill;
-stop_gateway($gw);
 
 my $log = page_log();
 my @events = grep { defined $_->{number} } @$log;
@@ -198,15 +211,56 @@ ok((grep { defined $_->{error} } @$log) >= 1
 	'the restart was an error event, and EventSource never gave up');
 my $after = grep { defined $_->{number} } @$log[ (grep { $log->[$_]{open} } 0 .. $#$log)[-1] .. $#$log ];
 ok($after > 0, "events arrived after the reconnect ($after)");
-for my $s (0, 1)
+
+# Whether the events of a page's log are every committed change once, in
+# order, per shard, with ids naming their shard and number.
+sub check_delivery
 {
-	my $expect = $node->safe_psql('postgres',
-		"select string_agg(change_sequence_number || '/' || change_id, ',' order by change_sequence_number)"
-		  . " from cfeed.change where feed_id = 1 and shard = $s");
-	is(join(',', map { "$_->{number}/$_->{change_id}" } grep { $_->{shard} == $s } @events), $expect,
-		"shard $s: every committed change once, in order");
+	my ($events, $what) = @_;
+	for my $s (0, 1)
+	{
+		my $expect = $node->safe_psql('postgres',
+			"select string_agg(change_sequence_number || '/' || change_id, ',' order by change_sequence_number)"
+			  . " from cfeed.change where feed_id = 1 and shard = $s");
+		is(join(',', map { "$_->{number}/$_->{change_id}" } grep { $_->{shard} == $s } @$events), $expect,
+			"$what: shard $s: every committed change once, in order");
+	}
+	my @bad = grep { $_->{id} !~ /(^|,)$_->{shard}:$_->{number}\@\d+(,|$)/ } @$events;
+	is(scalar @bad, 0, "$what: every event id names its shard and number (what Last-Event-ID resumes from)");
+	return;
 }
-my @bad = grep { $_->{id} !~ /(^|,)$_->{shard}:$_->{number}\@\d+(,|$)/ } @events;
-is(scalar @bad, 0, 'every event id names its shard and number (what Last-Event-ID resumes from)');
+check_delivery(\@events, 'gateway restart');
+
+# --- the database goes down (issue 30 item 6): streams ending meanwhile
+# (stream=1500: every 1.5 s) make EventSource reconnect into the outage. The
+# gateway answered 503, and a browser never retries an answer that is not a
+# 200 event stream: Chromium closed the EventSource for good and got none of
+# the changes after the outage. It is now told to retry, and resumes from
+# its Last-Event-ID once the database is back.
+unlink $received;
+write_page('&stream=1500');
+$browser = start_browser('profile2');
+$deadline = time + 60;
+ok(wait_events($total, $deadline) >= $total, 'outage: the second page received the history')
+  or diag("browser stderr: $berr");
+my $requests = sub { scalar(() = slurp_file($gw->{log}) =~ m{GET /feeds/orders sse}g) };
+$node->stop('fast');
+my $down = $requests->();
+usleep(100_000) while $requests->() < $down + 3 && time < $deadline;
+ok($requests->() >= $down + 3, 'outage: EventSource reconnected during the outage (' . ($requests->() - $down) . ' times)');
+like(slurp_file($gw->{log}), qr{GET /feeds/orders sse 200 .*told to retry}, 'outage: and was told to retry');
+$node->start;
+$node->safe_psql('postgres', 'select cfeed.publish(1, g % 2) from generate_series(1, 100) g');
+wait_stamped();
+$total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
+wait_events($total, $deadline);
+$browser->signal('TERM');
+$browser->finish;
+$listener->kill_kill;
+stop_gateway($gw);
+
+$log = page_log();
+ok(!(grep { defined $_->{error} && $_->{error} == 2 } @$log), 'outage: EventSource never gave up');
+check_delivery([ grep { defined $_->{number} } @$log ], 'outage');
 
 done_testing();
