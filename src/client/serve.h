@@ -258,5 +258,6 @@ extern atomic_long cfeed_metric_events;
 extern atomic_long cfeed_metric_requests;
 extern void cfeed_metrics_latency(long long stamped_ms);
 extern void cfeed_metrics_render(ServeBuf *b);
+extern bool cfeed_metrics_refresh_groups(PGconn *conn);
 
 #endif							/* CFEED_SERVE_H */

@@ -19,6 +19,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 use IPC::Run;
+use Cwd;
+use JSON::PP;
 use FindBin;
 use lib $FindBin::RealBin;
 use CfeedCheck;
@@ -256,6 +258,39 @@ is($node->safe_psql($db, q{SELECT dead_letters FROM cfeed.groups WHERE group_nam
 	'cfeed.groups counts the dead letters');
 is($node->safe_psql($db, q{SELECT sum(dead_letters) FROM cfeed.consumer_lag WHERE group_name = 'dlq'}), $ndead,
 	'cfeed.consumer_lag counts them per shard');
+
+# `cfeed tail --dead-letters` lists them, in order (the binary built in
+# this tree, else the installed one).
+my $cfeed = ($ENV{TESTDIR} // Cwd::getcwd()) . '/src/client/cfeed';
+if (!-x $cfeed)
+{
+	my $bindir = `pg_config --bindir`;
+	chomp $bindir;
+	$cfeed = "$bindir/cfeed";
+}
+SKIP:
+{
+	skip "cfeed command not built ($cfeed)", 3 unless -x $cfeed;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $cfeed, 'tail', '--feed', 'orders', '--dead-letters', '--group', 'dlq',
+			'--dbname', $node->connstr($db) ], '>', \$out, '2>', \$err);
+	my @lines = map { decode_json($_) } split /\n/, $out;
+	is(scalar @lines, $ndead, "cfeed tail --dead-letters prints the $ndead dead letters") or diag($err);
+	is(join(',', map { "$_->{shard}:$_->{change_sequence_number}:$_->{change_id}:$_->{attempts}" } @lines),
+		$node->safe_psql($db, q{
+			SELECT string_agg(concat_ws(':', shard, change_sequence_number, change_id, attempts), ','
+			                  ORDER BY shard, change_sequence_number)
+			FROM cfeed.dead_letters WHERE group_name = 'dlq'}),
+		'in order, with their numbers, change_ids and attempts');
+	($out, $err) = ('', '');
+	IPC::Run::run([ $cfeed, 'tail', '--feed', 'orders', '--dead-letters', '--group', 'dlq', '--shard', '1',
+			'--max', '2', '--dbname', $node->connstr($db) ], '>', \$out, '2>', \$err);
+	is(join(',', map { decode_json($_)->{shard} . ':' . decode_json($_)->{last_error} } split /\n/, $out),
+		join(',', map { "1:$_" } split /\n/, $node->safe_psql($db, q{
+			SELECT last_error FROM cfeed.dead_letters WHERE group_name = 'dlq' AND shard = 1
+			ORDER BY change_sequence_number LIMIT 2})),
+		'--shard and --max: the first two of shard 1, with their errors');
+}
 
 # The operator's replay: the dead letters in order, each processed and
 # resolved in one transaction.
