@@ -285,8 +285,9 @@ like($r->{content}, qr/^cfeed_serve_delivery_seconds_bucket\{le="\+Inf"\} \d+$/m
 $node->safe_psql('postgres', q{
 	select from cfeed.acquire('dl"q\', 1, 'a');
 	select from cfeed.set_failure_policy('dl"q\', 1, max_attempts => 1, dead_letter => true);
-	select from cfeed.fail(l.group_name, 1, l.shard, 'a', l.epoch, l.cursor + l.shard + 1, 'poison')
-	from cfeed.lease l where l.group_name = 'dl"q\' order by l.shard;});
+	select from cfeed.lease l
+	cross join lateral cfeed.fail(l.group_name, 1, l.shard, 'a', l.epoch, l.cursor + l.shard + 1, 'poison') f
+	where l.group_name = 'dl"q\' order by l.shard;});
 my $labels = qr/\{group="dl\\"q\\\\",feed="orders"\}/;
 my $deadline = time + 10;
 $r = http_get("$gw->{url}/metrics");
