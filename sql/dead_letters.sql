@@ -124,18 +124,18 @@ SELECT pg_temp.page('g', 1, 0, 2);
 
 -- a failure is reported after ROLLBACK TO SAVEPOINT in the failed
 -- transaction: the changes before it are checkpointed first, in the same commit
-CREATE TABLE processed (change_id bigint PRIMARY KEY, n bigint);
+CREATE TEMP TABLE dl_done (change_id bigint PRIMARY KEY, n bigint);
 BEGIN;
-INSERT INTO processed SELECT change_id, change_sequence_number FROM cfeed.read_group('g', 1, 0, max_count => 1);
+INSERT INTO dl_done SELECT change_id, change_sequence_number FROM cfeed.read_group('g', 1, 0, max_count => 1);
 SAVEPOINT c;
-INSERT INTO processed VALUES (0, 0);
-INSERT INTO processed VALUES (0, 0);	-- the processing of change 4 fails
+INSERT INTO dl_done VALUES (0, 0);
+INSERT INTO dl_done VALUES (0, 0);	-- the processing of change 4 fails
 ROLLBACK TO SAVEPOINT c;
 SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, 2000000000000003);
 SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000004, 'duplicate key');
 COMMIT;
 SELECT * FROM pg_temp.state('g', 1, 0);
-SELECT n - 2000000000000000 AS processed FROM processed ORDER BY n;
+SELECT n - 2000000000000000 AS processed FROM dl_done ORDER BY n;
 -- a failure reported in a new transaction, after rolling a whole page back
 -- (changes 4..7, change 6 fails): the page is cut before the failed change
 -- even once it is due, so the changes before it are processed first
@@ -271,7 +271,7 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000006)$$)
 ) AS t(cmd);
 BEGIN;
-INSERT INTO processed SELECT change_id, change_sequence_number FROM cfeed.read_dead_letters('g', 1, 0, max_count => 1);
+INSERT INTO dl_done SELECT change_id, change_sequence_number FROM cfeed.read_dead_letters('g', 1, 0, max_count => 1);
 SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000002);
 COMMIT;
 SELECT pg_temp.err($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000002)$$);
@@ -280,11 +280,11 @@ DO $$
 DECLARE r record;
 BEGIN
 	FOR r IN SELECT * FROM cfeed.read_dead_letters('g', 1) LOOP
-		INSERT INTO processed VALUES (r.change_id, r.change_sequence_number);
+		INSERT INTO dl_done VALUES (r.change_id, r.change_sequence_number);
 		PERFORM cfeed.resolve_dead_letter(r.group_name, r.feed_id, r.shard, r.change_sequence_number);
 	END LOOP;
 END $$;
-SELECT n - 2000000000000000 AS processed FROM processed ORDER BY n;
+SELECT n - 2000000000000000 AS processed FROM dl_done ORDER BY n;
 SELECT count(*) AS dead_letters FROM cfeed.dead_letters;
 
 -- retention never deletes a dead letter (nor what follows it), even told to ignore leases
