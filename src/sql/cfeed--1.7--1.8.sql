@@ -738,9 +738,9 @@ ALTER TABLE cfeed.read_grant REPLICA IDENTITY FULL;
  *
  * A failed_change row is either a failure (dead_lettered_at null: the
  * change is after the lease's cursor and is being retried) or a dead letter
- * (at or before the cursor).  Failures the cursor has passed (the change
- * succeeded, or an operator's seek skipped it) are deleted by the trigger
- * lease_passed.  Rows belong to
+ * (at or before the cursor, unless a seek moved the cursor back over it).
+ * Failures the cursor has passed (the change succeeded, or an operator's
+ * seek skipped it) are deleted by the trigger lease_passed.  Rows belong to
  * their lease: drop_group, and deleting a shard or feed, delete them.
  */
 CREATE TABLE cfeed.failure_policy (
