@@ -50,6 +50,11 @@ INSERT INTO h_call VALUES
   ('cfeed.release', 'f', '{''g'',1,''o''}', '{}'),
   ('cfeed.seek', 'f', '{''g'',1,0,2000000000000001}', '{}'),
   ('cfeed.drop_group', 'f', '{''g'',1}', '{}'),
+  ('cfeed.fail', 'f', '{''g'',1,0,''o'',1,2000000000000001,''e''}', '{}'),
+  ('cfeed.read_group', 'f', '{''g'',1,0,"NULL",10}', '{4}'),
+  ('cfeed.set_failure_policy', 'f', '{''g'',1,5,0,60000,false}', '{}'),
+  ('cfeed.read_dead_letters', 'f', '{''g'',1,0,"NULL","NULL",10}', '{3,4,5}'),
+  ('cfeed.resolve_dead_letter', 'f', '{''g'',1,0,2000000000000001}', '{}'),
   ('cfeed.apply_retention', 'f', '{false}', '{}'),
   ('cfeed.track', 'f', '{''public.h_plain'',1,''id''}', '{3}'),
   ('cfeed.untrack', 'f', '{''public.h_plain''}', '{}'),
@@ -84,7 +89,9 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed._apply_retention(NULL)$$),
   ($$SELECT cfeed._apply_retention(10, NULL)$$),
   ($$SELECT cfeed._track_key(NULL, NULL::record)$$),
-  ($$SELECT cfeed._retention_held_by(NULL, NULL)$$)
+  ($$SELECT cfeed._retention_held_by(NULL, NULL)$$),
+  ($$SELECT cfeed._held_lease(NULL, NULL, NULL, NULL, NULL)$$),
+  ($$SELECT cfeed._not_a_dead_letter(NULL, NULL, NULL, NULL)$$)
 ) AS t(cmd);
 
 -- negative and huge numbers: int max/min, bigint max/min

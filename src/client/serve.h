@@ -303,5 +303,6 @@ extern atomic_long cfeed_metric_requests;
 extern atomic_long cfeed_metric_buffered;
 extern void cfeed_metrics_latency(long long stamped_ms);
 extern void cfeed_metrics_render(ServeBuf *b);
+extern bool cfeed_metrics_refresh_groups(PGconn *conn);
 
 #endif							/* CFEED_SERVE_H */

@@ -422,7 +422,7 @@ hub_main(void *arg)
 		now = cfeed_now_ms();
 		if (ok && now >= next_refresh)
 		{
-			ok = refresh_tokens(conn);
+			ok = refresh_tokens(conn) && cfeed_metrics_refresh_groups(conn);
 			next_refresh = now + cfeed_serve_opts.refresh_ms;
 		}
 		if (ok && now >= next_safety)

@@ -6,10 +6,15 @@
  * Counters are atomics, bumped by whichever thread does the work; the
  * latency histogram (stamp -> sent, for events delivered live from a
  * shard's in-memory tail) is a fixed set of atomic buckets.  The per-shard
- * figures come from the hub (cfeed_hub_metrics).
+ * figures come from the hub (cfeed_hub_metrics).  The consumer groups'
+ * dead letters and failing shards (cfeed.groups) are read by the hub
+ * thread every --refresh-ms (cfeed_metrics_refresh_groups) into lines kept
+ * under groups_lock, since the HTTP thread never touches the database.
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "serve.h"
@@ -26,6 +31,24 @@ static const double bucket_ms[] = {1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2
 static atomic_long bucket_count[NBUCKETS];
 static atomic_long latency_count;
 static atomic_llong latency_sum_us;
+
+/* The groups' metric lines, as of the last refresh. */
+static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
+static ServeBuf groups_lines;
+static bool groups_unavailable;
+
+/*
+ * One row per consumer group and feed: its labels (the group name escaped
+ * for the exposition format: backslash, double quote, newline), dead
+ * letters and shards retrying a failed change.
+ */
+#define GROUPS_SQL \
+	"select pg_catalog.format('{group=\"%s\",feed=\"%s\"}'," \
+	" pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(g.group_name," \
+	" '\\', '\\\\'), '\"', '\\\"'), e'\\n', '\\n'), f.name)," \
+	" g.dead_letters, g.failing" \
+	" from cfeed.groups g join cfeed.feed f on f.feed_id = g.feed_id" \
+	" order by g.group_name, f.name"
 
 /*
  * cfeed_metrics_latency
@@ -49,6 +72,56 @@ cfeed_metrics_latency(long long stamped_ms)
 			atomic_fetch_add(&bucket_count[i], 1);
 	atomic_fetch_add(&latency_count, 1);
 	atomic_fetch_add(&latency_sum_us, us);
+}
+
+/*
+ * cfeed_metrics_refresh_groups
+ *		Read the consumer groups' figures (cfeed.groups, 1.8) into the lines
+ *		/metrics shows.  A role that may not read the view, or a cfeed
+ *		without dead letters, leaves them out (said once in the log).
+ *		Returns false when the connection is lost.
+ */
+bool
+cfeed_metrics_refresh_groups(PGconn *conn)
+{
+	static const char *const names[] = {"dead_letters", "failing_shards"};
+	static const char *const help[] = {
+		"Changes a consumer group set aside after their last failed attempt (cfeed.dead_letters).",
+		"Shards on which a consumer group is retrying a failed change."
+	};
+	ServeBuf	lines = {0};
+	PGresult   *res;
+
+	if (groups_unavailable)
+		return true;
+	res = PQexec(conn, GROUPS_SQL);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		bool		gone = cfeed_connection_lost(conn, res);
+
+		if (!gone)
+		{
+			cfeed_serve_log(LOG_INFO, "hub: consumer group metrics left out: %s",
+							cfeed_error_text(conn, res));
+			groups_unavailable = true;
+		}
+		PQclear(res);
+		return !gone;
+	}
+	for (int m = 0; m < 2; m++)
+	{
+		cfeed_buf_printf(&lines, "# HELP cfeed_serve_group_%s %s\n# TYPE cfeed_serve_group_%s gauge\n",
+						 names[m], help[m], names[m]);
+		for (int r = 0; r < PQntuples(res); r++)
+			cfeed_buf_printf(&lines, "cfeed_serve_group_%s%s %s\n", names[m],
+							 PQgetvalue(res, r, 0), PQgetvalue(res, r, m + 1));
+	}
+	PQclear(res);
+	pthread_mutex_lock(&groups_lock);
+	free(groups_lines.data);
+	groups_lines = lines;
+	pthread_mutex_unlock(&groups_lock);
+	return true;
 }
 
 /*
@@ -89,4 +162,8 @@ cfeed_metrics_render(ServeBuf *b)
 					 (double) atomic_load(&latency_sum_us) / 1e6,
 					 atomic_load(&latency_count));
 	cfeed_hub_metrics(b);
+	pthread_mutex_lock(&groups_lock);
+	if (groups_lines.len > 0)
+		cfeed_buf_append(b, groups_lines.data, groups_lines.len);
+	pthread_mutex_unlock(&groups_lock);
 }

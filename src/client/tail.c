@@ -24,7 +24,8 @@
  * print changes again, which is said on stderr.
  *
  * With --group/--owner the command is a member of a consumer group; the
- * lease handling is in group.c.
+ * lease handling is in group.c.  With --dead-letters --group it prints the
+ * group's dead letters instead and exits (tail_dead.c).
  *
  * This file has the options, the lookups done once (feed, shards) and the
  * loop; connection setup and reconnecting are in tail_conn.c, reading and
@@ -70,6 +71,8 @@ print_tail_help(void)
 		   "      --group=G            read as a member of consumer group G (needs --owner)\n"
 		   "      --owner=O            this member's name in the group\n"
 		   "      --ttl-ms=N           lease time to live in group mode (default: %d)\n"
+		   "      --dead-letters       print the dead letters of --group on the feed (or\n"
+		   "                           on --shard), in order, and exit; no --owner needed\n"
 		   "\n"
 		   CFEED_CONN_HELP
 		   "\n"
@@ -78,6 +81,9 @@ print_tail_help(void)
 		   "   \"change_id\":1000000000000000,\"stamped_at\":\"2024-05-01T12:00:00.1+00:00\"}\n"
 		   "and a change of a tracked table also what changed:\n"
 		   "   ..., \"tbl\":\"public.item\",\"op\":\"update\",\"row\":{\"id\":1,...}}\n"
+		   "A dead letter (--dead-letters) is one line:\n"
+		   "  {\"group\":\"billing\",\"feed_id\":1,\"shard\":0,\"change_sequence_number\":...,\n"
+		   "   \"change_id\":...,\"attempts\":3,\"last_error\":\"...\",\"dead_lettered_at\":\"...\"}\n"
 		   "\n"
 		   "Exit codes: 0 done (--max, --idle-exit-ms, SIGINT, SIGTERM), 1 connection\n"
 		   "or server error, 2 bad arguments or unknown feed, 3 gap in a shard's numbers.\n",
@@ -139,6 +145,9 @@ parse_option(Tail *t, int c, char **argv, const char **from_arg)
 		case 'o':
 			t->owner = optarg;
 			break;
+		case 'D':
+			t->dead_letters = true;
+			break;
 		case 't':
 			if (!cfeed_parse_int64(optarg, 3, INT_MAX, &value))
 				cfeed_usage_error("tail", "invalid --ttl-ms \"%s\": expected an integer of at least 3", optarg);
@@ -182,11 +191,21 @@ parse_from(Tail *t, const char *from_arg)
 /*
  * check_group_options
  *		--group and --owner go together, and exclude --shard and a --from
- *		of now or a cursor.
+ *		of now or a cursor; --dead-letters needs --group alone.
  */
 static void
-check_group_options(const Tail *t)
+check_group_options(const Tail *t, const char *from_arg)
 {
+	if (t->dead_letters)
+	{
+		if (t->group == NULL || *t->group == '\0')
+			cfeed_usage_error("tail", "--dead-letters needs --group");
+		if (t->owner != NULL)
+			cfeed_usage_error("tail", "--dead-letters takes no --owner: it reads the group's dead letters, it holds no lease");
+		if (from_arg != NULL)
+			cfeed_usage_error("tail", "--dead-letters takes no --from: it prints every dead letter of the group");
+		return;
+	}
 	if ((t->group == NULL) != (t->owner == NULL))
 		cfeed_usage_error("tail", "--group and --owner go together");
 	if (t->group != NULL)
@@ -219,6 +238,7 @@ parse_options(Tail *t, int argc, char **argv)
 		{"group", required_argument, NULL, 'g'},
 		{"owner", required_argument, NULL, 'o'},
 		{"ttl-ms", required_argument, NULL, 't'},
+		{"dead-letters", no_argument, NULL, 'D'},
 		{NULL, 0, NULL, 0}
 	};
 	const char *from_arg = NULL;
@@ -240,7 +260,7 @@ parse_options(Tail *t, int argc, char **argv)
 		cfeed_usage_error("tail", "--feed is required");
 	if (from_arg != NULL)
 		parse_from(t, from_arg);
-	check_group_options(t);
+	check_group_options(t, from_arg);
 }
 
 /*
@@ -499,6 +519,49 @@ check_arguments_on_server(Tail *t)
 }
 
 /*
+ * follow
+ *		The loop of the file header, until it stops; leaves the exit code in
+ *		t->exit_code.
+ */
+static void
+follow(Tail *t)
+{
+	TailStep	step;
+
+	check_rows(t);
+	check_arguments_on_server(t);
+
+	t->last_activity_ms = cfeed_now_ms();
+	step = cfeed_tail_setup_connection(t);
+	while (step != STEP_STOP)
+	{
+		if (step == STEP_LOST)
+		{
+			step = cfeed_tail_reconnect(t);
+			continue;
+		}
+
+		for (int i = 0; i < t->nshards && step == STEP_OK; i++)
+			if (t->shards[i].held && t->shards[i].dirty)
+				step = cfeed_tail_drain_shard(t, &t->shards[i]);
+		if (step != STEP_OK)
+			continue;
+		if (t->max > 0 && t->printed >= t->max)
+		{
+			t->exit_code = CFEED_EXIT_OK;
+			break;
+		}
+
+		step = cfeed_tail_wait_for_wakeup(t);
+		if (step == STEP_OK && t->group != NULL && cfeed_now_ms() >= t->next_renew_ms)
+			step = cfeed_group_acquire(t);
+	}
+
+	if (t->group != NULL)
+		cfeed_group_release(t);
+}
+
+/*
  * cfeed_tail_main
  *		`cfeed tail`: argv[0] is "tail".  Returns the exit code.
  */
@@ -506,7 +569,6 @@ int
 cfeed_tail_main(int argc, char **argv)
 {
 	Tail		t;
-	TailStep	step;
 
 	parse_options(&t, argc, argv);
 
@@ -515,37 +577,11 @@ cfeed_tail_main(int argc, char **argv)
 		return CFEED_EXIT_ERROR;
 	resolve_feed(&t);
 	load_shards(&t);
-	check_rows(&t);
-	check_arguments_on_server(&t);
+	if (t.dead_letters)
+		t.exit_code = cfeed_tail_dead_letters(&t);
+	else
+		follow(&t);
 
-	t.last_activity_ms = cfeed_now_ms();
-	step = cfeed_tail_setup_connection(&t);
-	while (step != STEP_STOP)
-	{
-		if (step == STEP_LOST)
-		{
-			step = cfeed_tail_reconnect(&t);
-			continue;
-		}
-
-		for (int i = 0; i < t.nshards && step == STEP_OK; i++)
-			if (t.shards[i].held && t.shards[i].dirty)
-				step = cfeed_tail_drain_shard(&t, &t.shards[i]);
-		if (step != STEP_OK)
-			continue;
-		if (t.max > 0 && t.printed >= t.max)
-		{
-			t.exit_code = CFEED_EXIT_OK;
-			break;
-		}
-
-		step = cfeed_tail_wait_for_wakeup(&t);
-		if (step == STEP_OK && t.group != NULL && cfeed_now_ms() >= t.next_renew_ms)
-			step = cfeed_group_acquire(&t);
-	}
-
-	if (t.group != NULL)
-		cfeed_group_release(&t);
 	cfeed_set_cancel(NULL);
 	if (t.conn != NULL)
 		PQfinish(t.conn);

@@ -3,7 +3,8 @@
  *		State of one `cfeed tail` run, shared by tail.c (options and the
  *		loop), tail_conn.c (connection setup, reconnecting, feed epochs),
  *		tail_read.c (reading and printing), tail_wait.c (waiting between
- *		reads) and group.c (consumer-group leases).
+ *		reads), tail_dead.c (a group's dead letters) and group.c
+ *		(consumer-group leases).
  */
 #ifndef CFEED_TAIL_H
 #define CFEED_TAIL_H
@@ -65,6 +66,7 @@ typedef struct Tail
 	const char *group;
 	const char *owner;
 	int			ttl_ms;
+	bool		dead_letters;	/* print the group's dead letters and exit */
 
 	/* state */
 	PGconn	   *conn;
@@ -95,6 +97,10 @@ extern bool cfeed_tail_epoch_moved(Tail *t, TailShard *s, TailStep *step);
 
 /* tail_read.c */
 extern TailStep cfeed_tail_drain_shard(Tail *t, TailShard *s);
+extern TailStep cfeed_tail_printed(Tail *t, int rc);
+
+/* tail_dead.c */
+extern int	cfeed_tail_dead_letters(Tail *t);
 
 /* tail_wait.c */
 extern void cfeed_tail_mark_all_dirty(Tail *t);

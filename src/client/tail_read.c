@@ -57,6 +57,18 @@ emit(Tail *t, const TailShard *s, const PGresult *res, int r)
 					"\"change_id\":%s,\"stamped_at\":%s}\n",
 					t->feed_id, s->shard, COLUMN(0), COLUMN(1), COLUMN(2));
 #undef COLUMN
+	return cfeed_tail_printed(t, rc);
+}
+
+/*
+ * cfeed_tail_printed
+ *		After printing a line (rc: printf's result): flush it.  STEP_STOP
+ *		when standard output failed (exit code 0 when the reader went away,
+ *		1 otherwise), else STEP_OK.
+ */
+TailStep
+cfeed_tail_printed(Tail *t, int rc)
+{
 	if (rc < 0 || fflush(stdout) != 0)
 	{
 		if (errno == EPIPE)

@@ -602,6 +602,9 @@ $fn$;
  * cfeed._apply_retention: as in 1.0, with the batch bound computed without
  * overflow (the first number + max_rows passed 2^63 - 1 on a shard near
  * the end of its numbers, and the retention pass of every feed failed).
+ * And a dead letter of any group is kept (with every change after it),
+ * ignore_leases or not, until it is resolved or its group dropped (see
+ * "dead letters" below).
  */
 CREATE OR REPLACE FUNCTION cfeed._apply_retention(max_rows int DEFAULT 10000, ignore_leases bool DEFAULT false)
 	RETURNS bigint
@@ -626,7 +629,11 @@ BEGIN
 	FOR r IN
 		SELECT s.feed_id, s.shard, s.last_change_sequence_number AS head, f.retention,
 			   (SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
-				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held
+				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held,
+			   (SELECT GREATEST(d.change_sequence_number, -9223372036854775807) - 1
+				FROM cfeed.failed_change d
+				WHERE d.feed_id = s.feed_id AND d.shard = s.shard AND d.dead_lettered_at IS NOT NULL
+				ORDER BY d.change_sequence_number LIMIT 1) AS dead
 		FROM cfeed.feed f JOIN cfeed.shard s ON s.feed_id = f.feed_id
 		WHERE f.retention IS NOT NULL
 		ORDER BY s.feed_id, s.shard
@@ -641,10 +648,10 @@ BEGIN
 		WHERE c.feed_id = r.feed_id AND c.shard = r.shard AND c.change_sequence_number IS NOT NULL
 		ORDER BY c.change_sequence_number LIMIT 1;
 		CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
-			OR (NOT ignore_leases AND v_first > r.held);
+			OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
 
 		v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
-						 CASE WHEN ignore_leases THEN NULL ELSE r.held END);
+						 CASE WHEN ignore_leases THEN NULL ELSE r.held END, r.dead);
 		-- Numbers above the start value are gapless, so this range bounds the batch;
 		-- the age test keeps young backfilled rows of the migration range.
 		v_limit := LEAST(v_limit::pg_catalog.numeric,
@@ -714,6 +721,676 @@ SELECT pg_catalog.setval('cfeed.change_id_timeline',
  * and revoke_read failed.  Its rows are small: the whole row identifies it.
  */
 ALTER TABLE cfeed.read_grant REPLICA IDENTITY FULL;
+
+
+
+/* ---- dead letters ---- */
+
+/*
+ * A change whose processing always fails no longer blocks its shard for
+ * ever, silently (docs/consumer-groups.md, "Failures and dead letters").
+ * A member reports a failure with cfeed.fail (in the failed transaction
+ * after ROLLBACK TO SAVEPOINT, or in a new one after ROLLBACK), fenced by
+ * owner and epoch like cfeed.checkpoint; cfeed counts the attempts per
+ * (group, change) in cfeed.failed_change.  The group's policy
+ * (cfeed.failure_policy, set by cfeed.set_failure_policy) gives the
+ * backoff between attempts and what happens after the last one: retry for
+ * ever (the default) or set the change aside as a dead letter, which moves
+ * the lease's cursor past it in the same statement, so that a change is
+ * either processed (a checkpoint passed it) or a dead letter, never both,
+ * never neither.  cfeed.read_group is cfeed.read for a member: it leaves
+ * out the group's dead letters, and delivers a failed change only at the
+ * head of a page once its backoff has passed (the shard's later changes
+ * wait meanwhile: per-key order is kept).  An operator replays dead
+ * letters in order with cfeed.read_dead_letters and cfeed.resolve_dead_letter.
+ *
+ * A failed_change row is either a failure (dead_lettered_at null: the
+ * change is after the lease's cursor and is being retried) or a dead letter
+ * (at or before the cursor, unless a seek moved the cursor back over it).
+ * Failures the cursor has passed (the change succeeded, or an operator's
+ * seek skipped it) are deleted by the trigger lease_passed.  Rows belong to
+ * their lease: drop_group, and deleting a shard or feed, delete them.
+ */
+CREATE TABLE cfeed.failure_policy (
+	group_name text NOT NULL,
+	feed_id int NOT NULL REFERENCES cfeed.feed ON DELETE CASCADE,
+	max_attempts int NOT NULL CHECK (max_attempts >= 1),
+	backoff_ms int NOT NULL CHECK (backoff_ms >= 0),
+	max_backoff_ms int NOT NULL CHECK (max_backoff_ms >= backoff_ms),
+	dead_letter bool NOT NULL,
+	updated_at timestamptz NOT NULL,
+	CONSTRAINT failure_policy_pkey PRIMARY KEY (group_name, feed_id)
+);
+COMMENT ON TABLE cfeed.failure_policy IS 'per consumer group and feed: attempts, backoff and what follows the last attempt (cfeed.set_failure_policy); a group without a row retries for ever without backoff';
+COMMENT ON COLUMN cfeed.failure_policy.max_attempts IS 'attempts of a change before it becomes a dead letter (when dead_letter)';
+COMMENT ON COLUMN cfeed.failure_policy.backoff_ms IS 'wait after the first failed attempt, doubled after each further one';
+COMMENT ON COLUMN cfeed.failure_policy.max_backoff_ms IS 'the longest wait between attempts';
+COMMENT ON COLUMN cfeed.failure_policy.dead_letter IS 'after max_attempts: true sets the change aside as a dead letter, false retries it for ever';
+REVOKE ALL ON cfeed.failure_policy FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('cfeed.failure_policy', '');
+ALTER TABLE cfeed.failure_policy ENABLE ROW LEVEL SECURITY;
+CREATE POLICY failure_policy_access ON cfeed.failure_policy
+	USING (cfeed._may_read(feed_id)) WITH CHECK (cfeed._may_read(feed_id));
+COMMENT ON POLICY failure_policy_access ON cfeed.failure_policy IS 'a group''s policy on a feed is seen and written by the feed''s readers';
+
+CREATE TABLE cfeed.failed_change (
+	group_name text NOT NULL,
+	feed_id int NOT NULL,
+	shard int NOT NULL,
+	change_sequence_number bigint NOT NULL,
+	change_id bigint NOT NULL,
+	attempts int NOT NULL CHECK (attempts >= 1),
+	last_error text NOT NULL,
+	first_failed_at timestamptz NOT NULL,
+	failed_at timestamptz NOT NULL,
+	retry_at timestamptz,
+	dead_lettered_at timestamptz,
+	CONSTRAINT failed_change_pkey PRIMARY KEY (group_name, feed_id, shard, change_sequence_number),
+	CONSTRAINT failed_change_lease_fkey FOREIGN KEY (group_name, feed_id, shard)
+		REFERENCES cfeed.lease ON DELETE CASCADE
+);
+-- retention's "lowest dead letter of a shard"
+CREATE INDEX failed_change_dead_idx ON cfeed.failed_change (feed_id, shard, change_sequence_number)
+	WHERE dead_lettered_at IS NOT NULL;
+COMMENT ON TABLE cfeed.failed_change IS 'per consumer group: changes whose processing failed (attempts, last error, next retry) and dead letters (dead_lettered_at set)';
+COMMENT ON COLUMN cfeed.failed_change.attempts IS 'failed attempts reported with cfeed.fail';
+COMMENT ON COLUMN cfeed.failed_change.last_error IS 'the error text of the last failed attempt';
+COMMENT ON COLUMN cfeed.failed_change.retry_at IS 'cfeed.read_group delivers the change again from this time on (null for a dead letter)';
+COMMENT ON COLUMN cfeed.failed_change.dead_lettered_at IS 'when the change was set aside as a dead letter; null while it is retried';
+REVOKE ALL ON cfeed.failed_change FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('cfeed.failed_change', '');
+ALTER TABLE cfeed.failed_change ENABLE ROW LEVEL SECURITY;
+CREATE POLICY failed_change_access ON cfeed.failed_change
+	USING (cfeed._may_read(feed_id)) WITH CHECK (cfeed._may_read(feed_id));
+COMMENT ON POLICY failed_change_access ON cfeed.failed_change IS 'a group''s failures and dead letters on a feed are seen and written by the feed''s readers';
+
+/*
+ * cfeed._held_lease: lock a lease and check that owner holds it at epoch,
+ * unexpired (42704 for an unknown feed, shard or lease, 55000 otherwise);
+ * returns its cursor.  The fencing of cfeed.checkpoint and cfeed.fail.
+ * The caller needs UPDATE on cfeed.lease and a read grant on the feed.
+ */
+CREATE FUNCTION cfeed._held_lease(group_name text, feed_id int, shard int, owner text, epoch bigint)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_lease text := pg_catalog.format('lease of group "%s" on shard %s of feed %s',
+									  _held_lease.group_name, _held_lease.shard, _held_lease.feed_id);
+	v_head bigint;
+	l record;
+BEGIN
+	SELECT x.owner, x.epoch, x.cursor, x.expires_at INTO l
+	FROM cfeed.lease x
+	WHERE x.group_name = _held_lease.group_name AND x.feed_id = _held_lease.feed_id
+	  AND x.shard = _held_lease.shard
+	FOR UPDATE;
+	IF NOT FOUND THEN
+		v_head := cfeed.head(_held_lease.feed_id, _held_lease.shard);	-- 42704 for an unknown feed or shard
+		RAISE EXCEPTION '% does not exist', v_lease
+			USING ERRCODE = '42704',
+				  HINT = 'Call cfeed.acquire() to create the group''s leases and learn which shards you hold.';
+	END IF;
+	IF l.owner IS DISTINCT FROM _held_lease.owner OR l.epoch <> _held_lease.epoch THEN
+		RAISE EXCEPTION '% is %, not by "%" at epoch %', v_lease,
+			CASE WHEN l.owner IS NULL THEN pg_catalog.format('free at epoch %s', l.epoch)
+				 ELSE pg_catalog.format('held by "%s" at epoch %s', l.owner, l.epoch) END,
+			_held_lease.owner, _held_lease.epoch
+			USING ERRCODE = '55000',
+				  DETAIL = 'The lease changed hands (or an operator moved its cursor) after you acquired it; its cursor stays at ' || l.cursor || '.',
+				  HINT = 'Roll back this transaction and call cfeed.acquire() to learn which shards you hold now.';
+	END IF;
+	IF l.expires_at IS NULL OR l.expires_at <= pg_catalog.clock_timestamp() THEN
+		RAISE EXCEPTION '% held by "%" at epoch % has expired', v_lease, _held_lease.owner, _held_lease.epoch
+			USING ERRCODE = '55000',
+				  DETAIL = 'It expired at ' || l.expires_at || '.',
+				  HINT = 'Roll back, renew with cfeed.acquire() (the lease is still yours if nobody took it) and resume from the cursor it returns.';
+	END IF;
+	RETURN l.cursor;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._held_lease(text, int, int, text, bigint) IS 'internal: locks a lease, checks that the owner holds it at the epoch, unexpired (42704, 55000); returns its cursor';
+
+/*
+ * lease_passed: a lease's cursor moving forward (checkpoint, seek, the
+ * cursor move of a dead letter) deletes the lease's failures it passes:
+ * the change was processed, or a seek skipped it.  Dead letters stay, and
+ * a seek back forgets nothing (the failures after the new cursor keep
+ * their attempts).  A trigger, as the extension's owner, so that
+ * checkpoint and seek need no privileges on cfeed.failed_change.
+ */
+CREATE FUNCTION cfeed._lease_passed() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	DELETE FROM cfeed.failed_change f
+	WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
+	  AND f.change_sequence_number <= NEW.cursor AND f.dead_lettered_at IS NULL;
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._lease_passed() IS 'internal: deletes the failures of a lease that its cursor has passed (dead letters stay)';
+REVOKE ALL ON FUNCTION cfeed._lease_passed() FROM PUBLIC;
+CREATE TRIGGER lease_passed AFTER UPDATE OF cursor ON cfeed.lease
+	FOR EACH ROW WHEN (NEW.cursor > OLD.cursor) EXECUTE FUNCTION cfeed._lease_passed();
+
+/*
+ * cfeed.checkpoint: as in 1.0; the fencing is cfeed._held_lease, shared
+ * with cfeed.fail.
+ */
+CREATE OR REPLACE FUNCTION cfeed.checkpoint(group_name text, feed_id int, shard int, owner text,
+											epoch bigint, cursor bigint)
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_old bigint;
+	v_head bigint;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', checkpoint.group_name IS NULL), (2, 'feed_id', checkpoint.feed_id IS NULL),
+				 (3, 'shard', checkpoint.shard IS NULL), (4, 'owner', checkpoint.owner IS NULL),
+				 (5, 'epoch', checkpoint.epoch IS NULL), (6, 'cursor', checkpoint.cursor IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	v_old := cfeed._held_lease(checkpoint.group_name, checkpoint.feed_id, checkpoint.shard,
+							   checkpoint.owner, checkpoint.epoch);
+	IF checkpoint.cursor < v_old THEN
+		RAISE EXCEPTION 'checkpoint would move the cursor of the lease of group "%" on shard % of feed % backwards from % to %',
+			checkpoint.group_name, checkpoint.shard, checkpoint.feed_id, v_old, checkpoint.cursor
+			USING ERRCODE = '55000',
+				  HINT = 'Checkpoint the number of the last change you processed; to replay, an operator can use cfeed.seek().';
+	END IF;
+	SELECT s.last_change_sequence_number INTO v_head FROM cfeed.shard s
+	WHERE s.feed_id = checkpoint.feed_id AND s.shard = checkpoint.shard;
+	IF checkpoint.cursor > v_head THEN
+		RAISE EXCEPTION 'cursor % is beyond the head % of shard % of feed %',
+			checkpoint.cursor, v_head, checkpoint.shard, checkpoint.feed_id
+			USING ERRCODE = '22023',
+				  HINT = 'Checkpoint the change_sequence_number of the last change you processed.';
+	END IF;
+
+	UPDATE cfeed.lease x SET cursor = checkpoint.cursor, updated_at = pg_catalog.clock_timestamp()
+	WHERE x.group_name = checkpoint.group_name AND x.feed_id = checkpoint.feed_id
+	  AND x.shard = checkpoint.shard;
+END
+$fn$;
+
+
+/*
+ * cfeed.set_failure_policy: a group's failure policy on a feed (creates or
+ * replaces it; called with the defaults, the group behaves as without
+ * one).  Needs INSERT and UPDATE on cfeed.failure_policy.
+ */
+CREATE FUNCTION cfeed.set_failure_policy(group_name text, feed_id int, max_attempts int DEFAULT 5,
+										 backoff_ms int DEFAULT 0, max_backoff_ms int DEFAULT 60000,
+										 dead_letter bool DEFAULT false)
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', set_failure_policy.group_name IS NULL),
+				 (2, 'feed_id', set_failure_policy.feed_id IS NULL),
+				 (3, 'max_attempts', set_failure_policy.max_attempts IS NULL),
+				 (4, 'backoff_ms', set_failure_policy.backoff_ms IS NULL),
+				 (5, 'max_backoff_ms', set_failure_policy.max_backoff_ms IS NULL),
+				 (6, 'dead_letter', set_failure_policy.dead_letter IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	IF set_failure_policy.group_name = '' THEN
+		RAISE EXCEPTION 'group_name must not be empty' USING ERRCODE = '22023';
+	END IF;
+	IF set_failure_policy.max_attempts < 1 THEN
+		RAISE EXCEPTION 'argument "max_attempts" must be positive, got %', set_failure_policy.max_attempts
+			USING ERRCODE = '22023';
+	END IF;
+	IF set_failure_policy.backoff_ms < 0 THEN
+		RAISE EXCEPTION 'argument "backoff_ms" must not be negative, got %', set_failure_policy.backoff_ms
+			USING ERRCODE = '22023';
+	END IF;
+	IF set_failure_policy.max_backoff_ms < set_failure_policy.backoff_ms THEN
+		RAISE EXCEPTION 'argument "max_backoff_ms" (%) must not be below "backoff_ms" (%)',
+			set_failure_policy.max_backoff_ms, set_failure_policy.backoff_ms
+			USING ERRCODE = '22023';
+	END IF;
+	PERFORM cfeed._check_feed(set_failure_policy.feed_id);
+
+	INSERT INTO cfeed.failure_policy AS p (group_name, feed_id, max_attempts, backoff_ms, max_backoff_ms,
+										   dead_letter, updated_at)
+	VALUES (set_failure_policy.group_name, set_failure_policy.feed_id, set_failure_policy.max_attempts,
+			set_failure_policy.backoff_ms, set_failure_policy.max_backoff_ms, set_failure_policy.dead_letter,
+			pg_catalog.clock_timestamp())
+	ON CONFLICT ON CONSTRAINT failure_policy_pkey DO UPDATE
+		SET max_attempts = EXCLUDED.max_attempts, backoff_ms = EXCLUDED.backoff_ms,
+			max_backoff_ms = EXCLUDED.max_backoff_ms, dead_letter = EXCLUDED.dead_letter,
+			updated_at = EXCLUDED.updated_at;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.set_failure_policy(text, int, int, int, int, bool) IS 'sets a consumer group''s failure policy on a feed: attempts, backoff (doubling up to max_backoff_ms), and whether a change becomes a dead letter after its last attempt (else it is retried for ever)';
+
+/*
+ * cfeed.fail: a member reports that processing a change failed.  Fenced
+ * like checkpoint (cfeed._held_lease); the change must be after the
+ * lease's cursor.  Counts the attempt and sets the next retry (backoff_ms
+ * doubled per attempt, at most max_backoff_ms).  At the last attempt under
+ * a dead-letter policy, the change is set aside and the cursor moves to it,
+ * in this transaction, when it is the next change to process (every change
+ * between the cursor and it is a dead letter); a change after unprocessed
+ * ones (the member rolled back a whole page) is set aside on its next
+ * failure, once cfeed.read_group has delivered the changes before it.
+ * Returns the attempts so far, the retry time (null for a dead letter) and
+ * whether the change is now a dead letter.  Needs SELECT on
+ * cfeed.failure_policy, SELECT, INSERT and UPDATE on cfeed.failed_change.
+ */
+CREATE FUNCTION cfeed.fail(group_name text, feed_id int, shard int, owner text, epoch bigint,
+						   change_sequence_number bigint, error text)
+	RETURNS TABLE (attempts int, retry_at timestamptz, dead_letter bool)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group text := fail.group_name;
+	v_feed int := fail.feed_id;
+	v_shard int := fail.shard;
+	v_number bigint := fail.change_sequence_number;
+	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_cursor bigint;
+	v_head bigint;
+	v_change_id bigint;
+	v_attempts int;
+	v_retry timestamptz;
+	v_dead bigint;
+	v_next bigint;
+	p record;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', v_group IS NULL), (2, 'feed_id', v_feed IS NULL),
+				 (3, 'shard', v_shard IS NULL), (4, 'owner', fail.owner IS NULL),
+				 (5, 'epoch', fail.epoch IS NULL), (6, 'change_sequence_number', v_number IS NULL),
+				 (7, 'error', fail.error IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	v_cursor := cfeed._held_lease(v_group, v_feed, v_shard, fail.owner, fail.epoch);
+	IF v_number <= v_cursor THEN
+		RAISE EXCEPTION 'change % of shard % of feed % is at or before the cursor % of group "%"',
+			v_number, v_shard, v_feed, v_cursor, v_group
+			USING ERRCODE = '55000',
+				  DETAIL = 'The group has processed it, or set it aside as a dead letter.',
+				  HINT = 'Report failures of changes after the cursor cfeed.acquire() returns.';
+	END IF;
+	SELECT r.change_id INTO v_change_id FROM cfeed.read(v_feed, v_shard, v_number - 1, 1) r
+	WHERE r.change_sequence_number = v_number;
+	IF NOT FOUND THEN
+		SELECT s.last_change_sequence_number INTO v_head FROM cfeed.shard s
+		WHERE s.feed_id = v_feed AND s.shard = v_shard;
+		IF v_number > v_head THEN
+			RAISE EXCEPTION 'change_sequence_number % is beyond the head % of shard % of feed %',
+				v_number, v_head, v_shard, v_feed
+				USING ERRCODE = '22023',
+					  HINT = 'Report the change_sequence_number of the change whose processing failed.';
+		END IF;
+		RAISE EXCEPTION 'change % of shard % of feed % does not exist', v_number, v_shard, v_feed
+			USING ERRCODE = '42704',
+				  HINT = 'Report the change_sequence_number of a change cfeed.read_group() returned.';
+	END IF;
+	IF EXISTS (SELECT FROM cfeed.failed_change d
+			   WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+				 AND d.change_sequence_number = v_number AND d.dead_lettered_at IS NOT NULL) THEN
+		RAISE EXCEPTION 'change % of shard % of feed % is a dead letter of group "%"',
+			v_number, v_shard, v_feed, v_group
+			USING ERRCODE = '55000',
+				  HINT = 'cfeed.read_group() leaves dead letters out; an operator replays them with cfeed.read_dead_letters() and cfeed.resolve_dead_letter().';
+	END IF;
+
+	SELECT x.max_attempts, x.backoff_ms, x.max_backoff_ms, x.dead_letter INTO p
+	FROM cfeed.failure_policy x WHERE x.group_name = v_group AND x.feed_id = v_feed;
+	IF NOT FOUND THEN
+		SELECT 5 AS max_attempts, 0 AS backoff_ms, 60000 AS max_backoff_ms, false AS dead_letter INTO p;
+	END IF;
+
+	INSERT INTO cfeed.failed_change AS f (group_name, feed_id, shard, change_sequence_number, change_id,
+										  attempts, last_error, first_failed_at, failed_at)
+	VALUES (v_group, v_feed, v_shard, v_number, v_change_id, 1, fail.error, v_now, v_now)
+	ON CONFLICT ON CONSTRAINT failed_change_pkey DO UPDATE
+		SET attempts = LEAST(f.attempts::bigint + 1, 2147483647)::int,
+			last_error = EXCLUDED.last_error, failed_at = EXCLUDED.failed_at
+	RETURNING f.attempts INTO v_attempts;
+
+	IF p.dead_letter AND v_attempts >= p.max_attempts THEN
+		-- The next change to process?  Those between the cursor and it must be dead letters.
+		SELECT pg_catalog.count(*) INTO v_dead FROM cfeed.failed_change d
+		WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+		  AND d.change_sequence_number > v_cursor AND d.change_sequence_number < v_number
+		  AND d.dead_lettered_at IS NOT NULL;
+		SELECT pg_catalog.max(r.change_sequence_number) INTO v_next
+		FROM cfeed.read(v_feed, v_shard, v_cursor, LEAST(v_dead + 1, 2147483647)::int) r;
+		IF v_next = v_number THEN
+			UPDATE cfeed.failed_change f SET dead_lettered_at = v_now, retry_at = NULL
+			WHERE f.group_name = v_group AND f.feed_id = v_feed AND f.shard = v_shard
+			  AND f.change_sequence_number = v_number;
+			UPDATE cfeed.lease l SET cursor = v_number, updated_at = v_now
+			WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.shard = v_shard;
+			RETURN QUERY SELECT v_attempts, NULL::timestamptz, true;
+			RETURN;
+		END IF;
+	END IF;
+
+	v_retry := v_now + pg_catalog.make_interval(secs =>
+		LEAST(p.max_backoff_ms::pg_catalog.numeric,
+			  p.backoff_ms * pg_catalog.power(2::pg_catalog.numeric, LEAST(v_attempts - 1, 40))) / 1000);
+	UPDATE cfeed.failed_change f SET retry_at = v_retry
+	WHERE f.group_name = v_group AND f.feed_id = v_feed AND f.shard = v_shard
+	  AND f.change_sequence_number = v_number;
+	RETURN QUERY SELECT v_attempts, v_retry, false;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.fail(text, int, int, text, bigint, bigint, text) IS 'reports that processing a change failed (fenced like checkpoint): counts the attempt, sets the retry time, and after the last attempt of a dead-letter policy sets the change aside and moves the cursor past it';
+
+/*
+ * cfeed.read_group: cfeed.read for a member of a group (cursor null: the
+ * lease's).  Leaves out the group's dead letters; a change that failed is
+ * delivered only first in a page and only once its retry time has come,
+ * and a page ends before any other: while a failed change backs off, the
+ * read returns nothing (consumer_lag.retry_at says until when).  The
+ * column attempts counts the failures reported so far.  Needs SELECT on
+ * cfeed.lease and cfeed.failed_change, and a read grant on the feed.
+ */
+CREATE FUNCTION cfeed.read_group(group_name text, feed_id int, shard int, cursor bigint DEFAULT NULL,
+								 max_count int DEFAULT 1000)
+	RETURNS TABLE (change_sequence_number bigint, change_id bigint, stamped_at timestamptz, attempts int)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group text := read_group.group_name;
+	v_feed int := read_group.feed_id;
+	v_shard int := read_group.shard;
+	v_cursor bigint;
+	v_head bigint;
+	v_dead bigint;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', v_group IS NULL), (2, 'feed_id', v_feed IS NULL),
+				 (3, 'shard', v_shard IS NULL), (5, 'max_count', read_group.max_count IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	IF read_group.max_count < 0 THEN
+		RAISE EXCEPTION 'argument "max_count" must not be negative, got %', read_group.max_count
+			USING ERRCODE = '22023';
+	END IF;
+	SELECT x.cursor INTO v_cursor FROM cfeed.lease x
+	WHERE x.group_name = v_group AND x.feed_id = v_feed AND x.shard = v_shard;
+	IF NOT FOUND THEN
+		v_head := cfeed.head(v_feed, v_shard);	-- 42501 or 42704 for the feed or shard
+		RAISE EXCEPTION 'lease of group "%" on shard % of feed % does not exist', v_group, v_shard, v_feed
+			USING ERRCODE = '42704',
+				  HINT = 'Call cfeed.acquire() to create the group''s leases and learn which shards you hold.';
+	END IF;
+	v_cursor := COALESCE(read_group.cursor, v_cursor);
+	SELECT pg_catalog.count(*) INTO v_dead FROM cfeed.failed_change d
+	WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+	  AND d.change_sequence_number > v_cursor AND d.dead_lettered_at IS NOT NULL;
+
+	RETURN QUERY
+	WITH page AS (
+		SELECT r.change_sequence_number AS n, r.change_id AS id, r.stamped_at AS at,
+			   f.attempts AS tries, f.retry_at AS due,
+			   pg_catalog.row_number() OVER (ORDER BY r.change_sequence_number) AS k
+		FROM cfeed.read(v_feed, v_shard, v_cursor,
+						LEAST(read_group.max_count::bigint + v_dead, 2147483647)::int) r
+		LEFT JOIN cfeed.failed_change f
+		  ON f.group_name = v_group AND f.feed_id = v_feed AND f.shard = v_shard
+		 AND f.change_sequence_number = r.change_sequence_number
+		WHERE f.dead_lettered_at IS NULL)
+	SELECT p.n, p.id, p.at, COALESCE(p.tries, 0)
+	FROM page p
+	WHERE p.k <= read_group.max_count
+	  AND p.k < COALESCE((SELECT pg_catalog.min(q.k) FROM page q
+						  WHERE q.tries IS NOT NULL
+							AND (q.k > 1 OR q.due > pg_catalog.clock_timestamp())), 9223372036854775807)
+	ORDER BY p.n;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.read_group(text, int, int, bigint, int) IS 'cfeed.read for a consumer group member: without the group''s dead letters, a failed change only first in a page once its backoff has passed (nothing while it backs off)';
+
+/*
+ * cfeed.dead_letters: the dead letters of the groups on the feeds the
+ * caller may read (as cfeed.shard: the view runs as its owner).
+ */
+CREATE VIEW cfeed.dead_letters AS
+	SELECT d.group_name, d.feed_id, d.shard, d.change_sequence_number, d.change_id, d.attempts,
+		   d.last_error, d.first_failed_at, d.dead_lettered_at
+	FROM cfeed.failed_change d
+	WHERE d.dead_lettered_at IS NOT NULL AND cfeed._may_read(d.feed_id);
+ALTER VIEW cfeed.dead_letters SET (security_barrier = true);
+COMMENT ON VIEW cfeed.dead_letters IS 'changes a consumer group set aside after their last failed attempt, to be replayed with cfeed.read_dead_letters and cfeed.resolve_dead_letter';
+REVOKE ALL ON cfeed.dead_letters FROM PUBLIC;
+
+/*
+ * cfeed.read_dead_letters: an operator's replay, in order (by shard, then
+ * number): every dead letter of the group on the feed, those of one shard,
+ * or those of a shard in [first_number, last_number].  Needs SELECT on
+ * cfeed.failed_change.
+ */
+CREATE FUNCTION cfeed.read_dead_letters(group_name text, feed_id int, shard int DEFAULT NULL,
+										first_number bigint DEFAULT NULL, last_number bigint DEFAULT NULL,
+										max_count int DEFAULT 1000)
+	RETURNS SETOF cfeed.dead_letters
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_head bigint;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', read_dead_letters.group_name IS NULL),
+				 (2, 'feed_id', read_dead_letters.feed_id IS NULL),
+				 (6, 'max_count', read_dead_letters.max_count IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	IF read_dead_letters.max_count < 0 THEN
+		RAISE EXCEPTION 'argument "max_count" must not be negative, got %', read_dead_letters.max_count
+			USING ERRCODE = '22023';
+	END IF;
+	IF read_dead_letters.shard IS NULL
+	   AND (read_dead_letters.first_number IS NOT NULL OR read_dead_letters.last_number IS NOT NULL) THEN
+		RAISE EXCEPTION 'a range of numbers needs a shard'
+			USING ERRCODE = '22023',
+				  HINT = 'Numbers are per shard: pass the shard of first_number and last_number.';
+	END IF;
+	IF read_dead_letters.first_number > read_dead_letters.last_number THEN
+		RAISE EXCEPTION 'first_number % is above last_number %',
+			read_dead_letters.first_number, read_dead_letters.last_number
+			USING ERRCODE = '22023';
+	END IF;
+	PERFORM cfeed._check_feed(read_dead_letters.feed_id);
+	IF read_dead_letters.shard IS NOT NULL THEN
+		v_head := cfeed.head(read_dead_letters.feed_id, read_dead_letters.shard);	-- 42704 for an unknown shard
+	END IF;
+	IF NOT EXISTS (SELECT FROM cfeed.lease l
+				   WHERE l.group_name = read_dead_letters.group_name AND l.feed_id = read_dead_letters.feed_id) THEN
+		RAISE EXCEPTION 'group "%" has no leases on feed %', read_dead_letters.group_name, read_dead_letters.feed_id
+			USING ERRCODE = '42704',
+				  HINT = 'A group''s leases are created by cfeed.acquire(); cfeed.groups lists the groups.';
+	END IF;
+
+	RETURN QUERY
+	SELECT d.group_name, d.feed_id, d.shard, d.change_sequence_number, d.change_id, d.attempts,
+		   d.last_error, d.first_failed_at, d.dead_lettered_at
+	FROM cfeed.failed_change d
+	WHERE d.group_name = read_dead_letters.group_name AND d.feed_id = read_dead_letters.feed_id
+	  AND (read_dead_letters.shard IS NULL OR d.shard = read_dead_letters.shard)
+	  AND (read_dead_letters.first_number IS NULL OR d.change_sequence_number >= read_dead_letters.first_number)
+	  AND (read_dead_letters.last_number IS NULL OR d.change_sequence_number <= read_dead_letters.last_number)
+	  AND d.dead_lettered_at IS NOT NULL
+	ORDER BY d.shard, d.change_sequence_number
+	LIMIT read_dead_letters.max_count;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.read_dead_letters(text, int, int, bigint, bigint, int) IS 'a consumer group''s dead letters on a feed in order (all, one shard''s, or a range of a shard''s), for an operator''s replay';
+
+/*
+ * cfeed._not_a_dead_letter: raise 42704 for a change that is not (or no
+ * longer: resolved concurrently) a dead letter of the group.
+ */
+CREATE FUNCTION cfeed._not_a_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
+	RETURNS void
+	LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	RAISE EXCEPTION 'change % of shard % of feed % is not a dead letter of group "%"',
+		change_sequence_number, shard, feed_id, group_name
+		USING ERRCODE = '42704',
+			  HINT = 'cfeed.read_dead_letters() returns the group''s dead letters (one resolved by someone else is gone).';
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._not_a_dead_letter(text, int, int, bigint) IS 'internal: raises 42704 for a change that is not a dead letter of the group';
+
+/*
+ * cfeed.resolve_dead_letter: an operator has replayed a dead letter (in
+ * the same transaction, for exactly once) or gives it up: it is deleted.
+ * Only the oldest of its shard (replays keep the shard's order), and only
+ * once the lease's cursor is at or past it (after a seek back over it,
+ * the group's cursor has to come back first).  Needs SELECT and DELETE on
+ * cfeed.failed_change.
+ */
+CREATE FUNCTION cfeed.resolve_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
+	RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group text := resolve_dead_letter.group_name;
+	v_feed int := resolve_dead_letter.feed_id;
+	v_shard int := resolve_dead_letter.shard;
+	v_number bigint := resolve_dead_letter.change_sequence_number;
+	v_head bigint;
+	v_older bigint;
+	v_cursor bigint;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', v_group IS NULL), (2, 'feed_id', v_feed IS NULL),
+				 (3, 'shard', v_shard IS NULL), (4, 'change_sequence_number', v_number IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	v_head := cfeed.head(v_feed, v_shard);	-- 42501 or 42704 for the feed or shard
+	IF NOT EXISTS (SELECT FROM cfeed.failed_change d
+				   WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+					 AND d.change_sequence_number = v_number AND d.dead_lettered_at IS NOT NULL) THEN
+		PERFORM cfeed._not_a_dead_letter(v_group, v_feed, v_shard, v_number);
+	END IF;
+	SELECT pg_catalog.min(d.change_sequence_number) INTO v_older FROM cfeed.failed_change d
+	WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+	  AND d.change_sequence_number < v_number AND d.dead_lettered_at IS NOT NULL;
+	IF v_older IS NOT NULL THEN
+		RAISE EXCEPTION 'dead letter % of group "%" on shard % of feed % follows dead letter %, which is not resolved',
+			v_number, v_group, v_shard, v_feed, v_older
+			USING ERRCODE = '55000',
+				  HINT = 'Replay and resolve the dead letters of a shard in order, as cfeed.read_dead_letters() returns them.';
+	END IF;
+	SELECT l.cursor INTO v_cursor FROM cfeed.lease l
+	WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.shard = v_shard;
+	IF v_number > v_cursor THEN
+		RAISE EXCEPTION 'dead letter % of group "%" on shard % of feed % is after the group''s cursor %',
+			v_number, v_group, v_shard, v_feed, v_cursor
+			USING ERRCODE = '55000',
+				  DETAIL = 'An operator moved the cursor back over it (cfeed.seek); the group has not passed it again.',
+				  HINT = 'Resolve it once cfeed.consumer_lag shows the cursor at or past it.';
+	END IF;
+	-- Locks it: a concurrent resolver waits, then finds it gone.
+	DELETE FROM cfeed.failed_change d
+	WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+	  AND d.change_sequence_number = v_number AND d.dead_lettered_at IS NOT NULL;
+	IF NOT FOUND THEN
+		PERFORM cfeed._not_a_dead_letter(v_group, v_feed, v_shard, v_number);
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed.resolve_dead_letter(text, int, int, bigint) IS 'deletes a replayed (or given up) dead letter, the oldest of its shard, in the operator''s transaction';
+
+/*
+ * Monitoring: cfeed.consumer_lag gets the failed change a lease is
+ * retrying (failing, attempts, last_error, retry_at) and its dead letters;
+ * cfeed.groups the shards retrying a change and the dead letters.  The
+ * definitions above, wrapped (columns added at the end).
+ */
+DO $do$
+BEGIN
+	EXECUTE pg_catalog.format($v$
+		CREATE OR REPLACE VIEW cfeed.consumer_lag AS
+		SELECT v.*, f.change_sequence_number AS failing, f.attempts, f.last_error, f.retry_at,
+			   (SELECT pg_catalog.count(*) FROM cfeed.failed_change d
+				WHERE d.group_name OPERATOR(pg_catalog.=) v.group_name
+				  AND d.feed_id OPERATOR(pg_catalog.=) v.feed_id AND d.shard OPERATOR(pg_catalog.=) v.shard
+				  AND d.dead_lettered_at IS NOT NULL) AS dead_letters
+		FROM (%s) v
+		LEFT JOIN LATERAL (
+			SELECT x.change_sequence_number, x.attempts, x.last_error, x.retry_at
+			FROM cfeed.failed_change x
+			WHERE x.group_name OPERATOR(pg_catalog.=) v.group_name
+			  AND x.feed_id OPERATOR(pg_catalog.=) v.feed_id AND x.shard OPERATOR(pg_catalog.=) v.shard
+			  AND x.change_sequence_number OPERATOR(pg_catalog.>) v.cursor AND x.dead_lettered_at IS NULL
+			ORDER BY x.change_sequence_number
+			LIMIT 1) f ON true$v$,
+		pg_catalog.regexp_replace(pg_catalog.pg_get_viewdef('cfeed.consumer_lag'::pg_catalog.regclass),
+								  ';\s*$', ''));
+	EXECUTE pg_catalog.format($v$
+		CREATE OR REPLACE VIEW cfeed.groups AS
+		SELECT v.*, COALESCE(d.failing, 0) AS failing, COALESCE(d.dead_letters, 0) AS dead_letters
+		FROM (%s) v
+		LEFT JOIN LATERAL (
+			SELECT pg_catalog.count(DISTINCT x.shard) FILTER (WHERE x.dead_lettered_at IS NULL) AS failing,
+				   pg_catalog.count(*) FILTER (WHERE x.dead_lettered_at IS NOT NULL) AS dead_letters
+			FROM cfeed.failed_change x
+			WHERE x.group_name OPERATOR(pg_catalog.=) v.group_name
+			  AND x.feed_id OPERATOR(pg_catalog.=) v.feed_id) d ON true$v$,
+		pg_catalog.regexp_replace(pg_catalog.pg_get_viewdef('cfeed.groups'::pg_catalog.regclass),
+								  ';\s*$', ''));
+END
+$do$;
+ALTER VIEW cfeed.consumer_lag SET (security_barrier = true);
+ALTER VIEW cfeed.groups SET (security_barrier = true);
+
+/*
+ * cfeed._retention_held_by: as in 1.0, with dead letters: a group holds
+ * retention from its lowest cursor or the change before its lowest dead
+ * letter, whichever is lower (cfeed._apply_retention keeps dead letters
+ * even when told to ignore leases).
+ */
+CREATE OR REPLACE FUNCTION cfeed._retention_held_by(feed_id int, shard int) RETURNS text
+	LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT l.group_name
+	FROM (SELECT h.group_name, h.cursor
+		  FROM ((SELECT x.group_name, x.cursor FROM cfeed.lease x
+				 WHERE x.feed_id = $1 AND x.shard = $2
+				 ORDER BY x.cursor, x.group_name LIMIT 1)
+				UNION ALL
+				(SELECT d.group_name, GREATEST(d.change_sequence_number, -9223372036854775807) - 1
+				 FROM cfeed.failed_change d
+				 WHERE d.feed_id = $1 AND d.shard = $2 AND d.dead_lettered_at IS NOT NULL
+				 ORDER BY d.change_sequence_number, d.group_name LIMIT 1)) h
+		  ORDER BY h.cursor, h.group_name LIMIT 1) l,
+		 cfeed.shard s, cfeed.feed f,
+		 LATERAL (SELECT c.change_sequence_number AS number,
+						 COALESCE(c.stamped_at, c.written_at) AS stamped_at
+				  FROM cfeed.change c
+				  WHERE c.feed_id = $1 AND c.shard = $2
+					AND c.change_sequence_number > l.cursor
+				  ORDER BY c.change_sequence_number LIMIT 1) u
+	WHERE s.feed_id = $1 AND s.shard = $2 AND f.feed_id = $1
+	  AND f.retention IS NOT NULL
+	  AND u.number < s.last_change_sequence_number
+	  AND u.stamped_at < now() - f.retention
+$fn$;
 
 
 

@@ -229,6 +229,26 @@ $node->psql('old', "\\set VERBOSITY verbose\nSELECT * FROM cfeed.acquire(repeat(
 like($err, qr/22023: group_name must be at most 200 characters, got 201/,
 	'1.1: long group names refused with 22023');
 
+# 1.8: the group of 1.0 reports a failure; its policy sets the change
+# aside as a dead letter; a dump of the updated database keeps the policy,
+# the dead letter and the cursor past it.
+is($node->safe_psql('old', qq{
+	SELECT FROM cfeed.set_failure_policy('g', 1, max_attempts => 1, dead_letter => true);
+	SELECT dead_letter FROM cfeed.fail('g', 1, 0, 'a', $epoch, $cursor + 121, 'poison')}), 't',
+	'1.8: a change of the group of 1.0 is set aside as a dead letter');
+my $dump18 = $node->basedir . '/old-1.8.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f', $dump18, 'old' ],
+	'pg_dump of the updated database');
+$node->safe_psql('postgres', 'CREATE DATABASE restored18');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored18', $dump18 ],
+	'pg_restore of it');
+is($node->safe_psql('restored18', q{
+	SELECT (SELECT count(*) FROM cfeed.failure_policy) || ' '
+	    || (SELECT string_agg(change_sequence_number || ':' || last_error, ',') FROM cfeed.dead_letters) || ' '
+	    || (SELECT cursor FROM cfeed.lease WHERE group_name = 'g' AND feed_id = 1 AND shard = 0)}),
+	'1 ' . ($cursor + 121) . ':poison ' . ($cursor + 121),
+	'the restored database keeps the policy, the dead letter and the cursor past it');
+
 # 1.6: no foreign key on cfeed.change; its shard check (change_guard) and
 # shard_config's guard keep what it guaranteed, without a lock on the
 # shard's row.

@@ -467,6 +467,26 @@ is(http_get("$url/orders", $alice, Accept => 'text/event-stream', 'Last-Event-ID
 $r = http_get("$gw->{url}/metrics");
 like($r->{content}, qr/^cfeed_serve_events_sent_total \d+$/m, 'metrics: events sent');
 like($r->{content}, qr/^cfeed_serve_delivery_seconds_bucket\{le="\+Inf"\} \d+$/m, 'metrics: latency histogram');
+# a consumer group's dead letters and failing shards (cfeed.groups), read by
+# the hub every --refresh-ms; the group name escaped as a label value
+$node->safe_psql('postgres', q{
+	select from cfeed.acquire('dl"q\', 1, 'a');
+	select from cfeed.set_failure_policy('dl"q\', 1, max_attempts => 1, dead_letter => true);
+	select from cfeed.lease l
+	cross join lateral cfeed.fail(l.group_name, 1, l.shard, 'a', l.epoch, l.cursor + l.shard + 1, 'poison') f
+	where l.group_name = 'dl"q\' and l.shard <= 1 order by l.shard;});
+my $labels = qr/\{group="dl\\"q\\\\",feed="orders"\}/;
+my $deadline = time + 10;
+$r = http_get("$gw->{url}/metrics");
+while ($r->{content} !~ /^cfeed_serve_group_dead_letters$labels 1$/m && time < $deadline)
+{
+	usleep(50_000);
+	$r = http_get("$gw->{url}/metrics");
+}
+like($r->{content}, qr/^cfeed_serve_group_dead_letters$labels 1$/m,
+	'metrics: a group\'s dead letters (shard 0: its next change, set aside)');
+like($r->{content}, qr/^cfeed_serve_group_failing_shards$labels 1$/m,
+	'metrics: its shards retrying a failed change (shard 1: not its next change)');
 is(http_get("$gw->{url}/healthz")->{status}, 200, 'healthz: 200');
 
 # --- the database restarts under an open stream: 503 meanwhile, the hub

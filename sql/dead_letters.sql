@@ -1,0 +1,372 @@
+-- dead_letters: failure reports, attempts and backoff, dead letters and
+-- their replay in consumer groups; fencing, seek, retention, privileges,
+-- errors (docs/consumer-groups.md, "Failures and dead letters").
+\i test/regress_setup.sql
+GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
+
+-- state(group, feed, shard): the lease's cursor (as an offset from the
+-- start) and the group's failures and dead letters on the shard
+CREATE FUNCTION pg_temp.state(g text, f int, s int) RETURNS TABLE (cursor bigint, failures text, dead text)
+LANGUAGE sql AS $$
+	SELECT l.cursor - 2000000000000000,
+	       (SELECT string_agg(format('%s:%s:%s', x.change_sequence_number - 2000000000000000, x.attempts, x.last_error),
+	                          ' ' ORDER BY x.change_sequence_number)
+	        FROM cfeed.failed_change x WHERE (x.group_name, x.feed_id, x.shard) = (g, f, s) AND x.dead_lettered_at IS NULL),
+	       (SELECT string_agg(format('%s:%s', x.change_sequence_number - 2000000000000000, x.attempts),
+	                          ' ' ORDER BY x.change_sequence_number)
+	        FROM cfeed.failed_change x WHERE (x.group_name, x.feed_id, x.shard) = (g, f, s) AND x.dead_lettered_at IS NOT NULL)
+	FROM cfeed.lease l WHERE (l.group_name, l.feed_id, l.shard) = (g, f, s) $$;
+-- page(group, feed, shard): what cfeed.read_group returns after the lease's cursor (offsets:attempts)
+CREATE FUNCTION pg_temp.page(g text, f int, s int, n int DEFAULT 1000) RETURNS text LANGUAGE sql AS $$
+	SELECT coalesce(string_agg(format('%s:%s', r.change_sequence_number - 2000000000000000, r.attempts), ' '
+	                           ORDER BY r.change_sequence_number), '-')
+	FROM cfeed.read_group(g, f, s, max_count => n) r $$;
+-- due(group, feed): every failure of the group is due for its retry now
+CREATE FUNCTION pg_temp.due(g text, f int) RETURNS void LANGUAGE sql AS $$
+	UPDATE cfeed.failed_change SET retry_at = now() - interval '1 second'
+	WHERE group_name = g AND feed_id = f AND dead_lettered_at IS NULL $$;
+
+SELECT cfeed.create_feed('dl', 2);
+SELECT count(cfeed.publish(1, 0)) FROM generate_series(1, 10);
+SELECT count(cfeed.publish(1, 1)) FROM generate_series(1, 3);
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY 1, 2;
+SELECT shard, cursor, epoch FROM cfeed.acquire('g', 1, 'a', 600000);
+
+-- the catalogs: dumped, with a primary key (a publication of all tables
+-- needs a replica identity), row-level security, nothing for PUBLIC
+SELECT c.relname, c.relrowsecurity,
+       EXISTS (SELECT FROM pg_extension e, unnest(e.extconfig) x WHERE e.extname = 'cfeed' AND x = c.oid) AS dumped,
+       EXISTS (SELECT FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary) AS has_pkey,
+       (SELECT count(*) FROM aclexplode(COALESCE(c.relacl, acldefault('r', c.relowner))) a WHERE a.grantee = 0) AS public_grants
+FROM pg_class c WHERE c.relnamespace = 'cfeed'::regnamespace
+  AND c.relname IN ('failure_policy', 'failed_change', 'dead_letters')
+ORDER BY 1;
+-- the functions: none STRICT; PUBLIC may execute them (they run as the caller);
+-- the trigger that forgets the failures a cursor passes runs as the owner
+-- (checkpoint and seek need no privileges on the new tables), PUBLIC may not call it
+SELECT p.oid::regprocedure AS function, p.proisstrict, p.provolatile, p.prosecdef,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
+FROM pg_proc p WHERE p.pronamespace = 'cfeed'::regnamespace
+  AND p.proname IN ('fail', 'read_group', 'set_failure_policy', 'read_dead_letters', 'resolve_dead_letter',
+                    '_held_lease', '_not_a_dead_letter')
+ORDER BY 1::text;
+SELECT tgname, tgenabled, pg_get_triggerdef(t.oid) AS def,
+       p.prosecdef, has_function_privilege('public', p.oid, 'EXECUTE') AS public_execute
+FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE t.tgrelid = 'cfeed.lease'::regclass AND t.tgname = 'lease_passed';
+
+-- without a policy (the default): every failure is counted, the change is
+-- retried for ever, at once (no backoff), and never set aside
+SELECT pg_temp.page('g', 1, 0, 3);
+SELECT attempts, retry_at <= clock_timestamp() AS due_now, dead_letter
+FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'boom 1');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'boom 2');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'boom 3');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'boom 4');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'boom 5');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'boom 6');
+SELECT * FROM pg_temp.state('g', 1, 0);
+-- the failed change is delivered again at the head of the page, with its attempts
+SELECT pg_temp.page('g', 1, 0, 3);
+-- consumer_lag and groups show it: the change a shard is stuck on, and how often it failed
+SELECT shard, failing - 2000000000000000 AS failing, attempts, last_error, dead_letters
+FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER BY shard;
+SELECT group_name, feed_id, failing, dead_letters FROM cfeed.groups ORDER BY 1, 2;
+-- processed at last: the checkpoint passing it forgets the failure
+SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, 2000000000000001);
+SELECT * FROM pg_temp.state('g', 1, 0);
+SELECT shard, failing, attempts, dead_letters FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER BY shard;
+
+-- set_failure_policy: bad arguments, then 2 attempts, 60 s backoff, dead letters
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$SELECT cfeed.set_failure_policy(NULL, 1)$$),
+  ($$SELECT cfeed.set_failure_policy('g', NULL)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, NULL)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, 2, NULL)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, 2, 0, NULL)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, 2, 0, 0, NULL)$$),
+  ($$SELECT cfeed.set_failure_policy('', 1)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, 0)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, -1)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, 2, -1)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1, 2, 1000, 999)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 99)$$),
+  ($$SELECT cfeed.set_failure_policy('g', -2147483648)$$)
+) AS t(cmd);
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 2, backoff_ms => 60000, max_backoff_ms => 600000,
+                                dead_letter => true);
+SELECT group_name, feed_id, max_attempts, backoff_ms, max_backoff_ms, dead_letter FROM cfeed.failure_policy;
+
+-- backoff: after a failure the shard waits (read_group returns nothing) until retry_at
+SELECT attempts, round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s, dead_letter
+FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000002, 'bad row');
+SELECT pg_temp.page('g', 1, 0);
+SELECT shard, failing - 2000000000000000 AS failing, attempts, last_error,
+       round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s
+FROM cfeed.consumer_lag WHERE group_name = 'g' AND shard = 0;
+-- the other shard is not held up
+SELECT pg_temp.page('g', 1, 1);
+-- once due, it is delivered first in a page; the second failure is its last:
+-- set aside as a dead letter, the cursor moves past it in the same call
+SELECT pg_temp.due('g', 1);
+SELECT pg_temp.page('g', 1, 0, 3);
+SELECT attempts, retry_at, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000002, 'bad row again');
+SELECT * FROM pg_temp.state('g', 1, 0);
+-- the dead letters view
+SELECT group_name, feed_id, shard, change_sequence_number - 2000000000000000 AS n,
+       change_id = (SELECT change_id FROM cfeed.change WHERE feed_id = 1 AND shard = 0
+                    AND change_sequence_number = 2000000000000002) AS change_id_ok,
+       attempts, last_error, dead_lettered_at IS NOT NULL AS dead_lettered
+FROM cfeed.dead_letters ORDER BY 1, 2, 3, 4;
+SELECT shard, dead_letters FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER BY shard;
+SELECT group_name, feed_id, failing, dead_letters FROM cfeed.groups ORDER BY 1, 2;
+SELECT pg_temp.page('g', 1, 0, 2);
+
+-- a failure is reported after ROLLBACK TO SAVEPOINT in the failed
+-- transaction: the changes before it are checkpointed first, in the same commit
+CREATE TEMP TABLE dl_done (change_id bigint PRIMARY KEY, n bigint);
+BEGIN;
+INSERT INTO dl_done SELECT change_id, change_sequence_number FROM cfeed.read_group('g', 1, 0, max_count => 1);
+SAVEPOINT c;
+INSERT INTO dl_done VALUES (0, 0);
+INSERT INTO dl_done VALUES (0, 0);	-- the processing of change 4 fails
+ROLLBACK TO SAVEPOINT c;
+SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, 2000000000000003);
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000004, 'duplicate key');
+COMMIT;
+SELECT * FROM pg_temp.state('g', 1, 0);
+SELECT n - 2000000000000000 AS processed FROM dl_done ORDER BY n;
+-- a failure reported in a new transaction, after rolling a whole page back
+-- (changes 4..7, change 6 fails): the page is cut before the failed change
+-- even once it is due, so the changes before it are processed first
+SELECT pg_temp.due('g', 1);
+SELECT pg_temp.page('g', 1, 0, 4);
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000006, 'page failed');
+SELECT pg_temp.due('g', 1);
+SELECT pg_temp.page('g', 1, 0, 4);
+-- change 4 succeeds this time; change 6, at its last attempt but with change 5
+-- unprocessed before it, is not set aside yet
+SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, 2000000000000004);
+SELECT attempts, retry_at IS NOT NULL AS retries, dead_letter
+FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000006, 'page failed again');
+SELECT * FROM pg_temp.state('g', 1, 0);
+SELECT pg_temp.due('g', 1);
+SELECT pg_temp.page('g', 1, 0, 4);
+SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, 2000000000000005);
+SELECT pg_temp.page('g', 1, 0, 4);
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000006, 'page failed at last');
+SELECT * FROM pg_temp.state('g', 1, 0);
+
+-- never both, never neither: a dead letter and the cursor move roll back together
+BEGIN;
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000007, 'x');
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 1, dead_letter => true);
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000007, 'x');
+SELECT * FROM pg_temp.state('g', 1, 0);
+ROLLBACK;
+SELECT * FROM pg_temp.state('g', 1, 0);
+-- several dead letters in a row: each is the next change once those before it are set aside
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 1, dead_letter => true);
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000007, 'seven');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000008, 'eight');
+SELECT * FROM pg_temp.state('g', 1, 0);
+
+-- refused reports: null arguments (22004), unknown feed, shard, lease or
+-- change (42704), fencing (55000), numbers at or before the cursor (55000)
+-- or beyond the head (22023)
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$SELECT * FROM cfeed.fail(NULL, 1, 0, 'a', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', NULL, 0, 'a', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, NULL, 'a', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, NULL, 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', NULL, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, NULL, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000009, NULL)$$),
+  ($$SELECT * FROM cfeed.fail('g', 99, 0, 'a', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 7, 'a', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('nope', 1, 0, 'a', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'b', 1, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 2, 2000000000000009, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000008, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000001, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000011, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 9223372036854775807, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, -9223372036854775808, 'e')$$)
+) AS t(cmd);
+-- a change removed from the shard (as retention does) cannot be reported
+DELETE FROM cfeed.change WHERE feed_id = 1 AND shard = 0 AND change_sequence_number = 2000000000000009;
+SELECT pg_temp.err($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000009, 'e')$$);
+-- an expired lease is fenced too
+SELECT count(*) FROM cfeed.acquire('g', 1, 'a', ttl_ms => 1);
+SELECT pg_sleep(0.05);
+SELECT pg_temp.err($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 1, 2000000000000010, 'e')$$);
+SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'a', 600000);
+-- nothing above changed the group's state
+SELECT * FROM pg_temp.state('g', 1, 0);
+
+-- read_group: bad arguments
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$SELECT * FROM cfeed.read_group(NULL, 1, 0)$$),
+  ($$SELECT * FROM cfeed.read_group('g', NULL, 0)$$),
+  ($$SELECT * FROM cfeed.read_group('g', 1, NULL)$$),
+  ($$SELECT * FROM cfeed.read_group('g', 1, 0, NULL, NULL)$$),
+  ($$SELECT * FROM cfeed.read_group('g', 1, 0, NULL, -1)$$),
+  ($$SELECT * FROM cfeed.read_group('g', 99, 0)$$),
+  ($$SELECT * FROM cfeed.read_group('g', 1, 7)$$),
+  ($$SELECT * FROM cfeed.read_group('nope', 1, 0)$$),
+  ($$SELECT count(*) FROM cfeed.read_group('g', 1, 0, max_count => 0)$$)
+) AS t(cmd);
+-- read_group with an explicit cursor leaves the group's dead letters out
+SELECT string_agg((change_sequence_number - 2000000000000000)::text, ' ' ORDER BY change_sequence_number)
+FROM cfeed.read_group('g', 1, 0, 2000000000000000);
+
+-- seek back over dead letters: they stay dead letters and are not delivered again
+SELECT cfeed.seek('g', 1, 0, 2000000000000001) AS epoch;
+SELECT pg_temp.page('g', 1, 0);
+SELECT * FROM pg_temp.state('g', 1, 0);
+SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'a', 600000) WHERE shard = 0;
+-- a dead letter above the cursor cannot be reported nor resolved yet
+SELECT pg_temp.err($$SELECT * FROM cfeed.fail('g', 1, 0, 'a', 2, 2000000000000002, 'e')$$);
+SELECT pg_temp.err($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000002)$$);
+-- a failure of a change the seek goes back before keeps its attempts; one it skips is forgotten
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 3, dead_letter => true);
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'a', 2, 2000000000000003, 'three');
+SELECT cfeed.seek('g', 1, 0, 2000000000000001) AS epoch;
+SELECT * FROM pg_temp.state('g', 1, 0);
+SELECT cfeed.seek('g', 1, 0, 2000000000000008) AS epoch;
+SELECT * FROM pg_temp.state('g', 1, 0);
+SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'a', 600000) WHERE shard = 0;
+
+-- replay: read_dead_letters in order (all, one shard, a range, one change)
+SELECT shard, change_sequence_number - 2000000000000000 AS n, attempts, last_error
+FROM cfeed.read_dead_letters('g', 1);
+SELECT count(*) FROM cfeed.read_dead_letters('g', 1, 1);
+SELECT string_agg((change_sequence_number - 2000000000000000)::text, ' ' ORDER BY change_sequence_number)
+FROM cfeed.read_dead_letters('g', 1, 0, 2000000000000004, 2000000000000007);
+SELECT string_agg((change_sequence_number - 2000000000000000)::text, ' ' ORDER BY change_sequence_number)
+FROM cfeed.read_dead_letters('g', 1, 0, 2000000000000006, 2000000000000006);
+SELECT string_agg((change_sequence_number - 2000000000000000)::text, ' ' ORDER BY change_sequence_number)
+FROM cfeed.read_dead_letters('g', 1, max_count => 2);
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$SELECT * FROM cfeed.read_dead_letters(NULL, 1)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', NULL)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 1, 0, NULL, NULL, NULL)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 1, 0, NULL, NULL, -1)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 1, NULL, 2000000000000001)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 1, 0, 2000000000000005, 2000000000000004)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 99)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 1, 7)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('nope', 1)$$)
+) AS t(cmd);
+-- resolve: in order, once; a dead letter replayed and resolved in one transaction is processed once
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$SELECT cfeed.resolve_dead_letter(NULL, 1, 0, 2000000000000002)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', NULL, 0, 2000000000000002)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, NULL, 2000000000000002)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, NULL)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 99, 0, 2000000000000002)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, 7, 2000000000000002)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000003)$$),
+  ($$SELECT cfeed.resolve_dead_letter('nope', 1, 0, 2000000000000002)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000006)$$)
+) AS t(cmd);
+BEGIN;
+INSERT INTO dl_done SELECT change_id, change_sequence_number FROM cfeed.read_dead_letters('g', 1, 0, max_count => 1);
+SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000002);
+COMMIT;
+SELECT pg_temp.err($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000002)$$);
+-- the rest, in order
+DO $$
+DECLARE r record;
+BEGIN
+	FOR r IN SELECT * FROM cfeed.read_dead_letters('g', 1) LOOP
+		INSERT INTO dl_done VALUES (r.change_id, r.change_sequence_number);
+		PERFORM cfeed.resolve_dead_letter(r.group_name, r.feed_id, r.shard, r.change_sequence_number);
+	END LOOP;
+END $$;
+SELECT n - 2000000000000000 AS processed FROM dl_done ORDER BY n;
+SELECT count(*) AS dead_letters FROM cfeed.dead_letters;
+
+-- retention never deletes a dead letter (nor what follows it), even told to ignore leases
+SELECT cfeed.set_failure_policy('r', 1, max_attempts => 1, dead_letter => true);
+SELECT count(*) FROM cfeed.acquire('r', 1, 'a', 600000);
+SELECT cfeed.checkpoint('r', 1, 1, 'a', 1, 2000000000000001);
+SELECT attempts, dead_letter FROM cfeed.fail('r', 1, 1, 'a', 1, 2000000000000002, 'kept');
+SELECT cfeed.checkpoint('r', 1, 1, 'a', 1, 2000000000000003);
+SELECT cfeed.checkpoint('g', 1, 1, 'a', 1, 2000000000000003);
+UPDATE cfeed.feed SET retention = interval '10 milliseconds' WHERE feed_id = 1;
+SELECT pg_sleep(0.05);
+SELECT shard, retention_held_by FROM cfeed.stats WHERE feed_id = 1 ORDER BY shard;
+SELECT cfeed.apply_retention(ignore_leases => true) > 0 AS deleted;
+SELECT shard, string_agg((change_sequence_number - 2000000000000000)::text, ' ' ORDER BY change_sequence_number)
+FROM cfeed.change WHERE feed_id = 1 GROUP BY shard ORDER BY shard;
+-- once resolved, retention goes on
+SELECT cfeed.resolve_dead_letter('r', 1, 1, 2000000000000002);
+SELECT cfeed.apply_retention() > 0 AS deleted;
+SELECT shard, string_agg((change_sequence_number - 2000000000000000)::text, ' ' ORDER BY change_sequence_number)
+FROM cfeed.change WHERE feed_id = 1 AND shard = 1 GROUP BY shard;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 1;
+
+-- drop_group deletes the group's failures and dead letters with its leases; the policy stays
+SELECT cfeed.set_failure_policy('d', 1);
+SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('d', 1, 'a', 600000) ORDER BY shard;
+SELECT attempts, dead_letter FROM cfeed.fail('d', 1, 0, 'a', 1, 2000000000000010, 'gone');
+SELECT count(*) FROM cfeed.failed_change WHERE group_name = 'd';
+SELECT cfeed.drop_group('d', 1);
+SELECT count(*) FROM cfeed.failed_change WHERE group_name = 'd';
+SELECT count(*) FROM cfeed.failure_policy WHERE group_name = 'd';
+
+-- privileges: a consumer with a read grant and the lease privileges of
+-- earlier versions checkpoints as before; reporting failures needs the new
+-- table privileges, resolving DELETE as well; a role without a read grant
+-- learns nothing (42501)
+CREATE ROLE dl_consumer;
+CREATE ROLE dl_operator;
+CREATE ROLE dl_stranger;
+GRANT SELECT, INSERT, UPDATE ON cfeed.lease TO dl_consumer, dl_operator, dl_stranger;
+GRANT SELECT ON cfeed.feed, cfeed.shard, cfeed.change TO dl_consumer, dl_operator, dl_stranger;
+SELECT cfeed.grant_read(1, 'dl_consumer'), cfeed.grant_read(1, 'dl_operator');
+SELECT count(cfeed.publish(1, 0)) FROM generate_series(1, 3);
+SELECT count(*) FROM cfeed.sweep();
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 1, dead_letter => true);
+SELECT cfeed.release('g', 1, 'a');
+SET ROLE dl_consumer;
+SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'c', 600000) ORDER BY shard;
+SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 0, 'c', 5, 2000000000000010)$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000011, 'e')$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.read_group('g', 1, 0)$$);
+RESET ROLE;
+GRANT SELECT ON cfeed.failure_policy TO dl_consumer, dl_operator;
+GRANT SELECT, INSERT, UPDATE ON cfeed.failed_change TO dl_consumer;
+GRANT SELECT, DELETE ON cfeed.failed_change TO dl_operator;
+GRANT INSERT, UPDATE ON cfeed.failure_policy TO dl_operator;
+SET ROLE dl_consumer;
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000011, 'e');
+SELECT pg_temp.page('g', 1, 0);
+SELECT count(*) FROM cfeed.read_dead_letters('g', 1);
+SELECT pg_temp.err($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011)$$);
+SELECT pg_temp.err($$SELECT cfeed.set_failure_policy('g', 1)$$);
+SET ROLE dl_operator;
+SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011);
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 2, dead_letter => true);
+SET ROLE dl_stranger;
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000012, 'e')$$),
+  ($$SELECT * FROM cfeed.read_group('g', 1, 0)$$),
+  ($$SELECT * FROM cfeed.read_dead_letters('g', 1)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1)$$),
+  ($$SELECT count(*) FROM cfeed.dead_letters$$)
+) AS t(cmd);
+RESET ROLE;
+-- the view shows only the feeds one may read
+GRANT SELECT ON cfeed.dead_letters TO dl_consumer, dl_stranger;
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000012, 'e');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000012, 'e');
+SET ROLE dl_consumer;
+SELECT count(*) FROM cfeed.dead_letters;
+SET ROLE dl_stranger;
+SELECT count(*) FROM cfeed.dead_letters;
+RESET ROLE;
+DROP OWNED BY dl_consumer, dl_operator, dl_stranger;
+DROP ROLE dl_consumer, dl_operator, dl_stranger;
