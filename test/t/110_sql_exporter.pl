@@ -58,6 +58,13 @@ $node->safe_psql('postgres', qq{
 	SELECT cfeed.checkpoint('billing', 1, 0, 'worker-a', l.epoch, $start + 2)
 	FROM cfeed.lease l WHERE l.group_name = 'billing' AND l.shard = 0;
 });
+# its first change of shard 1 fails once and becomes a dead letter
+$node->safe_psql('postgres', qq{
+	SELECT cfeed.set_failure_policy('billing', 1, max_attempts => 1, dead_letter => true);
+	SELECT f.dead_letter FROM cfeed.lease l,
+		cfeed.fail('billing', 1, 1, 'worker-a', l.epoch, $start + 1, 'poison') f
+	WHERE l.group_name = 'billing' AND l.shard = 1;
+});
 
 # The shipped file, its interval shortened for the test.
 my $dir = PostgreSQL::Test::Utils::tempdir();
@@ -155,6 +162,10 @@ is(value($m, 'sql_cfeed_group', group => 'billing', feed => 'orders', col => 'be
 	db(q{SELECT behind FROM cfeed.groups WHERE group_name = 'billing'}), 'the lag of the group');
 is(value($m, 'sql_cfeed_group', group => 'billing', feed => 'orders', col => 'held'), 2, 'its shards held');
 is(value($m, 'sql_cfeed_group', group => 'billing', feed => 'orders', col => 'owners'), 1, 'its owners');
+is(value($m, 'sql_cfeed_group', group => 'billing', feed => 'orders', col => 'dead_letters'), 1,
+	'its dead letters');
+is(value($m, 'sql_cfeed_group', group => 'billing', feed => 'orders', col => 'failing'), 0,
+	'its shards held up by a failing change');
 
 # the sweepers: the one of group 1 fails, with the error
 is(value($m, 'sql_cfeed_sweeper', datname => 'postgres', sweep_group => 1, col => 'failing'), 1,
