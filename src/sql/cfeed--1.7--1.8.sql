@@ -1258,8 +1258,8 @@ COMMENT ON FUNCTION cfeed._not_a_dead_letter(text, int, int, bigint) IS 'interna
  * the same transaction, for exactly once) or gives it up: it is deleted.
  * Only the oldest of its shard (replays keep the shard's order), and only
  * once the lease's cursor is at or past it (after a seek back over it,
- * the group's cursor has to come back first).  Needs SELECT and DELETE on
- * cfeed.failed_change.
+ * the group's cursor has to come back first); locks the lease for that.
+ * Needs SELECT and DELETE on cfeed.failed_change.
  */
 CREATE FUNCTION cfeed.resolve_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
 	RETURNS void
@@ -1281,7 +1281,13 @@ BEGIN
 				 (3, 'shard', v_shard IS NULL), (4, 'change_sequence_number', v_number IS NULL)) AS a(pos, name, missing)
 	WHERE a.missing ORDER BY a.pos LIMIT 1;
 	v_head := cfeed.head(v_feed, v_shard);	-- 42501 or 42704 for the feed or shard
-	IF NOT EXISTS (SELECT FROM cfeed.failed_change d
+	-- The lease first (then the dead letter, as fail, seek and checkpoint):
+	-- a seek back committed before the lock is seen below, and none commits
+	-- until this transaction ends.
+	SELECT l.cursor INTO v_cursor FROM cfeed.lease l
+	WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.shard = v_shard
+	FOR UPDATE;
+	IF NOT FOUND OR NOT EXISTS (SELECT FROM cfeed.failed_change d
 				   WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
 					 AND d.change_sequence_number = v_number AND d.dead_lettered_at IS NOT NULL) THEN
 		PERFORM cfeed._not_a_dead_letter(v_group, v_feed, v_shard, v_number);
@@ -1295,8 +1301,6 @@ BEGIN
 			USING ERRCODE = '55000',
 				  HINT = 'Replay and resolve the dead letters of a shard in order, as cfeed.read_dead_letters() returns them.';
 	END IF;
-	SELECT l.cursor INTO v_cursor FROM cfeed.lease l
-	WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.shard = v_shard;
 	IF v_number > v_cursor THEN
 		RAISE EXCEPTION 'dead letter % of group "%" on shard % of feed % is after the group''s cursor %',
 			v_number, v_group, v_shard, v_feed, v_cursor
@@ -1304,7 +1308,7 @@ BEGIN
 				  DETAIL = 'An operator moved the cursor back over it (cfeed.seek); the group has not passed it again.',
 				  HINT = 'Resolve it once cfeed.consumer_lag shows the cursor at or past it.';
 	END IF;
-	-- Locks it: a concurrent resolver waits, then finds it gone.
+	-- A concurrent resolver waited at the lease, then finds it gone.
 	DELETE FROM cfeed.failed_change d
 	WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
 	  AND d.change_sequence_number = v_number AND d.dead_lettered_at IS NOT NULL;
