@@ -30,7 +30,8 @@ OBJS = \
 	src/spi.o \
 	src/locks.o \
 	src/replication.o \
-	src/change_id.o
+	src/change_id.o \
+	src/dead_letters.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

@@ -316,15 +316,23 @@ SELECT cfeed.drop_group('d', 1);
 SELECT count(*) FROM cfeed.failed_change WHERE group_name = 'd';
 SELECT count(*) FROM cfeed.failure_policy WHERE group_name = 'd';
 
--- privileges: a consumer with a read grant and the lease privileges of
--- earlier versions checkpoints as before; reporting failures needs the new
--- table privileges, resolving DELETE as well; a role without a read grant
--- learns nothing (42501)
+-- privileges: the roles have exactly the grants docs/security.md lists.
+-- A consumer: reader + SELECT on cfeed.feed, SELECT, INSERT, UPDATE on
+-- cfeed.lease (checkpoints as before 1.8, and fail() needs no more), then
+-- SELECT on cfeed.failed_change for read_group.  A dead-letter operator:
+-- reader + SELECT on cfeed.feed and cfeed.lease, SELECT, DELETE on
+-- cfeed.failed_change, SELECT, INSERT, UPDATE on cfeed.failure_policy,
+-- SELECT on cfeed.dead_letters.  A role without a read grant learns
+-- nothing (42501).
 CREATE ROLE dl_consumer;
 CREATE ROLE dl_operator;
 CREATE ROLE dl_stranger;
-GRANT SELECT, INSERT, UPDATE ON cfeed.lease TO dl_consumer, dl_operator, dl_stranger;
-GRANT SELECT ON cfeed.feed, cfeed.shard, cfeed.change TO dl_consumer, dl_operator, dl_stranger;
+GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.feed TO dl_consumer, dl_operator, dl_stranger;
+GRANT SELECT, INSERT, UPDATE ON cfeed.lease TO dl_consumer, dl_stranger;
+GRANT SELECT ON cfeed.lease TO dl_operator;
+GRANT SELECT, DELETE ON cfeed.failed_change TO dl_operator, dl_stranger;
+GRANT SELECT, INSERT, UPDATE ON cfeed.failure_policy TO dl_operator, dl_stranger;
+GRANT SELECT ON cfeed.dead_letters TO dl_operator;
 SELECT cfeed.grant_read(1, 'dl_consumer'), cfeed.grant_read(1, 'dl_operator');
 SELECT count(cfeed.publish(1, 0)) FROM generate_series(1, 3);
 SELECT count(*) FROM cfeed.sweep();
@@ -333,25 +341,41 @@ SELECT cfeed.release('g', 1, 'a');
 SET ROLE dl_consumer;
 SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'c', 600000) ORDER BY shard;
 SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 0, 'c', 5, 2000000000000010)$$);
-SELECT pg_temp.err($$SELECT * FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000011, 'e')$$);
+-- read_group needs SELECT on cfeed.failed_change
 SELECT pg_temp.err($$SELECT * FROM cfeed.read_group('g', 1, 0)$$);
 RESET ROLE;
-GRANT SELECT ON cfeed.failure_policy TO dl_consumer, dl_operator;
-GRANT SELECT, INSERT, UPDATE ON cfeed.failed_change TO dl_consumer;
-GRANT SELECT, DELETE ON cfeed.failed_change TO dl_operator;
-GRANT INSERT, UPDATE ON cfeed.failure_policy TO dl_operator;
+GRANT SELECT ON cfeed.failed_change TO dl_consumer;
 SET ROLE dl_consumer;
+SELECT pg_temp.page('g', 1, 0);
+-- fail needs no privilege on cfeed.failed_change or cfeed.failure_policy
 SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000011, 'e');
 SELECT pg_temp.page('g', 1, 0);
 SELECT count(*) FROM cfeed.read_dead_letters('g', 1);
-SELECT pg_temp.err($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011)$$);
-SELECT pg_temp.err($$SELECT cfeed.set_failure_policy('g', 1)$$);
+-- ... and cannot write the table itself: no dead letter is erased (the
+-- cursor moving on would then delete it), forged or pushed away
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$UPDATE cfeed.failed_change SET dead_lettered_at = NULL, retry_at = now() WHERE feed_id = 1$$),
+  ($$UPDATE cfeed.failed_change SET retry_at = now() + interval '1 year' WHERE feed_id = 1$$),
+  ($$DELETE FROM cfeed.failed_change WHERE feed_id = 1$$),
+  ($$INSERT INTO cfeed.failed_change SELECT group_name, feed_id, shard, change_sequence_number + 1, change_id,
+         attempts, last_error, first_failed_at, failed_at, retry_at, dead_lettered_at
+     FROM cfeed.failed_change WHERE feed_id = 1$$),
+  ($$SELECT * FROM cfeed._fail('g', 1, 0, 'c', 5, 2000000000000012, 'e')$$),
+  ($$SELECT cfeed._resolve_dead_letter('g', 1, 0, 2000000000000011)$$),
+  ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011)$$),
+  ($$SELECT cfeed.set_failure_policy('g', 1)$$)
+) AS t(cmd);
+SELECT cfeed.checkpoint('g', 1, 0, 'c', 5, 2000000000000012);
+SELECT * FROM pg_temp.state('g', 1, 0);
 SET ROLE dl_operator;
+SELECT change_sequence_number - 2000000000000000 AS n, attempts FROM cfeed.read_dead_letters('g', 1);
+SELECT count(*) FROM cfeed.dead_letters;
 SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011);
+SELECT cfeed.set_failure_policy('g', 1, max_attempts => 2, dead_letter => true);
 SELECT cfeed.set_failure_policy('g', 1, max_attempts => 2, dead_letter => true);
 SET ROLE dl_stranger;
 SELECT cmd, pg_temp.err(cmd) FROM (VALUES
-  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000012, 'e')$$),
+  ($$SELECT * FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000013, 'e')$$),
   ($$SELECT * FROM cfeed.read_group('g', 1, 0)$$),
   ($$SELECT * FROM cfeed.read_dead_letters('g', 1)$$),
   ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011)$$),
@@ -361,8 +385,8 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
 RESET ROLE;
 -- the view shows only the feeds one may read
 GRANT SELECT ON cfeed.dead_letters TO dl_consumer, dl_stranger;
-SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000012, 'e');
-SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000012, 'e');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000013, 'e');
+SELECT attempts, dead_letter FROM cfeed.fail('g', 1, 0, 'c', 5, 2000000000000013, 'e');
 SET ROLE dl_consumer;
 SELECT count(*) FROM cfeed.dead_letters;
 SET ROLE dl_stranger;

@@ -975,7 +975,7 @@ $fn$;
 COMMENT ON FUNCTION cfeed.set_failure_policy(text, int, int, int, int, bool) IS 'sets a consumer group''s failure policy on a feed: attempts, backoff (doubling up to max_backoff_ms), and whether a change becomes a dead letter after its last attempt (else it is retried for ever)';
 
 /*
- * cfeed.fail: a member reports that processing a change failed.  Fenced
+ * cfeed._fail: a member reports that processing a change failed.  Fenced
  * like checkpoint (cfeed._held_lease); the change must be after the
  * lease's cursor.  Counts the attempt and sets the next retry (backoff_ms
  * doubled per attempt, at most max_backoff_ms).  At the last attempt under
@@ -985,21 +985,21 @@ COMMENT ON FUNCTION cfeed.set_failure_policy(text, int, int, int, int, bool) IS 
  * ones (the member rolled back a whole page) is set aside on its next
  * failure, once cfeed.read_group has delivered the changes before it.
  * Returns the attempts so far, the retry time (null for a dead letter) and
- * whether the change is now a dead letter.  Needs SELECT on
- * cfeed.failure_policy, SELECT, INSERT and UPDATE on cfeed.failed_change.
+ * whether the change is now a dead letter.  Runs as the extension's
+ * owner, called by cfeed.fail (below) after the caller's checks.
  */
-CREATE FUNCTION cfeed.fail(group_name text, feed_id int, shard int, owner text, epoch bigint,
-						   change_sequence_number bigint, error text)
+CREATE FUNCTION cfeed._fail(group_name text, feed_id int, shard int, owner text, epoch bigint,
+							change_sequence_number bigint, error text)
 	RETURNS TABLE (attempts int, retry_at timestamptz, dead_letter bool)
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 #variable_conflict use_column
 DECLARE
-	v_group text := fail.group_name;
-	v_feed int := fail.feed_id;
-	v_shard int := fail.shard;
-	v_number bigint := fail.change_sequence_number;
+	v_group text := _fail.group_name;
+	v_feed int := _fail.feed_id;
+	v_shard int := _fail.shard;
+	v_number bigint := _fail.change_sequence_number;
 	v_now timestamptz := pg_catalog.clock_timestamp();
 	v_cursor bigint;
 	v_head bigint;
@@ -1012,11 +1012,11 @@ DECLARE
 BEGIN
 	PERFORM cfeed._null_arg(a.name)
 	FROM (VALUES (1, 'group_name', v_group IS NULL), (2, 'feed_id', v_feed IS NULL),
-				 (3, 'shard', v_shard IS NULL), (4, 'owner', fail.owner IS NULL),
-				 (5, 'epoch', fail.epoch IS NULL), (6, 'change_sequence_number', v_number IS NULL),
-				 (7, 'error', fail.error IS NULL)) AS a(pos, name, missing)
+				 (3, 'shard', v_shard IS NULL), (4, 'owner', _fail.owner IS NULL),
+				 (5, 'epoch', _fail.epoch IS NULL), (6, 'change_sequence_number', v_number IS NULL),
+				 (7, 'error', _fail.error IS NULL)) AS a(pos, name, missing)
 	WHERE a.missing ORDER BY a.pos LIMIT 1;
-	v_cursor := cfeed._held_lease(v_group, v_feed, v_shard, fail.owner, fail.epoch);
+	v_cursor := cfeed._held_lease(v_group, v_feed, v_shard, _fail.owner, _fail.epoch);
 	IF v_number <= v_cursor THEN
 		RAISE EXCEPTION 'change % of shard % of feed % is at or before the cursor % of group "%"',
 			v_number, v_shard, v_feed, v_cursor, v_group
@@ -1056,7 +1056,7 @@ BEGIN
 
 	INSERT INTO cfeed.failed_change AS f (group_name, feed_id, shard, change_sequence_number, change_id,
 										  attempts, last_error, first_failed_at, failed_at)
-	VALUES (v_group, v_feed, v_shard, v_number, v_change_id, 1, fail.error, v_now, v_now)
+	VALUES (v_group, v_feed, v_shard, v_number, v_change_id, 1, _fail.error, v_now, v_now)
 	ON CONFLICT ON CONSTRAINT failed_change_pkey DO UPDATE
 		SET attempts = LEAST(f.attempts::bigint + 1, 2147483647)::int,
 			last_error = EXCLUDED.last_error, failed_at = EXCLUDED.failed_at
@@ -1090,6 +1090,20 @@ BEGIN
 	RETURN QUERY SELECT v_attempts, v_retry, false;
 END
 $fn$;
+COMMENT ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text) IS 'internal: cfeed.fail as the extension''s owner, after the caller''s checks: reports that processing a change failed (fenced like checkpoint): counts the attempt, sets the retry time, and after the last attempt of a dead-letter policy sets the change aside and moves the cursor past it';
+REVOKE ALL ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text) FROM PUBLIC;
+
+/*
+ * cfeed.fail: checks the caller's read grant on the feed and UPDATE on
+ * cfeed.lease (as checkpoint), then runs cfeed._fail as the extension's
+ * owner: a member needs no privilege on cfeed.failed_change, so it cannot
+ * write it directly (clear a dead letter, forge one, push a retry away).
+ */
+CREATE FUNCTION cfeed.fail(group_name text, feed_id int, shard int, owner text, epoch bigint,
+						   change_sequence_number bigint, error text)
+	RETURNS TABLE (attempts int, retry_at timestamptz, dead_letter bool)
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_fail';
 COMMENT ON FUNCTION cfeed.fail(text, int, int, text, bigint, bigint, text) IS 'reports that processing a change failed (fenced like checkpoint): counts the attempt, sets the retry time, and after the last attempt of a dead-letter policy sets the change aside and moves the cursor past it';
 
 /*
@@ -1254,24 +1268,25 @@ $fn$;
 COMMENT ON FUNCTION cfeed._not_a_dead_letter(text, int, int, bigint) IS 'internal: raises 42704 for a change that is not a dead letter of the group';
 
 /*
- * cfeed.resolve_dead_letter: an operator has replayed a dead letter (in
+ * cfeed._resolve_dead_letter: an operator has replayed a dead letter (in
  * the same transaction, for exactly once) or gives it up: it is deleted.
  * Only the oldest of its shard (replays keep the shard's order), and only
  * once the lease's cursor is at or past it (after a seek back over it,
  * the group's cursor has to come back first); locks the lease for that.
- * Needs SELECT and DELETE on cfeed.failed_change.
+ * Runs as the extension's owner, called by cfeed.resolve_dead_letter
+ * (below) after the caller's checks.
  */
-CREATE FUNCTION cfeed.resolve_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
+CREATE FUNCTION cfeed._resolve_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
 	RETURNS void
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 #variable_conflict use_column
 DECLARE
-	v_group text := resolve_dead_letter.group_name;
-	v_feed int := resolve_dead_letter.feed_id;
-	v_shard int := resolve_dead_letter.shard;
-	v_number bigint := resolve_dead_letter.change_sequence_number;
+	v_group text := _resolve_dead_letter.group_name;
+	v_feed int := _resolve_dead_letter.feed_id;
+	v_shard int := _resolve_dead_letter.shard;
+	v_number bigint := _resolve_dead_letter.change_sequence_number;
 	v_head bigint;
 	v_older bigint;
 	v_cursor bigint;
@@ -1317,6 +1332,19 @@ BEGIN
 	END IF;
 END
 $fn$;
+COMMENT ON FUNCTION cfeed._resolve_dead_letter(text, int, int, bigint) IS 'internal: cfeed.resolve_dead_letter as the extension''s owner, after the caller''s checks: deletes a replayed (or given up) dead letter, the oldest of its shard, in the operator''s transaction';
+REVOKE ALL ON FUNCTION cfeed._resolve_dead_letter(text, int, int, bigint) FROM PUBLIC;
+
+/*
+ * cfeed.resolve_dead_letter: checks the caller's read grant on the feed and
+ * DELETE on cfeed.failed_change, then runs cfeed._resolve_dead_letter as the
+ * extension's owner (it locks the lease, which the operator need not be
+ * able to).
+ */
+CREATE FUNCTION cfeed.resolve_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
+	RETURNS void
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_resolve_dead_letter';
 COMMENT ON FUNCTION cfeed.resolve_dead_letter(text, int, int, bigint) IS 'deletes a replayed (or given up) dead letter, the oldest of its shard, in the operator''s transaction';
 
 /*

@@ -1,0 +1,169 @@
+/*-------------------------------------------------------------------------
+ *
+ * dead_letters.c
+ *	  cfeed.fail and cfeed.resolve_dead_letter (1.8): the caller's checks,
+ *	  then the work as the extension's owner.
+ *
+ *	  A member that reports a failure must not be able to write
+ *	  cfeed.failed_change itself: with UPDATE on it, it could clear a dead
+ *	  letter (erased without the operator's DELETE), forge dead letters or
+ *	  push a retry far ahead.  So the table is written only by the
+ *	  extension's owner: these functions check what the caller may do (a
+ *	  read grant on the feed and, for fail, UPDATE on cfeed.lease, as
+ *	  checkpoint; for resolve_dead_letter, DELETE on cfeed.failed_change),
+ *	  then run the internal cfeed._fail or cfeed._resolve_dead_letter
+ *	  (revoked from PUBLIC; fencing and every other check are there) as the
+ *	  owner.  A SECURITY DEFINER function could not check the caller: inside
+ *	  it the current user is the owner.  As for a sweep, an error's abort
+ *	  restores the caller.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
+
+#include "cfeed.h"
+
+PG_FUNCTION_INFO_V1(cfeed_fail);
+PG_FUNCTION_INFO_V1(cfeed_resolve_dead_letter);
+
+/*
+ * check_table_privilege
+ *		Raise 42501 unless the current user has the privilege on the cfeed
+ *		table.
+ */
+static void
+check_table_privilege(const char *table, AclMode mode)
+{
+	Oid			relid = get_relname_relid(table, cfeed_schema_oid(false));
+
+	if (!OidIsValid(relid))
+		elog(ERROR, "cfeed: table cfeed.%s is missing", table);
+	if (pg_class_aclcheck(relid, GetUserId(), mode) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, table);
+}
+
+/*
+ * any_null
+ *		Whether an argument is null: the internal function then raises 22004
+ *		before it does anything, as it always did, so the caller's checks
+ *		(which need the feed) wait.
+ */
+static bool
+any_null(FunctionCallInfo fcinfo)
+{
+	int			i;
+
+	for (i = 0; i < PG_NARGS(); i++)
+		if (PG_ARGISNULL(i))
+			return true;
+	return false;
+}
+
+/*
+ * run_as_owner
+ *		Run sql with the function's arguments as $1.. as the extension's
+ *		owner; the rows it returns go to rsinfo's tuplestore when there is
+ *		one.
+ */
+static void
+run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo *rsinfo)
+{
+	int			nargs = PG_NARGS();
+	Datum		values[8];
+	char		nulls[8];
+	Oid			save_userid;
+	int			save_sec_context;
+	int			spi_level;
+	int			rc;
+	uint64		i;
+
+	Assert(nargs <= (int) lengthof(values));
+	for (i = 0; i < (uint64) nargs; i++)
+	{
+		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+	}
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	spi_level = cfeed_spi_connect();
+	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	if (rc != SPI_OK_SELECT)
+		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
+	if (rsinfo != NULL)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+
+		for (i = 0; i < SPI_processed; i++)
+		{
+			HeapTuple	tuple = SPI_tuptable->vals[i];
+			int			natts = rsinfo->setDesc->natts;
+			Datum		row[8];
+			bool		rownulls[8];
+			int			a;
+
+			Assert(natts <= (int) lengthof(row));
+			for (a = 0; a < natts; a++)
+				row[a] = SPI_getbinval(tuple, SPI_tuptable->tupdesc, a + 1, &rownulls[a]);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row, rownulls);
+		}
+		MemoryContextSwitchTo(oldcxt);
+	}
+	cfeed_spi_finish(spi_level);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+}
+
+/*
+ * cfeed_fail
+ *		SQL (1.8): cfeed.fail(group_name text, feed_id int, shard int, owner
+ *		text, epoch bigint, change_sequence_number bigint, error text)
+ *		returns table (attempts int, retry_at timestamptz, dead_letter bool).
+ *		The caller needs a read grant on the feed and UPDATE on cfeed.lease.
+ */
+Datum
+cfeed_fail(PG_FUNCTION_ARGS)
+{
+	static Oid	types[] = {TEXTOID, INT4OID, INT4OID, TEXTOID, INT8OID, INT8OID, TEXTOID};
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	if (!any_null(fcinfo))
+	{
+		cfeed_check_read(PG_GETARG_INT32(1));
+		check_table_privilege("lease", ACL_UPDATE);
+	}
+	run_as_owner(fcinfo,
+				 "SELECT f.attempts, f.retry_at, f.dead_letter FROM cfeed._fail($1, $2, $3, $4, $5, $6, $7) f",
+				 types, (ReturnSetInfo *) fcinfo->resultinfo);
+	return (Datum) 0;
+}
+
+/*
+ * cfeed_resolve_dead_letter
+ *		SQL (1.8): cfeed.resolve_dead_letter(group_name text, feed_id int,
+ *		shard int, change_sequence_number bigint) returns void.  The caller
+ *		needs a read grant on the feed and DELETE on cfeed.failed_change.
+ */
+Datum
+cfeed_resolve_dead_letter(PG_FUNCTION_ARGS)
+{
+	static Oid	types[] = {TEXTOID, INT4OID, INT4OID, INT8OID};
+
+	if (!any_null(fcinfo))
+	{
+		cfeed_check_read(PG_GETARG_INT32(1));
+		check_table_privilege("failed_change", ACL_DELETE);
+	}
+	run_as_owner(fcinfo, "SELECT cfeed._resolve_dead_letter($1, $2, $3, $4)", types, NULL);
+	PG_RETURN_VOID();
+}
