@@ -307,6 +307,27 @@ SELECT shard, string_agg((change_sequence_number - 2000000000000000)::text, ' ' 
 FROM cfeed.change WHERE feed_id = 1 AND shard = 1 GROUP BY shard;
 UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 1;
 
+-- without dead letters, a change is retried for ever after its last attempt,
+-- with the longest backoff (max_backoff_ms), not one doubling further;
+-- none when backoff_ms is 0
+SELECT cfeed.set_failure_policy('bo', 1, max_attempts => 2, backoff_ms => 1000, max_backoff_ms => 60000);
+SELECT count(*) FROM cfeed.acquire('bo', 1, 'a', 600000);
+SELECT attempts, round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s, dead_letter
+FROM cfeed.fail('bo', 1, 0, 'a', 1, (SELECT cursor + 1 FROM cfeed.lease WHERE group_name = 'bo' AND shard = 0), 'e');
+SELECT pg_temp.due('bo', 1);
+SELECT attempts, round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s, dead_letter
+FROM cfeed.fail('bo', 1, 0, 'a', 1, (SELECT cursor + 1 FROM cfeed.lease WHERE group_name = 'bo' AND shard = 0), 'e');
+SELECT pg_temp.due('bo', 1);
+SELECT attempts, round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s, dead_letter
+FROM cfeed.fail('bo', 1, 0, 'a', 1, (SELECT cursor + 1 FROM cfeed.lease WHERE group_name = 'bo' AND shard = 0), 'e');
+SELECT pg_temp.due('bo', 1);
+SELECT attempts, round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s, dead_letter
+FROM cfeed.fail('bo', 1, 0, 'a', 1, (SELECT cursor + 1 FROM cfeed.lease WHERE group_name = 'bo' AND shard = 0), 'e');
+SELECT cfeed.set_failure_policy('bo', 1, max_attempts => 2);
+SELECT attempts, round(extract(epoch FROM retry_at - clock_timestamp())) AS retry_in_s, dead_letter
+FROM cfeed.fail('bo', 1, 0, 'a', 1, (SELECT cursor + 1 FROM cfeed.lease WHERE group_name = 'bo' AND shard = 0), 'e');
+SELECT cfeed.drop_group('bo', 1);
+
 -- drop_group deletes the group's failures and dead letters with its leases; the policy stays
 SELECT cfeed.set_failure_policy('d', 1);
 SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('d', 1, 'a', 600000) ORDER BY shard;

@@ -978,7 +978,8 @@ COMMENT ON FUNCTION cfeed.set_failure_policy(text, int, int, int, int, bool) IS 
  * cfeed._fail: a member reports that processing a change failed.  Fenced
  * like checkpoint (cfeed._held_lease); the change must be after the
  * lease's cursor.  Counts the attempt and sets the next retry (backoff_ms
- * doubled per attempt, at most max_backoff_ms).  At the last attempt under
+ * doubled per attempt, at most max_backoff_ms; max_backoff_ms after the
+ * last attempt, unless backoff_ms is 0).  At the last attempt under
  * a dead-letter policy, the change is set aside and the cursor moves to it,
  * in this transaction, when it is the next change to process (every change
  * between the cursor and it is a dead letter); a change after unprocessed
@@ -1081,9 +1082,14 @@ BEGIN
 		END IF;
 	END IF;
 
+	-- After the last attempt (retried for ever): the longest backoff, none
+	-- when backoff_ms is 0 (the defaults behave as no policy).
 	v_retry := v_now + pg_catalog.make_interval(secs =>
-		LEAST(p.max_backoff_ms::pg_catalog.numeric,
-			  p.backoff_ms * pg_catalog.power(2::pg_catalog.numeric, LEAST(v_attempts - 1, 40))) / 1000);
+		CASE WHEN v_attempts >= p.max_attempts AND p.backoff_ms > 0
+			 THEN p.max_backoff_ms::pg_catalog.numeric
+			 ELSE LEAST(p.max_backoff_ms::pg_catalog.numeric,
+						p.backoff_ms * pg_catalog.power(2::pg_catalog.numeric, LEAST(v_attempts - 1, 40)))
+		END / 1000);
 	UPDATE cfeed.failed_change f SET retry_at = v_retry
 	WHERE f.group_name = v_group AND f.feed_id = v_feed AND f.shard = v_shard
 	  AND f.change_sequence_number = v_number;
