@@ -1202,7 +1202,7 @@ CREATE FUNCTION cfeed.read_dead_letters(group_name text, feed_id int, shard int 
 										first_number bigint DEFAULT NULL, last_number bigint DEFAULT NULL,
 										max_count int DEFAULT 1000)
 	RETURNS SETOF cfeed.dead_letters
-	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	LANGUAGE plpgsql STABLE PARALLEL RESTRICTED
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 #variable_conflict use_column
@@ -1261,7 +1261,7 @@ COMMENT ON FUNCTION cfeed.read_dead_letters(text, int, int, bigint, bigint, int)
  */
 CREATE FUNCTION cfeed._not_a_dead_letter(group_name text, feed_id int, shard int, change_sequence_number bigint)
 	RETURNS void
-	LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+	LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
