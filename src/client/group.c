@@ -49,6 +49,24 @@ cfeed_group_check_api(Tail *t)
 				"Update the extension (ALTER EXTENSION cfeed UPDATE) or omit --group and --owner.\n");
 		exit(CFEED_EXIT_USAGE);
 	}
+
+	/*
+	 * Since 1.8 a member reads with cfeed.read_group: the group's dead
+	 * letters left out (also after a seek back), a change another member
+	 * is retrying only once its backoff has passed.  Before, cfeed.read.
+	 */
+	res = cfeed_tail_exec_params(t,
+								 "select pg_catalog.to_regprocedure("
+								 "'cfeed.read_group(text, integer, integer, bigint, integer)')"
+								 " is not null",
+								 0, NULL);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		fprintf(stderr, "cfeed tail: %s", cfeed_error_text(t->conn, res));
+		exit(CFEED_EXIT_ERROR);
+	}
+	t->group_read = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
 }
 
 /*

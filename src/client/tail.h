@@ -77,6 +77,9 @@ typedef struct Tail
 	bool		listening;		/* false on a hot standby: poll instead */
 	bool		epochs;			/* the database has feed epochs (1.5) */
 	bool		rows;			/* read with cfeed.read_rows: print row images */
+	bool		group_read;		/* group mode with cfeed.read_group (1.8): no
+								 * dead letters, failed changes after their
+								 * backoff */
 	bool		positioned;		/* initial cursors resolved */
 	long long	printed;
 	long long	last_activity_ms;

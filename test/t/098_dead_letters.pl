@@ -270,7 +270,7 @@ if (!-x $cfeed)
 }
 SKIP:
 {
-	skip "cfeed command not built ($cfeed)", 3 unless -x $cfeed;
+	skip "cfeed command not built ($cfeed)", 4 unless -x $cfeed;
 	my ($out, $err) = ('', '');
 	IPC::Run::run([ $cfeed, 'tail', '--feed', 'orders', '--dead-letters', '--group', 'dlq',
 			'--dbname', $node->connstr($db) ], '>', \$out, '2>', \$err);
@@ -290,6 +290,27 @@ SKIP:
 			SELECT last_error FROM cfeed.dead_letters WHERE group_name = 'dlq' AND shard = 1
 			ORDER BY change_sequence_number LIMIT 2})),
 		'--shard and --max: the first two of shard 1, with their errors');
+
+	# `cfeed tail --group` reads with cfeed.read_group: after a seek back
+	# over the dead letters it prints the changes again, without them.
+	$node->safe_psql($db, q{
+		UPDATE cfeed.lease SET expires_at = now() WHERE group_name = 'dlq';
+		SELECT cfeed.seek('dlq', d.feed_id, d.shard, min(d.change_sequence_number) - 1)
+		FROM cfeed.dead_letters d WHERE d.group_name = 'dlq' GROUP BY d.feed_id, d.shard});
+	my $expect = $node->safe_psql($db, q{
+		SELECT string_agg(c.shard || ':' || c.change_sequence_number, ',' ORDER BY c.shard, c.change_sequence_number)
+		FROM cfeed.change c JOIN cfeed.lease l ON l.feed_id = c.feed_id AND l.shard = c.shard
+		WHERE l.group_name = 'dlq' AND c.change_sequence_number > l.cursor
+		  AND NOT EXISTS (SELECT FROM cfeed.dead_letters d
+		                  WHERE d.group_name = 'dlq' AND d.feed_id = c.feed_id AND d.shard = c.shard
+		                    AND d.change_sequence_number = c.change_sequence_number)});
+	($out, $err) = ('', '');
+	IPC::Run::run([ $cfeed, 'tail', '--feed', 'orders', '--group', 'dlq', '--owner', 'tailer',
+			'--idle-exit-ms', '3000', '--dbname', $node->connstr($db) ], '>', \$out, '2>', \$err);
+	is(join(',', sort { (split /:/, $a)[0] <=> (split /:/, $b)[0] || (split /:/, $a)[1] <=> (split /:/, $b)[1] }
+			map { my $j = decode_json($_); "$j->{shard}:$j->{change_sequence_number}" } split /\n/, $out),
+		$expect, 'cfeed tail --group after a seek back: the changes again, without the dead letters')
+	  or diag($err);
 }
 
 # The operator's replay: the dead letters in order, each processed and
