@@ -415,3 +415,23 @@ SELECT count(*) FROM cfeed.dead_letters;
 RESET ROLE;
 DROP OWNED BY dl_consumer, dl_operator, dl_stranger;
 DROP ROLE dl_consumer, dl_operator, dl_stranger;
+
+-- a cursor that moves forward onto the change before dead letters moves
+-- over them: a dead letter at the end of a shard, left after the cursor by
+-- a seek back, is passed by the next checkpoint and can then be resolved
+SELECT cfeed.head(1, 0) AS head \gset
+SELECT count(*) > 0 AS acquired FROM cfeed.acquire('h', 1, 'a', 600000);
+SELECT epoch AS h_epoch FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0 \gset
+SELECT cfeed.set_failure_policy('h', 1, max_attempts => 1, dead_letter => true);
+SELECT cfeed.checkpoint('h', 1, 0, 'a', :h_epoch, :head - 1);
+SELECT dead_letter FROM cfeed.fail('h', 1, 0, 'a', :h_epoch, :head, 'last');
+SELECT cfeed.seek('h', 1, 0, :head - 2) > 0 AS sought;
+SELECT epoch AS h_epoch FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0 \gset
+SELECT count(*) FROM cfeed.acquire('h', 1, 'a', 600000) WHERE shard = 0;
+SELECT change_sequence_number - :head AS n FROM cfeed.read_group('h', 1, 0);
+SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
+SELECT cfeed.checkpoint('h', 1, 0, 'a', :h_epoch, :head - 1);
+SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
+SELECT cfeed.resolve_dead_letter('h', 1, 0, :head);
+SELECT count(*) AS dead_letters_left FROM cfeed.dead_letters WHERE group_name = 'h';
+SELECT cfeed.drop_group('h', 1);

@@ -878,6 +878,34 @@ CREATE TRIGGER lease_passed AFTER UPDATE OF cursor ON cfeed.lease
 	FOR EACH ROW WHEN (NEW.cursor > OLD.cursor) EXECUTE FUNCTION cfeed._lease_passed();
 
 /*
+ * A lease's cursor that moves forward onto the change before a dead letter
+ * of its group moves on over it (and over the dead letters right after
+ * it): read_group never delivers a dead letter, so a member checkpoints
+ * the change before it, and a dead letter at the end of a shard (after a
+ * seek back) would otherwise stay after the cursor, unresolvable, until a
+ * later change came.  Numbers are consecutive on a shard.  As the
+ * extension's owner, like lease_passed.
+ */
+CREATE FUNCTION cfeed._lease_skip_dead_letters() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	WHILE NEW.cursor < 9223372036854775807 AND EXISTS (
+		SELECT FROM cfeed.failed_change f
+		WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
+		  AND f.change_sequence_number = NEW.cursor + 1 AND f.dead_lettered_at IS NOT NULL) LOOP
+		NEW.cursor := NEW.cursor + 1;
+	END LOOP;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor that moves forward over the dead letters of its group right after it';
+REVOKE ALL ON FUNCTION cfeed._lease_skip_dead_letters() FROM PUBLIC;
+CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
+	FOR EACH ROW WHEN (NEW.cursor > OLD.cursor) EXECUTE FUNCTION cfeed._lease_skip_dead_letters();
+
+/*
  * cfeed.checkpoint: as in 1.0; the fencing is cfeed._held_lease, shared
  * with cfeed.fail.
  */

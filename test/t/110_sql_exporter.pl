@@ -193,7 +193,12 @@ ok(defined $mean && $mean >= 0 && $mean <= $max && $max < 60, "mean ($mean) and 
 # more writes: the figures follow
 db('SELECT cfeed.publish(1, 0) FROM generate_series(1, 4)');
 $node->poll_query_until('postgres', "SELECT cfeed.head(1, 0) = $start + 9") or die 'not stamped';
-$m = scrape_until(sub { (value($_[0], 'sql_cfeed_shard', feed => 'orders', shard => 0, col => 'head') // 0) == $start + 9 });
+# (the exporter runs its queries one after another: a scrape can hold the
+# new head and the lag from before the writes; wait for both, a lag that
+# never follows still fails below)
+$m = scrape_until(sub {
+	(value($_[0], 'sql_cfeed_shard', feed => 'orders', shard => 0, col => 'head') // 0) == $start + 9
+	  && (value($_[0], 'sql_cfeed_consumer_lag', group => 'billing', shard => 0, col => 'behind') // 0) == 7 });
 cmp_ok(value($m, 'sql_cfeed_shard', feed => 'orders', shard => 0, col => 'head'), '==', $start + 9,
 	'the head moves after more writes');
 is(value($m, 'sql_cfeed_consumer_lag', group => 'billing', shard => 0, col => 'behind'), 7, 'and the lag with it');
