@@ -55,21 +55,26 @@ sub all_changes
 		  . ' from cfeed.change where feed_id = 1');
 }
 
-# An all-shards stream from the beginning; the changes published meanwhile
-# on every shard (two on 0-199, one on the others).
+# An all-shards stream from the heads (its id lists every shard at once);
+# once it has sent its starting id, changes on every shard (two on 0-199,
+# one on the others).
 my $text = '';
-my $stream = start_stream("$url?cursor=_first", $token, \$text, Accept => 'text/event-stream');
+my $stream = start_stream("$url?cursor=_last", $token, \$text, Accept => 'text/event-stream');
+my $started = time + 60;
+$stream->pump_nb, usleep(10_000) while $text !~ /^id:.*\n\n/m && time < $started;
 $node->safe_psql('postgres',
 	'select cfeed.publish(1, g % 200) from generate_series(1, 200) g; '
 	  . 'select cfeed.publish(1, g % 1000) from generate_series(1, 1000) g');
 wait_stamped();
 my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
 my $deadline = time + 120;
-my $seen = 0;
+my ($seen, $counted) = (0, 0);	# data lines in the text counted so far
 while ($seen < $total && time < $deadline)
 {
 	$stream->pump_nb;
-	$seen = () = $text =~ /^data:/mg;
+	my $upto = rindex($text, "\n") + 1;
+	$seen += () = substr($text, $counted, $upto - $counted) =~ /^data:/mg;
+	$counted = $upto;
 	usleep(10_000);
 }
 $stream->kill_kill;
