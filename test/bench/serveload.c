@@ -16,14 +16,19 @@
  *
  *	  Writer (its own thread and connection): after every client is
  *	  served, SECONDS of autocommit `SELECT cfeed.publish(FEED_ID, shard)`
- *	  at RATE per second (the shards in turn; fewer when the commits take
- *	  longer: the rate reached is reported), each change_id's commit
+ *	  at RATE per second, in pairs: two commits back to back on two shards
+ *	  (the shards in turn), then a pause to the next pair's time (the case
+ *	  of a second shard's commit that must not wait for the next one; fewer
+ *	  when the commits take longer: the rate reached is reported), each
+ *	  change_id's commit
  *	  acknowledgement time recorded (CLOCK_MONOTONIC).  A client that
  *	  receives an event looks its change_id up: commit -> delivered, into a
  *	  histogram of 10 us bins (per thread, merged at the end); and the
  *	  event's stamped_at (the sweep's time on the database server, the same
  *	  machine) -> delivered (CLOCK_REALTIME) into another, which splits the
- *	  gateway's part from the sweeper's.  Then up to
+ *	  gateway's part from the sweeper's; and commit -> delivered per shard
+ *	  (100 us bins), whose worst p99 and max are reported besides the
+ *	  p50, p99 and max over all shards.  Then up to
  *	  DRAIN_S for the clients to reach the last number of their shard.
  *
  *	  Meanwhile (the main thread): the gateway's CPU (/proc/GW_PID/stat) and
@@ -59,6 +64,8 @@
 
 #define BIN_US		10			/* histogram bin */
 #define NBINS		(1 << 20)	/* 10.5 s; later ones go to the last bin */
+#define SHARD_BIN_US 100		/* per-shard histogram bin */
+#define SHARD_NBINS	(1 << 17)	/* 13.1 s */
 #define CONNECT_S	180			/* all clients served within this, or the run fails */
 #define DRAIN_S		15			/* after writing: the clients reach the last number */
 #define RAMP_PER_MS	2			/* clients started per millisecond, per thread */
@@ -94,6 +101,7 @@ typedef struct Worker
 	long long	untimed;		/* no commit time known (yet) */
 	unsigned   *hist;			/* commit -> delivered */
 	unsigned   *stamp_hist;		/* stamped_at -> delivered */
+	unsigned   *shard_hist;		/* commit -> delivered, per shard */
 	atomic_int	served;
 	atomic_int	ended;
 } Worker;
@@ -227,7 +235,14 @@ event(Client *c, const char *json)
 	if (t == 0)
 		w->untimed++;
 	else
-		count(w->hist, (now_ns() - t) / 1000);
+	{
+		long long	us = (now_ns() - t) / 1000;
+		long long	bin = us < 0 ? 0 : us / SHARD_BIN_US;
+
+		count(w->hist, us);
+		w->shard_hist[(long long) c->shard * SHARD_NBINS +
+					  (bin >= SHARD_NBINS ? SHARD_NBINS - 1 : bin)]++;
+	}
 }
 
 /* One complete line of c's response. */
@@ -423,7 +438,7 @@ writer_main(void *arg)
 		die("prepare", PQerrorMessage(conn));
 	for (long long i = 0; i < total && now_ns() - start < seconds * 1000000000LL; i++)
 	{
-		long long	at = start + i * 1000000000LL / rate;
+		long long	at = start + (i / 2) * 2000000000LL / rate;	/* pairs */
 		struct timespec ts = {at / 1000000000LL, at % 1000000000LL};
 		PGresult   *res;
 		long long	id;
@@ -537,17 +552,68 @@ sum_workers(Worker *ws, int n, bool served)
 	return s;
 }
 
-/* The q-quantile of the merged histogram, in ms. */
+/* The q-quantile of a histogram of nbins bins of bin_us, in ms. */
 static double
-quantile(const unsigned long long *h, unsigned long long n, double q)
+quantile_of(const unsigned long long *h, int nbins, int bin_us, unsigned long long n, double q)
 {
 	unsigned long long want = (unsigned long long) (q * n);
 	unsigned long long seen = 0;
 
-	for (int b = 0; b < NBINS; b++)
+	for (int b = 0; b < nbins; b++)
 		if ((seen += h[b]) > want)
-			return (b + 0.5) * BIN_US / 1000.0;
+			return (b + 0.5) * bin_us / 1000.0;
 	return 0;
+}
+
+/* The q-quantile of the merged histogram, in ms. */
+static double
+quantile(const unsigned long long *h, unsigned long long n, double q)
+{
+	return quantile_of(h, NBINS, BIN_US, n, q);
+}
+
+/*
+ * worst_shard
+ *		The highest per-shard p99 and max (ms) of the workers' per-shard
+ *		histograms, and the shard with that p99.
+ */
+static void
+worst_shard(Worker *ws, int nthreads, double *p99, double *max, int *which)
+{
+	unsigned long long *h = calloc(SHARD_NBINS, sizeof(unsigned long long));
+
+	*p99 = *max = 0;
+	*which = -1;
+	for (int s = 0; s < nshards; s++)
+	{
+		unsigned long long n = 0;
+		double		q;
+		double		m;
+
+		memset(h, 0, SHARD_NBINS * sizeof(unsigned long long));
+		for (int t = 0; t < nthreads; t++)
+		{
+			const unsigned *sh = &ws[t].shard_hist[(long long) s * SHARD_NBINS];
+
+			for (int b = 0; b < SHARD_NBINS; b++)
+			{
+				h[b] += sh[b];
+				n += sh[b];
+			}
+		}
+		if (n == 0)
+			continue;
+		q = quantile_of(h, SHARD_NBINS, SHARD_BIN_US, n, 0.99);
+		m = quantile_of(h, SHARD_NBINS, SHARD_BIN_US, n, 1.0 - 1e-12);
+		if (q > *p99)
+		{
+			*p99 = q;
+			*which = s;
+		}
+		if (m > *max)
+			*max = m;
+	}
+	free(h);
 }
 
 int
@@ -627,6 +693,7 @@ main(int argc, char **argv)
 		w->timeout_ms = -1;
 		w->hist = calloc(NBINS, sizeof(unsigned));
 		w->stamp_hist = calloc(NBINS, sizeof(unsigned));
+		w->shard_hist = calloc((size_t) nshards * SHARD_NBINS, sizeof(unsigned));
 		curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
 		curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
 		curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_timer);
@@ -727,18 +794,23 @@ main(int argc, char **argv)
 	dropped = sum_workers(ws, nthreads, false);
 	{
 		long long	expected = 0;
+		double		shard_p99;
+		double		shard_max;
+		int			shard_worst;
+
+		worst_shard(ws, nthreads, &shard_p99, &shard_max, &shard_worst);
 
 		for (int t = 0; t < nthreads; t++)
 			for (int i = 0; i < ws[t].nclients; i++)
 				expected += per_shard[ws[t].clients[i].shard];
 		printf("summary clients=%d served=%d dropped=%d complete=%d incomplete=%d gapped=%d gaps=%lld repeats=%lld "
 			   "published=%lld rate=%.0f events=%lld expected=%lld untimed=%lld p50=%.2f p90=%.2f p99=%.2f max=%.2f "
-			   "stamp_p50=%.2f stamp_p99=%.2f gw_cpu_pct=%.1f gw_rss_idle_kb=%ld gw_rss_served_kb=%ld gw_rss_end_kb=%ld "
+			   "shard_p99=%.2f shard_max=%.2f shard_worst=%d stamp_p50=%.2f stamp_p99=%.2f gw_cpu_pct=%.1f gw_rss_idle_kb=%ld gw_rss_served_kb=%ld gw_rss_end_kb=%ld "
 			   "db_cpu_us_per_commit=%.0f db_cpu_pct=%.1f backends=%d client_cpu_pct=%.1f window_s=%.1f\n",
 			   nclients, sum_workers(ws, nthreads, true), dropped, nclients - incomplete, incomplete, gapped,
 			   gaps, repeats, published, published / write_s, events, expected, untimed,
 			   quantile(hist, nhist, 0.5), quantile(hist, nhist, 0.9), quantile(hist, nhist, 0.99),
-			   quantile(hist, nhist, 1.0 - 1e-12), quantile(shist, nshist, 0.5), quantile(shist, nshist, 0.99),
+			   quantile(hist, nhist, 1.0 - 1e-12), shard_p99, shard_max, shard_worst, quantile(shist, nshist, 0.5), quantile(shist, nshist, 0.99),
 			   100.0 * (gw1 - gw0) / ticks / win_s, rss_idle, rss_served, rss_end,
 			   published ? (db1 - db0) * 1e6 / ticks / published : 0, 100.0 * (db1 - db0) / ticks / win_s,
 			   backends, 100.0 * (cpu1 - cpu0) / win_s, win_s);

@@ -1,0 +1,108 @@
+# test/t/103_serve_sse_ids.pl
+#
+# Server-Sent Events of a many-shard feed resume from their Last-Event-ID
+# (issue 30, item 5): an all-shards SSE stream of a 1,000-shard feed reads
+# changes on all 1,000 shards; its last id must stay short (at most 200 bytes)
+# and, sent back as Last-Event-ID after more changes, resume every shard
+# where it was: every change exactly once.
+#
+# The gateway as built (1.8) lists "shard:number@epoch" for every shard
+# with a position: the id is ~37 KB on this feed, and sent back it gets 431
+# (libmicrohttpd's limit on a request's headers).  The checks that need
+# compact ids are TODO until they are built (docs/serve.md, "Server-Sent
+# Events").
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use lib 'test/t';
+use ServeHelper;
+
+plan skip_all => 'cfeed command not built' unless -x cfeed_binary();
+
+my $node = PostgreSQL::Test::Cluster->new('serve_sse_ids');
+$node->init;
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'cfeed'\n");
+$node->start;
+$node->safe_psql('postgres', q{
+	create extension cfeed;
+	select cfeed.create_feed('wide', 1000, 1);
+});
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $token = 'sseids-0123456789abcdef';
+write_tokens("$dir/tokens", "$token wide t");
+my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+my $url = "$gw->{url}/feeds/wide";
+
+# Wait until every change of the feed is stamped.
+sub wait_stamped
+{
+	$node->poll_query_until('postgres',
+		'select count(*) = 0 from cfeed.change where change_sequence_number is null')
+	  or die 'changes not stamped';
+}
+
+# The changes of the feed, as "shard:number" (comma-separated).
+sub all_changes
+{
+	return $node->safe_psql('postgres',
+		"select string_agg(shard || ':' || change_sequence_number, ',' order by shard, change_sequence_number)"
+		  . ' from cfeed.change where feed_id = 1');
+}
+
+# An all-shards stream from the heads (its id lists every shard at once);
+# once it has sent its starting id, changes on every shard (two on 0-199,
+# one on the others).
+my $text = '';
+my $stream = start_stream("$url?cursor=_last", $token, \$text, Accept => 'text/event-stream');
+my $started = time + 60;
+$stream->pump_nb, usleep(10_000) while $text !~ /^id:.*\n\n/m && time < $started;
+$node->safe_psql('postgres',
+	'select cfeed.publish(1, g % 200) from generate_series(1, 200) g; '
+	  . 'select cfeed.publish(1, g % 1000) from generate_series(1, 1000) g');
+wait_stamped();
+my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
+my $deadline = time + 120;
+my ($seen, $counted) = (0, 0);	# data lines in the text counted so far
+while ($seen < $total && time < $deadline)
+{
+	$stream->pump_nb;
+	my $upto = rindex($text, "\n") + 1;
+	$seen += () = substr($text, $counted, $upto - $counted) =~ /^data:/mg;
+	$counted = $upto;
+	usleep(10_000);
+}
+$stream->kill_kill;
+my ($first, $last_id) = sse_events($text);
+is(scalar @$first, $total, 'the stream got every change of the 1,000 shards');
+ok(defined $last_id, 'and an id');
+$last_id //= '';
+note('last id: ' . length($last_id) . ' bytes');
+
+# More changes, on the shards read and on others; reconnect with the id.
+$node->safe_psql('postgres', 'select cfeed.publish(1, g * 7 % 1000) from generate_series(1, 300) g');
+wait_stamped();
+my $r = http_get("$url?stream=8000", $token, Accept => 'text/event-stream', 'Last-Event-ID' => $last_id);
+my ($second) = sse_events($r->{status} == 200 ? $r->{content} : '');
+my @got = map { "$_->{data}{shard}:$_->{data}{number}" } @$first, @$second;
+my %count;
+$count{$_}++ for @got;
+
+TODO:
+{
+	local $TODO = 'compact SSE ids of many-shard feeds (issue 30 item 5) are not built yet';
+	cmp_ok(length($last_id), '<=', 200, 'the id of a 1,000-shard stream is at most 200 bytes');
+	is($r->{status}, 200, 'resumed with it as Last-Event-ID: 200 (not 431)');
+	my @missing = grep { !$count{$_} } split /,/, all_changes();
+	is(scalar @missing, 0, 'resumed: every change of every shard, none skipped')
+	  or diag(scalar(@missing) . ' missing, the first: ' . join(',', @missing[0 .. ($#missing < 9 ? $#missing : 9)]));
+	is(scalar(grep { $_ > 1 } values %count), 0, 'resumed: none repeated');
+}
+
+stop_gateway($gw);
+done_testing();
