@@ -167,15 +167,18 @@ elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # ---------------------------------------------------------------------------
 # The suite against a PostgreSQL installed here.
 run_local() {
-	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt
-	PGBIN=/usr/lib/postgresql/$m/bin
+	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt pg_packages=()
+	# CFEED_PGBIN: a server built here (test/matrix/cassert.sh) instead of
+	# Debian's packages
+	PGBIN=${CFEED_PGBIN:-/usr/lib/postgresql/$m/bin}
+	[ -n "${CFEED_PGBIN:-}" ] || pg_packages=("postgresql-$m" "postgresql-server-dev-$m" libpq-dev)
 	export PATH="$PGBIN:$PATH"
 	# The expected files were made in C.UTF-8 (UTF8 encoding, code point
 	# order): the throwaway servers use it whatever this shell's locale.
 	# Through LANG: pg_regress unsets LC_ALL.
 	unset LC_ALL LC_COLLATE LC_CTYPE LC_MONETARY LC_NUMERIC LC_TIME LANGUAGE
 	export LANG=C.UTF-8
-	install_missing build-essential "postgresql-$m" "postgresql-server-dev-$m" libipc-run-perl libpq-dev pgbouncer \
+	install_missing build-essential "${pg_packages[@]}" libipc-run-perl pgbouncer \
 		libmicrohttpd-dev libjansson-dev zlib1g-dev chromium
 	install_available prometheus-sql-exporter
 
