@@ -50,8 +50,8 @@ fi
 # What the build needs (bison, flex, Perl's IPC::Run for the TAP tests;
 # dpkg-dev for apt-get source) and what test/run-tests.sh would install
 # besides Debian's PostgreSQL packages (the gateway's libraries, pgbouncer).
-PACKAGES="build-essential dpkg-dev bison flex perl libipc-run-perl zlib1g-dev pkg-config
-	libmicrohttpd-dev libjansson-dev pgbouncer"
+PACKAGES="build-essential dpkg-dev bison flex perl libipc-run-perl zlib1g-dev pkg-config \
+libmicrohttpd-dev libjansson-dev pgbouncer"
 
 # Run a command in the root, with a clean environment.
 in_root() {
@@ -82,14 +82,20 @@ umount_root() {
 	done
 }
 
-# The root: reused when complete (.cfeed-cassert-root), else made anew with
-# the packages installed (their log in $root.apt.log, kept on failure).
+# The root: debootstrap unless done (.cfeed-debootstrap), then the packages
+# unless installed (.cfeed-cassert-root; their log in $root.apt.log, kept on
+# failure).
 setup_root() {
-	if [ "${CFEED_FRESH_ROOTS:-}" = 1 ] || [ "$(cat "$root/.cfeed-cassert-root" 2>/dev/null)" != "$SUITE" ]; then
+	if [ "${CFEED_FRESH_ROOTS:-}" = 1 ] || [ "$(cat "$root/.cfeed-debootstrap" 2>/dev/null)" != "$SUITE" ]; then
 		echo "cassert.sh: debootstrap $SUITE into $root"
 		make_fresh_root "$root" "$SUITE"
 		mkdir -p "$root/etc/apt/sources.list.d"
 		echo "deb-src $(debian_mirror) $SUITE main" >"$root/etc/apt/sources.list.d/cfeed-src.list"
+		echo "$SUITE" >"$root/.cfeed-debootstrap"
+	else
+		mount_root
+	fi
+	if [ "$(cat "$root/.cfeed-cassert-root" 2>/dev/null)" != "$SUITE" ]; then
 		echo "cassert.sh: installing the build dependencies"
 		# shellcheck disable=SC2086
 		if ! in_root bash -c "
@@ -107,7 +113,6 @@ setup_root() {
 			useradd --system --home-dir /var/lib/postgresql --create-home --shell /bin/bash postgres'
 		echo "$SUITE" >"$root/.cfeed-cassert-root"
 	else
-		mount_root
 		echo "cassert.sh: reusing $root"
 	fi
 }
