@@ -11,7 +11,10 @@
 # The root is $CFEED_ROOTS/cfeed-cassert17 (default /var/tmp): trixie
 # minbase (test/matrix/common.sh), with a deb-src line, the build
 # dependencies and what the suites need.  `apt-get source postgresql-17`
-# unpacks the source in the root's /usr/local/src/cassert; it is configured
+# unpacks the source in the root's /usr/local/src/cassert (when the mirror
+# lacks the version trixie's index names, the version CFEED_CASSERT_VERSION,
+# default 17.11-0+deb13u1, is fetched from its pool and unpacked with
+# dpkg-source, which checks the files' checksums); it is configured
 # there, built with make -j2 (server and contrib: the TAP tests use amcheck,
 # pgstattuple, pg_stat_statements, test_decoding) and installed into the
 # root's /usr/local/pgsql-cassert.  The build tree and the install stay: a
@@ -37,6 +40,9 @@ ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJOR=17
 SUITE=trixie
 PREFIX=/usr/local/pgsql-cassert
+# The source's version when the one trixie's index names is missing from the
+# mirror (a mirror can lag its index)
+FALLBACK_VERSION=${CFEED_CASSERT_VERSION:-17.11-0+deb13u1}
 BUILDDIR=/usr/local/src/cassert
 root=$ROOTS/cfeed-cassert$MAJOR
 # shellcheck source=test/matrix/common.sh
@@ -132,7 +138,20 @@ build_server() {
 		mkdir -p $BUILDDIR
 		cd $BUILDDIR
 		apt-get -q update
-		apt-get source -q postgresql-$MAJOR
+		if ! apt-get source -q postgresql-$MAJOR; then
+			# the version the index names is not always on the mirror
+			# yet: the pinned one, fetched from the pool by hand and
+			# unpacked (checksums checked) with its patches applied
+			rm -rf $BUILDDIR/*
+			pool=$(debian_mirror)/pool/main/p/postgresql-$MAJOR
+			/usr/lib/apt/apt-helper download-file \$pool/postgresql-${MAJOR}_$FALLBACK_VERSION.dsc \
+				postgresql-${MAJOR}_$FALLBACK_VERSION.dsc
+			for f in \$(awk '/^Files:/ { on = 1; next } /^[^ ]/ { on = 0 } on { print \$3 }' \
+				postgresql-${MAJOR}_$FALLBACK_VERSION.dsc); do
+				/usr/lib/apt/apt-helper download-file \$pool/\$f \$f
+			done
+			dpkg-source -x postgresql-${MAJOR}_$FALLBACK_VERSION.dsc
+		fi
 		cd postgresql-$MAJOR-*/
 		./configure --prefix=$PREFIX --enable-cassert --enable-debug --enable-tap-tests \
 			--without-icu --without-readline --with-zlib
