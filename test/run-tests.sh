@@ -22,6 +22,12 @@
 #                                     built, installed into fresh roots and
 #                                     smoke-tested (test/matrix/packages.sh): what
 #                                     CI runs (.ci/run)
+#   bash test/run-tests.sh --cassert  the suite against an assert-enabled
+#                                     PostgreSQL 17 built from Debian's source
+#                                     package in a root of its own, failing on
+#                                     any failed Assert (test/matrix/cassert.sh;
+#                                     root and build ~12 minutes the first time,
+#                                     then cached; the suites ~10 minutes)
 #
 # Run as root (or as a user who may sudo: it re-runs itself under sudo)
 # from anywhere.  Installs what is missing (PostgreSQL, the build
@@ -46,7 +52,7 @@ ROOTSH=$SRC/test/matrix/root.sh
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
-usage() { sed -n '2,40p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+usage() { sed -n '2,45p' "$SRC/test/run-tests.sh" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
 	exec sudo bash "$SRC/test/run-tests.sh" "$@"
@@ -54,6 +60,7 @@ fi
 
 major=
 all=false
+cassert=false
 in_root=false
 dump_out=
 dump_in=
@@ -63,6 +70,7 @@ while [ $# -gt 0 ]; do
 		--pg) [ $# -ge 2 ] || usage; major=$2; shift 2 ;;
 		--pg=*) major=${1#--pg=}; shift ;;
 		--all) all=true; shift ;;
+		--cassert) cassert=true; shift ;;
 		--root) in_root=true; shift ;;
 		# internal, for --all: make the cross-version dump / restore one
 		--dump-out) [ $# -ge 2 ] || usage; dump_out=$2; shift 2 ;;
@@ -480,6 +488,10 @@ run_matrix() {
 	echo "tests: $total_passed passed, 0 failed"
 }
 
+if $cassert; then
+	if [ -n "$major" ] || $all; then usage; fi
+	exec bash "$SRC/test/matrix/cassert.sh" "${make_args[@]}"
+fi
 if $all; then
 	[ -z "$major" ] || usage
 	run_matrix

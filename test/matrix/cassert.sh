@@ -114,9 +114,12 @@ setup_root() {
 			return 1
 		fi
 		rm -f "$root.apt.log"
-		# the suites run as postgres, as in Debian's packages
+		# the suites run as postgres, as in Debian's packages (pgbouncer's
+		# dependencies make the user); Debian's patches put the default
+		# socket directory in /var/run/postgresql
 		in_root bash -c 'id postgres >/dev/null 2>&1 ||
-			useradd --system --home-dir /var/lib/postgresql --create-home --shell /bin/bash postgres'
+			useradd --system --home-dir /var/lib/postgresql --create-home --shell /bin/bash postgres
+			install -d -o postgres -g postgres -m 2775 /var/run/postgresql'
 		echo "$SUITE" >"$root/.cfeed-cassert-root"
 	else
 		echo "cassert.sh: reusing $root"
@@ -169,8 +172,9 @@ build_server() {
 	echo "cassert.sh: built $(cat "$root$PREFIX/.cfeed-cassert") in $((SECONDS - started)) s"
 }
 
-# The failed Asserts in the server logs under $1: each TRAP line with the
-# backtrace that follows it (the lines up to the postmaster's report of the
+# The failed Asserts in the server logs under $1 (log/*.log: pg_regress's
+# and isolation's postmaster.log, the TAP clusters' logs): each TRAP line
+# with the 40 lines after it (the backtrace, the postmaster's report of the
 # crash).  Sets n_traps.
 report_traps() {
 	local dir=$1 f
@@ -180,7 +184,7 @@ report_traps() {
 		n_traps=$((n_traps + $(grep -ac 'TRAP:' "$f")))
 		echo "===== failed Assert in ${f#"$root"}"
 		awk '/TRAP:/ { n = 40 } n > 0 { print; n-- }' "$f"
-	done < <(find "$dir" \( -path '*/log/*' -o -name '*.log' \) -type f -print0 2>/dev/null)
+	done < <(find "$dir" -path '*/log/*.log' -type f -print0 2>/dev/null)
 }
 
 exec {lockfd}>"$root.lock"
