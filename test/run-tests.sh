@@ -26,8 +26,8 @@
 #                                     PostgreSQL 17 built from Debian's source
 #                                     package in a root of its own, failing on
 #                                     any failed Assert (test/matrix/cassert.sh;
-#                                     root and build ~12 minutes the first time,
-#                                     then cached; the suites ~10 minutes)
+#                                     ~15 minutes the first time, root and build
+#                                     included, ~9 once they are cached)
 #
 # Run as root (or as a user who may sudo: it re-runs itself under sudo)
 # from anywhere.  Installs what is missing (PostgreSQL, the build

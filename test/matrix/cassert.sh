@@ -19,7 +19,8 @@
 # pgstattuple, pg_stat_statements, test_decoding) and installed into the
 # root's /usr/local/pgsql-cassert.  The build tree and the install stay: a
 # later run finds the installed version in /usr/local/pgsql-cassert/.cfeed-cassert
-# and skips the build (about 15 minutes on 2 cores the first time).
+# and skips the build (about 5 minutes on 2 cores the first time: the root
+# about 1, the build about 4.5).
 # CFEED_FRESH_ROOTS=1 makes the root, and so the build, anew.
 #
 # Then test/run-tests.sh runs in the root on a copy of the checkout (/build)
@@ -72,10 +73,10 @@ mount_root() {
 	if ! mountpoint -q "$root/dev"; then
 		mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev"
 	fi
-	mountpoint -q "$root/dev/shm" && [ -e "$root/dev/shm/.cfeed-root-shm" ] || {
+	if [ ! -e "$root/dev/shm/.cfeed-root-shm" ]; then
 		mount -t tmpfs -o size=2g,mode=1777 tmpfs "$root/dev/shm"
 		touch "$root/dev/shm/.cfeed-root-shm"
-	}
+	fi
 	if ! mountpoint -q "$root/sys"; then
 		mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys"
 	fi
