@@ -199,6 +199,15 @@ insert_change(Relation changerel, const CfeedChange *change, int32 shard)
 		slot->tts_isnull[Anum_change_row - 1] = true;
 	}
 	ExecStoreVirtualTuple(slot);
+
+	/*
+	 * The shard check of a direct write: the feed's shards lock, held in
+	 * share mode until the transaction ends, keeps the shard from going away
+	 * (cfeed_shard_locked took it).  The row is unstamped.
+	 */
+	Assert(shard >= 0 && cfeed_shards_lock_held(change->feed_id, AccessShareLock));
+	Assert(slot->tts_isnull[Anum_change_sequence - 1] &&
+		   slot->tts_isnull[Anum_change_stamped_at - 1]);
 	cfeed_change_ids_guard();
 	cfeed_note_write();
 	cfeed_direct_insert(changerel, slot);

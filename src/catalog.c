@@ -326,6 +326,8 @@ cfeed_shard_head(int32 feed_id, int32 shard, int64 floor_number, int64 hint,
 						  F_INT8GT, floor_number, BackwardScanDirection, &head, NULL);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
+	/* numbering goes on from the floor or above, never below it */
+	Assert(head >= floor_number);
 	return head;
 }
 

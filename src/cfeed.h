@@ -249,6 +249,7 @@ extern void cfeed_spi_exec(const char *sql, int nargs, Oid *types, Datum *values
 
 /* locks.c: cfeed's advisory locks */
 extern bool cfeed_sweep_lock(int32 sweep_group, bool nowait);
+extern bool cfeed_sweep_lock_held(int32 sweep_group);
 extern bool cfeed_leader_lock(int32 sweep_group);
 extern void cfeed_leader_unlock(int32 sweep_group);
 extern bool cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode);

@@ -65,10 +65,12 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "cfeed.h"
 
@@ -252,6 +254,21 @@ cfeed_direct_ok(Relation rel, CmdType cmd)
 }
 
 /*
+ * assert_direct_target
+ *		What a direct write assumes of rel (assert-enabled builds only): the
+ *		caller holds it in ROW EXCLUSIVE mode or stronger, it is a heap table,
+ *		and cfeed_direct_ok() has built the index cache for it and said yes.
+ */
+static inline void
+assert_direct_target(Relation rel)
+{
+	Assert(CheckRelationLockedByMe(rel, RowExclusiveLock, true));
+	Assert(rel->rd_rel->relkind == RELKIND_RELATION &&
+		   rel->rd_rel->relam == HEAP_TABLE_AM_OID);
+	Assert(change_indexes.relid == RelationGetRelid(rel) && change_indexes.direct_ok);
+}
+
+/*
  * index_insert_all
  *		Insert the index entries of the heap tuple just written from slot
  *		(tts_tid set): into every index of rel, a partial index only when the
@@ -262,6 +279,9 @@ index_insert_all(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 {
 	int			i;
 
+	/* the heap tuple is written: its address is what the entries point at */
+	Assert(ItemPointerIsValid(&slot->tts_tid));
+	Assert(slot->tts_tableOid == RelationGetRelid(rel));
 	if (predicate_econtext == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
@@ -288,6 +308,9 @@ index_insert_all(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 
 		/* indisready is read per row: CREATE INDEX CONCURRENTLY flips it. */
 		idx = index_open(indexes->oids[i], RowExclusiveLock);
+		/* an index of rel, a plain btree (index_cache_get checked) */
+		Assert(idx->rd_index->indrelid == RelationGetRelid(rel));
+		Assert(idx->rd_rel->relam == BTREE_AM_OID);
 		if (idx->rd_index->indisready)
 		{
 			FormIndexDatum(info, slot, NULL, values, isnull);
@@ -309,6 +332,7 @@ index_insert_all(Relation rel, CfeedIndexCache *indexes, TupleTableSlot *slot)
 void
 cfeed_direct_insert(Relation rel, TupleTableSlot *slot)
 {
+	assert_direct_target(rel);
 	table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, NULL);
 	index_insert_all(rel, &change_indexes, slot);
 }
@@ -330,6 +354,9 @@ cfeed_direct_update(Relation rel, ItemPointer tid, TupleTableSlot *newslot,
 	LockTupleMode lockmode;
 	cfeed_update_indexes update_indexes;
 
+	assert_direct_target(rel);
+	Assert(ItemPointerIsValid(tid));
+	Assert(IsMVCCSnapshot(snapshot));
 	result = table_tuple_update(rel, tid, newslot, GetCurrentCommandId(true), snapshot,
 								InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
 	if (result == TM_Updated || result == TM_Deleted)

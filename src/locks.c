@@ -70,6 +70,19 @@ cfeed_sweep_lock(int32 sweep_group, bool nowait)
 }
 
 /*
+ * cfeed_sweep_lock_held
+ *		Whether this transaction holds a group's sweep lock (for Asserts).
+ */
+bool
+cfeed_sweep_lock_held(int32 sweep_group)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_SWEEP, sweep_group);
+	return cfeed_lock_held_by_me(&tag, ExclusiveLock);
+}
+
+/*
  * cfeed_leader_lock / cfeed_leader_unlock
  *		The session-level lock a sweep_loop holds for its whole duration:
  *		taken without waiting (false when another session holds it), and

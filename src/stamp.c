@@ -34,10 +34,13 @@
 #include "miscadmin.h"
 #include "rewrite/prs2lock.h"
 #include "rewrite/rewriteDefine.h"
+#include "storage/bufmgr.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
 #include "cfeed.h"
@@ -179,6 +182,24 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
 		if (!table_tuple_fetch_row_version(rel, &changes[i].tid, snapshot, oldslot))
 			concurrent_sweep_error(n, i);
 		slot_getallattrs(oldslot);
+
+		/*
+		 * newslot's by-reference values point into the old version on its
+		 * page: the slot keeps the buffer pinned until the update has copied
+		 * them into the new version.
+		 */
+		Assert(TTS_IS_BUFFERTUPLE(oldslot) &&
+			   BufferIsValid(((BufferHeapTupleTableSlot *) oldslot)->buffer));
+
+		/*
+		 * The address the sweep collected is still the change's (cfeed.change
+		 * is locked against rewrites since before the snapshot), and the
+		 * version its snapshot sees is unstamped.
+		 */
+		Assert(DatumGetInt32(oldslot->tts_values[Anum_change_feed_id - 1]) == changes[i].feed_id &&
+			   DatumGetInt32(oldslot->tts_values[Anum_change_shard - 1]) == changes[i].shard &&
+			   DatumGetInt64(oldslot->tts_values[Anum_change_change_id - 1]) == changes[i].change_id);
+		Assert(oldslot->tts_isnull[Anum_change_sequence - 1]);
 		ExecClearTuple(newslot);
 		memcpy(newslot->tts_values, oldslot->tts_values, sizeof(Datum) * CHANGE_NATTS);
 		memcpy(newslot->tts_isnull, oldslot->tts_isnull, sizeof(bool) * CHANGE_NATTS);
@@ -206,6 +227,27 @@ void
 cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 			Snapshot snapshot)
 {
+#ifdef USE_ASSERT_CHECKING
+	int			i;
+
+	/*
+	 * The sweep holds cfeed.change against rewrites, and the batch is
+	 * ordered by shard with each shard's numbers consecutive: gapless, and
+	 * following change_id order.
+	 */
+	Assert(CheckRelationLockedByMe(rel, RowExclusiveLock, true));
+	Assert(n > 0 && IsMVCCSnapshot(snapshot));
+	for (i = 1; i < n; i++)
+	{
+		const CfeedPendingChange *a = &changes[i - 1];
+		const CfeedPendingChange *b = &changes[i];
+
+		if (a->feed_id == b->feed_id && a->shard == b->shard)
+			Assert(b->number == a->number + 1 && b->change_id >= a->change_id);
+		else
+			Assert(a->feed_id < b->feed_id || (a->feed_id == b->feed_id && a->shard < b->shard));
+	}
+#endif
 	if (!stamp_direct(rel, changes, n, now, snapshot))
 		stamp_with_sql(rel, changes, n, now);
 }

@@ -214,6 +214,7 @@ compare_shard_change(const void *a, const void *b)
 static void
 sweep_begin(SweepState *s, int32 sweep_group)
 {
+	Assert(cfeed_sweep_lock_held(sweep_group));
 	memset(s, 0, sizeof(SweepState));
 	s->sweep_group = sweep_group;
 	(void) cfeed_relid_locked("shard_config", AccessShareLock);
@@ -259,7 +260,9 @@ collect_probe(ScanKey key, void *arg)
 		c->change_id = DatumGetInt64(slot_getattr(slot, Anum_change_change_id, &isnull));
 		c->written_at = DatumGetTimestampTz(slot_getattr(slot, Anum_change_written_at, &isnull));
 		c->writer_xid = DatumGetFullTransactionId(slot_getattr(slot, Anum_change_writer_xid, &isnull));
+		/* the address stamp.c updates, of the version this snapshot sees */
 		c->tid = slot->tts_tid;
+		Assert(ItemPointerIsValid(&c->tid));
 		c->number = 0;
 	}
 	index_endscan(scan);
@@ -287,6 +290,7 @@ shard_entry(SweepState *s, int32 feed_id, int32 shard)
 		e->hint = head_hint(feed_id, shard);
 		e->shard.last_number = cfeed_shard_head(feed_id, shard, e->shard.floor_number,
 												e->hint->head, s->snapshot);
+		Assert(e->shard.last_number >= e->shard.floor_number);
 		e->hint->head = e->shard.last_number;
 	}
 	e->count = 0;
@@ -366,6 +370,9 @@ sweep_cut(SweepState *s)
 		s->nchanges = cfeed_sweep_batch_size;
 	}
 	s->nbatch = s->nchanges;
+	/* what is cut off never precedes the batch: the lowest change_ids go first */
+	Assert(s->nbatch == s->ncollected || s->nbatch == 0 ||
+		   s->changes[s->nbatch - 1].change_id <= s->changes[s->nbatch].change_id);
 }
 
 /*
@@ -409,9 +416,12 @@ sweep_number(SweepState *s)
 		int32		key[2] = {s->changes[i].feed_id, s->changes[i].shard};
 		ShardEntry *e = hash_search(s->shards, key, HASH_FIND, NULL);
 		int64		lag = (s->now - s->changes[i].written_at) / 1000;
-		int64		last = e->count > 0 ? e->new_last : e->shard.last_number;
+		int64		last;
 		int64		next;
 
+		/* only changes of the group's shards, not out of numbers, are left */
+		Assert(e != NULL && e->in_group && e->shard.last_number < PG_INT64_MAX);
+		last = e->count > 0 ? e->new_last : e->shard.last_number;
 		if (pg_add_s64_overflow(last, 1, &next))
 		{
 			hold_change(s, e, &s->changes[i]);
@@ -419,6 +429,8 @@ sweep_number(SweepState *s)
 		}
 		if (e->count++ == 0)
 			s->nshards++;
+		/* a stamp is above the shard's head as of the snapshot, and its floor */
+		Assert(next > e->shard.last_number && next > e->shard.floor_number);
 		e->new_last = next;
 		e->lag_ms = Max(e->lag_ms, lag);
 		s->changes[n] = s->changes[i];

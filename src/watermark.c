@@ -211,6 +211,7 @@ cfeed_watermark_get(int32 sweep_group)
 		RegisterXactCallback(watermark_xact_callback, NULL);
 		RegisterSubXactCallback(watermark_subxact_callback, NULL);
 	}
+	Assert(cfeed_sweep_lock_held(sweep_group));
 	gw = hash_search(watermarks, &sweep_group, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -231,10 +232,15 @@ static FullTransactionId
 widen_xid(TransactionId xid, FullTransactionId next)
 {
 	uint32		epoch = EpochFromFullTransactionId(next);
+	FullTransactionId full;
 
+	Assert(TransactionIdIsNormal(xid));
 	if (xid > XidFromFullTransactionId(next))
 		epoch--;
-	return FullTransactionIdFromEpochAndXid(epoch, xid);
+	full = FullTransactionIdFromEpochAndXid(epoch, xid);
+	/* a snapshot's xids precede next (xmax may equal it) */
+	Assert(FullTransactionIdPrecedesOrEquals(full, next));
+	return full;
 }
 
 /* Order full xids (qsort). */
@@ -262,11 +268,14 @@ cfeed_watermark_probes(CfeedGroupWatermark *gw,
 	ScanKeyData key;
 	int			i;
 
+	Assert(cfeed_sweep_lock_held(gw->sweep_group));
 	if (!gw->valid)
 	{
 		probe(NULL, arg);
 		return;
 	}
+	/* beyond WATERMARK_MAX_XIDS a proposal falls back to a range */
+	Assert(gw->committed.nxip <= WATERMARK_MAX_XIDS);
 	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
 				FullTransactionIdGetDatum(gw->committed.xmax));
 	probe(&key, arg);
@@ -295,6 +304,7 @@ cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 	FullTransactionId own;
 	Watermark	w;
 
+	Assert(cfeed_sweep_lock_held(gw->sweep_group));
 	for (i = 0; i < (int) snapshot->xcnt; i++)
 		xip[nxip++] = widen_xid(snapshot->xip[i], next);
 	for (i = 0; i < nleft; i++)
@@ -321,6 +331,9 @@ cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 				xip[++j] = xip[i];
 		nxip = j + 1;
 	}
+	/* sorted and unique: the probes go up the index, each xid once */
+	for (i = 1; i < nxip; i++)
+		Assert(FullTransactionIdPrecedes(xip[i - 1], xip[i]));
 
 	w.nxip = nxip;
 	w.xip = xip;

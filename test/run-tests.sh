@@ -22,6 +22,12 @@
 #                                     built, installed into fresh roots and
 #                                     smoke-tested (test/matrix/packages.sh): what
 #                                     CI runs (.ci/run)
+#   bash test/run-tests.sh --cassert  the suite against an assert-enabled
+#                                     PostgreSQL 17 built from Debian's source
+#                                     package in a root of its own, failing on
+#                                     any failed Assert (test/matrix/cassert.sh;
+#                                     ~15 minutes the first time, root and build
+#                                     included, ~9 once they are cached)
 #
 # Run as root (or as a user who may sudo: it re-runs itself under sudo)
 # from anywhere.  Installs what is missing (PostgreSQL, the build
@@ -46,7 +52,7 @@ ROOTSH=$SRC/test/matrix/root.sh
 ROOTS=${CFEED_ROOTS:-/var/tmp}
 MAJORS=(15 17 18)
 
-usage() { sed -n '2,40p' "$SRC/test/run-tests.sh" >&2; exit 2; }
+usage() { sed -n '2,45p' "$SRC/test/run-tests.sh" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
 	exec sudo bash "$SRC/test/run-tests.sh" "$@"
@@ -54,6 +60,7 @@ fi
 
 major=
 all=false
+cassert=false
 in_root=false
 dump_out=
 dump_in=
@@ -63,6 +70,7 @@ while [ $# -gt 0 ]; do
 		--pg) [ $# -ge 2 ] || usage; major=$2; shift 2 ;;
 		--pg=*) major=${1#--pg=}; shift ;;
 		--all) all=true; shift ;;
+		--cassert) cassert=true; shift ;;
 		--root) in_root=true; shift ;;
 		# internal, for --all: make the cross-version dump / restore one
 		--dump-out) [ $# -ge 2 ] || usage; dump_out=$2; shift 2 ;;
@@ -167,15 +175,18 @@ elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 # ---------------------------------------------------------------------------
 # The suite against a PostgreSQL installed here.
 run_local() {
-	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt
-	PGBIN=/usr/lib/postgresql/$m/bin
+	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt pg_packages=()
+	# CFEED_PGBIN: a server built here (test/matrix/cassert.sh) instead of
+	# Debian's packages
+	PGBIN=${CFEED_PGBIN:-/usr/lib/postgresql/$m/bin}
+	[ -n "${CFEED_PGBIN:-}" ] || pg_packages=("postgresql-$m" "postgresql-server-dev-$m" libpq-dev)
 	export PATH="$PGBIN:$PATH"
 	# The expected files were made in C.UTF-8 (UTF8 encoding, code point
 	# order): the throwaway servers use it whatever this shell's locale.
 	# Through LANG: pg_regress unsets LC_ALL.
 	unset LC_ALL LC_COLLATE LC_CTYPE LC_MONETARY LC_NUMERIC LC_TIME LANGUAGE
 	export LANG=C.UTF-8
-	install_missing build-essential "postgresql-$m" "postgresql-server-dev-$m" libipc-run-perl libpq-dev pgbouncer \
+	install_missing build-essential "${pg_packages[@]}" libipc-run-perl pgbouncer \
 		libmicrohttpd-dev libjansson-dev zlib1g-dev chromium
 	install_available prometheus-sql-exporter
 
@@ -477,6 +488,10 @@ run_matrix() {
 	echo "tests: $total_passed passed, 0 failed"
 }
 
+if $cassert; then
+	if [ -n "$major" ] || $all; then usage; fi
+	exec bash "$SRC/test/matrix/cassert.sh" "${make_args[@]}"
+fi
 if $all; then
 	[ -z "$major" ] || usage
 	run_matrix
