@@ -96,21 +96,10 @@ my %consumer;
 sub start_consumer
 {
 	my ($name) = @_;
-	my ($out, $err) = ('', '');
-	my $conn = $node->connstr($db) . " application_name=$name";
-	$consumer{$name} = IPC::Run::start(
-		[ 'psql', '-X', '-q', '-d', $conn, '-c', "CALL consume('$name', $TTL_MS, $PAGE)" ],
-		'>', \$out, '2>', \$err);
+	start_named_call(\%consumer, $node, $db, $name, "CALL consume('$name', $TTL_MS, $PAGE)");
 }
 
-sub kill_consumer
-{
-	my ($name) = @_;
-	$node->safe_psql($db, qq{
-		SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '$name'});
-	$consumer{$name}->finish;
-	delete $consumer{$name};
-}
+sub kill_consumer { kill_named_call(\%consumer, $node, $db, $_[0]) }
 
 # Live holdings: owner => count of unexpired leases.
 sub holdings

@@ -10,8 +10,31 @@ use warnings;
 use Test::More;
 use PostgreSQL::Test::Cluster;
 use Exporter 'import';
+use IPC::Run;
 
-our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script cfeed_node cfeed_standby);
+our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script cfeed_node cfeed_standby
+  start_named_call kill_named_call);
+
+# A psql in the background running one statement (a consumer's CALL) on
+# $db of $node as application_name $name, its handle in $handles->{$name}.
+sub start_named_call
+{
+	my ($handles, $node, $db, $name, $sql) = @_;
+	my ($out, $err) = ('', '');
+	my $conn = $node->connstr($db) . " application_name=$name";
+	$handles->{$name} = IPC::Run::start([ 'psql', '-X', '-q', '-d', $conn, '-c', $sql ],
+		'>', \$out, '2>', \$err);
+}
+
+# Terminate the backend of application_name $name and reap its psql.
+sub kill_named_call
+{
+	my ($handles, $node, $db, $name) = @_;
+	$node->safe_psql($db, qq{
+		SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '$name'});
+	$handles->{$name}->finish;
+	delete $handles->{$name};
+}
 
 # A started node with cfeed preloaded (init options as for init, extra
 # postgresql.conf lines in $conf).
