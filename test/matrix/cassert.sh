@@ -28,10 +28,11 @@
 # against its pg_config (CI=true: -Werror) and runs `make installcheck` as
 # the postgres user (initdb refuses root).  Afterwards every server log of
 # the run is searched for "TRAP:" (a failed Assert: the server prints the
-# condition, file and line, and a backtrace, then aborts); each one found is
-# printed with its backtrace and counted as a failed test.  The last line is
-# "tests: N passed, N failed".  Run as root; holds the root's lock
-# ($root.lock) throughout and unmounts on the way out.
+# condition, file and line, and a backtrace, then aborts) and for the leaks
+# the server warns of at a transaction's end (PROBLEMS below); each one found
+# is printed, a TRAP with its backtrace, and counted as a failed test.  The
+# last line is "tests: N passed, N failed".  Run as root; holds the root's
+# lock ($root.lock) throughout and unmounts on the way out.
 
 set -euo pipefail
 
@@ -173,18 +174,25 @@ build_server() {
 	echo "cassert.sh: built $(cat "$root$PREFIX/.cfeed-cassert") in $((SECONDS - started)) s"
 }
 
-# The failed Asserts in the server logs under $1 (log/*.log: pg_regress's
-# and isolation's postmaster.log, the TAP clusters' logs): each TRAP line
-# with the 40 lines after it (the backtrace, the postmaster's report of the
-# crash).  Sets n_traps.
-report_traps() {
+# What an assert-enabled server reports of a bug in an extension: a failed
+# Assert (TRAP: the condition, file and line, then a backtrace, before the
+# server aborts), and the leaks a transaction's end finds (buffer pins,
+# relcache references, resources of the resource owners, hash_seq_search
+# scans, parallel contexts, temporary files), which it only warns of.
+PROBLEMS='TRAP: |WARNING:  (buffer refcount leak|local buffer refcount leak|leaked hash_seq_search|leaking still-referenced|resource was not closed|leaked parallel context|[0-9]+ temporary files and directories not closed)'
+
+# The PROBLEMS in the server logs under $1 (log/*.log: pg_regress's and
+# isolation's postmaster.log, the TAP clusters' logs): each line with the 40
+# after it (a TRAP's backtrace, the postmaster's report of the crash).  Sets
+# n_problems.
+report_problems() {
 	local dir=$1 f
-	n_traps=0
+	n_problems=0
 	while IFS= read -r -d '' f; do
-		grep -aq 'TRAP:' "$f" || continue
-		n_traps=$((n_traps + $(grep -ac 'TRAP:' "$f")))
-		echo "===== failed Assert in ${f#"$root"}"
-		awk '/TRAP:/ { n = 40 } n > 0 { print; n-- }' "$f"
+		grep -aqE "$PROBLEMS" "$f" || continue
+		n_problems=$((n_problems + $(grep -acE "$PROBLEMS" "$f")))
+		echo "===== failed Assert or leak in ${f#"$root"}"
+		awk -v re="$PROBLEMS" '$0 ~ re { n = 41 } n > 0 { print; n-- }' "$f"
 	done < <(find "$dir" -path '*/log/*.log' -type f -print0 2>/dev/null)
 }
 
@@ -221,7 +229,7 @@ wait "$inner_pid" || rc=$?
 kill -KILL -- -"$inner_pid" 2>/dev/null || true
 sleep 1
 
-report_traps "$root/build"
+report_problems "$root/build"
 line=$(grep -aE '^tests: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1 || true)
 rm -f "$log"
 passed=0
@@ -231,8 +239,8 @@ if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
 	failed=${BASH_REMATCH[2]}
 fi
 [ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1
-failed=$((failed + n_traps))
-echo "cassert.sh: $(cat "$root$PREFIX/.cfeed-cassert"), asserts on: $n_traps failed Assert(s) in the server logs;" \
+failed=$((failed + n_problems))
+echo "cassert.sh: $(cat "$root$PREFIX/.cfeed-cassert"), asserts on: $n_problems failed Assert(s) or leak(s) in the server logs;" \
 	"server ready in $((built - started)) s, suites $((SECONDS - built)) s"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
