@@ -476,7 +476,7 @@ $node->safe_psql('postgres', q{
 	cross join lateral cfeed.fail(l.group_name, 1, l.shard, 'a', l.epoch, l.cursor + l.shard + 1, 'poison') f
 	where l.group_name = 'dl"q\' and l.shard <= 1 order by l.shard;});
 my $labels = qr/\{group="dl\\"q\\\\",feed="orders"\}/;
-my $deadline = time + 10;
+$deadline = time + 10;
 $r = http_get("$gw->{url}/metrics");
 while ($r->{content} !~ /^cfeed_serve_group_dead_letters$labels 1$/m && time < $deadline)
 {
