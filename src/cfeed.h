@@ -235,7 +235,15 @@ typedef struct CfeedImageScope
 extern CfeedImageScope cfeed_image_scope_enter(Oid tbl, int32 feed_id);
 extern void cfeed_image_scope_leave(CfeedImageScope previous);
 
-/* spi.c: required arguments (22004) and SPI with search_path pinned */
+/* spi.c: required arguments (22004), SPI with search_path pinned, as the owner */
+typedef struct CfeedSavedUser
+{
+	Oid			userid;
+	int			sec_context;
+} CfeedSavedUser;
+
+extern CfeedSavedUser cfeed_become_owner(void);
+extern void cfeed_restore_user(CfeedSavedUser saved);
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
 extern int	cfeed_spi_connect(void);

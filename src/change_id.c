@@ -111,14 +111,11 @@ sequence_start(Oid seqid)
 static bool
 secure_timeline(Oid marker, Oid change_id, TimeLineID timeline)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	CfeedSavedUser saved_user;
 	int64		seen;
 	bool		moved = false;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	saved_user = cfeed_become_owner();
 	seen = sequence_value(marker);
 	if (seen != (int64) timeline)
 	{
@@ -147,7 +144,7 @@ secure_timeline(Oid marker, Oid change_id, TimeLineID timeline)
 		}
 		UnlockRelationOid(marker, ExclusiveLock);
 	}
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	cfeed_restore_user(saved_user);
 	return moved;
 }
 

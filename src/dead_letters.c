@@ -81,8 +81,7 @@ run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo
 	int			nargs = PG_NARGS();
 	Datum		values[8];
 	char		nulls[8];
-	Oid			save_userid;
-	int			save_sec_context;
+	CfeedSavedUser saved_user;
 	int			spi_level;
 	int			rc;
 	uint64		i;
@@ -94,9 +93,7 @@ run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	saved_user = cfeed_become_owner();
 	spi_level = cfeed_spi_connect();
 	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
 	if (rc != SPI_OK_SELECT)
@@ -121,7 +118,7 @@ run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo
 		MemoryContextSwitchTo(oldcxt);
 	}
 	cfeed_spi_finish(spi_level);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	cfeed_restore_user(saved_user);
 }
 
 /*

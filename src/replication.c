@@ -213,15 +213,12 @@ cfeed_epoch_begin(void)
 static int64
 epoch_query(const char *sql, int nargs, Oid *types, Datum *values, int64 null_value)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	CfeedSavedUser saved_user;
 	int			spi_level;
 	bool		isnull;
 	int64		result = null_value;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	saved_user = cfeed_become_owner();
 	spi_level = cfeed_spi_connect();
 	if (SPI_execute_with_args(sql, nargs, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed: epoch query failed");
@@ -233,7 +230,7 @@ epoch_query(const char *sql, int nargs, Oid *types, Datum *values, int64 null_va
 			result = DatumGetInt64(d);
 	}
 	cfeed_spi_finish(spi_level);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	cfeed_restore_user(saved_user);
 	return result;
 }
 

@@ -132,6 +132,32 @@ cfeed_spi_finish(int nestlevel)
 }
 
 /*
+ * cfeed_become_owner
+ *		Act as the extension's owner (SECURITY_LOCAL_USERID_CHANGE) until
+ *		cfeed_restore_user(saved); an error's abort restores the caller.
+ */
+CfeedSavedUser
+cfeed_become_owner(void)
+{
+	CfeedSavedUser saved;
+
+	GetUserIdAndSecContext(&saved.userid, &saved.sec_context);
+	SetUserIdAndSecContext(cfeed_extension_owner(),
+						   saved.sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	return saved;
+}
+
+/*
+ * cfeed_restore_user
+ *		Undo cfeed_become_owner.
+ */
+void
+cfeed_restore_user(CfeedSavedUser saved)
+{
+	SetUserIdAndSecContext(saved.userid, saved.sec_context);
+}
+
+/*
  * cfeed_spi_exec
  *		Run a statement once through SPI (inside cfeed_spi_connect), with
  *		nargs arguments; errors out unless SPI returns the expected code.

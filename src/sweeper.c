@@ -375,8 +375,7 @@ static void
 retention_pass(void)
 {
 	int			spi_level;
-	Oid			save_userid;
-	int			save_sec_context;
+	CfeedSavedUser saved_user;
 
 	if (!TimestampDifferenceExceeds(last_retention, GetCurrentTimestamp(),
 									cfeed_retention_interval))
@@ -386,15 +385,13 @@ retention_pass(void)
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	saved_user = cfeed_become_owner();
 	pgstat_report_activity(STATE_RUNNING, "applying retention");
 	spi_level = cfeed_spi_connect();
 	if (SPI_execute("SELECT cfeed._apply_retention()", false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: retention pass failed");
 	cfeed_spi_finish(spi_level);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	cfeed_restore_user(saved_user);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_activity(STATE_IDLE, NULL);
