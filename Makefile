@@ -13,8 +13,10 @@ OBJS = \
 	src/stamp.o \
 	src/watermark.o \
 	src/read.o \
+	src/wait.o \
 	src/shmem.o \
 	src/launcher.o \
+	src/utility.o \
 	src/sweeper.o \
 	src/tracked.o \
 	src/track_ddl.o \
@@ -23,13 +25,14 @@ OBJS = \
 	src/order_by.o \
 	src/append.o \
 	src/shards.o \
+	src/shard_guard.o \
 	src/direct.o \
 	src/row_image.o \
 	src/read_access.o \
 	src/cache.o \
 	src/spi.o \
 	src/locks.o \
-	src/replication.o \
+	src/epoch.o \
 	src/change_id.o \
 	src/dead_letters.o
 

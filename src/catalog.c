@@ -395,11 +395,11 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 }
 
 /*
- * feed_exists
+ * cfeed_feed_exists
  *		Whether cfeed.feed has a row for feed_id (fresh snapshot).
  */
-static bool
-feed_exists(int32 feed_id)
+bool
+cfeed_feed_exists(int32 feed_id)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -447,7 +447,7 @@ cfeed_shard_get(int32 feed_id, int32 shard, bool check_select, CfeedShard *out)
 void
 cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode, const char *detail)
 {
-	if (!feed_exists(feed_id))
+	if (!cfeed_feed_exists(feed_id))
 		ereport(ERROR,
 				(errcode(sqlerrcode),
 				 errmsg("feed %d does not exist", feed_id),
@@ -458,82 +458,6 @@ cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode, const char *deta
 			 errmsg("shard %d of feed %d does not exist", shard, feed_id),
 			 detail ? errdetail_internal("%s", detail) : 0,
 			 errhint("Shards are numbered from 0; add one by inserting into cfeed.shard.")));
-}
-
-/*
- * cfeed_check_shard_count
- *		Raise 42704 for a feed without shards (unknown, or with none) and
- *		55000 when its count shards are not numbered 0..count-1, the highest
- *		being max_shard (shard_for needs that).
- */
-void
-cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
-{
-	if (count == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg(feed_exists(feed_id) ? "feed %d has no shards" : "feed %d does not exist",
-						feed_id),
-				 errhint("Create it with cfeed.create_feed().")));
-	if (max_shard != count - 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, count - 1),
-				 errdetail("The feed has %d shards, the highest being %d.", count, max_shard),
-				 errhint("cfeed.shard_for() needs contiguous shard numbers starting at 0.")));
-}
-
-/*
- * cfeed_feed_shards
- *		Number of shards of a feed and the highest shard number (-1 when it
- *		has none), read with a fresh snapshot.
- */
-void
-cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
-{
-	Relation	rel;
-	SysScanDesc scan;
-	ScanKeyData key;
-	HeapTuple	tup;
-	Oid			pkey;
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-
-	*count = 0;
-	*max_shard = -1;
-	rel = cfeed_table_open("shard_config", AccessShareLock);
-	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(feed_id));
-	pkey = cfeed_relid_locked("shard_config_pkey", AccessShareLock);
-	scan = systable_beginscan(rel, pkey, true, snapshot, 1, &key);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		bool		isnull;
-		int32		s = DatumGetInt32(heap_getattr(tup, Anum_shard_shard,
-												   RelationGetDescr(rel), &isnull));
-
-		(*count)++;
-		*max_shard = Max(*max_shard, s);
-	}
-	systable_endscan(scan);
-	UnlockRelationOid(pkey, AccessShareLock);
-	table_close(rel, AccessShareLock);
-	UnregisterSnapshot(snapshot);
-}
-
-/*
- * cfeed_feed_shard_count
- *		Number of shards of a feed (fresh snapshot); errors as
- *		cfeed_check_shard_count.
- */
-int32
-cfeed_feed_shard_count(int32 feed_id)
-{
-	int32		count;
-	int32		max_shard;
-
-	cfeed_feed_shards(feed_id, &count, &max_shard);
-	cfeed_check_shard_count(feed_id, count, max_shard);
-	return count;
 }
 
 /*

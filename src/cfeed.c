@@ -3,7 +3,7 @@
  * cfeed.c
  *	  Module entry point: _PG_init.  It defines the cfeed.* settings
  *	  (settings.c) and, under shared_preload_libraries, sets up the shared
- *	  memory, the launcher and the utility hook (shmem.c, launcher.c).
+ *	  memory, the launcher and the utility hook (shmem.c, launcher.c, utility.c).
  *	  On every load it installs the ExecutorStart hook that keeps change
  *	  ids unique across failovers (change_id.c).
  *	  Nothing calls into this file.

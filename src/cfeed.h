@@ -104,7 +104,7 @@ extern int	cfeed_sweep_delay;
 extern int	cfeed_retention_interval;
 extern int	cfeed_sweep_synchronous_commit;
 
-/* replication.c */
+/* settings.c: cfeed.sweep_synchronous_commit's levels */
 typedef enum CfeedSyncCommit
 {
 	CFEED_SYNC_LOCAL,
@@ -113,10 +113,9 @@ typedef enum CfeedSyncCommit
 	CFEED_SYNC_REMOTE_APPLY
 } CfeedSyncCommit;
 extern const struct config_enum_entry cfeed_sync_commit_options[];
-extern void cfeed_stamp_commit_level(void);
+
+/* epoch.c */
 extern void cfeed_epoch_begin(void);
-extern XLogRecPtr cfeed_recovery_conflict_lsn(bool *snapshot);
-extern bool cfeed_snapshot_behind(void);
 
 /* change_id.c */
 extern bool cfeed_change_ids_check(void);
@@ -139,9 +138,7 @@ extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 								const char *detail);
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
-extern void cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard);
-extern int32 cfeed_feed_shard_count(int32 feed_id);
-extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
+extern bool cfeed_feed_exists(int32 feed_id);
 extern void cfeed_check_select(const char *relname);
 extern bool cfeed_images_inline(void);
 
@@ -176,10 +173,14 @@ extern void cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 /* stamp.c: a sweep's write step */
 extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
+extern void cfeed_stamp_commit_level(void);
 
 /* shards.c: the shard of a key, the shard counts, the shards lock */
 extern int32 cfeed_key_shard(const char *key, int len, int32 count);
 extern bool cfeed_shards_guarded(void);
+extern void cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard);
+extern int32 cfeed_feed_shard_count(int32 feed_id);
+extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
 extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen);
 extern int32 cfeed_shard_locked(int32 feed_id, const char *key, int keylen,
 								int32 shard);
@@ -214,7 +215,7 @@ extern char *cfeed_order_by_clause(Oid relid, const char *given);
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
 
-/* read.c */
+/* wait.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 								 int timeout_ms);
 
@@ -224,7 +225,6 @@ extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
 extern bool cfeed_may_write_feed(int32 feed_id);
 extern void cfeed_check_write(int32 feed_id);
-extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
 
 /* guard.c: the row images a statement of cfeed's own may write */
 typedef struct CfeedImageScope
@@ -244,6 +244,7 @@ typedef struct CfeedSavedUser
 
 extern CfeedSavedUser cfeed_become_owner(void);
 extern void cfeed_restore_user(CfeedSavedUser saved);
+extern void cfeed_check_nonnegative(int32 value, const char *argname);
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
 extern int	cfeed_spi_connect(void);

@@ -16,8 +16,8 @@
  * its exact semantics:
  *
  *	 - row-level security that applies to the user and could refuse the
- *	   row (read_access.c's cfeed_rls_direct_ok: per-feed read access's own
- *	   permissive INSERT policy does not);
+ *	   row (rls_direct_ok: per-feed access's own permissive INSERT policy
+ *	   does not);
  *	 - a rule (an INSERT or UPDATE rule rewrites the statement; any rule
  *	   sends the caller to SQL, where the rewriter decides);
  *	 - a trigger for the command other than the ones the caller stands in
@@ -66,10 +66,14 @@
 #include "miscadmin.h"
 #include "optimizer/optimizer.h"
 #include "storage/lmgr.h"
+#include "rewrite/rowsecurity.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 
 #include "cfeed.h"
@@ -222,6 +226,97 @@ index_cache_get(CfeedIndexCache *c, Relation rel)
 }
 
 /*
+ * is_true_const
+ *		Whether a policy expression is the constant true.
+ */
+static bool
+is_true_const(Expr *expr)
+{
+	return expr != NULL && IsA(expr, Const) && !((Const *) expr)->constisnull &&
+		DatumGetBool(((Const *) expr)->constvalue);
+}
+
+/*
+ * is_write_check
+ *		Whether a policy expression is cfeed._may_write(feed_id), the check
+ *		of the policy change_write, which cfeed_append makes itself
+ *		(cfeed_check_write) before it writes directly.
+ */
+static bool
+is_write_check(Expr *expr)
+{
+	FuncExpr   *call = (FuncExpr *) expr;
+	char	   *name;
+	bool		is;
+
+	if (expr == NULL || !IsA(expr, FuncExpr) || list_length(call->args) != 1 ||
+		!IsA(linitial(call->args), Var) ||
+		((Var *) linitial(call->args))->varattno != Anum_change_feed_id ||
+		get_func_namespace(call->funcid) != cfeed_schema_oid(true))
+		return false;
+	name = get_func_name(call->funcid);
+	is = name != NULL && strcmp(name, "_may_write") == 0;
+	if (name != NULL)
+		pfree(name);
+	return is;
+}
+
+/*
+ * rls_direct_ok
+ *		On a relation with row-level security enabled: whether
+ *		the current user's cmd (an INSERT or UPDATE without RETURNING) is, as
+ *		far as the policies go, exactly what it would be without them.  True
+ *		when they do not apply to the user (the owner, who stamps; superusers;
+ *		BYPASSRLS), and for an INSERT when the policies for it are
+ *		cfeed._may_write(feed_id) (change_write: the caller has made that
+ *		check, cfeed_check_write) or permissive ones, one of which is for
+ *		PUBLIC WITH CHECK (true) or cfeed._may_write(feed_id): per-feed
+ *		access then costs a writer one walk of the policy list.  Otherwise
+ *		the caller's SQL applies them.
+ */
+static bool
+rls_direct_ok(Relation rel, CmdType cmd)
+{
+	RowSecurityDesc *rsdesc = rel->rd_rsdesc;
+
+	if (cmd == CMD_INSERT && row_security && rsdesc != NULL)
+	{
+		bool		allowed = false;
+		bool		restricted = false;
+		ListCell   *lc;
+
+		foreach(lc, rsdesc->policies)
+		{
+			RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
+			Expr	   *check;
+			Datum	   *roles;
+			int			nroles;
+			int			i;
+
+			if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
+				continue;
+			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
+			if (!policy->permissive)
+			{
+				if (is_write_check(check))
+					continue;
+				restricted = true;
+				break;
+			}
+			if (!is_true_const(check) && !is_write_check(check))
+				continue;
+			deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
+							  TYPALIGN_INT, &roles, NULL, &nroles);
+			for (i = 0; i < nroles; i++)
+				allowed |= (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC);
+		}
+		if (allowed && !restricted)
+			return true;
+	}
+	return check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
+}
+
+/*
  * cfeed_direct_ok
  *		Whether the current user's cmd (INSERT or UPDATE of the columns the
  *		callers set) on rel, cfeed.change, can be done directly with the
@@ -237,7 +332,7 @@ cfeed_direct_ok(Relation rel, CmdType cmd)
 	if (ExecutorCheckPerms_hook != NULL ||
 		rel->rd_rel->relkind != RELKIND_RELATION ||
 		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		(rel->rd_rel->relrowsecurity && !cfeed_rls_direct_ok(rel, cmd)) ||
+		(rel->rd_rel->relrowsecurity && !rls_direct_ok(rel, cmd)) ||
 		rel->rd_rules != NULL ||
 		!layout_matches(rel, change_types, change_notnull, CHANGE_NATTS) ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||

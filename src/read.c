@@ -1,28 +1,27 @@
 /*-------------------------------------------------------------------------
  *
  * read.c
- *	  The read side: cfeed.read, cfeed.read_rows, cfeed.wait, cfeed.head and
+ *	  The read side: cfeed.read, cfeed.read_rows, cfeed.head and
  *	  cfeed.cursor_at.
  *
  *	  read() runs one saved plan, a range scan of change_sequence_idx, with
  *	  the caller's privileges, and streams its rows straight into the
  *	  function's result tuplestore; read_rows() the same plan with the row
- *	  image columns, which a change carries since 1.3 (before, its image is
+ *	  image columns of the change (a change recorded before its table had
+ *	  that column, in a database upgraded from an old version, has its image
  *	  in cfeed.row_image, looked up for a change without one).  When the
- *	  range is empty and wait_ms > 0, it waits for the shard's head to
- *	  pass what it saw, then reads again with a new snapshot, so waiting
+ *	  range is empty and wait_ms > 0, it waits for the shard's head to pass
+ *	  what it saw (wait.c), then reads again with a new snapshot, so waiting
  *	  needs READ COMMITTED.
  *
- *	  Read access (1.4, read_access.c): every function here raises 42501
- *	  for a feed the caller may not read, before looking the feed up (after
- *	  the table privilege checks of earlier versions), and again after a
- *	  wait, so that a revoke committed meanwhile holds.  The plans run with
- *	  the caller's privileges, so cfeed.change's row-level security also
- *	  leaves out the changes whose row image the caller may not see.
+ *	  Read access (read_access.c): every function here raises 42501 for a
+ *	  feed the caller may not read, before looking the feed up (after the
+ *	  table privilege checks), and again after a wait, so that a revoke
+ *	  committed meanwhile holds.  The plans run with the caller's
+ *	  privileges, so cfeed.change's row-level security also leaves out the
+ *	  changes whose row image the caller may not see.
  *
- *	  Locking: the reads take ACCESS SHARE on cfeed.change and its index;
- *	  a wait holds no lock while it sleeps (on the shard's condition
- *	  variable with the preload, shmem.c, else on its latch).
+ *	  Locking: the reads take ACCESS SHARE on cfeed.change and its index.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,25 +36,12 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "storage/condition_variable.h"
-#include "storage/latch.h"
 #include "utils/fmgroids.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "cfeed.h"
-#include "shmem.h"
-
-/* Longest sleep on a condition variable before re-reading the head anyway. */
-#define CFEED_CV_SAFETY_MS		1000
-
-/*
- * How long a recovery conflict must last (the same one, seen by two polls
- * at least this far apart) before a wait on a hot standby ends for it.
- */
-#define CFEED_CONFLICT_LASTS_MS	30
 
 /* The range both plans read, $1 feed, $2 shard, $3 cursor, $4 max_count. */
 #define READ_RANGE \
@@ -67,98 +53,8 @@ static SPIPlanPtr read_rows_plan = NULL;
 
 PG_FUNCTION_INFO_V1(cfeed_read);
 PG_FUNCTION_INFO_V1(cfeed_read_rows);
-PG_FUNCTION_INFO_V1(cfeed_wait);
 PG_FUNCTION_INFO_V1(cfeed_head);
 PG_FUNCTION_INFO_V1(cfeed_cursor_at);
-
-/*
- * check_nonnegative
- *		22023 for a negative count or duration argument.
- */
-static void
-check_nonnegative(int32 value, const char *argname)
-{
-	if (value < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("argument \"%s\" must not be negative, got %d", argname, value)));
-}
-
-/*
- * cfeed_wait_for_head
- *		Sleep until the shard's head passes cursor or timeout_ms elapses;
- *		returns the last head seen.  With the preload (and not in recovery)
- *		it sleeps on the shard's condition variable, which every sweep
- *		broadcasts after commit; otherwise it re-reads the head every
- *		cfeed.poll_interval.  On a hot standby it also returns early when
- *		replay waits for a recovery conflict that lasts (replication.c).
- *		Cancellable; shows wait_event_type Extension.
- */
-int64
-cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
-{
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	bool		standby = RecoveryInProgress();
-	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
-	XLogRecPtr	conflict = InvalidXLogRecPtr;
-	TimestampTz conflict_seen = 0;
-	CfeedShard	sh;
-
-	if (cv != NULL)
-		ConditionVariablePrepareToSleep(cv);
-	for (;;)
-	{
-		long		remaining;
-
-		CHECK_FOR_INTERRUPTS();
-		if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
-		if (sh.last_number > cursor)
-			break;
-		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
-		if (remaining <= 0)
-			break;
-
-		/*
-		 * On a standby, replay may be waiting for this statement's snapshot
-		 * (or locks): end the wait, as if timed out, when a snapshot
-		 * conflict begins while this snapshot is older than a new one (it
-		 * may be among those replay waits for), or when the same conflict
-		 * lasts CFEED_CONFLICT_LASTS_MS (one involving this statement never
-		 * clears while it waits).  Brief conflicts with other queries leave
-		 * the wait be.
-		 */
-		if (standby)
-		{
-			bool		snapshot_conflict = false;
-			XLogRecPtr	now_conflict = cfeed_recovery_conflict_lsn(&snapshot_conflict);
-
-			if (XLogRecPtrIsInvalid(now_conflict) || now_conflict != conflict)
-			{
-				conflict = now_conflict;
-				conflict_seen = GetCurrentTimestamp();
-				if (snapshot_conflict && cfeed_snapshot_behind())
-					break;
-			}
-			else if (cfeed_ms_until(conflict_seen, GetCurrentTimestamp()) >= CFEED_CONFLICT_LASTS_MS)
-				break;
-		}
-		if (cv != NULL)
-			(void) ConditionVariableTimedSleep(cv, Min(remaining, CFEED_CV_SAFETY_MS),
-											   cfeed_wait_event(CFEED_WAIT_READ));
-		else
-		{
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Min(remaining, cfeed_poll_interval), cfeed_wait_event(CFEED_WAIT_READ));
-			ResetLatch(MyLatch);
-		}
-	}
-	if (cv != NULL)
-		ConditionVariableCancelSleep();
-	return sh.last_number;
-}
 
 /*
  * run_read
@@ -223,8 +119,8 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 	cursor = PG_ARGISNULL(2) ? PG_INT64_MIN : PG_GETARG_INT64(2);
 	max_count = PG_GETARG_INT32(3);
 	wait_ms = PG_GETARG_INT32(4);
-	check_nonnegative(max_count, "max_count");
-	check_nonnegative(wait_ms, "wait_ms");
+	cfeed_check_nonnegative(max_count, "max_count");
+	cfeed_check_nonnegative(wait_ms, "wait_ms");
 	if (wait_ms > 0 && IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
@@ -293,30 +189,6 @@ cfeed_read_rows(PG_FUNCTION_ARGS)
 					   "SELECT i.tbl, i.op, i.\"row\" FROM cfeed.row_image i "
 					   "WHERE c.op IS NULL AND i.change_id = c.change_id AND i.feed_id = c.feed_id "
 					   "OFFSET 0) i ON true " READ_RANGE);
-}
-
-/*
- * cfeed_wait
- *		SQL: cfeed.wait(feed_id, shard, cursor, timeout_ms) returns bigint.
- */
-Datum
-cfeed_wait(PG_FUNCTION_ARGS)
-{
-	CfeedShard	sh;
-	int64		head;
-
-	cfeed_require_arg(fcinfo, 0, "feed_id");
-	cfeed_require_arg(fcinfo, 1, "shard");
-	cfeed_require_arg(fcinfo, 2, "cursor");
-	cfeed_require_arg(fcinfo, 3, "timeout_ms");
-	check_nonnegative(PG_GETARG_INT32(3), "timeout_ms");
-	cfeed_check_select("shard");
-	cfeed_check_read(PG_GETARG_INT32(0));
-	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);
-	head = cfeed_wait_for_head(sh.feed_id, sh.shard, PG_GETARG_INT64(2), PG_GETARG_INT32(3));
-	if (head > sh.last_number)
-		cfeed_check_read(sh.feed_id);
-	PG_RETURN_INT64(head);
 }
 
 /*

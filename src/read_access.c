@@ -68,9 +68,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/supportnodes.h"
-#include "rewrite/rowsecurity.h"
 #include "utils/acl.h"
-#include "utils/array.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -540,95 +538,4 @@ cfeed_read_grant_changed(PG_FUNCTION_ARGS)
 				 errmsg("function cfeed._read_grant_changed() must be fired as an AFTER STATEMENT trigger")));
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
-}
-
-/*
- * is_true_const
- *		Whether a policy expression is the constant true.
- */
-static bool
-is_true_const(Expr *expr)
-{
-	return expr != NULL && IsA(expr, Const) && !((Const *) expr)->constisnull &&
-		DatumGetBool(((Const *) expr)->constvalue);
-}
-
-/*
- * is_write_check
- *		Whether a policy expression is cfeed._may_write(feed_id), the check
- *		of the policy change_write, which cfeed_append makes itself
- *		(cfeed_check_write) before it writes directly.
- */
-static bool
-is_write_check(Expr *expr)
-{
-	FuncExpr   *call = (FuncExpr *) expr;
-	char	   *name;
-	bool		is;
-
-	if (expr == NULL || !IsA(expr, FuncExpr) || list_length(call->args) != 1 ||
-		!IsA(linitial(call->args), Var) ||
-		((Var *) linitial(call->args))->varattno != Anum_change_feed_id ||
-		get_func_namespace(call->funcid) != cfeed_schema_oid(true))
-		return false;
-	name = get_func_name(call->funcid);
-	is = name != NULL && strcmp(name, "_may_write") == 0;
-	if (name != NULL)
-		pfree(name);
-	return is;
-}
-
-/*
- * cfeed_rls_direct_ok
- *		For direct.c, on a relation with row-level security enabled: whether
- *		the current user's cmd (an INSERT or UPDATE without RETURNING) is, as
- *		far as the policies go, exactly what it would be without them.  True
- *		when they do not apply to the user (the owner, who stamps; superusers;
- *		BYPASSRLS), and for an INSERT when the policies for it are
- *		cfeed._may_write(feed_id) (change_write: the caller has made that
- *		check, cfeed_check_write) or permissive ones, one of which is for
- *		PUBLIC WITH CHECK (true) or cfeed._may_write(feed_id): per-feed
- *		access then costs a writer one walk of the policy list.  Otherwise
- *		the caller's SQL applies them.
- */
-bool
-cfeed_rls_direct_ok(Relation rel, CmdType cmd)
-{
-	RowSecurityDesc *rsdesc = rel->rd_rsdesc;
-
-	if (cmd == CMD_INSERT && row_security && rsdesc != NULL)
-	{
-		bool		allowed = false;
-		bool		restricted = false;
-		ListCell   *lc;
-
-		foreach(lc, rsdesc->policies)
-		{
-			RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
-			Expr	   *check;
-			Datum	   *roles;
-			int			nroles;
-			int			i;
-
-			if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
-				continue;
-			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
-			if (!policy->permissive)
-			{
-				if (is_write_check(check))
-					continue;
-				restricted = true;
-				break;
-			}
-			if (!is_true_const(check) && !is_write_check(check))
-				continue;
-			deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
-							  TYPALIGN_INT, &roles, NULL, &nroles);
-			for (i = 0; i < nroles; i++)
-				allowed |= (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC);
-		}
-		if (allowed && !restricted)
-			return true;
-	}
-	return check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
 }

@@ -27,6 +27,16 @@ int			cfeed_fallback_interval = 1000;
 int			cfeed_poll_interval = 10;
 int			cfeed_sweep_delay = 0;
 int			cfeed_retention_interval = 10000;
+int			cfeed_sweep_synchronous_commit = CFEED_SYNC_ON;
+
+/* synchronous_commit levels a stamping transaction may use (never off). */
+const struct config_enum_entry cfeed_sync_commit_options[] = {
+	{"local", CFEED_SYNC_LOCAL, false},
+	{"remote_write", CFEED_SYNC_REMOTE_WRITE, false},
+	{"on", CFEED_SYNC_ON, false},
+	{"remote_apply", CFEED_SYNC_REMOTE_APPLY, false},
+	{NULL, 0, false}
+};
 
 /*
  * cfeed_define_settings

@@ -2,10 +2,10 @@
  *
  * shards.c
  *	  A feed's shards as a writer sees them: the shard of a key, the shard
- *	  counts each backend keeps, the feed's shards lock that stands in for a
- *	  foreign key of cfeed.change on a direct write (append.c) and, since
- *	  1.6, on an INSERT (change_guard, guard.c), and the triggers of
- *	  cfeed.shard_config that make it hold.
+ *	  counts each backend keeps, and the feed's shards lock that stands in
+ *	  for a foreign key of cfeed.change, on a direct write (append.c) and on
+ *	  an INSERT (change_guard, guard.c).  The triggers of cfeed.shard_config
+ *	  that make it hold are in shard_guard.c.
  *
  * The shard of a key
  * ------------------
@@ -15,19 +15,18 @@
  * 2166136261, prime 16777619), taken as an unsigned 32-bit number modulo
  * the feed's shard count.
  *
- * The foreign key
- * ---------------
- * A foreign key's own check (cfeed.change had one up to 1.5,
- * change_shard_fkey) locks the shard's row FOR KEY SHARE, after an index
- * lookup: a WAL record and, with concurrent writers, a new multixact on a
- * row all writers of the shard lock.  Instead, since 1.2, the guard
- * trigger of cfeed.shard_config (cfeed_shard_config_guard, below) makes a shard
- * row that goes away (DELETE, or UPDATE of its key) take a heavyweight lock
- * on its feed's set of shards in exclusive mode, and sends an invalidation
- * of shard_config for every change to the set of shards.  One lock per feed,
- * not per shard: a bulk write to a feed of thousands of shards must not fill
- * the lock table, and deleting a shard is rare enough to wait for all the
- * feed's writers.  A direct writer then:
+ * The shards lock instead of a foreign key
+ * ----------------------------------------
+ * A foreign key's own check would lock the shard's row FOR KEY SHARE, after
+ * an index lookup: a WAL record and, with concurrent writers, a new
+ * multixact on a row all writers of the shard lock.  cfeed.change has no
+ * foreign key.  Instead, the guard trigger of cfeed.shard_config
+ * (shard_guard.c) makes a shard row that goes away (DELETE, or UPDATE of
+ * its key) take a heavyweight lock on its feed's set of shards in exclusive
+ * mode, and sends an invalidation of shard_config for every change to the
+ * set of shards.  One lock per feed, not per shard: a bulk write to a feed
+ * of thousands of shards must not fill the lock table, and deleting a shard
+ * is rare enough to wait for all the feed's writers.  A direct writer then:
  *
  *	 1. processes the invalidations that came, takes the feed's shard count
  *		from this backend's memory (read with a fresh snapshot after
@@ -41,51 +40,47 @@
  * the feed's shards 0..n-1 (the highest is remembered with the count) and
  * otherwise leaves the change to the SQL path, which reports a missing shard
  * or writes to one this backend does not know yet.  An INSERT's check
- * (cfeed_shard_check, since 1.6) does the same, and for a shard it does not
- * know takes the lock and looks the shard up with SnapshotSelf.  A
- * transaction that holds the lock in exclusive mode (it takes shards of the
- * feed away itself) skips 1 to 3: its counts are stale within the command
- * that did it, so it writes by SQL and looks the shard up likewise.
+ * (cfeed_shard_check) does the same, and for a shard it does not know takes
+ * the lock and looks the shard up with SnapshotSelf.  A transaction that
+ * holds the lock in exclusive mode (it takes shards of the feed away
+ * itself) skips 1 to 3: its counts are stale within the command that did
+ * it, so it writes by SQL and looks the shard up likewise.
  *
  * A transaction that deleted the shard committed either before 3, and its
  * invalidation (sent before its locks are released) is seen there, or after
  * this transaction, having waited for it at its BEFORE trigger; after that
- * the trigger (since 1.6; up to 1.5 the foreign key's NO ACTION check at the
- * end of its statement) sees this transaction's change with SnapshotSelf
- * and fails with 23503, as with the foreign key's lock: no writer of the
- * feed is in progress once it holds the lock in exclusive mode.
- * SnapshotSelf, unlike a fresh MVCC snapshot, also sees the rows of the
- * current command: a statement that deletes a shard and writes a change to
- * it (a data-modifying WITH) fails whichever part runs first, as the
- * foreign key's checks at the end of the statement did.  A
- * lock held already was checked when it was taken, and an aborted
- * subtransaction releases its locks.  When a concurrent deletion renumbers
- * the shards, the writer waits for it and then places the change by the new
- * count (the foreign key would fail with 23503).  Without the guard (a
- * database at 1.0 or 1.1 until ALTER EXTENSION UPDATE) changes take the SQL
- * path.  TRUNCATE of shard_config holds it in ACCESS EXCLUSIVE mode, which
- * every writer's ACCESS SHARE waits for, and is refused by an AFTER TRUNCATE
- * trigger unless cfeed.change is empty then (since 1.6).
+ * the trigger sees this transaction's change with SnapshotSelf and fails
+ * with 23503, as a foreign key would: no writer of the feed is in progress
+ * once it holds the lock in exclusive mode.  SnapshotSelf, unlike a fresh
+ * MVCC snapshot, also sees the rows of the current command: a statement
+ * that deletes a shard and writes a change to it (a data-modifying WITH)
+ * fails whichever part runs first, as a foreign key's checks at the end of
+ * the statement would.  A lock held already was checked when it was taken,
+ * and an aborted subtransaction releases its locks.  When a concurrent
+ * deletion renumbers the shards, the writer waits for it and then places
+ * the change by the new count.  Without the guard trigger (a database whose
+ * cfeed schema is not yet updated to have it) changes take the SQL path.
+ * TRUNCATE of shard_config holds it in ACCESS EXCLUSIVE mode, which every
+ * writer's ACCESS SHARE waits for, and is refused by an AFTER TRUNCATE
+ * trigger unless cfeed.change is empty then.
  *
  * Writers that do not check (replica mode, the extension owner's restored
- * rows: guard.c) take no lock: as with the foreign key, whose check did not
- * fire in replica mode, a shard deleted meanwhile leaves their changes
- * behind.  Nor is a shard's deletion refused in replica mode (the foreign
- * key's NO ACTION check did not fire there): a logical subscriber applies
- * its publisher's deletion of a shard.
+ * rows: guard.c) take no lock: a shard deleted meanwhile leaves their
+ * changes behind.  Nor is a shard's deletion refused in replica mode: a
+ * logical subscriber applies its publisher's deletion of a shard.
  *
  * Locking protocol, in short: a writer of a change (direct, or an INSERT's
  * check) holds its feed's shards lock (locks.c) in share mode until its
  * transaction ends; a transaction that takes a shard away holds it in
  * exclusive mode; a transaction that moves a shard between sweep groups
- * holds both groups' sweep locks.  The shard
- * counts are cached per backend (cache.h) until shard_config's next
- * invalidation.
+ * holds both groups' sweep locks.  The shard counts are cached per backend
+ * (cache.h) until shard_config's next invalidation.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -94,6 +89,8 @@
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "mb/pg_wchar.h"
+#include "storage/lmgr.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/rel.h"
@@ -104,9 +101,6 @@
 #include "shmem.h"
 
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
-
-PG_FUNCTION_INFO_V1(cfeed_shard_config_guard);
-PG_FUNCTION_INFO_V1(cfeed_shard_config_truncate);
 
 /* The shards of a feed, valid while gen is shard_counts_gen. */
 typedef struct CfeedShardCount
@@ -162,6 +156,82 @@ cfeed_key_shard(const char *key, int len, int32 count)
 }
 
 /*
+ * cfeed_check_shard_count
+ *		Raise 42704 for a feed without shards (unknown, or with none) and
+ *		55000 when its count shards are not numbered 0..count-1, the highest
+ *		being max_shard (shard_for needs that).
+ */
+void
+cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
+{
+	if (count == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg(cfeed_feed_exists(feed_id) ? "feed %d has no shards" : "feed %d does not exist",
+						feed_id),
+				 errhint("Create it with cfeed.create_feed().")));
+	if (max_shard != count - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, count - 1),
+				 errdetail("The feed has %d shards, the highest being %d.", count, max_shard),
+				 errhint("cfeed.shard_for() needs contiguous shard numbers starting at 0.")));
+}
+
+/*
+ * cfeed_feed_shards
+ *		Number of shards of a feed and the highest shard number (-1 when it
+ *		has none), read with a fresh snapshot.
+ */
+void
+cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	Oid			pkey;
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	*count = 0;
+	*max_shard = -1;
+	rel = cfeed_table_open("shard_config", AccessShareLock);
+	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	pkey = cfeed_relid_locked("shard_config_pkey", AccessShareLock);
+	scan = systable_beginscan(rel, pkey, true, snapshot, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		bool		isnull;
+		int32		s = DatumGetInt32(heap_getattr(tup, Anum_shard_shard,
+												   RelationGetDescr(rel), &isnull));
+
+		(*count)++;
+		*max_shard = Max(*max_shard, s);
+	}
+	systable_endscan(scan);
+	UnlockRelationOid(pkey, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+}
+
+/*
+ * cfeed_feed_shard_count
+ *		Number of shards of a feed (fresh snapshot); errors as
+ *		cfeed_check_shard_count.
+ */
+int32
+cfeed_feed_shard_count(int32 feed_id)
+{
+	int32		count;
+	int32		max_shard;
+
+	cfeed_feed_shards(feed_id, &count, &max_shard);
+	cfeed_check_shard_count(feed_id, count, max_shard);
+	return count;
+}
+
+/*
  * shard_counts_invalidate
  *		The cache's invalidation callback (cache.c): shard_config (or every
  *		relation) has changed; forget the shard counts and whether the guard
@@ -176,8 +246,7 @@ shard_counts_invalidate(Oid relid)
 
 /*
  * cfeed_shards_guarded
- *		Whether cfeed.shard_config has its guard trigger (from 1.2 on), always
- *		enabled; without it the shard counts are not cached and the direct
+ *		Whether cfeed.shard_config has its guard trigger, always enabled; without it the shard counts are not cached and the direct
  *		path is not taken.
  */
 bool
@@ -376,180 +445,4 @@ cfeed_shard_check(int32 feed_id, int32 shard)
 	if (!cfeed_shard_fetch(feed_id, shard, SnapshotSelf, false, &sh))
 		cfeed_shard_missing(feed_id, shard, ERRCODE_FOREIGN_KEY_VIOLATION,
 							"Every change of cfeed.change belongs to a shard of cfeed.shard_config.");
-}
-
-/*
- * shard_column
- *		An int4 column of the old row (or with use_new, the new row) of the
- *		shard_config row a guard trigger fired for.
- */
-static int32
-shard_column(TriggerData *trigdata, int attnum, bool use_new)
-{
-	bool		isnull;
-
-	return DatumGetInt32(heap_getattr(use_new ? trigdata->tg_newtuple : trigdata->tg_trigtuple,
-									  attnum, RelationGetDescr(trigdata->tg_relation),
-									  &isnull));
-}
-
-/*
- * check_new_start
- *		A new shard's start value must leave room for numbers and keep
- *		cursors at 0 or above: 0 .. 2^63 - 2 (22023).  Not checked in
- *		replica mode (logical replication's apply of its publisher's
- *		shards, a restore with session_replication_role = replica).
- */
-static void
-check_new_start(TriggerData *trigdata)
-{
-	bool		isnull;
-	int64		start;
-
-	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
-		return;
-	start = DatumGetInt64(heap_getattr(trigdata->tg_trigtuple, Anum_shard_start,
-									   RelationGetDescr(trigdata->tg_relation), &isnull));
-	if (isnull || (start >= 0 && start < PG_INT64_MAX))
-		return;					/* a null is NOT NULL's to refuse */
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("start value " INT64_FORMAT " of new shard %d of feed %d is out of range",
-					start, shard_column(trigdata, Anum_shard_shard, false),
-					shard_column(trigdata, Anum_shard_feed_id, false)),
-			 errdetail("A shard starts at 0 to " INT64_FORMAT ": its numbers are issued above the start, and history is numbered from 1 up to it.",
-					   PG_INT64_MAX - 1),
-			 errhint("Leave last_change_sequence_number to its default, 2000000000000000.")));
-}
-
-/*
- * cfeed_shard_config_guard
- *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
- *		FOR EACH ROW on cfeed.shard_config (enabled always): a new shard's
- *		start value must be in range (check_new_start); a shard that
- *		goes away waits for the direct writers of changes to its feed (the
- *		lock of cfeed_shard_locked, in exclusive mode) and, outside replica
- *		mode, is refused (23503) while changes of it exist; a shard that moves to
- *		another sweep group waits for the sweeps of both groups and keeps
- *		them waiting until this transaction ends (the sweep locks); and every
- *		backend forgets its shard counts and sweep watermarks when this
- *		transaction commits (the invalidation, sent before the locks are
- *		released).  Sweep groups are moved by 1.4's trigger, feed_id and
- *		shard by 1.2's.
- */
-Datum
-cfeed_shard_config_guard(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	TriggerEvent ev;
-	bool		key_changed;
-	bool		group_changed;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
-		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function cfeed._shard_config_guard() must be fired as a BEFORE ROW trigger")));
-	ev = trigdata->tg_event;
-	key_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
-		(shard_column(trigdata, Anum_shard_feed_id, false) !=
-		 shard_column(trigdata, Anum_shard_feed_id, true) ||
-		 shard_column(trigdata, Anum_shard_shard, false) !=
-		 shard_column(trigdata, Anum_shard_shard, true));
-	group_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
-		shard_column(trigdata, Anum_shard_sweep_group, false) !=
-		shard_column(trigdata, Anum_shard_sweep_group, true);
-
-	if (TRIGGER_FIRED_BY_INSERT(ev))
-		check_new_start(trigdata);
-
-	/* an UPDATE that changes neither (cfeed.shard sets sweep_group always) */
-	if (TRIGGER_FIRED_BY_UPDATE(ev) && !key_changed && !group_changed)
-		return PointerGetDatum(trigdata->tg_newtuple);
-
-	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
-	{
-		int32		feed_id = shard_column(trigdata, Anum_shard_feed_id, false);
-		int32		shard = shard_column(trigdata, Anum_shard_shard, false);
-
-		/*
-		 * No checking writer of the feed is in progress once the lock is
-		 * held: SnapshotSelf sees every change that was committed or written
-		 * by this transaction, its current command included (an MVCC
-		 * snapshot would miss a change the same statement wrote, as by a
-		 * data-modifying WITH, and the foreign key's NO ACTION check saw it
-		 * at the statement's end).  In replica mode (logical replication's
-		 * apply of its publisher's DELETE) the foreign key's check did not
-		 * fire, nor does this one.
-		 */
-		(void) cfeed_shards_lock(feed_id, AccessExclusiveLock);
-		if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA &&
-			cfeed_shard_has_changes(feed_id, shard, SnapshotSelf))
-			ereport(ERROR,
-					(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
-					 errmsg("shard %d of feed %d still has changes", shard, feed_id),
-					 errdetail("Every change of cfeed.change belongs to a shard of cfeed.shard_config."),
-					 errhint("Delete the shard's changes first (DELETE FROM cfeed.change WHERE feed_id = %d AND shard = %d).",
-							 feed_id, shard)));
-	}
-	if (group_changed)
-	{
-		int32		from = shard_column(trigdata, Anum_shard_sweep_group, false);
-		int32		to = shard_column(trigdata, Anum_shard_sweep_group, true);
-
-		/*
-		 * Lowest group first: two moves of one shard each cannot deadlock.
-		 * (Statements moving several shards take their groups row by row,
-		 * and can; PostgreSQL detects it and cancels one.)  The sweepers
-		 * are woken at commit: theirs may have given up on the lock.
-		 */
-		(void) cfeed_sweep_lock(Min(from, to), false);
-		(void) cfeed_sweep_lock(Max(from, to), false);
-		cfeed_note_write();
-	}
-	CacheInvalidateRelcacheByRelid(RelationGetRelid(trigdata->tg_relation));
-	return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(ev) ? trigdata->tg_newtuple
-						   : trigdata->tg_trigtuple);
-}
-
-/*
- * cfeed_shard_config_truncate
- *		AFTER TRUNCATE FOR EACH STATEMENT on cfeed.shard_config (enabled
- *		always): refuses (23503) unless cfeed.change is empty once the
- *		statement's tables are truncated, as the foreign key refused to
- *		truncate shard_config without cfeed.change.  TRUNCATE holds
- *		shard_config in ACCESS EXCLUSIVE mode, which waits for every writer
- *		of a change (cfeed_shard_check and the direct path lock it first).
- */
-Datum
-cfeed_shard_config_truncate(PG_FUNCTION_ARGS)
-{
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	Relation	rel;
-	TableScanDesc scan;
-	TupleTableSlot *slot;
-	Snapshot	snapshot;
-	bool		empty;
-
-	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
-		!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event))
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("function cfeed._shard_config_truncate() must be fired as an AFTER TRUNCATE trigger")));
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	rel = cfeed_table_open("change", AccessShareLock);
-	slot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, snapshot, 0, NULL);
-	empty = !table_scan_getnextslot(scan, ForwardScanDirection, slot);
-	table_endscan(scan);
-	ExecDropSingleTupleTableSlot(slot);
-	table_close(rel, AccessShareLock);
-	UnregisterSnapshot(snapshot);
-	if (!empty)
-		ereport(ERROR,
-				(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
-				 errmsg("cannot truncate cfeed.shard_config while cfeed.change has changes"),
-				 errdetail("Every change of cfeed.change belongs to a shard of cfeed.shard_config."),
-				 errhint("Truncate both in one statement: TRUNCATE cfeed.shard_config, cfeed.change CASCADE.")));
-	return PointerGetDatum(NULL);
 }

@@ -72,9 +72,11 @@ extern void cfeed_wake_sweepers(Oid dboid);
 extern ConditionVariable *cfeed_wait_bucket(int32 feed_id, int32 shard);
 extern void cfeed_broadcast_at_commit(int32 feed_id, int32 shard);
 
+/* utility.c */
+extern void cfeed_utility_hook_init(void);
+
 /* launcher.c */
 extern void cfeed_launcher_register(void);
-extern void cfeed_utility_hook_init(void);
 extern CfeedDatabase *cfeed_find_db(Oid dboid, bool create);
 extern void cfeed_wake_launcher(void);
 

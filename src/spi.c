@@ -32,6 +32,19 @@ cfeed_require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 }
 
 /*
+ * cfeed_check_nonnegative
+ *		22023 for a negative count or duration argument.
+ */
+void
+cfeed_check_nonnegative(int32 value, const char *argname)
+{
+	if (value < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("argument \"%s\" must not be negative, got %d", argname, value)));
+}
+
+/*
  * The settings cfeed's SQL runs with, whatever the session's:
  *
  *	search_path: pg_catalog first, for the SQL cfeed sends: its own objects

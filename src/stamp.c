@@ -18,6 +18,15 @@
  * sweep of another group got there first (a shard moved between groups,
  * isolation test sweep_moved_shard).
  *
+ * The stamping transaction commits synchronously, at
+ * cfeed.sweep_synchronous_commit (a level of synchronous_commit, default on,
+ * never off), set for that transaction only (cfeed_stamp_commit_level): with
+ * synchronous_standby_names, a stamp becomes visible only once a
+ * synchronous standby has it, while the application's writers keep their
+ * own synchronous_commit (a writer's commit precedes the stamp of its
+ * change in the WAL, so a stamp that reached the standby brings its change
+ * along; docs/replication.md).
+ *
  * Locking: the caller (sweep.c) holds the group's sweep lock and cfeed.change
  * in ROW EXCLUSIVE mode until its transaction ends, taken before its
  * snapshot, so the tuple addresses it collected are still the changes'.
@@ -46,6 +55,9 @@
 #include "cfeed.h"
 
 static SPIPlanPtr update_changes_plan = NULL;
+
+/* The current transaction stamped (its commit level is set again at commit). */
+static bool stamped_in_xact = false;
 
 /*
  * build_array
@@ -250,4 +262,62 @@ cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 #endif
 	if (!stamp_direct(rel, changes, n, now, snapshot))
 		stamp_with_sql(rel, changes, n, now);
+}
+
+/*
+ * set_stamp_level
+ *		synchronous_commit := cfeed.sweep_synchronous_commit, for the rest of
+ *		the transaction, and a flush at commit.
+ */
+static void
+set_stamp_level(void)
+{
+	const struct config_enum_entry *e;
+
+	for (e = cfeed_sync_commit_options; e->name != NULL; e++)
+		if (e->val == cfeed_sweep_synchronous_commit)
+			break;
+	(void) set_config_option("synchronous_commit", e->name, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	ForceSyncCommit();
+}
+
+/*
+ * stamp_xact_callback
+ *		A transaction that stamped sets its level again just before it
+ *		commits: the application may have changed synchronous_commit after
+ *		the sweep (SET LOCAL, or a function's SET clause, which also undoes
+ *		what was set inside the function).
+ */
+static void
+stamp_xact_callback(XactEvent event, void *arg)
+{
+	if (!stamped_in_xact)
+		return;
+	if (event == XACT_EVENT_PRE_COMMIT)
+		set_stamp_level();
+	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+			 event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
+			 event == XACT_EVENT_PARALLEL_ABORT)
+		stamped_in_xact = false;
+}
+
+/*
+ * cfeed_stamp_commit_level
+ *		Make the current (stamping) transaction commit synchronously, at
+ *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says,
+ *		then or later in the transaction; the setting ends with it.
+ */
+void
+cfeed_stamp_commit_level(void)
+{
+	static bool callback_registered = false;
+
+	if (!callback_registered)
+	{
+		RegisterXactCallback(stamp_xact_callback, NULL);
+		callback_registered = true;
+	}
+	set_stamp_level();
+	stamped_in_xact = true;
 }

@@ -37,7 +37,7 @@
  *	 write		the numbers and stamped_at (stamp.c), after a new feed
  *				epoch is recorded if this is the first stamp on this timeline;
  *				the commit is forced synchronous at
- *				cfeed.sweep_synchronous_commit (replication.c), so a stamp is
+ *				cfeed.sweep_synchronous_commit (stamp.c), so a stamp is
  *				on disk (and on a synchronous standby) before a reader can see it
  *	 announce	the result per shard, the readers' wake-up at commit
  *				(shmem.c) and a NOTIFY of each longpoll shard's new head on

@@ -24,7 +24,7 @@
  * second.  A shard out of numbers is no error: the sweep stamps the
  * group's other shards, and its message is kept for cfeed.sweepers the
  * same way (record_outcome).  A paused database (DROP DATABASE
- * and the like, launcher.c) ends the worker between transactions, after
+ * and the like, utility.c) ends the worker between transactions, after
  * its latch is set; SIGTERM (shutdown) ends it at once.  The launcher
  * restarts it when appropriate.
  *
@@ -129,7 +129,7 @@ claim_slot(Oid dboid, int32 sweep_group)
 
 /*
  * database_paused
- *		Whether a utility command wants the database unconnected (launcher.c):
+ *		Whether a utility command wants the database unconnected (utility.c):
  *		the sweeper then leaves, between transactions.
  */
 static bool
@@ -515,7 +515,7 @@ PG_FUNCTION_INFO_V1(cfeed_sweepers);
 
 /*
  * put_paused_databases
- *		A row of cfeed._sweepers() for each paused database (launcher.c): it
+ *		A row of cfeed._sweepers() for each paused database (utility.c): it
  *		has no sweeper while the command that paused it runs; pid and
  *		sweep_group null, last_error says who paused it.
  */

@@ -1,71 +1,40 @@
 /*-------------------------------------------------------------------------
  *
- * replication.c
- *	  cfeed on PostgreSQL's replication: how stamps survive a failover, how
- *	  a consumer recognises one that lost some, and how a waiting reader on
- *	  a hot standby keeps out of replay's way (docs/replication.md).
+ * epoch.c
+ *	  Feed epochs: how a consumer recognises a failover (or a restore) that
+ *	  lost stamps, and where it may go on reading (docs/replication.md).
  *
- *	  Stamping transactions commit at cfeed.sweep_synchronous_commit (a
- *	  level of synchronous_commit, default on, never off), set for that
- *	  transaction only: with synchronous_standby_names, a stamp becomes
- *	  visible only once a synchronous standby has it, while the
- *	  application's writers keep their own synchronous_commit (a writer's
- *	  commit precedes the stamp of its change in the WAL, so a stamp that
- *	  reached the standby brings its change along).
- *
- *	  Feed epochs (1.5): the first sweep that stamps on a new server
- *	  timeline (after a promotion or a point-in-time recovery), after a
- *	  server start (a restart, or a copy that recovered on the old timeline)
- *	  or in another cluster or database (a restored dump) records, before its stamps, a
+ *	  The first sweep that stamps on a new server timeline (after a
+ *	  promotion or a point-in-time recovery), after a server start (a
+ *	  restart, or a copy that recovered on the old timeline) or in another
+ *	  cluster or database (a restored dump) records, before its stamps, a
  *	  new row in cfeed.epoch and every shard's head in cfeed.epoch_head
  *	  (idle sweeps write nothing).  Epoch numbers grow with time, across
- *	  clusters too (the tables are not dumped).  Those
- *	  heads are the prefix the new timeline shares with the old one: a
- *	  stamp above one of them may have been lost, and its number issued
- *	  again.  cfeed.resume_cursor() turns a cursor saved under an older
- *	  epoch into a safe one: unchanged when it is at or below every later
- *	  epoch's head (always so after a synchronous failover), else that head.
+ *	  clusters too (the tables are not dumped).  Those heads are the prefix
+ *	  the new timeline shares with the old one: a stamp above one of them
+ *	  may have been lost, and its number issued again.
+ *	  cfeed.resume_cursor() turns a cursor saved under an older epoch into a
+ *	  safe one: unchanged when it is at or below every later epoch's head
+ *	  (always so after a synchronous failover), else that head.
  *
- *	  Hot standby waits: a wait holds its statement's snapshot, which the
- *	  replay of the cleanup of stamped changes' old versions conflicts with
- *	  (the startup process then waits up to max_standby_streaming_delay and
- *	  cancels it).  So a wait on a standby ends early, as if timed out, when
- *	  the startup process begins to wait for a snapshot conflict while the
- *	  wait's snapshot is older than a new one (it may be the one replay
- *	  waits for), or when it waits for the same conflict for 30 ms (a lock,
- *	  or a snapshot conflict that began before); the caller polls again
- *	  with a new snapshot.  Brief conflicts with other queries leave a wait
- *	  be.
+ *	  State: the epoch this backend has seen (epoch_seen_*) and two kept
+ *	  plans, listed in cache.h.
+ *
+ *	  Locking: the unique key of cfeed.epoch serializes the sweeps of
+ *	  several groups that begin an epoch at once.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "access/xlog.h"
-#include "access/xlogrecovery.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "pgstat.h"
-#include "storage/proc.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
 
 #include "cfeed.h"
-
-/* synchronous_commit levels a stamping transaction may use (never off). */
-const struct config_enum_entry cfeed_sync_commit_options[] = {
-	{"local", CFEED_SYNC_LOCAL, false},
-	{"remote_write", CFEED_SYNC_REMOTE_WRITE, false},
-	{"on", CFEED_SYNC_ON, false},
-	{"remote_apply", CFEED_SYNC_REMOTE_APPLY, false},
-	{NULL, 0, false}
-};
-
-int			cfeed_sweep_synchronous_commit = CFEED_SYNC_ON;
 
 /*
  * The (cluster, timeline, server start, epoch table) whose epoch this backend
@@ -76,72 +45,11 @@ static TimeLineID epoch_seen_timeline = 0;
 static TimestampTz epoch_seen_start = 0;
 static Oid	epoch_seen_relid = InvalidOid;
 
-/* The current transaction stamped (its commit level is set again at commit). */
-static bool stamped_in_xact = false;
-
 static SPIPlanPtr epoch_find_plan = NULL;
 static SPIPlanPtr epoch_begin_plan = NULL;
 
 PG_FUNCTION_INFO_V1(cfeed_epoch);
 PG_FUNCTION_INFO_V1(cfeed_resume_cursor);
-
-/*
- * set_stamp_level
- *		synchronous_commit := cfeed.sweep_synchronous_commit, for the rest of
- *		the transaction, and a flush at commit.
- */
-static void
-set_stamp_level(void)
-{
-	const struct config_enum_entry *e;
-
-	for (e = cfeed_sync_commit_options; e->name != NULL; e++)
-		if (e->val == cfeed_sweep_synchronous_commit)
-			break;
-	(void) set_config_option("synchronous_commit", e->name, PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
-	ForceSyncCommit();
-}
-
-/*
- * stamp_xact_callback
- *		A transaction that stamped sets its level again just before it
- *		commits: the application may have changed synchronous_commit after
- *		the sweep (SET LOCAL, or a function's SET clause, which also undoes
- *		what was set inside the function).
- */
-static void
-stamp_xact_callback(XactEvent event, void *arg)
-{
-	if (!stamped_in_xact)
-		return;
-	if (event == XACT_EVENT_PRE_COMMIT)
-		set_stamp_level();
-	else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-			 event == XACT_EVENT_PREPARE || event == XACT_EVENT_PARALLEL_COMMIT ||
-			 event == XACT_EVENT_PARALLEL_ABORT)
-		stamped_in_xact = false;
-}
-
-/*
- * cfeed_stamp_commit_level
- *		Make the current (stamping) transaction commit synchronously, at
- *		cfeed.sweep_synchronous_commit, whatever synchronous_commit says,
- *		then or later in the transaction; the setting ends with it.
- */
-void
-cfeed_stamp_commit_level(void)
-{
-	static bool callback_registered = false;
-
-	if (!callback_registered)
-	{
-		RegisterXactCallback(stamp_xact_callback, NULL);
-		callback_registered = true;
-	}
-	set_stamp_level();
-	stamped_in_xact = true;
-}
 
 /*
  * cfeed_epoch_begin
@@ -282,48 +190,4 @@ cfeed_resume_cursor(PG_FUNCTION_ARGS)
 					   "(SELECT FROM cfeed.epoch e WHERE e.epoch = $3))",
 					   3, types, values, PG_INT64_MAX);
 	PG_RETURN_INT64(Min(PG_GETARG_INT64(2), fork));
-}
-
-/*
- * cfeed_recovery_conflict_lsn
- *		On a hot standby: when the startup process waits for a recovery
- *		conflict (a snapshot or a lock held by queries), the position replay
- *		is stuck at, which identifies the conflict; InvalidXLogRecPtr when it
- *		does not wait.  *snapshot tells a snapshot conflict from a lock one.
- *		The startup process is one of the auxiliary processes, whose PGPROCs
- *		follow the backends'; its wait event is read unlocked, as
- *		pg_stat_activity does.
- */
-XLogRecPtr
-cfeed_recovery_conflict_lsn(bool *snapshot)
-{
-	int			i;
-
-	for (i = 0; i < NUM_AUXILIARY_PROCS; i++)
-	{
-		volatile PGPROC *proc = &ProcGlobal->allProcs[MaxBackends + i];
-		uint32		w = proc->wait_event_info;
-
-		if (proc->pid != 0 &&
-			(w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT || (w & 0xFF000000) == PG_WAIT_LOCK))
-		{
-			*snapshot = (w == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT);
-			return GetXLogReplayRecPtr(NULL);
-		}
-	}
-	return InvalidXLogRecPtr;
-}
-
-/*
- * cfeed_snapshot_behind
- *		Whether this backend's oldest snapshot is older than a new one would
- *		be: only then can replay's cleanup conflict with it (cleanup removes
- *		versions that no running transaction, so no new snapshot, needs).
- */
-bool
-cfeed_snapshot_behind(void)
-{
-	TransactionId xmin = MyProc->xmin;
-
-	return TransactionIdIsValid(xmin) && TransactionIdPrecedes(xmin, GetLatestSnapshot()->xmin);
 }
