@@ -6,6 +6,7 @@ OBJS = \
 	src/cfeed.o \
 	src/settings.o \
 	src/catalog.o \
+	src/schema.o \
 	src/guard.o \
 	src/feed.o \
 	src/sweep.o \

@@ -71,7 +71,7 @@
 
 static SPIPlanPtr publish_plan = NULL;
 static SPIPlanPtr insert_plan = NULL;
-static SPIPlanPtr insert_plan_1_2 = NULL;	/* a database still at 1.2 or earlier */
+static SPIPlanPtr insert_plan_no_images = NULL;	/* a schema without inline images */
 
 /*
  * append_with_sql
@@ -108,7 +108,7 @@ append_with_sql(const CfeedChange *change)
 
 	values[1] = Int32GetDatum(cfeed_shard_of_key(change->feed_id, change->key, change->keylen));
 	spi_level = cfeed_spi_connect();
-	plan = cfeed_images_inline() ? &insert_plan : &insert_plan_1_2;
+	plan = cfeed_schema_has(CFEED_SCHEMA_INLINE_IMAGES) ? &insert_plan : &insert_plan_no_images;
 	if (plan == &insert_plan)
 		(void) cfeed_spi_plan(plan,
 							  "INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, \"row\") "

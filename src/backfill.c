@@ -191,7 +191,7 @@ backfill_statement(const char *order, const char *qname, bool has_cid)
 					 " i AS (SELECT s.*, %s AS image FROM s),",
 					 order, qname,
 					 has_cid ? "s.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('change_id', s.cid)" : "s.j");
-	if (cfeed_images_inline())
+	if (cfeed_schema_has(CFEED_SCHEMA_INLINE_IMAGES))
 		appendStringInfoString(&sql,
 							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number,"
 							   "  tbl, op, \"row\")"

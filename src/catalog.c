@@ -473,15 +473,3 @@ cfeed_check_select(const char *relname)
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
 }
-
-/*
- * cfeed_images_inline
- *		Whether cfeed.change carries row images (since 1.3); before, they go
- *		to cfeed.row_image.  For the SQL paths only: the direct writer checks
- *		cfeed.change's whole layout.
- */
-bool
-cfeed_images_inline(void)
-{
-	return get_attnum(cfeed_relid("change"), "row") != InvalidAttrNumber;
-}

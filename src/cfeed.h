@@ -114,6 +114,19 @@ typedef enum CfeedSyncCommit
 } CfeedSyncCommit;
 extern const struct config_enum_entry cfeed_sync_commit_options[];
 
+/* schema.c: what this database's version of cfeed's schema has */
+typedef enum CfeedSchemaFeature
+{
+	CFEED_SCHEMA_INLINE_IMAGES,	/* cfeed.change."row" and its image columns */
+	CFEED_SCHEMA_READ_GRANTS,	/* cfeed.read_grant: per-feed read access */
+	CFEED_SCHEMA_EPOCHS,		/* cfeed.epoch: feed epochs; change_guard ALWAYS */
+	CFEED_SCHEMA_WRITE_GRANTS,	/* cfeed.write_grant: per-feed write access */
+	CFEED_SCHEMA_CHANGE_ID_TIMELINE,	/* change ids moved on new timelines */
+	CFEED_SCHEMA_FEATURES
+} CfeedSchemaFeature;
+extern Oid	cfeed_schema_relid(CfeedSchemaFeature feature);
+extern bool cfeed_schema_has(CfeedSchemaFeature feature);
+
 /* epoch.c */
 extern void cfeed_epoch_begin(void);
 
@@ -140,7 +153,6 @@ extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
 extern bool cfeed_feed_exists(int32 feed_id);
 extern void cfeed_check_select(const char *relname);
-extern bool cfeed_images_inline(void);
 
 /* One pending change found by a sweep (sweep.c), stamped by stamp.c. */
 typedef struct CfeedPendingChange

@@ -173,10 +173,10 @@ cfeed_change_ids_check(void)
 	schema = get_namespace_oid("cfeed", true);
 	if (!OidIsValid(schema) || !OidIsValid(get_extension_oid("cfeed", true)))
 		return false;
-	marker = get_relname_relid("change_id_timeline", schema);
+	marker = cfeed_schema_relid(CFEED_SCHEMA_CHANGE_ID_TIMELINE);
 	change_id = get_relname_relid("change_id", schema);
 	if (!OidIsValid(marker) || !OidIsValid(change_id))
-		return false;			/* cfeed before 1.8 */
+		return false;			/* a schema without the marker: not yet updated */
 	moved = secure_timeline(marker, change_id, timeline);
 	secured_timeline = timeline;
 	return moved;

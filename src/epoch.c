@@ -61,7 +61,8 @@ PG_FUNCTION_INFO_V1(cfeed_resume_cursor);
  *		nothing records heads at or above every stamp, which moves no
  *		cursor.  Concurrent sweeps of
  *		other groups wait for the first one's row (the unique key) and then
- *		find it.  A database still at a version without cfeed.epoch has none.
+ *		find it.  A database whose cfeed schema has no cfeed.epoch (not yet
+ *		updated) records none.
  *		Runs as the extension's owner (the sweep's user).
  */
 void
@@ -69,7 +70,7 @@ cfeed_epoch_begin(void)
 {
 	uint64		system = GetSystemIdentifier();
 	TimeLineID	timeline = GetWALInsertionTimeLine();
-	Oid			relid = get_relname_relid("epoch", cfeed_schema_oid(false));
+	Oid			relid = cfeed_schema_relid(CFEED_SCHEMA_EPOCHS);
 	Oid			types[4] = {INT8OID, INT4OID, TIMESTAMPTZOID, OIDOID};
 	Datum		values[4];
 	int			spi_level;

@@ -168,15 +168,14 @@ access_invalidate(Oid relid)
 
 /*
  * grants_load
- *		Read the grants table relname (read_grant or write_grant) into *g (in
+ *		Read the grants table (read_grant or write_grant) into *g (in
  *		access_cxt) with a fresh catalog snapshot; none when the database's
  *		schema has no such table.
  */
 static void
-grants_load(const char *relname, CfeedGrants *g)
+grants_load(CfeedSchemaFeature table, CfeedGrants *g)
 {
-	Oid			nsp = cfeed_schema_oid(true);
-	Oid			relid = OidIsValid(nsp) ? get_relname_relid(relname, nsp) : InvalidOid;
+	Oid			relid = cfeed_schema_relid(table);
 	Relation	rel;
 	SysScanDesc scan;
 	HeapTuple	tup;
@@ -224,16 +223,16 @@ grantee_matches(const CfeedGrant *g)
 
 /*
  * grants_prepare
- *		Load the grants of relname into *g and decide whether the user has
- *		every feed: when privileged, when the schema has no such table (it
- *		predates it), or when granted every feed.
+ *		Load the grants of a grants table into *g and decide whether the user
+ *		has every feed: when privileged, when the schema has no such table
+ *		(not yet updated), or when granted every feed.
  */
 static void
-grants_prepare(const char *relname, CfeedGrants *g, bool privileged)
+grants_prepare(CfeedSchemaFeature table, CfeedGrants *g, bool privileged)
 {
 	int			i;
 
-	grants_load(relname, g);
+	grants_load(table, g);
 	g->all = privileged || !OidIsValid(g->relid);
 	for (i = 0; i < g->ngrants && !g->all; i++)
 		g->all = g->grants[i].every_feed && grantee_matches(&g->grants[i]);
@@ -286,8 +285,8 @@ access_prepare(void)
 	access_user = user;
 	privileged = superuser_arg(user) || has_bypassrls_privilege(user) ||
 		has_privs_of_role(user, cfeed_extension_owner());
-	grants_prepare("read_grant", &read_grants, privileged);
-	grants_prepare("write_grant", &write_grants, privileged);
+	grants_prepare(CFEED_SCHEMA_READ_GRANTS, &read_grants, privileged);
+	grants_prepare(CFEED_SCHEMA_WRITE_GRANTS, &write_grants, privileged);
 
 	ctl.keysize = sizeof(uint32);
 	ctl.entrysize = sizeof(CfeedAccessEntry);

@@ -214,8 +214,8 @@ refresh_groups(Oid dboid)
  *		cfeed enables ALWAYS (it must fire for logical replication's apply
  *		too) is not: pg_restore --data-only --disable-triggers ends with
  *		ENABLE TRIGGER ALL, which makes them fire on origin only.
- *		change_guard is ALWAYS from 1.5 (the version that has cfeed.epoch);
- *		shard_config_truncate exists from 1.6.
+ *		A schema without feed epochs (not yet updated) has change_guard
+ *		enabled on origin only, which is not reported (schema.c).
  */
 static void
 check_always_triggers(void)
@@ -224,16 +224,18 @@ check_always_triggers(void)
 	int			spi_level;
 	bool		isnull;
 	Datum		fix;
+	Oid			argtype = BOOLOID;
+	Datum		always_guard = BoolGetDatum(cfeed_schema_has(CFEED_SCHEMA_EPOCHS));
 
 	spi_level = cfeed_spi_connect();
-	if (SPI_execute("SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
-					"t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
-					"FROM pg_catalog.pg_trigger t "
-					"WHERE t.tgrelid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass) "
-					"AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
-					"'change_stamp_guard', 'shard_config_guard', 'shard_config_truncate') AND t.tgenabled <> 'A' "
-					"AND (t.tgname <> 'change_guard' OR pg_catalog.to_regclass('cfeed.epoch') IS NOT NULL)",
-					true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args("SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
+							  "t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
+							  "FROM pg_catalog.pg_trigger t "
+							  "WHERE t.tgrelid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass) "
+							  "AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
+							  "'change_stamp_guard', 'shard_config_guard', 'shard_config_truncate') AND t.tgenabled <> 'A' "
+							  "AND (t.tgname <> 'change_guard' OR $1)",
+							  1, &argtype, &always_guard, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: checking cfeed's triggers failed");
 	fix = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
