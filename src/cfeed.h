@@ -32,15 +32,15 @@
 /* Columns of cfeed.feed. */
 #define Anum_feed_feed_id			1
 
-/* Columns of cfeed.shard_config, fixed by the install and 1.4 update scripts. */
+/* Columns of cfeed.shard_config (src/sql: the install and update scripts). */
 #define Anum_shard_feed_id			1
 #define Anum_shard_shard			2
 #define Anum_shard_sweep_group		3
 #define Anum_shard_longpoll			4
 #define Anum_shard_start			5
-#define Anum_shard_deleted_head		6	/* since 1.4 */
+#define Anum_shard_deleted_head		6
 
-/* Columns of cfeed.change, fixed by the install and 1.3 update scripts. */
+/* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
 #define Anum_change_feed_id			1
 #define Anum_change_shard			2
@@ -49,7 +49,7 @@
 #define Anum_change_stamped_at		5
 #define Anum_change_written_at		6
 #define Anum_change_writer_xid		7
-#define Anum_change_tbl				8	/* tbl, op and row since 1.3 */
+#define Anum_change_tbl				8	/* tbl, op and row: schema.c's inline images */
 #define Anum_change_op				9
 #define Anum_change_row				10
 
@@ -63,7 +63,7 @@ typedef struct CfeedShard
 	int64		last_number;	/* head: last_change_sequence_number */
 	int64		start_number;	/* start_sequence_number */
 	int64		floor_number;	/* numbers are issued above it: the start, or
-								 * a higher deleted head (1.4 deleted_head) */
+								 * a higher deleted head (deleted_head) */
 } CfeedShard;
 
 /* What one sweep did to one shard. */

@@ -145,7 +145,7 @@ epoch_query(const char *sql, int nargs, Oid *types, Datum *values, int64 null_va
 
 /*
  * cfeed_epoch
- *		SQL (1.5): cfeed.epoch() returns bigint: the latest feed epoch of
+ *		SQL: cfeed.epoch() returns bigint: the latest feed epoch of
  *		this database (0 before its first sweep).  Save it with a cursor.
  */
 Datum
@@ -156,7 +156,7 @@ cfeed_epoch(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_resume_cursor
- *		SQL (1.5): cfeed.resume_cursor(feed_id, shard, cursor, epoch) returns
+ *		SQL: cfeed.resume_cursor(feed_id, shard, cursor, epoch) returns
  *		bigint: where a reader whose cursor was saved under epoch may go on
  *		reading: the cursor, or, when a later epoch began below it (a
  *		failover that lost stamps at or below the cursor), the lowest such

@@ -172,9 +172,11 @@ cfeed_read(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_read_rows
- *		SQL (1.3): cfeed.read_rows(feed_id, shard, cursor, max_count, wait_ms)
+ *		SQL: cfeed.read_rows(feed_id, shard, cursor, max_count, wait_ms)
  *		returns table(change_sequence_number, change_id, stamped_at, tbl, op,
- *		row).  A change written before 1.3 has its image in cfeed.row_image:
+ *		row).  A change written before cfeed.change had image columns (in a
+ *		database upgraded from an old version) has its image in
+ *		cfeed.row_image:
  *		the lateral subquery looks it up only for a change without one of its
  *		own (OFFSET 0 keeps it a subquery, whose outer-only condition becomes
  *		a one-time filter).
@@ -279,7 +281,8 @@ stamped_before(Relation heap, Relation index, Snapshot snapshot,
  *		value, whose stamped_at need not increase): the highest number stamped
  *		before `at`, else just below the lowest; the start value when all of it
  *		was stamped before `at` (or there is none).  "Just below" saturates
- *		at -2^63 (a history row numbered -2^63 was accepted up to 1.7).
+ *		at -2^63 (a database upgraded from an old version may hold a history
+ *		row numbered -2^63).
  *		Scans the shard's history.
  */
 static int64

@@ -413,8 +413,8 @@ cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 
 /*
  * cfeed_shard_check
- *		The foreign-key check of a change that an INSERT writes (1.6's
- *		change_guard and change_shard_guard, guard.c): the check of
+ *		The foreign-key check of a change that an INSERT writes
+ *		(change_guard and change_shard_guard, guard.c): the check of
  *		cfeed_shard_locked, falling back to the catalog (under the same lock)
  *		for a shard this backend does not know as one of the feed's 0..n-1,
  *		or when this transaction takes shards of the feed away itself.
