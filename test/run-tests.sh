@@ -20,8 +20,10 @@
 #                                     test (a dump made on 15 restored on 17 and
 #                                     18), and the Debian packages of 15, 17 and 18
 #                                     built, installed into fresh roots and
-#                                     smoke-tested (test/matrix/packages.sh): what
-#                                     CI runs (.ci/run)
+#                                     smoke-tested (test/matrix/packages.sh), and
+#                                     last the suite (CFEED_QUICK=1) against an
+#                                     assert-enabled PostgreSQL 17 (--cassert):
+#                                     what CI runs (.ci/run)
 #   bash test/run-tests.sh --cassert  the suite against an assert-enabled
 #                                     PostgreSQL 17 built from Debian's source
 #                                     package in a root of its own, failing on
@@ -331,7 +333,7 @@ run_in_root() {
 # --all: 15 here while the roots of 17 and 18 are made or checked; then 17
 # and 18 (CFEED_MATRIX_JOBS at once), each restoring 15's dump.
 run_matrix() {
-	local logs m rc started=$SECONDS jobs=${CFEED_MATRIX_JOBS:-2} total_passed=0 total_failed=0
+	local logs m rc started=$SECONDS jobs=${CFEED_MATRIX_JOBS:-2} total_passed=0 total_failed=0 cassert_status=0 cassert_took=0
 	local -A status took setup_pid run_pid
 	local fresh_pid= fresh_status=0 packages_pid= packages_status=0
 	local here t0
@@ -438,6 +440,18 @@ run_matrix() {
 		done
 	fi
 
+	# The suite against an assert-enabled PostgreSQL 17 last, alone (its
+	# server's build takes both cores): without the slow TAP tests, which
+	# every other major runs.
+	echo "===== PostgreSQL 17 with assertions (test/matrix/cassert.sh CFEED_QUICK=1)"
+	t0=$SECONDS
+	rc=0
+	CFEED_ROOTS=$ROOTS bash "$SRC/test/matrix/cassert.sh" CFEED_QUICK=1 "${make_args[@]}" \
+		>"$logs/test-cassert.log" 2>&1 || rc=$?
+	cassert_status=$rc
+	cassert_took=$((SECONDS - t0))
+	tail -n 5 "$logs/test-cassert.log"
+
 	echo
 	echo "===== run-tests.sh --all: summary ($(elapsed $((SECONDS - started))) in all)"
 	local failed_majors=()
@@ -479,6 +493,17 @@ run_matrix() {
 		failed_majors+=("Debian packages")
 		total_failed=$((total_failed + (pk_failed > 0 ? pk_failed : 1)))
 	fi
+	count_tests "$logs/test-cassert.log"
+	if [ "$cassert_status" -eq 0 ] && [ "$n_failed" -eq 0 ]; then
+		printf 'PostgreSQL 17 with assertions: passed  %s (%s)\n' "$counts" "$(elapsed "$cassert_took")"
+	else
+		printf 'PostgreSQL 17 with assertions: FAILED  %s (%s)\n' "$counts" "$(elapsed "$cassert_took")"
+		show_failed_tests "$logs/test-cassert.log"
+		failed_majors+=("17 with assertions")
+		[ "$n_failed" -gt 0 ] || n_failed=1
+	fi
+	total_passed=$((total_passed + n_passed))
+	total_failed=$((total_failed + n_failed))
 	trap - EXIT
 	if [ "${#failed_majors[@]}" -gt 0 ]; then
 		echo "run-tests.sh --all: FAILED on PostgreSQL ${failed_majors[*]}" >&2
