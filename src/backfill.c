@@ -8,12 +8,13 @@
  *	  The statement takes the rows in order_by order (order_by.c checks it),
  *	  with their shard (cfeed.shard_for of cfeed._track_key, as the triggers
  *	  place them) and image, draws their change_ids in that order, numbers
- *	  them per shard, inserts the changes (until ALTER EXTENSION cfeed UPDATE
- *	  to 1.3, the images into cfeed.row_image) and sets the rows' change_id
- *	  column.  It also returns, as typed columns, the first shard whose
- *	  numbers would fall below 1, and then inserts no change (the guard
- *	  refuses numbers below 1); backfill then raises "no room", which
- *	  undoes it all.
+ *	  them per shard, inserts the changes (with their images; in a database
+ *	  whose cfeed.change has no image columns yet, not yet updated, the
+ *	  images into cfeed.row_image) and sets the rows' change_id column.
+ *	  It also returns, as typed columns, the first shard whose numbers
+ *	  would fall below 1, and then inserts no change (the guard refuses
+ *	  numbers below 1); backfill then raises "no room", which undoes it
+ *	  all.
  *
  *	  Locking: the table is held in SHARE mode (writers wait), so history
  *	  and the changes the triggers publish after it meet exactly; its
@@ -131,9 +132,10 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
  * read_starts
  *		The start values of the feed's shards 0..count-1, as a bigint array
  *		for the statement: read here, without the caller's privileges on
- *		cfeed.shard_config, which the documented grants do not include (up
- *		to 1.7 the statement joined the table, and a table owner with those
- *		grants got 42501).  55000 when a shard has history already.
+ *		cfeed.shard_config, which the documented grants do not include (a
+ *		statement that joined the table would fail with 42501 for a table
+ *		owner with only those grants).  55000 when a shard has history
+ *		already.
  */
 static Datum
 read_starts(int32 feed_id, int32 count)

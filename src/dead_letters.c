@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * dead_letters.c
- *	  cfeed.fail and cfeed.resolve_dead_letter (1.8): the caller's checks,
- *	  then the work as the extension's owner.
+ *	  cfeed.fail and cfeed.resolve_dead_letter: the caller's checks, then
+ *	  the work as the extension's owner.
  *
  *	  A member that reports a failure must not be able to write
  *	  cfeed.failed_change itself: with UPDATE on it, it could clear a dead
@@ -123,8 +123,8 @@ run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo
 
 /*
  * cfeed_fail
- *		SQL (1.8): cfeed.fail(group_name text, feed_id int, shard int, owner
- *		text, epoch bigint, change_sequence_number bigint, error text)
+ *		SQL: cfeed.fail(group_name text, feed_id int, shard int, owner text,
+ *		epoch bigint, change_sequence_number bigint, error text)
  *		returns table (attempts int, retry_at timestamptz, dead_letter bool).
  *		The caller needs a read grant on the feed and UPDATE on cfeed.lease.
  */
@@ -147,8 +147,8 @@ cfeed_fail(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_resolve_dead_letter
- *		SQL (1.8): cfeed.resolve_dead_letter(group_name text, feed_id int,
- *		shard int, change_sequence_number bigint) returns void.  The caller
+ *		SQL: cfeed.resolve_dead_letter(group_name text, feed_id int, shard
+ *		int, change_sequence_number bigint) returns void.  The caller
  *		needs a read grant on the feed and DELETE on cfeed.failed_change.
  */
 Datum

@@ -21,12 +21,14 @@
  *	 - a rule (an INSERT or UPDATE rule rewrites the statement; any rule
  *	   sends the caller to SQL, where the rewriter decides);
  *	 - a trigger for the command other than the ones the caller stands in
- *	   for: for INSERT the change_guard trigger (since 1.6 the shard check,
- *	   which the caller does itself with the feed's shards lock; before, a
- *	   WHEN clause the callers' rows never satisfy) and, up to 1.5, the
- *	   foreign-key check of cfeed.change against shard_config (not
- *	   deferred); for UPDATE the change_stamp_guard trigger, whose WHEN
- *	   clause the sweep's rows never satisfy;
+ *	   for: for INSERT the change_guard trigger (the shard check, which
+ *	   the caller does itself with the feed's shards lock; in a database
+ *	   not yet updated, a WHEN clause the callers' rows never satisfy)
+ *	   and, in a database whose cfeed.change still has its foreign key to
+ *	   shard_config (not deferred), that key's check; for UPDATE
+ *	   change_stamp_guard and change_shard_guard, whose WHEN clauses the
+ *	   sweep's rows never satisfy, and change_image_guard, which refuses
+ *	   only a new row image (triggers_known);
  *	 - CHECK constraints, NOT NULL constraints other than the install
  *	   script's, or stored generated columns;
  *	 - an index that is not a plain immediate btree (expression, exclusion
@@ -135,11 +137,12 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
 /*
  * triggers_known
  *		Whether every trigger of rel for cmd (INSERT or UPDATE) is one the
- *		direct way stands in for: for INSERT change_guard, which since 1.6
- *		(no WHEN clause) checks the shard as the direct writer does and
- *		before only fired for rows the direct writer never writes, and up to
- *		1.5 cfeed.change's foreign-key check against shard_config, not
- *		deferred (an INSERT checks at once, an UPDATE leaves the key alone);
+ *		direct way stands in for: for INSERT change_guard, which without a
+ *		WHEN clause checks the shard as the direct writer does and with one
+ *		(a database not yet updated) fires only for rows the direct writer
+ *		never writes, and the foreign-key check against shard_config of a
+ *		database whose cfeed.change still has that key, not deferred (an
+ *		INSERT checks at once, an UPDATE leaves the key alone);
  *		for UPDATE change_stamp_guard, whose WHEN clause the sweep's rows
  *		(unnumbered) never satisfy, change_shard_guard, whose WHEN clause
  *		holds only for a row moved to another feed or shard (the sweep's

@@ -4,17 +4,21 @@
  *	  The write path's guards: the default of cfeed.change.writer_xid, and
  *	  the trigger that keeps sequence numbers in the sweeper's hands.
  *
- *	  Since 1.6 the trigger fires for every inserted row (no WHEN clause)
- *	  and is cfeed.change's foreign key to cfeed.shard_config, which 1.6
- *	  drops: it checks that the row's shard exists the way the direct path
- *	  does (cfeed_shard_check, shards.c: the feed's shards lock in share
- *	  mode, the shard counts each backend keeps), without the foreign key's
- *	  row lock on the shard (a WAL record, and a multixact per couple of
- *	  changes under concurrent writers).  A missing feed or shard fails at
- *	  the INSERT with 23503, as before.  Two kinds of rows skip the check:
+ *	  The trigger fires for every inserted row (no WHEN clause) and stands
+ *	  in for a foreign key from cfeed.change to cfeed.shard_config
+ *	  (cfeed.change has none): it checks that the row's shard exists the
+ *	  way the direct path does (cfeed_shard_check, shards.c: the feed's
+ *	  shards lock in share mode, the shard counts each backend keeps),
+ *	  without a foreign key's row lock on the shard (a WAL record, and a
+ *	  multixact per couple of changes under concurrent writers).  A missing
+ *	  feed or shard fails at the INSERT with 23503.  In a database not yet
+ *	  updated, whose cfeed.change still has its foreign key
+ *	  change_shard_fkey and whose trigger still has a WHEN clause, the key
+ *	  checks the shard and the trigger does not (cfeed_change_guard checks
+ *	  only without a WHEN clause).  Two kinds of rows skip the check:
  *	  - in replica mode (logical replication's apply, pg_restore
- *		--disable-triggers), as the foreign key's check, an ORIGIN trigger,
- *		did not fire there either;
+ *		--disable-triggers), where a foreign key's check, an ORIGIN
+ *		trigger, does not fire either;
  *	  - restored rows inserted by a user with the privileges of the
  *		extension's owner: pg_dump orders extension tables' data by their
  *		foreign keys only, so a restore may copy cfeed.change before
@@ -29,11 +33,12 @@
  *	  the start or later (clock_timestamp(), a clock ahead) is no dumped
  *	  row's, and is checked as anyone's.
  *	  For the common row (sequence number and stamped_at left null,
- *	  writer_xid left to its default) that check is all; before 1.6 the
- *	  WHEN clause kept the trigger from firing for it at all.
+ *	  writer_xid left to its default) that check is all (in a database not
+ *	  yet updated the WHEN clause keeps the trigger from firing for it).
  *
  *	  The other rows are backfills into the migration range, pg_restore,
- *	  logical replication's apply (since 1.5 it fires ALWAYS), and mistakes.
+ *	  logical replication's apply (the trigger is enabled ALWAYS), and
+ *	  mistakes.
  *	  The trigger sets their writer_xid to the inserting transaction's own
  *	  xid: the sweeper finds pending changes by xids it allocated (sweep.c's
  *	  watermark), never by a publisher's or a dumped cluster's.  A change
@@ -58,9 +63,9 @@
  *	  image but set one only under the same rule (change_image_guard).
  *
  *	  An UPDATE that moves a change to another feed or shard is checked the
- *	  same way by change_shard_guard (since 1.6, the foreign key's check of
+ *	  same way by change_shard_guard (in place of a foreign key's check of
  *	  an UPDATE): 23503 for a missing feed or shard, none in replica mode,
- *	  where it does not fire (an ORIGIN trigger, as the foreign key's was).
+ *	  where it does not fire (an ORIGIN trigger, as a foreign key's is).
  *
  *	  Locking: a guard runs inside the writer's INSERT or UPDATE and reads
  *	  cfeed.shard_config with a fresh snapshot (the shard check: SnapshotSelf,
@@ -228,9 +233,10 @@ check_history_number(int32 feed_id, int32 shard, int64 number, bool restored_row
  *		Refuse (22023) a writer-set sequence number outside what the
  *		file header allows.  restored_row: the row carries another
  *		transaction's writer_xid or an earlier written_at.  A missing shard
- *		was reported before (by check_shard, for an UPDATE by
- *		change_shard_guard, which fires first, or before 1.6 the foreign
- *		key), or is not checked (replica mode, the owner's restored rows).
+ *		was reported before (by check_shard; for an UPDATE by
+ *		change_shard_guard, which fires first), is reported after (by the
+ *		foreign key of a database not yet updated, an AFTER trigger), or is
+ *		not checked (replica mode, the owner's restored rows).
  */
 static void
 check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
@@ -274,12 +280,13 @@ check_shard(int32 feed_id, int32 shard, bool restored_row)
 
 /*
  * cfeed_change_guard
- *		BEFORE INSERT on cfeed.change: since 1.6 for every row (no WHEN
- *		clause), checking its shard; before, only for rows that set
- *		change_sequence_number, stamped_at or writer_xid, the foreign key
- *		checking the shard.  Returns the row to insert: the common row as it
- *		is, others with writer_xid forced to the current transaction's and
- *		stamped_at filled in for backfilled rows.
+ *		BEFORE INSERT on cfeed.change, for every row, checking its shard;
+ *		in a database not yet updated, whose trigger has a WHEN clause, only
+ *		for rows that set change_sequence_number, stamped_at or writer_xid,
+ *		and without the shard check (the foreign key checks it).  Returns
+ *		the row to insert: the common row as it is, others with writer_xid
+ *		forced to the current transaction's and stamped_at filled in for
+ *		backfilled rows.
  */
 Datum
 cfeed_change_guard(PG_FUNCTION_ARGS)
@@ -432,8 +439,8 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 /*
  * cfeed_change_shard_guard
  *		BEFORE UPDATE OF feed_id, shard on cfeed.change, for rows moved to
- *		another feed or shard (WHEN clause; since 1.6, in place of the foreign
- *		key's check of an UPDATE, and like it enabled in origin mode only):
+ *		another feed or shard (WHEN clause; in place of a foreign key's
+ *		check of an UPDATE, and like it enabled in origin mode only):
  *		the new shard must exist (23503), checked as an INSERT's
  *		(cfeed_shard_check: the new feed's shards lock in share mode).  A
  *		pending change moved is as good as a new one; a stamped one is also

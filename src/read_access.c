@@ -24,17 +24,17 @@
  * (policy change_delete), and cfeed.publish, tracked writes and backfill
  * (append.c and backfill.c call cfeed_check_write, then write directly or
  * through the INSERT, which the policy checks again).  A database whose
- * schema has no cfeed.write_grant yet (before ALTER EXTENSION cfeed UPDATE)
- * lets every writer write every feed, as it did.
+ * schema has no cfeed.write_grant yet (not yet updated by ALTER EXTENSION
+ * cfeed UPDATE) lets every writer write every feed.
  *
  * Where they are enforced: row-level security on cfeed.change (policy
  * change_read: cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
- * (images written before 1.3) and cfeed.lease (cfeed._may_read(feed_id));
- * the cfeed.shard view, on which the other views join, filters on
- * cfeed._may_read(feed_id); and the C read functions (read.c) call
- * cfeed_check_read first, so that a feed the caller may not read is 42501
- * rather than silence.  The owner of cfeed.change, who stamps, bypasses its
- * row-level security.
+ * (row images kept outside their change's own columns) and cfeed.lease
+ * (cfeed._may_read(feed_id)); the cfeed.shard view, on which the other
+ * views join, filters on cfeed._may_read(feed_id); and the C read
+ * functions (read.c) call cfeed_check_read first, so that a feed the
+ * caller may not read is 42501 rather than silence.  The owner of
+ * cfeed.change, who stamps, bypasses its row-level security.
  *
  * The cache
  * ---------
@@ -457,7 +457,7 @@ cfeed_check_read(int32 feed_id)
 
 /*
  * cfeed_may_read
- *		SQL (1.4): cfeed._may_read(feed_id int) returns bool.  The filter of
+ *		SQL: cfeed._may_read(feed_id int) returns bool.  The filter of
  *		the cfeed.shard view and the policy of cfeed.lease; false for null.
  */
 Datum
@@ -470,7 +470,7 @@ cfeed_may_read(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_may_read_change
- *		SQL (1.4): cfeed._may_read(feed_id int, tbl regclass) returns bool.
+ *		SQL: cfeed._may_read(feed_id int, tbl regclass) returns bool.
  *		The policy of cfeed.change and cfeed.row_image, run for every row a
  *		reader subject to it reads: may the user read the feed and, for a
  *		change with a row image (tbl not null), see the image?
@@ -498,11 +498,12 @@ cfeed_may_write(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_may_read_support
- *		SQL (1.7): the planner support function of both cfeed._may_read.
- *		Their selectivity is 1: a reader reads what it may read, and a plan
- *		for a third of the rows (the default for a boolean function) turned
- *		a reader's read near a shard's head into a scan of the whole range
- *		and a sort.  Other requests get the defaults.
+ *		SQL: the planner support function of both cfeed._may_read (and of
+ *		cfeed._may_write).  Their selectivity is 1: a reader reads what it
+ *		may read, and a plan for a third of the rows (the default for a
+ *		boolean function) would turn a reader's read near a shard's head
+ *		into a scan of the whole range and a sort.  Other requests get the
+ *		defaults.
  */
 Datum
 cfeed_may_read_support(PG_FUNCTION_ARGS)

@@ -14,8 +14,9 @@
  *	 change_pending_idx (writer_xid) WHERE change_sequence_number IS NULL
  *
  * A writer inserts one row (number null) and pays for one index entry, in
- * the pending index, plus the foreign-key check.  Its writer_xid defaults to
- * the writer's top-level xid.  A sweep stamps by updating rows in place:
+ * the pending index, plus the check that its shard exists (shards.c: the
+ * feed's shards lock, no row lock).  Its writer_xid defaults to the
+ * writer's top-level xid.  A sweep stamps by updating rows in place:
  * the new version enters only the readers' index; the old version leaves a
  * dead entry in the pending index until VACUUM removes it, which the xid
  * watermark of each sweep group keeps the sweeps from re-reading
@@ -62,9 +63,11 @@
  * A shard's head is not stored anywhere: it is the highest stamped number,
  * read from change_sequence_idx (see cfeed.shard; a sweep first checks the
  * head its backend's last sweep left, its head hint, with a cheaper forward
- * probe, see cfeed_shard_head), so no sweep updates a row that writers lock
- * for their foreign-key checks, and nothing grows a version chain while the
- * xmin horizon is held.  A number whose row is deleted is never issued
+ * probe, see cfeed_shard_head), so no sweep updates a row of
+ * cfeed.shard_config, which writers' shard checks read (and, in a database
+ * whose cfeed.change still has its foreign key, not yet updated, lock FOR
+ * KEY SHARE), and nothing grows a version chain while the xmin horizon is
+ * held.  A number whose row is deleted is never issued
  * again: the shard's floor (cfeed.shard_config.deleted_head, kept by the
  * statement triggers of DELETE and TRUNCATE) is where numbering goes on
  * when it is above the highest stamped row.  That gives guarantees 1-5; for
@@ -82,8 +85,9 @@
  * sweep succeeds and lists the shard in its result, and its callers report
  * it: a WARNING with SQLSTATE 22003 from cfeed.sweep() and sweep_loop(),
  * cfeed.sweepers.last_error (and a WARNING in the log) from the background
- * sweeper.  Up to 1.7 the arithmetic wrapped to -2^63 and every later
- * sweep of the group failed (23505).
+ * sweeper.  The next number is never computed past 2^63 - 1: wrapped to
+ * -2^63 it would collide in change_sequence_idx and fail every later sweep
+ * of the group (23505).
  *
  *-------------------------------------------------------------------------
  */

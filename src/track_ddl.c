@@ -194,7 +194,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 	has_cid = has_change_id_column(rel);
 
 	/*
-	 * Row-level security (1.4): a reader sees a row image only if the table's
+	 * Row-level security: a reader sees a row image only if the table's
 	 * policies do not apply to it (read_access.c), checked at every read, so
 	 * that enabling it later holds too.  Say so now: to the table's other
 	 * readers, its changes will not show in the feed.

@@ -275,8 +275,8 @@ typedef struct CfeedTrackKeyCache
  *		it with its caller's privileges) in ACCESS SHARE mode: 42P01 when it
  *		does not exist, 42501 unless the caller may SELECT it (checked before
  *		locking, so that nobody holds a lock on a table it may not read),
- *		42809 when it is not a table.  Up to 1.7, _track_key(0, ...) failed
- *		with XX000.
+ *		42809 when it is not a table (never XX000, even for an OID such as
+ *		0 that names no relation).
  */
 static Relation
 open_keyed_table(Oid relid)

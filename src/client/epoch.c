@@ -19,8 +19,8 @@
  *	   epoch until its first stamp, so a reader that reconnected before it
  *	   and whose cursor is past the new primary's head learns of the
  *	   failover from the epoch only, at its first read after that stamp.
- * A database without cfeed.epoch() (cfeed before 1.5) has no epochs:
- * cursors are then used as they are.
+ * A database without cfeed.epoch() (its cfeed schema not yet updated) has
+ * no epochs: cursors are then used as they are.
  */
 #define _POSIX_C_SOURCE 200809L
 

@@ -51,9 +51,10 @@ cfeed_group_check_api(Tail *t)
 	}
 
 	/*
-	 * Since 1.8 a member reads with cfeed.read_group: the group's dead
-	 * letters left out (also after a seek back), a change another member
-	 * is retrying only once its backoff has passed.  Before, cfeed.read.
+	 * A member reads with cfeed.read_group: the group's dead letters left
+	 * out (also after a seek back), a change another member is retrying
+	 * only once its backoff has passed.  In a database without it (not yet
+	 * updated), with cfeed.read.
 	 */
 	res = cfeed_tail_exec_params(t,
 								 "select pg_catalog.to_regprocedure("

@@ -2,9 +2,10 @@
  * src/client/tail_dead.c
  *		`cfeed tail --dead-letters --group G`: print the dead letters of a
  *		consumer group on the feed (or on --shard) as JSON lines, in order
- *		(by shard, then number: cfeed.read_dead_letters, cfeed 1.8), and
- *		exit.  Read-only: resolving them is the operator's, in SQL
- *		(docs/consumer-groups.md, "Failures and dead letters").
+ *		(by shard, then number: cfeed.read_dead_letters, which a database
+ *		not yet updated lacks), and exit.  Read-only: resolving them is the
+ *		operator's, in SQL (docs/consumer-groups.md, "Failures and dead
+ *		letters").
  */
 #define _POSIX_C_SOURCE 200809L
 

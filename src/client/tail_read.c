@@ -4,8 +4,9 @@
  *		for a role that may not read row images) after its cursor, checking
  *		that the numbers follow it, and printing the changes as JSON lines,
  *		with what changed for a tracked table's.  The sequence rules are in
- *		tail.c's header.  A group member reads with cfeed.read_group (1.8):
- *		the group's dead letters are left out, so numbers may skip them.
+ *		tail.c's header.  A group member reads with cfeed.read_group (where
+ *		the database has it): the group's dead letters are left out, so
+ *		numbers may skip them.
  */
 #define _POSIX_C_SOURCE 200809L
 
