@@ -12,11 +12,11 @@
  * times the tracked row's own INSERT (for cfeed.publish, 2.2x the server
  * CPU of an application's one-row INSERT, against 1.4x written directly),
  * and almost none of it is the writing:
- * per row, executor start-up and shutdown of the plan; up to 1.5 the
- * foreign-key check of cfeed.change, which is another SPI query with its own
- * executor start-up, and the WHEN clause of change_guard, parsed again
- * (stringToNode) at every executor start; since 1.6 change_guard's call; and
- * search_path pinned and restored around the SPI call.
+ * per row, executor start-up and shutdown of the plan; change_guard's call
+ * (in a database not yet updated, whose cfeed.change still has its foreign
+ * key, that key's check, another SPI query with its own executor start-up,
+ * and change_guard's WHEN clause, parsed again (stringToNode) at every
+ * executor start); and search_path pinned and restored around the SPI call.
  * So the row is inserted directly, heap and indexes (direct.c),
  * doing what the INSERT would do:
  *
@@ -25,15 +25,15 @@
  *	 defaults		written_at = now() (the transaction's start),
  *					writer_xid = cfeed._writer_xid() (top-level xid, and the
  *					note that wakes the sweeper at commit)
- *	 change_guard	up to 1.5 its WHEN clause is false for these rows (no
- *					sequence number, no stamped_at, writer_xid the
- *					current one), so it would not fire; since 1.6 it
- *					fires for every row, and for these only checks the
- *					shard (below)
- *	 shard check	change_guard's since 1.6, up to 1.5 the foreign key
- *					change_shard_fkey: the shard is one of the feed's,
- *					and cannot go away before this transaction ends (the
- *					feed's shards lock, shards.c)
+ *	 change_guard	fires for every row, and for these only checks the
+ *					shard (below); in a database not yet updated its WHEN
+ *					clause is false for these rows (no sequence number, no
+ *					stamped_at, writer_xid the current one), so it does
+ *					not fire
+ *	 shard check	change_guard's (in a database not yet updated, the
+ *					foreign key change_shard_fkey's): the shard is one of
+ *					the feed's, and cannot go away before this transaction
+ *					ends (the feed's shards lock, shards.c)
  *	 indexes		every index, partial ones by their predicate, unique
  *					ones checked by the index AM
  *
@@ -43,8 +43,8 @@
  * exact semantics of the INSERT (test: sql/track_write.sql).  So does a
  * cfeed.publish to a shard this backend does not know as one of the feed's
  * shards 0..n-1 (the SQL reports a missing one, or writes to one added
- * since), and every change in a database still at 1.0 or 1.1, whose
- * shard_config has no guard trigger.
+ * since), and every change in a database whose cfeed.shard_config has no
+ * guard trigger yet (not yet updated).
  *
  * Locking: the direct path holds the feed's shards lock in share mode until
  * the transaction ends (shards.c), and locks cfeed.shard_config before
@@ -71,15 +71,15 @@
 
 static SPIPlanPtr publish_plan = NULL;
 static SPIPlanPtr insert_plan = NULL;
-static SPIPlanPtr insert_plan_no_images = NULL;	/* a schema without inline images */
+static SPIPlanPtr insert_plan_no_images = NULL;	/* cfeed.change without image columns */
 
 /*
  * append_with_sql
  *		The SQL path: one kept plan inserting the change, run with the
  *		caller's privileges, search_path pinned.  cfeed.publish's names its
  *		shard, which must exist (42704 otherwise); a tracked change goes to
- *		its key's shard with its image, until ALTER EXTENSION cfeed UPDATE to
- *		1.3 into cfeed.row_image.
+ *		its key's shard with its image, into cfeed.row_image in a database
+ *		whose cfeed.change has no image columns yet (not yet updated).
  */
 static void
 append_with_sql(const CfeedChange *change)

@@ -36,7 +36,8 @@
  *	  (docs/replication.md).
  *
  *	  Not secured: read-only transactions and parallel workers (they cannot
- *	  draw), a server in recovery, a database without cfeed 1.8.
+ *	  draw), a server in recovery, a database whose cfeed schema has no
+ *	  cfeed.change_id_timeline yet (not yet updated).
  *
  *-------------------------------------------------------------------------
  */
@@ -176,7 +177,7 @@ cfeed_change_ids_check(void)
 	marker = cfeed_schema_relid(CFEED_SCHEMA_CHANGE_ID_TIMELINE);
 	change_id = get_relname_relid("change_id", schema);
 	if (!OidIsValid(marker) || !OidIsValid(change_id))
-		return false;			/* a schema without the marker: not yet updated */
+		return false;			/* not yet updated: no timeline marker */
 	moved = secure_timeline(marker, change_id, timeline);
 	secured_timeline = timeline;
 	return moved;
