@@ -11,6 +11,7 @@ OBJS = \
 	src/feed.o \
 	src/sweep.o \
 	src/sweep_sql.o \
+	src/sweep_report.o \
 	src/stamp.o \
 	src/watermark.o \
 	src/read.o \

@@ -170,6 +170,8 @@ typedef struct CfeedPendingChange
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
+
+/* sweep_report.c */
 extern char *cfeed_sweep_exhausted_message(CfeedSweepResult *result);
 extern void cfeed_sweep_report_exhausted(CfeedSweepResult *result);
 
