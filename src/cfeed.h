@@ -249,7 +249,7 @@ typedef struct CfeedImageScope
 extern CfeedImageScope cfeed_image_scope_enter(Oid tbl, int32 feed_id);
 extern void cfeed_image_scope_leave(CfeedImageScope previous);
 
-/* spi.c: required arguments (22004), SPI with search_path pinned, as the owner */
+/* spi.c: arguments' checks (22004, 22023), SPI with search_path pinned, as the owner */
 typedef struct CfeedSavedUser
 {
 	Oid			userid;

@@ -32,7 +32,6 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "utils/lsyscache.h"
 
 #include "cfeed.h"
 

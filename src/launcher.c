@@ -36,7 +36,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "tcop/utility.h"
+#include "tcop/tcopprot.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"

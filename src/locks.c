@@ -21,7 +21,8 @@
  *	  pg_locks shows them as locktype 'advisory' with objsubid the field 4
  *	  value (the tests look for 25448, the shards lock).  Who takes which, in
  *	  what order, is described where they are used: sweep.c (sweep), shards.c
- *	  (shards and the guard trigger's sweep locks), sweep_sql.c (leader).
+ *	  (shards), shard_guard.c (the guard trigger's shards and sweep locks),
+ *	  sweep_sql.c (leader).
  *
  *-------------------------------------------------------------------------
  */

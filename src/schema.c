@@ -9,11 +9,16 @@
  *	  pg_extension.extversion already names the target while the objects
  *	  the scripts create are still to come.  So a feature is present when
  *	  the object that carries it exists, looked up by name in the cfeed
- *	  schema: every question "does this database's cfeed have X" is asked
+ *	  schema: the questions "does this database's cfeed have X" are asked
  *	  here, through cfeed_schema_has or cfeed_schema_relid, and the table
- *	  below says which version brought which object.  (The shard_config
- *	  guard trigger, whose enabled state matters and not only its
- *	  existence, is checked where the shard counts are kept: shards.c.)
+ *	  below says which version brought which object.  Four checks stay
+ *	  where they are because they look at an object the caller has in hand
+ *	  anyway, per row or per relcache entry, and at its state rather than
+ *	  its existence: the shard_config guard trigger, enabled always
+ *	  (shards.c); change_guard without a WHEN clause and a tuple descriptor
+ *	  without the image columns (guard.c); the triggers of a foreign key on
+ *	  cfeed.change (direct.c); and the sweeper's list of the triggers it
+ *	  wants enabled always (sweeper.c).
  *
  *	  State: none; each question is a syscache lookup (the relation's name
  *	  in the schema, and a column's).

@@ -132,8 +132,8 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		 * snapshot would miss a change the same statement wrote, as by a
 		 * data-modifying WITH, which a foreign key's NO ACTION check would
 		 * see at the statement's end).  In replica mode (logical
-		 * replication's apply of its publisher's DELETE) it does not fire,
-		 * as a foreign key's check would not.
+		 * replication's apply of its publisher's DELETE) the lock is taken
+		 * but the check is skipped, as a foreign key's would be.
 		 */
 		(void) cfeed_shards_lock(feed_id, AccessExclusiveLock);
 		if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA &&

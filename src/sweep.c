@@ -57,7 +57,7 @@
  * sweep_rewrite).  (cfeed.shard_config is locked first, in the order of
  * DROP EXTENSION, which would otherwise deadlock with a sweep.)  A shard
  * moved to another group takes both groups' locks until its move commits
- * (shards.c), and its invalidation of cfeed.shard_config makes every
+ * (shard_guard.c), and its invalidation of cfeed.shard_config makes every
  * backend's watermarks invalid.
  *
  * A shard's head is not stored anywhere: it is the highest stamped number,

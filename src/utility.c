@@ -225,12 +225,12 @@ utility_target_db(Node *parsetree)
 }
 
 /*
- * launcher_xact_callback
+ * created_extension_callback
  *		After CREATE EXTENSION cfeed commits, have the launcher probe the
  *		database at once.
  */
 static void
-launcher_xact_callback(XactEvent event, void *arg)
+created_extension_callback(XactEvent event, void *arg)
 {
 	if (!created_extension)
 		return;
@@ -305,5 +305,5 @@ cfeed_utility_hook_init(void)
 {
 	prev_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = cfeed_utility;
-	RegisterXactCallback(launcher_xact_callback, NULL);
+	RegisterXactCallback(created_extension_callback, NULL);
 }

@@ -39,7 +39,7 @@
  * transaction and subtransaction callback), since changes found by an
  * aborted sweep are still pending.  A backend's first sweep of a group, and
  * the first after a relcache invalidation of cfeed.shard_config (a shard
- * moved to another group, see shards.c), reads the whole pending index.
+ * moved to another group, see shard_guard.c), reads the whole pending index.
  *
  * Locking: none of its own; the caller holds the group's sweep lock
  * (sweep.c) while it reads and proposes.

@@ -440,9 +440,14 @@ run_matrix() {
 		done
 	fi
 
-	# The suite against an assert-enabled PostgreSQL 17 last, alone (its
-	# server's build takes both cores): without the slow TAP tests, which
-	# every other major runs.
+	# The suite against an assert-enabled PostgreSQL 17 last, once the
+	# fresh-root demo and the packages are done too, alone (its server's
+	# build takes both cores): without the slow TAP tests, which every other
+	# major runs.
+	wait "$fresh_pid" || fresh_status=$?
+	fresh_pid=
+	wait "$packages_pid" || packages_status=$?
+	packages_pid=
 	echo "===== PostgreSQL 17 with assertions (test/matrix/cassert.sh CFEED_QUICK=1)"
 	t0=$SECONDS
 	rc=0
@@ -468,8 +473,6 @@ run_matrix() {
 		total_passed=$((total_passed + n_passed))
 		total_failed=$((total_failed + n_failed))
 	done
-	wait "$fresh_pid" || fresh_status=$?
-	fresh_pid=
 	echo "===== the README's first command in a fresh Debian 12 root (test/matrix/fresh.sh)"
 	cat "$logs/test-fresh.log"
 	if [ "$fresh_status" -eq 0 ]; then
@@ -478,8 +481,6 @@ run_matrix() {
 		failed_majors+=("fresh-root demo")
 		total_failed=$((total_failed + 1))
 	fi
-	wait "$packages_pid" || packages_status=$?
-	packages_pid=
 	echo "===== the Debian packages, built, installed into fresh roots, smoke-tested (test/matrix/packages.sh)"
 	cat "$logs/test-packages.log"
 	local line pk_passed=0 pk_failed=0
@@ -493,17 +494,26 @@ run_matrix() {
 		failed_majors+=("Debian packages")
 		total_failed=$((total_failed + (pk_failed > 0 ? pk_failed : 1)))
 	fi
-	count_tests "$logs/test-cassert.log"
-	if [ "$cassert_status" -eq 0 ] && [ "$n_failed" -eq 0 ]; then
-		printf 'PostgreSQL 17 with assertions: passed  %s (%s)\n' "$counts" "$(elapsed "$cassert_took")"
-	else
-		printf 'PostgreSQL 17 with assertions: FAILED  %s (%s)\n' "$counts" "$(elapsed "$cassert_took")"
-		show_failed_tests "$logs/test-cassert.log"
-		failed_majors+=("17 with assertions")
-		[ "$n_failed" -gt 0 ] || n_failed=1
+	# cassert.sh's own count: its tests plus each failed Assert or leak
+	local ca_passed=0 ca_failed=0
+	line=$(grep -aE '^tests: [0-9]+ passed, [0-9]+ failed' "$logs/test-cassert.log" | tail -n 1 || true)
+	if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+		ca_passed=${BASH_REMATCH[1]}
+		ca_failed=${BASH_REMATCH[2]}
 	fi
-	total_passed=$((total_passed + n_passed))
-	total_failed=$((total_failed + n_failed))
+	if [ "$cassert_status" -eq 0 ] && [ "$ca_failed" -eq 0 ]; then
+		printf 'PostgreSQL 17 with assertions: passed  %s tests (%s)\n' "$ca_passed" "$(elapsed "$cassert_took")"
+	else
+		printf 'PostgreSQL 17 with assertions: FAILED  %s passed, %s failed (%s)\n' \
+			"$ca_passed" "$ca_failed" "$(elapsed "$cassert_took")"
+		show_failed_tests "$logs/test-cassert.log"
+		grep -aA12 '^===== failed Assert or leak' "$logs/test-cassert.log" | head -n 80 || true
+		[ "$ca_passed" -gt 0 ] || tail -n 30 "$logs/test-cassert.log"
+		failed_majors+=("17 with assertions")
+		[ "$ca_failed" -gt 0 ] || ca_failed=1
+	fi
+	total_passed=$((total_passed + ca_passed))
+	total_failed=$((total_failed + ca_failed))
 	trap - EXIT
 	if [ "${#failed_majors[@]}" -gt 0 ]; then
 		echo "run-tests.sh --all: FAILED on PostgreSQL ${failed_majors[*]}" >&2

@@ -1,6 +1,6 @@
 # test/t/092_pauses.pl
 #
-# Sweeper pauses (launcher.c; issue 28, items 6 and 7): DROP DATABASE,
+# Sweeper pauses (utility.c; issue 28, items 6 and 7): DROP DATABASE,
 # ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE DATABASE ...
 # TEMPLATE pause a database's sweepers only when PostgreSQL would let the
 # command go ahead, and the pause ends on every way out of it.
