@@ -26,7 +26,7 @@
 /* Set by the SIGINT/SIGTERM handler; the loops poll it. */
 extern volatile sig_atomic_t cfeed_interrupted;
 
-/* cfeed.c */
+/* args.c, clock.c */
 extern void cfeed_usage_error(const char *command, const char *fmt,...)
 			__attribute__((format(printf, 2, 3), noreturn));
 extern void cfeed_bad_option(const char *command, int c, char **argv)

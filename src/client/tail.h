@@ -87,7 +87,7 @@ typedef struct Tail
 	int			exit_code;
 } Tail;
 
-/* tail.c */
+/* tail_query.c */
 extern TailStep cfeed_tail_fail(Tail *t, PGresult *res, const char *what);
 extern PGresult *cfeed_tail_exec_params(Tail *t, const char *sql, int nparams,
 										const char *const *values);

@@ -1,0 +1,35 @@
+/*
+ * src/client/clock.c
+ *		Time for the loops of every subcommand: a monotonic clock in
+ *		milliseconds for timeouts, and a sleep that a signal cuts short.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <poll.h>
+#include <time.h>
+
+#include "client.h"
+
+/*
+ * cfeed_now_ms
+ *		Monotonic clock in milliseconds, for timeouts.
+ */
+long long
+cfeed_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * cfeed_sleep_ms
+ *		Sleep up to ms milliseconds; returns early when a signal arrives.
+ */
+void
+cfeed_sleep_ms(int ms)
+{
+	if (ms > 0 && !cfeed_interrupted)
+		(void) poll(NULL, 0, ms);
+}
