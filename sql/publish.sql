@@ -115,7 +115,7 @@ SELECT pg_temp.err($$SELECT cfeed.shard_for(2, 'a')$$);
 -- how publish writes: directly (src/append.c), holding its feed's
 -- shards lock (share, advisory key 0x6368) instead of the foreign key's
 -- row lock, or by an INSERT wherever the direct write would not have the
--- INSERT's exact semantics (RLS, column grants: sql/hardening.sql and
+-- INSERT's exact semantics (RLS, column grants: sql/hardening_rls.sql and
 -- sql/security.sql; added triggers, and the cases below)
 CREATE TEMP VIEW my_shards_locks AS
 SELECT classid AS feed_id, mode FROM pg_locks

@@ -69,6 +69,7 @@
 #include "cfeed.h"
 #include "shmem.h"
 
+/* Saved plans (cache.h): publish's INSERT, and a tracked row's. */
 static SPIPlanPtr publish_plan = NULL;
 static SPIPlanPtr insert_plan = NULL;
 static SPIPlanPtr insert_plan_no_images = NULL;	/* cfeed.change without image columns */

@@ -33,6 +33,7 @@ static const CfeedCacheWatch watches[CFEED_CACHE_COUNT] = {
 	[CFEED_CACHE_READ_ACCESS] = {2, {AUTHOID, AUTHMEMROLEMEM}},
 };
 
+/* Each cache's callback, and whether cfeed's one relcache callback is set. */
 static CfeedInvalidate registered[CFEED_CACHE_COUNT];
 static bool relcache_callback_set = false;
 

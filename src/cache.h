@@ -1,10 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * cache.h
- *	  cfeed's backend-local caches: the list of them, and the registry that
- *	  tells each one of the invalidations that concern it (cache.c).
+ *	  cfeed's backend state that outlives a call: the list of it, and the
+ *	  registry that tells each cache of the invalidations that concern it
+ *	  (cache.c).
  *
- * Every cache of cfeed, where it lives, how long it lasts and what drops it:
+ * Every piece of backend state of cfeed that outlives a call: where it
+ * lives, what it holds, how long it lasts and what drops it.  Nothing else
+ * outlives a call: the rest of cfeed's static variables are constants.
+ *
+ * Caches, valid until an invalidation or checked at every use:
  *
  *	 relation OIDs		catalog.c: cfeed_relid's name -> OID of cfeed's own
  *						relations.  Backend.  Dropped whole at a relcache
@@ -33,24 +38,76 @@
  *						or of every relation.
  *	 row image plans	row_image.c: per relation, how each column becomes
  *						jsonb.  Backend.  As tracked relations.
- *	 read access		read_access.c: for the current user, cfeed.read_grant
- *						and the decisions made per feed and per table.
- *						Backend.  Dropped when the user changes, at a relcache
- *						invalidation of cfeed.read_grant, of a table decided
- *						about or of every relation, and at any change of
- *						pg_authid or pg_auth_members.
- *	 direct indexes		direct.c: the IndexInfo of cfeed.change's indexes.
- *						Backend.  Rebuilt when the table's index list differs
- *						from the one it was built for, compared at every
- *						direct write.
+ *	 access				read_access.c: for the current user, cfeed.read_grant
+ *						and cfeed.write_grant, and the decisions made per
+ *						feed (read and write) and per table.  Backend.
+ *						Dropped when the user changes, at a relcache
+ *						invalidation of either grant table, of a table
+ *						decided about or of every relation, and at any change
+ *						of pg_authid or pg_auth_members.
+ *	 direct indexes		direct.c: the IndexInfo of cfeed.change's indexes,
+ *						and an expression context for their predicates (reset
+ *						after each row).  Backend.  Rebuilt when the table's
+ *						index list differs from the one it was built for,
+ *						compared at every direct write.
+ *	 epoch memo			epoch.c (epoch_seen_*): the cluster, timeline, server
+ *						start and cfeed.epoch OID whose epoch row this backend
+ *						found committed, so that a sweep looks it up once.
+ *						Backend.  Never dropped: a new timeline, a restart or
+ *						a recreated extension no longer matches it, and the
+ *						next sweep looks again.
+ *	 secured timeline	change_id.c: the timeline on which this backend found
+ *						cfeed.change_id secured (moved up past what earlier
+ *						timelines may have issued), so that the check before
+ *						every statement costs two comparisons.  Backend.
+ *						Never dropped: a new timeline no longer matches it.
+ *	 saved plans		append.c (3), stamp.c (1), read.c (2), epoch.c (2):
+ *						SPI plans kept for the backend.  PostgreSQL's plan
+ *						cache re-plans them after an invalidation; one a rule
+ *						rewrote into nothing is dropped by cfeed_spi_run.
+ *
+ * State of one transaction, statement or query (cleared at its end, on error
+ * too):
+ *
  *	 pending deletes	track_trigger.c: change_ids the BEFORE trigger drew
- *						for the AFTER trigger.  One transaction.
+ *						for the AFTER trigger.  One transaction (the map is
+ *						tagged with its local transaction id).
+ *	 backfill mute		track_trigger.c (backfill_relid): the tracked table
+ *						whose tracking triggers do nothing in this backend
+ *						while backfill.c's statement copies its rows.  One
+ *						statement; reset in PG_FINALLY.
+ *	 image scope		guard.c: the table and feed whose row images
+ *						cfeed's own statement may insert past change_guard.
+ *						One statement; restored in PG_FINALLY.
  *	 tracked key		tracked.c: cfeed._track_key's key columns, in the
  *						call site's fn_extra.  One query.
- *	 saved plans		append.c (3), stamp.c (1), read.c (2): SPI plans kept
- *						for the backend.  PostgreSQL's plan cache re-plans
- *						them after an invalidation; one a rule rewrote into
- *						nothing is dropped by cfeed_spi_run.
+ *	 commit wake-ups	shmem.c: whether the transaction recorded changes
+ *						(wake the sweepers) and the wait buckets a sweep
+ *						advanced (wake their readers), acted on at commit.
+ *						One transaction.
+ *	 stamp level		stamp.c (stamped_in_xact): the transaction stamped,
+ *						so its commit level is set again at commit.  One
+ *						transaction.
+ *	 created extension	utility.c: CREATE EXTENSION cfeed ran, so the
+ *						launcher probes the database at commit.  One
+ *						transaction.
+ *
+ * Process state, for the life of the process:
+ *
+ *	 cache registry		cache.c: each cache's invalidation callback, and
+ *						whether the one relcache callback is registered.
+ *	 hooks				the previous hooks cfeed chains to (ExecutorStart in
+ *						change_id.c, ProcessUtility in utility.c, shared
+ *						memory's in shmem.c), the transaction callbacks
+ *						registered once (shmem.c, stamp.c, watermark.c,
+ *						utility.c), and CfeedShared, where cfeed's shared
+ *						memory is (shmem.c).
+ *	 sweeper			sweeper.c, in a sweeper worker: its slot in shared
+ *						memory, the extension's owner and when it was last
+ *						read, when retention last ran, and the state of its
+ *						once-only and rate-limited warnings.
+ *	 launcher			launcher.c, in the launcher: the sweepers it started.
+ *	 settings			settings.c: the GUC variables (PostgreSQL sets them).
  *
  * The caches in the registry (CfeedCacheId) register their callback when
  * they are first filled: an empty cache needs no invalidation, and

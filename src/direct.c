@@ -106,6 +106,7 @@ typedef struct CfeedIndexCache
 	MemoryContext cxt;
 } CfeedIndexCache;
 
+/* cfeed.change's indexes, and the context their predicates are checked in. */
 static CfeedIndexCache change_indexes;
 static ExprContext *predicate_econtext = NULL;
 

@@ -44,6 +44,7 @@ static TimeLineID epoch_seen_timeline = 0;
 static TimestampTz epoch_seen_start = 0;
 static Oid	epoch_seen_relid = InvalidOid;
 
+/* Saved plans (cache.h): the epoch lookup, and the new epoch's insert. */
 static SPIPlanPtr epoch_find_plan = NULL;
 static SPIPlanPtr epoch_begin_plan = NULL;
 

@@ -52,6 +52,7 @@ typedef struct StartedWorker
 	BackgroundWorkerHandle *handle;
 } StartedWorker;
 
+/* The sweepers this launcher started (cfeed.max_workers at most). */
 static StartedWorker *started = NULL;
 static int	nstarted = 0;
 

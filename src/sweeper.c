@@ -60,11 +60,13 @@
 
 PGDLLEXPORT void cfeed_sweeper_main(Datum main_arg);
 
+/* This sweeper's slot in shared memory (shmem.h). */
 static CfeedWorkerSlot *my_slot = NULL;
 
 /* How often a sweeper re-reads its database's sweep groups and owner. */
 #define CFEED_REFRESH_MS		1000
 
+/* When the sweep groups and owner_oid were last read; when retention ran. */
 static TimestampTz last_refresh = 0;
 static TimestampTz last_retention = 0;
 static Oid	owner_oid = InvalidOid;

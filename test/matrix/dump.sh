@@ -144,19 +144,9 @@ diff -u "$file.state" "$DIR/state" >"$DIR/state.diff" || status=$?
 result "feeds, shards, changes and their numbers, change_id, leases and the tracked table are as dumped" \
 	$status "$(cat "$DIR/state.diff")"
 
-# The gapless check of test/t/CfeedCheck.pm: per shard, the numbers above
-# the start value are start+1 .. start+n without duplicates, and the head
-# is the highest.
-GAPLESS="SELECT count(*) = 0 FROM (
-	SELECT s.start_sequence_number AS st, s.last_change_sequence_number AS last,
-	       count(c.change_sequence_number) AS n, count(DISTINCT c.change_sequence_number) AS nd,
-	       COALESCE(min(c.change_sequence_number), s.start_sequence_number + 1) AS lo,
-	       COALESCE(max(c.change_sequence_number), s.start_sequence_number) AS hi
-	FROM cfeed.shard s
-	LEFT JOIN cfeed.change c ON c.feed_id = s.feed_id AND c.shard = s.shard
-	     AND c.change_sequence_number > s.start_sequence_number
-	GROUP BY s.feed_id, s.shard, s.start_sequence_number, s.last_change_sequence_number) x
-	WHERE n <> nd OR lo <> st + 1 OR hi <> st + n OR last <> hi"
+# The gapless check of test/t/CfeedCheck.pm (test/gaps.sql counts the
+# shards with a gap).
+GAPLESS="SELECT ($(sed '/^--/d' "$HERE/../gaps.sql")) = 0"
 
 sql -d dst >/dev/null <<'SQL'
 CREATE TABLE old_head AS SELECT feed_id, shard, last_change_sequence_number AS head FROM cfeed.shard;

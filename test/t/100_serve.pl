@@ -59,13 +59,57 @@ sub number_of
 	return $position =~ s/\@\d+$//r;
 }
 
+# Poll $cond (a sub) every 20 ms, and with $h (a streaming client) given,
+# collect what it printed meanwhile, until $cond is true; die naming $what
+# after $seconds.
+sub wait_for
+{
+	my ($what, $seconds, $cond, $h) = @_;
+	my $until = time + $seconds;
+	while (1)
+	{
+		$h->pump_nb if $h;
+		return if $cond->();
+		die "timed out after $seconds s waiting for $what" if time >= $until;
+		usleep(20_000);
+	}
+}
+
 # Wait until a streaming client has its first line (its request was
 # answered), collecting what it prints.
 sub wait_streaming
 {
 	my ($h, $out) = @_;
-	my $until = time + 30;
-	$h->pump_nb, usleep(20_000) while $$out !~ /\n/ && time < $until;
+	wait_for('a streaming client\'s first line', 30, sub { $$out =~ /\n/ }, $h);
+	return;
+}
+
+# Wait until the gateway gw stalls on clients that do not read: it holds
+# output for them (cfeed_serve_client_buffer_bytes above 0) and sent no
+# event for 700 ms (their socket buffers are full).
+sub wait_stalled
+{
+	my ($gw) = @_;
+	my ($sent, $since) = (-1, time);
+	wait_for('the gateway to stall on clients that do not read', 30, sub {
+		my $m = http_get("$gw->{url}/metrics")->{content};
+		my $now = $m =~ /^cfeed_serve_events_sent_total (\d+)$/m ? $1 : -1;
+		my $held = $m =~ /^cfeed_serve_client_buffer_bytes (\d+)$/m ? $1 : 0;
+		($sent, $since) = ($now, time) if $now != $sent;
+		return $held > 0 && time - $since >= 0.7;
+	});
+	return;
+}
+
+# Wait until every change of feed_id is older than the feed's retention,
+# so that a retention pass now deletes what it may.
+sub wait_retention_due
+{
+	my ($feed_id) = @_;
+	$node->poll_query_until('postgres', qq{
+		select bool_and(c.stamped_at < now() - f.retention)
+		from cfeed.change c join cfeed.feed f using (feed_id) where c.feed_id = $feed_id})
+	  or die "changes of feed $feed_id not older than its retention";
 	return;
 }
 
@@ -283,7 +327,6 @@ is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a fee
 	my $buffered = sub {
 		http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_client_buffer_bytes (\d+)$/m ? $1 : -1;
 	};
-	my $sent = sub { http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_events_sent_total (\d+)$/m ? $1 : -1 };
 	my $rss0 = $rss->();
 	my @idle;
 	for (1 .. 10)
@@ -294,20 +337,13 @@ is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a fee
 		push @idle, $sock;
 	}
 	# until the streams stall: the socket buffers are full, nothing more is sent
-	my ($before, $until) = (-2, time + 30);
-	while (time < $until)
-	{
-		my $now = $sent->();
-		last if $now == $before;
-		$before = $now;
-		usleep(700_000);
-	}
+	wait_stalled($gw);
 	my $grew = $rss->() - $rss0;
 	my $held = $buffered->();
 	ok($held > 0 && $held <= 10 * 256 * 1024, "10 clients that do not read: $held bytes buffered, at most 256 KB each");
 	ok($grew < 12 * 1024, "and the gateway grew by $grew kB (a page each: ~23 MB)");
 	close $_ for @idle;
-	$until = time + 10;
+	my $until = time + 10;
 	usleep(100_000) while $buffered->() != 0 && time < $until;
 	is($buffered->(), 0, 'nothing buffered once they are gone');
 }
@@ -319,9 +355,9 @@ $node->safe_psql('postgres', q{
 wait_stamped();
 $node->safe_psql('postgres', q{
 	update cfeed.feed set retention = '1 millisecond' where feed_id = 3;
-	select pg_sleep(0.01);
-	select cfeed.apply_retention(true);
 });
+wait_retention_due(3);
+$node->safe_psql('postgres', 'select cfeed.apply_retention(true)');
 my $tok3 = decode_json(http_get("$url/old", $alice)->{content})->{token};
 $r = http_get("$url/old?token=$tok3&partition=0&cursor=$start", $alice);
 is($r->{status}, 410, 'cursor whose next changes retention removed: 410');
@@ -342,7 +378,6 @@ write_writer_script("$dir/writer.sql");
 my $writers = start([ 'pgbench', '-n', '-c', '4', '-T', '4', '-f', "$dir/writer.sql",
 	  '-h', $node->host, '-p', $node->port, 'postgres' ], '>', \my $wout, '2>', \my $werr);
 
-my $writers_end = time + 4;
 my %cursor = (0 => '_first', 1 => '_first');
 my %got = (0 => [], 1 => []);
 my $deadline = time + 60;
@@ -363,7 +398,8 @@ while (time < $deadline)
 		}
 	}
 	next if $conflict;
-	if (!$writers_done && time > $writers_end)
+	$writers->pump_nb if !$writers_done && $writers->pumpable;
+	if (!$writers_done && !$writers->pumpable)    # pgbench has ended
 	{
 		$writers->finish;
 		$writers_done = 1;
@@ -501,7 +537,7 @@ $stream->pump_nb;
 $node->stop('fast');
 my $attempts0 = $attempts->();
 my $seen = length $sout;
-my $down_until = time + 3;
+my $down_until = time + 3;    # a window to count retries and heartbeats in, not a wait
 while (time < $down_until)
 {
 	$stream->pump_nb;
@@ -545,14 +581,14 @@ my $head1 = $node->safe_psql('postgres', 'select cfeed.head(1, 1)');
 my $tokc = decode_json(http_get("$url/orders", $alice)->{content})->{token};
 my $cout = '';
 my $catching = start_stream("$url/orders?token=$tokc&partition=1&cursor=_first&stream=y", $alice, \$cout);
-usleep(500_000);
+wait_stalled($gw);
 $node->stop('fast');
 my $gw_cpu = sub {
 	my @stat = split / /, slurp_file("/proc/$gw->{handle}{KIDS}[0]{PID}/stat") =~ s/^.*\) //sr;
 	return ($stat[11] + $stat[12]) / 100;    # utime + stime, in clock ticks
 };
 my $cpu0 = $gw_cpu->();
-$down_until = time + 4;
+$down_until = time + 4;    # a window to measure the gateway's CPU in, not a wait
 while (time < $down_until)
 {
 	$catching->pump_nb;
@@ -613,9 +649,9 @@ is_deeply([ map { $_->{data}{number} } grep { $_->{data} } ndjson($r->{content})
 	'the page passes the change the gateway role may not read');
 $node->safe_psql('postgres', q{
 	update cfeed.feed set retention = '1 millisecond' where feed_id = 5;
-	select pg_sleep(0.01);
-	select cfeed.apply_retention(true);
 });
+wait_retention_due(5);
+$node->safe_psql('postgres', 'select cfeed.apply_retention(true)');
 is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 1), $all)->{status}, 410,
 	'retention removed changes after the cursor (one the gateway role may not read): 410');
 is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 2), $all)->{status}, 200,
@@ -632,11 +668,12 @@ my $sgw = start_gateway(dsn => $standby->connstr('postgres'), tokens => "$dir/to
 my $surl = "$sgw->{url}/feeds/other";
 my $stok = decode_json(http_get($surl, $bob)->{content})->{token};
 $sout = '';
-$stream = start_stream("$surl?token=$stok&partition=0&cursor=_last&stream=4000", $bob, \$sout);
+$stream = start_stream("$surl?token=$stok&partition=0&cursor=_last&stream=y", $bob, \$sout);
 wait_streaming($stream, \$sout);
 $node->safe_psql('postgres', 'select cfeed.publish(2, 0) from generate_series(1, 3)');
-$stream->finish;
-@data = map { $_->{data} } grep { $_->{data} } ndjson($sout);
+wait_for('3 changes on the standby\'s stream', 30, sub { (() = $sout =~ /"data".*\n/g) >= 3 }, $stream);
+$stream->kill_kill;
+@data = map { $_->{data} } grep { $_->{data} } ndjson($sout =~ s/[^\n]*\z//r);
 is(scalar @data, 3, 'standby: a stream at the head gets the new changes');
 like(slurp_file($sgw->{log}), qr/hot standby/, 'standby: the hub waits with cfeed.wait');
 
