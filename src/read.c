@@ -48,6 +48,7 @@
 	"WHERE c.feed_id = $1 AND c.shard = $2 AND c.change_sequence_number > $3 " \
 	"ORDER BY c.change_sequence_number LIMIT $4"
 
+/* read()'s and read_rows()'s plans, kept for the backend's life (cache.h) */
 static SPIPlanPtr read_plan = NULL;
 static SPIPlanPtr read_rows_plan = NULL;
 

@@ -54,6 +54,7 @@
 
 #include "cfeed.h"
 
+/* stamp_with_sql's UPDATE, kept for the backend's life (cache.h) */
 static SPIPlanPtr update_changes_plan = NULL;
 
 /* The current transaction stamped (its commit level is set again at commit). */

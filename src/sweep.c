@@ -155,6 +155,7 @@ typedef struct SweepState
 	TimestampTz now;			/* the batch's stamped_at */
 } SweepState;
 
+/* HeadHint by (feed_id, shard): each shard's head as this backend's last sweep left it (cache.h) */
 static HTAB *head_hints = NULL;
 
 /*
