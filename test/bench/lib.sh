@@ -177,7 +177,7 @@ now_ms()
 bench_settings()
 {
 	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level', 'cfeed.default_storage')"
-	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) || ', wal2json $(dpkg-query -W -f '${Version}' postgresql-15-wal2json 2>/dev/null || echo absent)' FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
+	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) || ', wal2json $(wal2json_version)' FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
 	echo "machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), $(free -g | awk '/^Mem:/ {print $2}') GB, Linux $(uname -r)"
 }
 
@@ -189,6 +189,16 @@ have_pgq()
 have_wal2json()
 {
 	[ -f "$(pg_config --pkglibdir)/wal2json.so" ]
+}
+wal2json_version()
+{
+	if ! have_wal2json; then
+		echo absent
+	elif [ -n "${BENCH_PREFIX:-}" ]; then
+		sed -n 's/^postgresql-[0-9]*-wal2json //p' "$BENCH_PREFIX/peers"
+	else
+		dpkg-query -W -f '${Version}' "postgresql-$(pg_config --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')-wal2json"
+	fi
 }
 # postgresql.conf lines for a logical-decoding peer (wal2json slots).
 LOGICAL_CONF="wal_level = logical

@@ -7,7 +7,7 @@
 # its binaries, so the copy uses its own), then this tree's cfeed, built
 # and installed into the copy (make install DESTDIR=PREFIX), and the peers'
 # Debian packages (PgQ, wal2json) unpacked into it (apt-get download: the
-# machine's packages are left alone).  PREFIX/bin links to the copy's bin;
+# machine's packages are left alone; PREFIX/peers lists their versions).  PREFIX/bin links to the copy's bin;
 # the bench scripts use it when BENCH_PREFIX=PREFIX (lib.sh), and run-all.sh
 # runs this script first.  The copy is made once; cfeed is installed anew at
 # every run (the tree may have changed).  Run as root.
@@ -21,7 +21,8 @@ if ! [ -x "$PREFIX/bin/postgres" ]; then
 	echo "prefix.sh: copying PostgreSQL $major into $PREFIX"
 	mkdir -p "$PREFIX"
 	chmod 755 "$PREFIX"
-	for d in "$bindir" "$(pg_config --pkglibdir)" "$(pg_config --sharedir)"; do
+	# the headers too, for the bench tools that link libpq (cc_tool)
+	for d in "$bindir" "$(pg_config --pkglibdir)" "$(pg_config --sharedir)" "$(pg_config --includedir)"; do
 		mkdir -p "$PREFIX$(dirname "$d")"
 		cp -a "$d" "$PREFIX$(dirname "$d")/"
 	done
@@ -29,7 +30,10 @@ if ! [ -x "$PREFIX/bin/postgres" ]; then
 	rm -f "$PREFIX$(pg_config --sharedir)"/extension/cfeed[.-]* "$PREFIX$(pg_config --pkglibdir)/cfeed.so"
 	debs=$(mktemp -d)
 	if (cd "$debs" && apt-get download -q "postgresql-$major-pgq3" "postgresql-$major-wal2json") >/dev/null 2>&1; then
-		for deb in "$debs"/*.deb; do dpkg-deb -x "$deb" "$PREFIX"; done
+		for deb in "$debs"/*.deb; do
+			dpkg-deb -x "$deb" "$PREFIX"
+			dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb" >> "$PREFIX/peers"
+		done
 	else
 		echo "prefix.sh: the peers' packages could not be downloaded: their rows are skipped"
 	fi

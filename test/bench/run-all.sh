@@ -41,63 +41,12 @@ step()	# step SCRIPT ARGS...: run one bench script, keep its output
 	fi
 	echo "--- $script: $(( $(date +%s) - t0 )) s" | tee -a "$log"
 }
-# latency_rows: the RESULT rows of latency.sh's runs in the log: p50/p90/
-# p99/max as min-max over the runs; per run, a cfeed mode's p50 and p99
-# against the raw NOTIFY's of the same run, the median of those ratios
-# judged (p50 ≤ 2×, p99 ≤ 3×).
-latency_rows()
-{
-	local rows
-	rows=$(awk '
-function seen(m) { if (!(m in runs)) { order[++n] = m; runs[m] = 0 } }
-/^run [0-9]+: [a-z]+ FAILED$/ { seen($3); failed[$3]++ }
-/^run [0-9]+: [a-z]+ +n=/ {
-	m = $3; seen(m); r = ++runs[m]; run_of[m, r] = $2 + 0
-	for (f = 5; f <= 8; f++) { split($f, kv, "="); v[m, f, r] = kv[2] + 0 }
-}
-function lo(m, f,  r, x) { x = v[m, f, 1]; for (r = 2; r <= runs[m]; r++) if (v[m, f, r] < x) x = v[m, f, r]; return x }
-function hi(m, f,  r, x) { x = v[m, f, 1]; for (r = 2; r <= runs[m]; r++) if (v[m, f, r] > x) x = v[m, f, r]; return x }
-function span(m, f) { return runs[m] ? sprintf("%.2f–%.2f", lo(m, f), hi(m, f)) : "n/a" }
-# the median over the runs of m/floor in field f, the floor taken from the same run
-function ratio(m, f, floor,  r, k, i, j, t, a, nr) {
-	nr = 0
-	for (r = 1; r <= runs[m]; r++)
-		for (k = 1; k <= runs[floor]; k++)
-			if (run_of[floor, k] == run_of[m, r] && v[floor, f, k] > 0)
-				a[++nr] = v[m, f, r] / v[floor, f, k]
-	for (i = 1; i <= nr; i++) for (j = i + 1; j <= nr; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-	return nr ? a[int((nr + 1) / 2)] : 0
-}
-END {
-	name["notify"] = "raw NOTIFY round trip (the floor)"; name["wait"] = "cfeed.wait"
-	name["notifywal"] = "NOTIFY sent with a row, its commit flushed (the floor with a WAL flush)"
-	name["read"] = "cfeed.read(wait_ms)"; name["listen"] = "LISTEN on the shard channel"
-	name["pgq"] = "PgQ, ticker every 1 ms, idle ticks and consumer polls every 10 ms"
-	name["logical"] = "wal2json slot polled every 10 ms"
-	for (i = 1; i <= n; i++) {
-		m = order[i]
-		cf = (m == "wait" || m == "read" || m == "listen")
-		r50 = ratio(m, 5, "notify"); r99 = ratio(m, 7, "notify")
-		w50 = ratio(m, 5, "notifywal"); w99 = ratio(m, 7, "notifywal")
-		met = "-"
-		if (cf)
-			met = (!failed[m] && r50 > 0 && r50 <= 2 && r99 <= 3) ? "yes" : \
-				sprintf("no (vs the flushed NOTIFY: %s)", (!failed[m] && w50 > 0 && w50 <= 2 && w99 <= 3) ? "yes" : "no")
-		printf "RESULT|%scommit → woken, %s (1k tx/s load, %d runs%s)|%s|p50 %s, p90 %s, p99 %s, max %s ms|raw NOTIFY p50 %s, p99 %s ms; NOTIFY with a row p50 %s, p99 %s ms|p50 %.1f×, p99 %.1f× NOTIFY; p50 %.1f×, p99 %.1f× NOTIFY with a row (medians of the runs)|%s\n",
-			cf ? "3a. " : "", name[m], runs[m], failed[m] ? sprintf(" + %d failed: a sample took > 10 s", failed[m]) : "",
-			cf ? "p50 ≤ 2×, p99 ≤ 3× raw NOTIFY" : "peer", span(m, 5), span(m, 6), span(m, 7), span(m, 8),
-			span("notify", 5), span("notify", 7), span("notifywal", 5), span("notifywal", 7), r50, r99, w50, w99, met
-	}
-}' "$log")
-	[ -z "$rows" ] || echo "$rows" | tee -a "$log"
-}
 # In the order of the goals of test/bench/README.md: writes, reads,
 # latency (quiet, then under a held horizon), the rest.
 step write_overhead.sh 5 8 3
 step track.sh 3 8 3
 step read_rate.sh 1000000
 LATENCY_DUMP=$out/latency.dat step latency.sh 500
-latency_rows
 step held_xmin.sh 60 15 2
 step sweep_rate.sh 200000 2
 step idle.sh 20
