@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # The benchmark suite (`make bench`): every performance target of
 # test/bench/README.md against its baseline and the peers (PgQ, wal2json)
-# measured in the same run, ~13-16 minutes on 2 cores.  The PostgreSQL
-# used is the one whose pg_config comes first in PATH.  Run as root: it
-# installs the peers from Debian when they are missing (their rows are
-# skipped when it cannot) and each script starts and removes its own
-# throwaway cluster.  Uses the installed cfeed (make install); the gateway
-# rows (serve.sh) the `cfeed` command built in the tree, else the installed one.
-# Output: results/latest.txt (everything), RESULTS.md (settings and table;
-# the notes after its "<!-- notes -->" marker are kept), latency.png.
+# measured in the same run, ~16-19 minutes on 2 cores.  Run as root; each
+# script starts and removes its own throwaway cluster.
+# The PostgreSQL used:
+# - with BENCH_PREFIX=DIR, a private copy of the PostgreSQL whose pg_config
+#   comes first in PATH, made in DIR by prefix.sh (once), with this tree's
+#   cfeed built and installed into it (at every run) and the peers' Debian
+#   packages unpacked into it: nothing is installed into the machine's
+#   PostgreSQL, which others may share;
+# - else that PostgreSQL itself, with the installed cfeed (make install);
+#   the peers are installed from Debian when missing.
+# A peer's rows are skipped when it cannot be had.  BENCH_ONLY: the
+# scripts to run (all when unset).  CFEED_BENCH_STORAGE=row
+# or range: the stamp storage of every feed (lib.sh).  The gateway rows
+# (serve.sh) use the `cfeed` command built in the tree, else the installed
+# one.  Output: results/latest.txt (everything), RESULTS.md (settings and
+# table; the notes after its "<!-- notes -->" marker are kept), latency.png.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/results
@@ -17,22 +25,31 @@ log=$out/latest.txt
 : > "$log"
 began=$(date +%s)
 load=$(cut -d' ' -f1 /proc/loadavg)	# before the suite: other jobs' load
-peers=(postgresql-15-pgq3 pgqd postgresql-15-wal2json gnuplot-nox)
+if [ -n "${BENCH_PREFIX:-}" ]; then
+	bash "$here/prefix.sh" "$BENCH_PREFIX" | tee -a "$log"
+	PATH="$(readlink -f "$BENCH_PREFIX/bin"):$PATH"
+	peers=(gnuplot-nox)
+else
+	peers=(postgresql-15-pgq3 postgresql-15-wal2json gnuplot-nox)
+fi
 if [ "$(id -u)" = 0 ] && ! dpkg -s "${peers[@]}" >/dev/null 2>&1; then
 	echo "installing ${peers[*]}"
 	{ apt-get install -y -q "${peers[@]}" || { apt-get update -q && apt-get install -y -q "${peers[@]}"; }; } >/dev/null 2>&1 ||
 		echo "peers not installable: their rows are skipped" | tee -a "$log"
 fi
 if ! [ -f "$(pg_config --sharedir)/extension/cfeed.control" ]; then
-	echo "cfeed is not installed: run make install (as root) first" >&2
+	echo "cfeed is not installed: run make install (as root) first, or set BENCH_PREFIX" >&2
 	exit 1
 fi
 
 failed=
-step()	# step SCRIPT ARGS...: run one bench script, keep its output
+# step SCRIPT ARGS...: run one bench script, keep its output (only those
+# listed in BENCH_ONLY, when set: e.g. BENCH_ONLY="write_overhead.sh sweep_rate.sh")
+step()
 {
 	local script=$1 t0
 	shift
+	[ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" $script "* ]] || return 0
 	t0=$(date +%s)
 	echo "=== $script $* ($(date -u +%H:%M:%S))" | tee -a "$log"
 	if ! bash "$here/$script" "$@" 2>&1 | tee -a "$log"; then
@@ -48,7 +65,7 @@ step track.sh 3 8 3
 step read_rate.sh 1000000
 LATENCY_DUMP=$out/latency.dat step latency.sh 500
 step held_xmin.sh 60 15 2
-step sweep_rate.sh 200000 2
+step sweep_rate.sh 200000 3
 step idle.sh 20
 step feeds1000.sh 10 200
 step e2e.sh 100000
