@@ -12,7 +12,8 @@
 # - else that PostgreSQL itself, with the installed cfeed (make install);
 #   the peers are installed from Debian when missing.
 # A peer's rows are skipped when it cannot be had.  BENCH_ONLY: the
-# scripts to run (all when unset).  CFEED_BENCH_STORAGE=row
+# scripts to run (all when unset; the table and plot of such a partial run
+# go to results/, RESULTS.md and latency.png are left alone).  CFEED_BENCH_STORAGE=row
 # or range: the stamp storage of every feed (lib.sh).  The gateway rows
 # (serve.sh) use the `cfeed` command built in the tree, else the installed
 # one.  Output: results/latest.txt (everything), RESULTS.md (settings and
@@ -23,6 +24,8 @@ out=$here/results
 mkdir -p "$out"
 log=$out/latest.txt
 : > "$log"
+dest=$here				# where RESULTS.md and latency.png go
+[ -z "${BENCH_ONLY:-}" ] || dest=$out
 began=$(date +%s)
 load=$(cut -d' ' -f1 /proc/loadavg)	# before the suite: other jobs' load
 if [ -n "${BENCH_PREFIX:-}" ]; then
@@ -88,7 +91,7 @@ if command -v gnuplot >/dev/null && [ -s "$out/latency.dat" ]; then
 	done
 	gnuplot <<GP
 set terminal png size 760,440 noenhanced
-set output "$here/latency.png"
+set output "$dest/latency.png"
 set title "commit -> consumer woken, under 1k tx/s: CDF of all runs ($(date -u +%Y-%m-%d), $(nproc) cores, fsync on)"
 set xlabel "ms (log scale)"; set ylabel "fraction of samples"; set logscale x; set grid
 set xrange [0.02:200]; set key below horizontal maxcols 3
@@ -97,8 +100,8 @@ GP
 fi
 
 # RESULTS.md: settings and the table; notes after the marker are kept.
-md=$here/RESULTS.md
-notes=$([ -f "$md" ] && sed -n '/^<!-- notes -->/,$p' "$md" || true)
+md=$dest/RESULTS.md
+notes=$([ -f "$here/RESULTS.md" ] && sed -n '/^<!-- notes -->/,$p' "$here/RESULTS.md" || true)
 {
 	echo "# cfeed benchmark results"
 	echo
