@@ -33,6 +33,7 @@ if ! [ -x "$PREFIX/bin/postgres" ]; then
 	if (cd "$debs" && apt-get download -q "postgresql-$major-pgq3" "postgresql-$major-wal2json") >/dev/null 2>&1; then
 		for deb in "$debs"/*.deb; do
 			dpkg-deb -x "$deb" "$PREFIX"
+			# shellcheck disable=SC2016	# dpkg-deb's format, not the shell's
 			dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb" >> "$PREFIX/peers"
 		done
 	else

@@ -78,14 +78,16 @@ else
 	echo "wal2json not installed: logical-decoding variant skipped"
 fi
 variants=${VARIANTS:-$variants}
-# sweeper on|off: start or stop the background sweepers (and wait for it)
+# sweeper on|off: start or stop the background sweepers, and wait until
+# the server has reloaded its configuration (a new session sees the
+# setting) and a sweeper runs, or none does
 sweeper()
 {
 	psqlc -c "ALTER SYSTEM SET cfeed.enable_sweeper = $1" -c "SELECT pg_reload_conf()" >/dev/null
+	until [ "$(psqlc -c "SHOW cfeed.enable_sweeper")" = "$1" ]; do sleep 0.1; done
 	until [ "$(psqlc -c "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'cfeed sweeper%'")" = "$([ "$1" = on ] && echo t || echo f)" ]; do sleep 0.1; done
 }
 run() { tps_cpu "$CLIENTS" "$SECS" "$1.sql" -M "$QUERY_MODE"; }
-# shellcheck disable=SC2034	# cpu, wal, p99, max: read through per's name reference
 declare -A tps cpu wal p99 max
 for round in $(seq 1 "$ROUNDS"); do
 	for v in $variants; do
@@ -104,6 +106,7 @@ for round in $(seq 1 "$ROUNDS"); do
 			read -r t c w l m < <(run "$v")
 		fi
 		echo "round $round: $v $t tps, p99 $l ms, max $m ms; $c µs server CPU and $w bytes WAL per transaction"
+		# shellcheck disable=SC2034	# read through per's and mid's name references
 		tps[$v,$round]=$t cpu[$v,$round]=$c wal[$v,$round]=$w p99[$v,$round]=$l max[$v,$round]=$m
 	done
 done
