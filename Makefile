@@ -98,7 +98,7 @@ valgrind-check:
 
 # make bench: the benchmark suite (test/bench/run-all.sh), a row per
 # performance goal of test/bench/README.md against its same-run baseline and
-# the peers, ~16-19 minutes on 2 cores.  Run as root.  With
+# the peers, ~15-18 minutes on 2 cores.  Run as root.  With
 # BENCH_PREFIX=DIR it builds this tree and measures it in a private copy of
 # the PostgreSQL whose pg_config is first in PATH (test/bench/prefix.sh);
 # else, after make install, the cfeed installed in that PostgreSQL, the
