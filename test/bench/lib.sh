@@ -61,13 +61,26 @@ CONF
 	fi
 }
 
-# Background jobs of the script (pgbench loads, psql sessions) go first.
+# bench_standby NAME PORT: a hot standby of the cluster, streaming from it,
+# in $BENCH_DIR/NAME on PORT (same socket directory); prints its conninfo.
+bench_standby()
+{
+	as_pg pg_basebackup -h "$BENCH_DIR" -p "$BENCH_PORT" -D "$BENCH_DIR/$1" -R -X stream -c fast
+	printf '%s\n' "port = $2" "hot_standby = on" >> "$BENCH_DIR/$1/postgresql.conf"
+	as_pg pg_ctl -D "$BENCH_DIR/$1" -l "$BENCH_DIR/$1.log" -w start >/dev/null
+	echo "host=$BENCH_DIR port=$2 dbname=postgres"
+}
+
+# Background jobs of the script (pgbench loads, psql sessions) go first,
+# then every cluster in $BENCH_DIR (the standbys too).
 bench_stop()
 {
-	local pids
+	local pids d
 	pids=$(jobs -p)
 	[ -z "$pids" ] || kill $pids 2>/dev/null || true
-	as_pg pg_ctl -D "$BENCH_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+	for d in "$BENCH_DIR"/*/postmaster.pid; do
+		[ ! -f "$d" ] || as_pg pg_ctl -D "$(dirname "$d")" -m immediate stop >/dev/null 2>&1 || true
+	done
 	rm -rf "$BENCH_DIR"
 }
 

@@ -67,6 +67,7 @@ step write_overhead.sh 5 8 3
 step track.sh 3 8 3
 step read_rate.sh 1000000
 LATENCY_DUMP=$out/latency.dat step latency.sh 500
+step standby.sh 500
 step held_xmin.sh 60 15 2
 step sweep_rate.sh 200000 3
 step idle.sh 20
