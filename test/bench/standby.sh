@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Commit -> woken on a hot standby (row 3c, test/bench/README.md): a
 # streaming standby of the cluster; the probe writer publishes on the
-# primary, one change per sample, while LOAD_RATE (default 300, as in
-# test/t/201_standby_wait.pl)
-# publishes/s go to another feed; on the standby a cfeed.wait and a cfeed.read(wait_ms) reader wait
-# for each change (latency.c, READER_CONNINFO; LISTEN does not work on a
-# standby), and, as the floor, a reader polls cfeed.head on the standby
-# every 0.2 ms until the change's number shows there (its stamp replayed
-# and visible: "replayed").  RUNS runs of SAMPLES samples, the waiters and
-# the poller in turn in each run (the poller alone: its polling would load
-# the waiters' runs).  Judged: per run, a waiter's p50 less the poller's
-# p50 (how long after its stamp is replayed a waiter wakes), the median
-# over the runs, ≤ 2 ms; the figures from the primary's commit beside.
+# primary, one change per sample, while LOAD_RATE publishes/s (default
+# 300, as in test/t/201_standby_wait.pl) go to another feed; on the
+# standby a cfeed.wait and a cfeed.read(wait_ms) reader wait for each
+# change (latency.c, READER_CONNINFO; LISTEN does not work on a standby),
+# and, as the floor, a reader polls cfeed.head on the standby every 0.2 ms
+# until the change's number shows there (its stamp replayed and visible:
+# "replayed").  RUNS runs of SAMPLES samples, the waiters and the poller
+# in turn in each run (the poller alone: its polling would load the
+# waiters' runs).  Judged: per run, a waiter's p50 less the poller's p50
+# (how long after its stamp is replayed a waiter wakes), the median over
+# the runs, ≤ 2 ms; the figures from the primary's commit beside.
 # Usage: bash test/bench/standby.sh [samples]   (RUNS, LOAD_RATE: env)
 . "$(dirname "$0")/lib.sh"
 SAMPLES=${1:-500}
