@@ -27,6 +27,7 @@ esac
 BENCH_PORT=${BENCH_PORT:-54601}
 BENCH_DIR=$(mktemp -d /tmp/cfeed-bench.XXXXXX)
 chmod 755 "$BENCH_DIR"
+trap 'rm -rf "$BENCH_DIR"' EXIT		# until bench_start (a tool that fails to build)
 CONNINFO="host=$BENCH_DIR port=$BENCH_PORT dbname=postgres"
 
 as_pg()
