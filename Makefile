@@ -104,10 +104,12 @@ valgrind-check:
 
 # make bench: the benchmark suite (test/bench/run-all.sh), a row per
 # performance goal of test/bench/README.md against its same-run baseline and
-# the peers, ~13-16 minutes on 2 cores.  Run as root after make install: it
-# measures the cfeed installed in the PostgreSQL whose pg_config is first in
-# PATH, installs the peers from Debian and starts (and removes) its own
-# throwaway clusters.
+# the peers, ~15-18 minutes on 2 cores.  Run as root.  With
+# BENCH_PREFIX=DIR it builds this tree and measures it in a private copy of
+# the PostgreSQL whose pg_config is first in PATH (test/bench/prefix.sh);
+# else, after make install, the cfeed installed in that PostgreSQL, the
+# peers installed from Debian.  It starts (and removes) its own throwaway
+# clusters.  CFEED_BENCH_STORAGE=row|range: the feeds' stamp storage.
 bench:
 	bash test/bench/run-all.sh
 .PHONY: bench

@@ -19,12 +19,19 @@
  *	  free-running poller would.  Prints p50/p90/p99/max in milliseconds and,
  *	  with DUMP_FILE given, appends the sorted samples ("mode ms") to it.
  *
+ *		replayed	the reader polls SELECT cfeed.head(feed, 0) every 0.2 ms
+ *				until the new number shows (on a standby: when the stamp has
+ *				been replayed and is visible; the floor of a standby's
+ *				waiter)
  *	  MODE may also list cfeed modes (e.g. wait,read,listen): one reader
  *	  of each waits on its own connection, and one publish per sample wakes
  *	  them all.  Environment: PACE_MS, the interval at which samples start
  *	  (0: each as soon as the last was delivered); SERIES_FILE, where every
  *	  sample is appended as it is taken ("mode epoch_ms ms"), for figures
- *	  per time window.
+ *	  per time window; READER_CONNINFO, where the readers connect (a hot
+ *	  standby of the writer's server: a wait that ends without the change,
+ *	  as a standby's does on a recovery conflict, is then started again
+ *	  rather than failing the run; LISTEN does not work there).
  *
  *	  usage: latency CONNINFO MODE[,MODE...] SAMPLES FEED_ID [DUMP_FILE]
  */
@@ -162,9 +169,16 @@ typedef struct Reader
 	PGconn	   *conn;
 	double	   *lat;
 	int			pending;		/* not woken yet for this sample */
+	int			cancelled;		/* statements cancelled by recovery conflicts */
 } Reader;
 
 #define MAX_READERS 3
+
+/* Readers on a standby (READER_CONNINFO): a wait may end early there. */
+static int	on_standby;
+
+/* How often the replayed mode polls the head. */
+#define REPLAYED_POLL_US 200
 
 /* Start waiting: send the reader's query (LISTEN readers wait as they are). */
 static void
@@ -177,6 +191,8 @@ reader_start(Reader *r, int feed, long long head)
 		snprintf(sql, sizeof(sql), "SELECT cfeed.wait(%d, 0, %lld, 10000)", feed, head);
 	else if (strcmp(r->mode, "read") == 0)
 		snprintf(sql, sizeof(sql), "SELECT count(*) FROM cfeed.read(%d, 0, %lld, 100, 10000)", feed, head);
+	else if (strcmp(r->mode, "replayed") == 0)
+		snprintf(sql, sizeof(sql), "SELECT cfeed.head(%d, 0)", feed);
 	else
 		return;
 	if (!PQsendQuery(r->conn, sql))
@@ -189,11 +205,12 @@ reader_start(Reader *r, int feed, long long head)
  * one naming a head above the sample's; earlier ones are skipped).
  */
 static int
-reader_woken(Reader *r, long long head)
+reader_woken(Reader *r, int feed, long long head)
 {
 	PGnotify   *n;
 	PGresult   *res;
 	int			woken = 0;
+	int			again = 0;
 
 	if (strcmp(r->mode, "listen") == 0 || is_notify(r->mode))
 	{
@@ -209,22 +226,40 @@ reader_woken(Reader *r, long long head)
 		return 0;
 	while ((res = PQgetResult(r->conn)) != NULL)
 	{
-		if (PQresultStatus(res) != PGRES_TUPLES_OK)
-			die(r->conn, r->mode);
-		/* wait returns the new head, read the count of changes */
-		if (atoll(PQgetvalue(res, 0, 0)) <= (strcmp(r->mode, "wait") == 0 ? head : 0))
+		/* on a standby, a statement cancelled by a recovery conflict is counted and started again */
+		if (PQresultStatus(res) == PGRES_FATAL_ERROR && on_standby &&
+			strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE), "40001") == 0)
 		{
-			fprintf(stderr, "%s: timed out without the change\n", r->mode);
-			exit(1);
+			r->cancelled++;
+			again = 1;
+		}
+		else if (PQresultStatus(res) != PGRES_TUPLES_OK)
+			die(r->conn, r->mode);
+		/* wait and head return the new head, read the count of changes */
+		else if (atoll(PQgetvalue(res, 0, 0)) <= (strcmp(r->mode, "read") != 0 ? head : 0))
+		{
+			if (strcmp(r->mode, "replayed") != 0 && !on_standby)
+			{
+				fprintf(stderr, "%s: timed out without the change\n", r->mode);
+				exit(1);
+			}
+			again = 1;
 		}
 		PQclear(res);
+	}
+	if (again)
+	{
+		if (strcmp(r->mode, "replayed") == 0)
+			usleep(REPLAYED_POLL_US);
+		reader_start(r, feed, head);
+		return 0;
 	}
 	return 1;
 }
 
 /* Wait until every reader has been woken; records each one's latency. */
 static void
-await_readers(Reader *readers, int nreaders, int sample, long long head, double t0, FILE *series)
+await_readers(Reader *readers, int nreaders, int sample, int feed, long long head, double t0, FILE *series)
 {
 	int			left = nreaders;
 
@@ -242,6 +277,12 @@ await_readers(Reader *readers, int nreaders, int sample, long long head, double 
 				FD_SET(PQsocket(readers[i].conn), &fds);
 				maxfd = Max(maxfd, PQsocket(readers[i].conn));
 			}
+		/* readers started again (on a standby) keep the socket busy: the sample's own deadline */
+		if (now_ms() - t0 > SAMPLE_TIMEOUT_S * 1000.0)
+		{
+			fprintf(stderr, "no wake-up within %d s\n", SAMPLE_TIMEOUT_S);
+			exit(1);
+		}
 		i = select(maxfd + 1, &fds, NULL, NULL, &timeout);
 		if (i < 0)
 		{
@@ -261,7 +302,7 @@ await_readers(Reader *readers, int nreaders, int sample, long long head, double 
 				continue;
 			if (!PQconsumeInput(r->conn))
 				die(r->conn, "consume");
-			if (reader_woken(r, head))
+			if (reader_woken(r, feed, head))
 			{
 				r->lat[sample] = now_ms() - t0;
 				r->pending = 0;
@@ -273,15 +314,21 @@ await_readers(Reader *readers, int nreaders, int sample, long long head, double 
 	}
 }
 
-/* One mode's summary line, and its sorted samples appended to dump. */
+/*
+ * One mode's summary line (with the statements recovery conflicts
+ * cancelled, on a standby), and its sorted samples appended to dump.
+ */
 static void
-report(const char *mode, double *lat, int samples, const char *dump)
+report(const char *mode, double *lat, int samples, int cancelled, const char *dump)
 {
 	int			i;
 
 	qsort(lat, samples, sizeof(double), cmp_double);
-	printf("%-7s n=%d p50=%.3f p90=%.3f p99=%.3f max=%.3f ms\n", mode, samples,
+	printf("%-7s n=%d p50=%.3f p90=%.3f p99=%.3f max=%.3f ms", mode, samples,
 		   lat[samples / 2], lat[samples * 9 / 10], lat[samples * 99 / 100], lat[samples - 1]);
+	if (on_standby)
+		printf(" cancelled=%d", cancelled);
+	printf("\n");
 	if (dump)
 	{
 		FILE	   *f = fopen(dump, "a");
@@ -315,6 +362,7 @@ main(int argc, char **argv)
 	double		pace_ms = getenv("PACE_MS") ? atof(getenv("PACE_MS")) : 0;
 	FILE	   *series = NULL;
 	double		begun;
+	const char *reader_conninfo;
 
 	if (argc != 5 && argc != 6)
 	{
@@ -324,6 +372,8 @@ main(int argc, char **argv)
 	mode = argv[2];
 	samples = atoi(argv[3]);
 	feed = atoi(argv[4]);
+	reader_conninfo = getenv("READER_CONNINFO") ? getenv("READER_CONNINFO") : argv[1];
+	on_standby = getenv("READER_CONNINFO") != NULL;
 	writer = PQconnectdb(argv[1]);
 	if (PQstatus(writer) != CONNECTION_OK)
 		die(writer, "connect");
@@ -344,17 +394,19 @@ main(int argc, char **argv)
 		Reader	   *r = &readers[nreaders];
 
 		if (nreaders == MAX_READERS || (strcmp(tok, "wait") != 0 && strcmp(tok, "read") != 0 &&
-										strcmp(tok, "listen") != 0 && !is_notify(tok)) ||
+										strcmp(tok, "listen") != 0 && strcmp(tok, "replayed") != 0 &&
+										!is_notify(tok)) ||
 			(is_notify(tok) && strcmp(tok, mode) != 0))
 		{
 			fprintf(stderr, "bad mode list %s\n", mode);
 			return 2;
 		}
 		r->mode = tok;
-		r->conn = PQconnectdb(argv[1]);
+		r->conn = PQconnectdb(reader_conninfo);
 		if (PQstatus(r->conn) != CONNECTION_OK)
 			die(r->conn, "connect");
 		r->lat = calloc(samples, sizeof(double));
+		r->cancelled = 0;
 		if (strcmp(tok, "listen") == 0)
 		{
 			snprintf(sql, sizeof(sql), "LISTEN cfeed_%d_0", feed);
@@ -395,7 +447,7 @@ main(int argc, char **argv)
 			}
 			lat[i] = now_ms() - t0;
 		}
-		report(mode, lat, samples, argc == 6 ? argv[5] : NULL);
+		report(mode, lat, samples, 0, argc == 6 ? argv[5] : NULL);
 		PQfinish(reader);
 		PQfinish(writer);
 		return 0;
@@ -434,12 +486,12 @@ main(int argc, char **argv)
 			exec_ok(writer, sql);
 			t0 = now_ms();
 		}
-		await_readers(readers, nreaders, i, head, t0, series);
+		await_readers(readers, nreaders, i, feed, head, t0, series);
 	}
 
 	for (i = 0; i < nreaders; i++)
 	{
-		report(readers[i].mode, readers[i].lat, samples, argc == 6 ? argv[5] : NULL);
+		report(readers[i].mode, readers[i].lat, samples, readers[i].cancelled, argc == 6 ? argv[5] : NULL);
 		PQfinish(readers[i].conn);
 	}
 	if (series)

@@ -2,14 +2,32 @@
 # dir, on a unix socket only and a port of the 5460x range, run as user
 # postgres.  Sourced by the bench scripts, which are started as root (or
 # postgres); the cluster is stopped and removed when the script exits.
+# Environment: BENCH_PREFIX, a private PostgreSQL made by prefix.sh, used
+# instead of the one whose pg_config comes first in PATH; CFEED_BENCH_STORAGE
+# (row or range), the stamp storage of every feed the scripts create
+# (cfeed.default_storage in the cluster's configuration; unset, the
+# setting is left alone); BENCH_PORT, BENCH_FSYNC, BENCH_EXTRA_CONF.
 # shellcheck disable=SC2034	# CONNINFO, LOGICAL_CONF: for the sourcing scripts
 set -euo pipefail
 
-PGBIN=$(pg_config --bindir)
+if [ -n "${BENCH_PREFIX:-}" ]; then
+	if ! [ -x "$BENCH_PREFIX/bin/postgres" ]; then
+		echo "BENCH_PREFIX=$BENCH_PREFIX holds no PostgreSQL: run test/bench/prefix.sh $BENCH_PREFIX first" >&2
+		exit 1
+	fi
+	PGBIN=$(readlink -f "$BENCH_PREFIX/bin")
+else
+	PGBIN=$(pg_config --bindir)
+fi
 export PATH="$PGBIN:$PATH"
+case ${CFEED_BENCH_STORAGE:-} in
+'' | row | range) ;;
+*) echo "CFEED_BENCH_STORAGE must be row or range, not $CFEED_BENCH_STORAGE" >&2; exit 2;;
+esac
 BENCH_PORT=${BENCH_PORT:-54601}
 BENCH_DIR=$(mktemp -d /tmp/cfeed-bench.XXXXXX)
 chmod 755 "$BENCH_DIR"
+trap 'rm -rf "$BENCH_DIR"' EXIT		# until bench_start (a tool that fails to build)
 CONNINFO="host=$BENCH_DIR port=$BENCH_PORT dbname=postgres"
 
 as_pg()
@@ -30,20 +48,40 @@ max_connections = 100
 shared_buffers = 512MB
 max_wal_size = 4GB
 fsync = ${BENCH_FSYNC:-on}
+${CFEED_BENCH_STORAGE:+cfeed.default_storage = '$CFEED_BENCH_STORAGE'}
 ${BENCH_EXTRA_CONF:-}
 CONF
 	trap bench_stop EXIT
 	trap "exit 143" INT TERM
 	as_pg pg_ctl -D "$BENCH_DIR/data" -l "$BENCH_DIR/log" -w start >/dev/null
+	# a cfeed without the setting ignores it with a warning in the log: fail
+	if [ -n "${CFEED_BENCH_STORAGE:-}" ] &&
+		[ "$(psqlc -c "SELECT current_setting('cfeed.default_storage', true)")" != "$CFEED_BENCH_STORAGE" ]; then
+		echo "CFEED_BENCH_STORAGE=$CFEED_BENCH_STORAGE: this cfeed has no cfeed.default_storage = '$CFEED_BENCH_STORAGE'" >&2
+		exit 1
+	fi
 }
 
-# Background jobs of the script (pgbench loads, psql sessions) go first.
+# bench_standby NAME PORT: a hot standby of the cluster, streaming from it,
+# in $BENCH_DIR/NAME on PORT (same socket directory); prints its conninfo.
+bench_standby()
+{
+	as_pg pg_basebackup -h "$BENCH_DIR" -p "$BENCH_PORT" -D "$BENCH_DIR/$1" -R -X stream -c fast
+	printf '%s\n' "port = $2" "hot_standby = on" >> "$BENCH_DIR/$1/postgresql.conf"
+	as_pg pg_ctl -D "$BENCH_DIR/$1" -l "$BENCH_DIR/$1.log" -w start >/dev/null
+	echo "host=$BENCH_DIR port=$2 dbname=postgres"
+}
+
+# Background jobs of the script (pgbench loads, psql sessions) go first,
+# then every cluster in $BENCH_DIR (the standbys too).
 bench_stop()
 {
-	local pids
+	local pids d
 	pids=$(jobs -p)
 	[ -z "$pids" ] || kill $pids 2>/dev/null || true
-	as_pg pg_ctl -D "$BENCH_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+	for d in "$BENCH_DIR"/*/postmaster.pid; do
+		[ ! -f "$d" ] || as_pg pg_ctl -D "$(dirname "$d")" -m immediate stop >/dev/null 2>&1 || true
+	done
 	rm -rf "$BENCH_DIR"
 }
 
@@ -78,22 +116,51 @@ cluster_cpu_us()
 	} | awk -v hz="$(getconf CLK_TCK)" '{ s += $1 } END { printf "%d\n", s * 1000000 / hz }'
 }
 
-# tps_cpu CLIENTS SECONDS SCRIPT: "TPS CPU WAL" of a pgbench run (TPS as
-# tps), CPU being the server's CPU time per transaction in microseconds
-# (sweeper and background processes included, pgbench not), WAL the bytes
-# of WAL written per transaction (the sweeper's included).
+# tps_cpu CLIENTS SECONDS SCRIPT [PGBENCH OPTION...]: "TPS CPU WAL P99
+# MAX" of a pgbench run: TPS as tps; CPU the server's CPU time per
+# transaction in microseconds (sweeper and background processes included,
+# pgbench not); WAL the bytes of WAL written per transaction (the
+# sweeper's included: the run is over once the sweeper, when on, has
+# stamped every change it wrote); P99 and MAX the transactions' latency in
+# milliseconds (pgbench's per-transaction log).
 tps_cpu()
 {
-	local c0 c1 w0 w1 out n
+	local clients=$1 secs=$2 script=$3 c0 c1 w0 w1 out n
+	shift 3
 	psqlc -c "CHECKPOINT"
+	rm -f "$BENCH_DIR"/txlog.*
 	c0=$(cluster_cpu_us)
 	w0=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
-	out=$(pgbenchc -n -c "$1" -j 2 -T "$2" -f "$BENCH_DIR/$3" 2>/dev/null)
-	sleep 0.5			# the backends exit and are reaped; the sweeper catches up
+	out=$(pgbenchc -n -c "$clients" -j 2 -T "$secs" -l --log-prefix="$BENCH_DIR/txlog" "$@" -f "$BENCH_DIR/$script" 2>/dev/null)
+	sleep 0.5			# the backends exit and are reaped
+	swept
 	c1=$(cluster_cpu_us)
 	w1=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
 	n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
-	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n)) $(psqlc -c "SELECT round(pg_wal_lsn_diff('$w1', '$w0') / $n)")"
+	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n))" \
+		"$(psqlc -c "SELECT round(pg_wal_lsn_diff('$w1', '$w0') / $n)")" \
+		"$(cat "$BENCH_DIR"/txlog.* | awk '{ print $3 }' | sort -n |
+			awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < NR * 0.99) i++; printf "%.2f %.2f", v[i] / 1000, v[NR] / 1000 }')"
+}
+
+# pending: how many committed changes wait for a stamp, in all feeds
+# (cfeed.stats: whatever the feeds' storage).
+pending()
+{
+	psqlc -c "SELECT coalesce(sum(pending), 0) FROM cfeed.stats"
+}
+
+# swept: when cfeed is installed and its background sweeper on, wait (up
+# to 10 s) until it has stamped every committed change.
+swept()
+{
+	local i
+	[ "$(psqlc -c "SELECT count(*) FROM pg_extension WHERE extname = 'cfeed'")" = 1 ] &&
+		[ "$(psqlc -c "SHOW cfeed.enable_sweeper")" = on ] || return 0
+	for i in $(seq 100); do
+		[ "$(pending)" != 0 ] || return 0
+		sleep 0.1
+	done
 }
 
 # sql_file NAME LINE...: a pgbench script in $BENCH_DIR, readable by postgres.
@@ -123,8 +190,8 @@ now_ms()
 
 bench_settings()
 {
-	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level')"
-	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) || ', wal2json $(dpkg-query -W -f '${Version}' postgresql-15-wal2json 2>/dev/null || echo absent)' FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
+	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level', 'cfeed.default_storage')"
+	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) || ', wal2json $(wal2json_version)' FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
 	echo "machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), $(free -g | awk '/^Mem:/ {print $2}') GB, Linux $(uname -r)"
 }
 
@@ -136,6 +203,16 @@ have_pgq()
 have_wal2json()
 {
 	[ -f "$(pg_config --pkglibdir)/wal2json.so" ]
+}
+wal2json_version()
+{
+	if ! have_wal2json; then
+		echo absent
+	elif [ -n "${BENCH_PREFIX:-}" ]; then
+		sed -n 's/^postgresql-[0-9]*-wal2json //p' "$BENCH_PREFIX/peers"
+	else
+		dpkg-query -W -f '${Version}' "postgresql-$(pg_config --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')-wal2json"
+	fi
 }
 # postgresql.conf lines for a logical-decoding peer (wal2json slots).
 LOGICAL_CONF="wal_level = logical

@@ -57,24 +57,12 @@ sql_file insert.sql '\set s random(0, 3)' "BEGIN;" \
 	"INSERT INTO app (payload, change_id) VALUES ('hello', nextval('cfeed.change_id'));" \
 	"INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, :s, currval('cfeed.change_id'));" "COMMIT;"
 sql_file tracked.sql "INSERT INTO tracked (payload) VALUES ('hello');"
-# tps_cpu_as SCRIPT: "TPS CPU" (lib.sh's tps_cpu) of the writer role.
-tps_cpu_as()
-{
-	local c0 c1 out n
-	psqlc -c "CHECKPOINT"
-	c0=$(cluster_cpu_us)
-	out=$(pgbenchc -n -U bench_writer -c "$CLIENTS" -j 2 -T "$SECS" -f "$BENCH_DIR/$1" 2>/dev/null)
-	sleep 0.5
-	c1=$(cluster_cpu_us)
-	n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
-	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n))"
-}
 declare -A best cpu
 for round in $(seq 1 "$ROUNDS"); do
 	for v in publish insert tracked; do
 		for state in on off; do
 			[ "$state" = on ] && rls ENABLE || rls DISABLE
-			read -r t c <<<"$(tps_cpu_as "$v.sql")"
+			read -r t c _ < <(tps_cpu "$CLIENTS" "$SECS" "$v.sql" -U bench_writer)
 			echo "round $round: $v, row-level security $state: $t tps, $c µs server CPU per transaction"
 			[ "${best[$v-$state]:-0}" -ge "$t" ] || best[$v-$state]=$t
 			[ "${cpu[$v-$state]:-999999999}" -le "$c" ] || cpu[$v-$state]=$c

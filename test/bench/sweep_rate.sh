@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Sweeper drain rate vs the insert rate of the same rows (row 4a, test/bench/README.md),
 # the background sweeper off (sweeps run here, timed, until none is
-# pending).  Baseline: N changes on 4 shards inserted in one statement (the
-# fastest way to write them), ROUNDS rounds, best of each; for scale, the
-# same rows into a plain table with a primary key.  Then the realistic
-# case: 8 pgbench clients publish one change per transaction for SECS
-# seconds (the writers' rate), and those changes are drained.
+# pending).  Baseline: N changes on 4 shards inserted in one statement, one
+# commit (the fastest way to write them); for scale, the same rows into a
+# plain table with a primary key.  ROUNDS rounds, each inserting and then
+# draining; the ratio is taken within each round and the median over the
+# rounds judged.  The WAL the drain writes per change (its LSN range over
+# the changes stamped) is shown beside: the stamp's own WAL, the writers
+# stopped.  Then the realistic case: 8 pgbench clients publish one change
+# per transaction for SECS seconds (the writers' rate), and those changes
+# are drained.
 # Usage: bash test/bench/sweep_rate.sh [changes] [rounds] [seconds]
 . "$(dirname "$0")/lib.sh"
 N=${1:-200000}
@@ -22,26 +26,34 @@ timed()	# timed SQL: milliseconds
 	psqlc -c "$1" >/dev/null
 	echo $(( $(now_ms) - t0 ))
 }
-drain() { timed "DO \$\$ BEGIN LOOP EXIT WHEN (SELECT coalesce(sum(change_count), 0) FROM cfeed.sweep()) = 0; COMMIT; END LOOP; END \$\$"; }
-plain_ms=0; change_ms=0; sweep_ms=0
+# drain: stamp every pending change; prints "MILLISECONDS WAL-BYTES"
+drain()
+{
+	local w0 ms
+	w0=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
+	ms=$(timed "DO \$\$ BEGIN LOOP EXIT WHEN (SELECT coalesce(sum(change_count), 0) FROM cfeed.sweep()) = 0; COMMIT; END LOOP; END \$\$")
+	echo "$ms $(psqlc -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$w0')")"
+}
+rate() { echo $(( $1 * 1000 / $2 )); }
+declare -a ratios plain_ratios walper sweep_rates insert_rates plain_rates
 for round in $(seq 1 "$ROUNDS"); do
 	p=$(timed "INSERT INTO plain SELECT 1, g % 4, g FROM generate_series(($round - 1) * $N + 1, $round * $N) g")
 	c=$(timed "INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, g % 4, nextval('cfeed.change_id') FROM generate_series(1, $N) g")
-	s=$(drain)
-	echo "round $round: plain table $p ms, change rows $c ms, sweep $s ms for $N rows"
-	[ "$plain_ms" != 0 ] && [ "$plain_ms" -le "$p" ] || plain_ms=$p
-	[ "$change_ms" != 0 ] && [ "$change_ms" -le "$c" ] || change_ms=$c
-	[ "$sweep_ms" != 0 ] && [ "$sweep_ms" -le "$s" ] || sweep_ms=$s
+	read -r s w < <(drain)
+	echo "round $round: plain table $p ms, change rows $c ms, sweep $s ms for $N rows ($(rate "$N" "$s") changes/s; $((w / N)) bytes of WAL per change)"
+	ratios+=("$(calc "$c / $s" 3)") plain_ratios+=("$(calc "$p / $s" 3)") walper+=("$((w / N))")
+	sweep_rates+=("$(rate "$N" "$s")") insert_rates+=("$(rate "$N" "$c")") plain_rates+=("$(rate "$N" "$p")")
 done
-rate() { echo $(( $1 * 1000 / $2 )); }
-echo "best: plain table $(rate "$N" "$plain_ms") rows/s; change rows $(rate "$N" "$change_ms") rows/s; sweep $(rate "$N" "$sweep_ms") changes/s"
+med() { printf '%s\n' "$@" | median; }
+ratio=$(med "${ratios[@]}")
 sql_file w.sql '\set s random(0, 3)' 'SELECT cfeed.publish(1, :s);'
 writers=$(tps 8 "$SECS" w.sql)
-pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
-w_ms=$(drain)
-[ "$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")" = 0 ]
-echo "8 writers: $writers changes/s; their $pending changes (one per transaction) drained in $w_ms ms = $(rate "$pending" "$w_ms") changes/s"
-result "4a. sweeper drain rate, $N pending on 4 shards" "≥ 2× insert rate of the same rows" "$(rate "$N" "$sweep_ms") changes/s" \
-	"one INSERT … SELECT of the change rows $(rate "$N" "$change_ms") rows/s; same rows into a plain table with a primary key $(rate "$N" "$plain_ms") rows/s; 8 writers publishing $writers changes/s, whose changes drain at $(rate "$pending" "$w_ms")/s" \
-	"$(calc "$change_ms / $sweep_ms")× one-statement insert; $(calc "$plain_ms / $sweep_ms")× plain table; $(calc "$pending * 1000 / $w_ms / $writers" 1)× 8 writers" \
-	"$(yesno "$change_ms >= 2 * $sweep_ms") ($(yesno "$pending * 1000 / $w_ms >= 2 * $writers") vs 8 writers)"
+pending=$(pending)
+read -r w_ms w_wal < <(drain)
+[ "$(pending)" = 0 ]
+echo "8 writers: $writers changes/s; their $pending changes (one per transaction) drained in $w_ms ms = $(rate "$pending" "$w_ms") changes/s, $((w_wal / pending)) bytes of WAL per change"
+result "4a. sweeper drain rate, one commit of $N changes on 4 shards, $ROUNDS rounds" "≥ 2× insert rate of the same rows" \
+	"$(med "${sweep_rates[@]}") changes/s (medians of the rounds), $(med "${walper[@]}") B of WAL per change" \
+	"one INSERT … SELECT of the change rows $(med "${insert_rates[@]}") rows/s; the same rows into a plain table with a primary key $(med "${plain_rates[@]}") rows/s; 8 writers publishing $writers changes/s, whose changes drain at $(rate "$pending" "$w_ms")/s ($((w_wal / pending)) B of WAL per change)" \
+	"${ratio}× one-statement insert; $(med "${plain_ratios[@]}")× plain table; $(calc "$pending * 1000 / $w_ms / $writers" 1)× 8 writers" \
+	"$(yesno "$ratio >= 2") ($(yesno "$pending * 1000 / $w_ms >= 2 * $writers") vs 8 writers)"

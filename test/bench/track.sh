@@ -7,7 +7,8 @@
 # stamping meanwhile.  Prints the cost ratio untracked_tps / tracked_tps,
 # and the ratio of the server's CPU time per transaction (all its processes,
 # the sweeper included: what a tracked INSERT costs the machine, less
-# sensitive than TPS to the shared machine's disk and neighbours).
+# sensitive than TPS to the shared machine's disk and neighbours), with the
+# ratios of the WAL per transaction and of the p99 latency beside.
 # Also a multi-row variant (100 rows per INSERT), where per-row trigger cost
 # is not hidden behind commit, and a bulk load (one 200k-row INSERT).
 #
@@ -53,39 +54,42 @@ bulk()
 	echo $((e - s))
 }
 # workload name, then "tps" (cost = untracked/tracked tps, and tracked/untracked
-# server CPU per transaction: prints both medians) or "ms" (tracked/untracked
-# time); the tracked workload is tracked<name>, or $TRACKED when set
+# server CPU, WAL and p99 latency per transaction: prints the four medians)
+# or "ms" (tracked/untracked time); the tracked workload is tracked<name>,
+# or $TRACKED when set
 measure()
 {
-	local name=$1 unit=$2 i p t pc tc ratios="" cpus=""
+	local name=$1 unit=$2 i p t pc tc pw tw pl tl ratios="" cpus="" wals="" p99s=""
 	for i in $(seq "$REPS"); do
 		if [ "$unit" = tps ]; then
-			read -r p pc _ < <(tps_cpu "$CLIENTS" "$SECS" "plain$name.sql")
-			read -r t tc _ < <(tps_cpu "$CLIENTS" "$SECS" "${TRACKED:-tracked$name}.sql")
-			ratios="$ratios $(echo "scale=3; $p / $t" | bc)"
-			cpus="$cpus $(echo "scale=3; $tc / $pc" | bc)"
-			echo "  $name run $i: untracked $p tps $pc us CPU/txn, tracked $t tps $tc us CPU/txn" >&2
+			read -r p pc pw pl _ < <(tps_cpu "$CLIENTS" "$SECS" "plain$name.sql")
+			read -r t tc tw tl _ < <(tps_cpu "$CLIENTS" "$SECS" "${TRACKED:-tracked$name}.sql")
+			ratios="$ratios $(calc "$p / $t" 3)"
+			cpus="$cpus $(calc "$tc / $pc" 3)"
+			wals="$wals $(calc "$tw / $pw" 3)"
+			p99s="$p99s $(calc "$tl / $pl" 3)"
+			echo "  $name run $i: untracked $p tps $pc us CPU $pw B WAL per txn p99 $pl ms, tracked $t tps $tc us $tw B p99 $tl ms" >&2
 		else
 			p=$(bulk plain); t=$(bulk tracked)
-			ratios="$ratios $(echo "scale=3; $t / $p" | bc)"
+			ratios="$ratios $(calc "$t / $p" 3)"
 			echo "  $name run $i: untracked $p ms, tracked $t ms" >&2
 		fi
 	done
-	echo "$(echo "$ratios" | xargs -n1 | median) $(echo "${cpus:-0}" | xargs -n1 | median)"
+	for r in "$ratios" "${cpus:-0}" "${wals:-0}" "${p99s:-0}"; do echo "$r" | xargs -n1 | median; done | paste -sd' '
 }
-read -r single single_cpu < <(measure "" tps)
+read -r single single_cpu single_wal single_p99 < <(measure "" tps)
 pgq="n/a" pgq_cpu="n/a"
 if have_pgq; then
-	read -r pgq pgq_cpu < <(TRACKED=pgqtracked measure "" tps)
+	read -r pgq pgq_cpu _ < <(TRACKED=pgqtracked measure "" tps)
 fi
-read -r multi multi_cpu < <(measure 100 tps)
+read -r multi multi_cpu _ < <(measure 100 tps)
 pgq100="n/a" pgq100_cpu="n/a"
 if have_pgq; then
-	read -r pgq100 pgq100_cpu < <(TRACKED=pgqtracked100 measure 100 tps)
+	read -r pgq100 pgq100_cpu _ < <(TRACKED=pgqtracked100 measure 100 tps)
 fi
 read -r load _ < <(measure bulk ms)
 psqlc -c "SELECT count(*) FROM cfeed.sweep()" >/dev/null
-pending=$(psqlc -c "SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL")
+pending=$(pending)
 echo "single-row INSERT, $CLIENTS clients: cost ratio tracked/untracked ${single}x in TPS, ${single_cpu}x in server CPU per INSERT (medians of $REPS)"
 echo "  peer, the table tracked by PgQ's pgq.logutriga instead: ${pgq}x TPS, ${pgq_cpu}x CPU"
 echo "100-row INSERT, $CLIENTS clients: cost ratio ${multi}x TPS, ${multi_cpu}x CPU (medians of $REPS)"
@@ -96,4 +100,4 @@ baseline="untracked, alternated, median of $REPS pairs; peer, the table tracked 
 result "1c. tracked INSERT, TPS cost, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
 	"${single}× (100-row INSERTs ${multi}×, one 200k-row INSERT ${load}×)" "$baseline (100-row: ${pgq100}×)" "${single}×" "$(yesno "$single <= 1.2")"
 result "1d. tracked INSERT, server CPU per INSERT, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
-	"${single_cpu}× (100-row INSERTs ${multi_cpu}×)" "$baseline (100-row: ${pgq100_cpu}×)" "${single_cpu}×" "$(yesno "$single_cpu <= 1.2")"
+	"${single_cpu}× (100-row INSERTs ${multi_cpu}×); WAL per INSERT ${single_wal}×, p99 latency ${single_p99}×" "$baseline (100-row: ${pgq100_cpu}×)" "${single_cpu}×" "$(yesno "$single_cpu <= 1.2")"
