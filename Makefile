@@ -109,7 +109,7 @@ valgrind-check:
 # the PostgreSQL whose pg_config is first in PATH (test/bench/prefix.sh);
 # else, after make install, the cfeed installed in that PostgreSQL, the
 # peers installed from Debian.  It starts (and removes) its own throwaway
-# clusters.  CFEED_BENCH_STORAGE=row|range: the feeds' stamp storage.
+# clusters.
 bench:
 	bash test/bench/run-all.sh
 .PHONY: bench

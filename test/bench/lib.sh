@@ -3,10 +3,8 @@
 # postgres.  Sourced by the bench scripts, which are started as root (or
 # postgres); the cluster is stopped and removed when the script exits.
 # Environment: BENCH_PREFIX, a private PostgreSQL made by prefix.sh, used
-# instead of the one whose pg_config comes first in PATH; CFEED_BENCH_STORAGE
-# (row or range), the stamp storage of every feed the scripts create
-# (cfeed.default_storage in the cluster's configuration; unset, the
-# setting is left alone); BENCH_PORT, BENCH_FSYNC, BENCH_EXTRA_CONF.
+# instead of the one whose pg_config comes first in PATH; BENCH_PORT,
+# BENCH_FSYNC, BENCH_EXTRA_CONF.
 # shellcheck disable=SC2034	# CONNINFO, LOGICAL_CONF: for the sourcing scripts
 set -euo pipefail
 
@@ -20,10 +18,6 @@ else
 	PGBIN=$(pg_config --bindir)
 fi
 export PATH="$PGBIN:$PATH"
-case ${CFEED_BENCH_STORAGE:-} in
-'' | row | range) ;;
-*) echo "CFEED_BENCH_STORAGE must be row or range, not $CFEED_BENCH_STORAGE" >&2; exit 2;;
-esac
 BENCH_PORT=${BENCH_PORT:-54601}
 BENCH_DIR=$(mktemp -d /tmp/cfeed-bench.XXXXXX)
 chmod 755 "$BENCH_DIR"
@@ -48,18 +42,11 @@ max_connections = 100
 shared_buffers = 512MB
 max_wal_size = 4GB
 fsync = ${BENCH_FSYNC:-on}
-${CFEED_BENCH_STORAGE:+cfeed.default_storage = '$CFEED_BENCH_STORAGE'}
 ${BENCH_EXTRA_CONF:-}
 CONF
 	trap bench_stop EXIT
 	trap "exit 143" INT TERM
 	as_pg pg_ctl -D "$BENCH_DIR/data" -l "$BENCH_DIR/log" -w start >/dev/null
-	# a cfeed without the setting ignores it with a warning in the log: fail
-	if [ -n "${CFEED_BENCH_STORAGE:-}" ] &&
-		[ "$(psqlc -c "SELECT current_setting('cfeed.default_storage', true)")" != "$CFEED_BENCH_STORAGE" ]; then
-		echo "CFEED_BENCH_STORAGE=$CFEED_BENCH_STORAGE: this cfeed has no cfeed.default_storage = '$CFEED_BENCH_STORAGE'" >&2
-		exit 1
-	fi
 }
 
 # bench_standby NAME PORT: a hot standby of the cluster, streaming from it,
