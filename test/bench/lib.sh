@@ -177,7 +177,7 @@ now_ms()
 
 bench_settings()
 {
-	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level', 'cfeed.default_storage')"
+	psqlc -c "SELECT 'settings: ' || string_agg(name || '=' || current_setting(name), ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'max_wal_size', 'wal_level')"
 	psqlc -c "SELECT 'versions: PostgreSQL ' || current_setting('server_version') || ', ' || string_agg(name || ' ' || default_version, ', ' ORDER BY name) || ', wal2json $(wal2json_version)' FROM pg_available_extensions WHERE name IN ('cfeed', 'pgq')"
 	echo "machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), $(free -g | awk '/^Mem:/ {print $2}') GB, Linux $(uname -r)"
 }

@@ -13,8 +13,7 @@
 #   the peers are installed from Debian when missing.
 # A peer's rows are skipped when it cannot be had.  BENCH_ONLY: the
 # scripts to run (all when unset; the table and plot of such a partial run
-# go to results/, RESULTS.md and latency.png are left alone).  CFEED_BENCH_STORAGE=row
-# or range: the stamp storage of every feed (lib.sh).  The gateway rows
+# go to results/, RESULTS.md and latency.png are left alone).  The gateway rows
 # (serve.sh) use the `cfeed` command built in the tree, else the installed
 # one.  Output: results/latest.txt (everything), RESULTS.md (settings and
 # table; the notes after its "<!-- notes -->" marker are kept), latency.png.
