@@ -25,6 +25,7 @@ OBJS = \
 	src/shards.o \
 	src/direct.o \
 	src/row_image.o \
+	src/table_numbers.o \
 	src/read_access.o \
 	src/cache.o \
 	src/spi.o \

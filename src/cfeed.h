@@ -49,7 +49,8 @@
 #define Anum_change_stamped_at		5
 #define Anum_change_written_at		6
 #define Anum_change_writer_xid		7
-#define Anum_change_tbl				8	/* tbl, op and row since 1.3 */
+#define Anum_change_tbl				8	/* tbl, op and row since 1.3; tbl an
+										 * int (table_numbers.c) since 1.8 */
 #define Anum_change_op				9
 #define Anum_change_row				10
 
@@ -199,7 +200,8 @@ typedef struct CfeedChange
 	const char *key;			/* else the change goes to this key's shard */
 	int			keylen;
 	int64		change_id;
-	Oid			tbl;			/* the tracked table (rel, or its root) */
+	Oid			tbl;			/* cfeed.change.tbl: the number of the tracked
+								 * table (rel, or its root), its OID before 1.8 */
 	const char *op;				/* 'insert', 'update' or 'delete' */
 	Relation	rel;			/* with tuple, the row's image; NULL: none */
 	HeapTuple	tuple;
@@ -213,6 +215,11 @@ extern char *cfeed_order_by_clause(Oid relid, const char *given);
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
+
+/* table_numbers.c: the numbers cfeed.change.tbl holds (1.8) */
+extern int32 cfeed_table_number(Oid relid, bool *settled);
+extern void cfeed_table_number_refresh(Oid relid);
+extern Oid	cfeed_table_of_number(FmgrInfo *flinfo, int32 tbl);
 
 /* read.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
@@ -229,7 +236,7 @@ extern bool cfeed_rls_direct_ok(Relation rel, CmdType cmd);
 /* guard.c: the row images a statement of cfeed's own may write */
 typedef struct CfeedImageScope
 {
-	Oid			tbl;			/* InvalidOid: none */
+	Oid			tbl;			/* a cfeed.change.tbl; InvalidOid: none */
 	int32		feed_id;
 } CfeedImageScope;
 extern CfeedImageScope cfeed_image_scope_enter(Oid tbl, int32 feed_id);

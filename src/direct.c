@@ -79,8 +79,15 @@
 #define CHANGE_IMAGE_GUARD_TRIGGER	"change_image_guard"
 #define CHANGE_SHARD_GUARD_TRIGGER	"change_shard_guard"
 
-/* The column types of cfeed.change as the scripts create it. */
+/*
+ * The column types of cfeed.change as the scripts create it: tbl is an int
+ * since 1.8 (a table's number), a regclass in 1.3 to 1.7 (its OID); the
+ * writer stores the same four bytes (append.c).
+ */
 static const Oid change_types[CHANGE_NATTS] =
+{INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
+INT4OID, TEXTOID, JSONBOID};
+static const Oid change_types_1_7[CHANGE_NATTS] =
 {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
 REGCLASSOID, TEXTOID, JSONBOID};
 
@@ -239,7 +246,8 @@ cfeed_direct_ok(Relation rel, CmdType cmd)
 		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
 		(rel->rd_rel->relrowsecurity && !cfeed_rls_direct_ok(rel, cmd)) ||
 		rel->rd_rules != NULL ||
-		!layout_matches(rel, change_types, change_notnull, CHANGE_NATTS) ||
+		(!layout_matches(rel, change_types, change_notnull, CHANGE_NATTS) &&
+		 !layout_matches(rel, change_types_1_7, change_notnull, CHANGE_NATTS)) ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||
 		!triggers_known(rel, cmd, cfeed_relid("shard_config")))
 		return false;

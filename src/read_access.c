@@ -28,7 +28,8 @@
  * lets every writer write every feed, as it did.
  *
  * Where they are enforced: row-level security on cfeed.change (policy
- * change_read: cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
+ * change_read: cfeed._may_read_image(feed_id, tbl) since 1.8, before
+ * cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
  * (images written before 1.3) and cfeed.lease (cfeed._may_read(feed_id));
  * the cfeed.shard view, on which the other views join, filters on
  * cfeed._may_read(feed_id); and the C read functions (read.c) call
@@ -120,6 +121,7 @@ typedef struct CfeedAccessMemo
 PG_FUNCTION_INFO_V1(cfeed_may_read);
 PG_FUNCTION_INFO_V1(cfeed_may_write);
 PG_FUNCTION_INFO_V1(cfeed_may_read_change);
+PG_FUNCTION_INFO_V1(cfeed_may_read_image);
 PG_FUNCTION_INFO_V1(cfeed_may_read_support);
 PG_FUNCTION_INFO_V1(cfeed_read_grant_changed);
 
@@ -487,6 +489,27 @@ cfeed_may_read_change(PG_FUNCTION_ARGS)
 }
 
 /*
+ * cfeed_may_read_image
+ *		SQL (1.8): cfeed._may_read_image(feed_id int, tbl int) returns bool.
+ *		The policy change_read of cfeed.change, whose tbl is a table's number
+ *		since 1.8: as cfeed._may_read(feed_id, tbl regclass) for the table
+ *		of the number; a number with no table here (a subscriber without it,
+ *		a table dropped since) shows its images to no one it applies to.
+ */
+Datum
+cfeed_may_read_image(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+
+	if (PG_ARGISNULL(0) || !cfeed_may_read_feed(PG_GETARG_INT32(0)))
+		PG_RETURN_BOOL(false);
+	if (PG_ARGISNULL(1))
+		PG_RETURN_BOOL(true);
+	relid = cfeed_table_of_number(fcinfo->flinfo, PG_GETARG_INT32(1));
+	PG_RETURN_BOOL(OidIsValid(relid) && cfeed_may_read_table(relid));
+}
+
+/*
  * cfeed_may_write
  *		SQL: cfeed._may_write(feed_id int) returns bool.  The check of the
  *		policies change_write (INSERT) and change_delete; false for null.
@@ -501,7 +524,8 @@ cfeed_may_write(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_may_read_support
- *		SQL (1.7): the planner support function of both cfeed._may_read.
+ *		SQL (1.7): the planner support function of cfeed._may_read (both)
+ *		and, since 1.8, of cfeed._may_read_image.
  *		Their selectivity is 1: a reader reads what it may read, and a plan
  *		for a third of the rows (the default for a boolean function) turned
  *		a reader's read near a shard's head into a scan of the whole range
