@@ -100,7 +100,7 @@ lookup(AttrNumber attnum, Datum value, Oid *other, bool *own)
 	HeapTuple	tuple;
 	bool		found = false;
 
-	ScanKeyInit(&key, 1, BTEqualStrategyNumber,
+	ScanKeyInit(&key, attnum, BTEqualStrategyNumber,
 				attnum == Anum_tracked_table_no ? F_INT4EQ : F_OIDEQ, value);
 	scan = systable_beginscan(rel, RelationGetRelid(index), true, snapshot, 1, &key);
 	tuple = systable_getnext(scan);
