@@ -1483,7 +1483,6 @@ COMMENT ON COLUMN cfeed.tracked_table.table_no IS 'the number a change of the ta
 COMMENT ON COLUMN cfeed.tracked_table.tbl IS 'the table; null where there is no such table (a subscriber without it, a table dropped before 1.8)';
 COMMENT ON COLUMN cfeed.tracked_table.name IS 'the table''s schema-qualified name when it was numbered or last tracked; null for a table dropped before 1.8';
 SELECT pg_catalog.pg_extension_config_dump('cfeed.tracked_table', '');
-GRANT SELECT ON cfeed.tracked_table TO PUBLIC;
 
 /*
  * On a subscriber the publisher's numbers arrive with their names only (the
