@@ -30,6 +30,7 @@ OBJS = \
 	src/shard_guard.o \
 	src/direct.o \
 	src/row_image.o \
+	src/table_numbers.o \
 	src/read_access.o \
 	src/cache.o \
 	src/spi.o \

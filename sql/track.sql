@@ -33,7 +33,7 @@ SELECT * FROM pg_temp.rows(601);
 SELECT bool_and(shard = cfeed.shard_for(601, "row" ->> 'id')) AS pk_sharded FROM pg_temp.rows(601);
 -- the change_id column holds the change_id of the row's latest change
 SELECT t.id, t.change_id = (SELECT max(i.change_id) FROM cfeed.change i
-							WHERE i.tbl = 't_acct'::regclass AND i."row" ->> 'id' = t.id::text) AS latest
+							WHERE cfeed._tracked_table(i.tbl) = 't_acct'::regclass AND i."row" ->> 'id' = t.id::text) AS latest
 FROM t_acct t ORDER BY t.id;
 
 -- an UPDATE that changes the key: tombstone of the old key first, then the new row
@@ -146,7 +146,7 @@ SELECT shard, min(n) AS first, max(n) AS last, count(*) = max(n) - min(n) + 1 AS
 FROM pg_temp.rows(604) GROUP BY shard ORDER BY shard;
 -- the rows' change_id is their latest change's, history included
 SELECT bool_and(t.change_id = (SELECT max(i.change_id) FROM cfeed.change i
-							   WHERE i.tbl = 't_hist'::regclass AND i."row" ->> 'id' = t.id::text)) AS latest
+							   WHERE cfeed._tracked_table(i.tbl) = 't_hist'::regclass AND i."row" ->> 'id' = t.id::text)) AS latest
 FROM t_hist t;
 -- a second backfill fails and changes nothing
 SELECT count(*) AS changes_before FROM cfeed.change WHERE feed_id = 604;

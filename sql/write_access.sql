@@ -6,6 +6,8 @@ GRANT EXECUTE ON FUNCTION pg_temp.err(text) TO PUBLIC;
 SELECT cfeed.create_feed('wa_one', 1), cfeed.create_feed('wa_two', 1);
 CREATE TABLE public.wa_secrets (id int PRIMARY KEY, ssn text);
 SELECT cfeed.track('public.wa_secrets', 2);
+-- its number, which cfeed.change.tbl holds (1.8)
+SELECT table_no AS wa_secrets_no FROM cfeed.tracked_table WHERE tbl = 'public.wa_secrets'::regclass \gset
 CREATE TABLE public.wa_mine (id int PRIMARY KEY, v text, change_id bigint);
 SELECT cfeed.track('public.wa_mine', 2);
 
@@ -33,8 +35,8 @@ SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change
 SELECT pg_temp.err($$INSERT INTO public.wa_mine (id, v) VALUES (1, 'a')$$) AS tracked_feed2;
 -- a forged change of a tracked table (issue: any writer forged images of any table): 42501,
 -- to its own feed too, whatever it names
-SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row")
-	VALUES (1, 0, nextval('cfeed.change_id'), 'public.wa_secrets', 'update', '{"id":1,"ssn":"FORGED"}')$$) AS forged_image;
+SELECT pg_temp.err(format($$INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row")
+	VALUES (1, 0, nextval('cfeed.change_id'), %s, 'update', '{"id":1,"ssn":"FORGED"}')$$, :wa_secrets_no)) AS forged_image;
 SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, "row")
 	VALUES (1, 0, nextval('cfeed.change_id'), '{"id":1}')$$) AS forged_row_only;
 RESET ROLE;
@@ -49,9 +51,9 @@ SELECT feed_id, count(*) AS changes, count(tbl) AS images FROM cfeed.change GROU
 CREATE ROLE regress_wa_editor BYPASSRLS;
 GRANT SELECT, UPDATE ON cfeed.change TO regress_wa_editor;
 SET ROLE regress_wa_editor;
-SELECT pg_temp.err($$UPDATE cfeed.change SET "row" = '{"id":1,"ssn":"FORGED"}' WHERE tbl = 'public.wa_secrets'::regclass$$) AS set_image;
-SELECT pg_temp.err($$UPDATE cfeed.change SET tbl = 'public.wa_secrets', op = 'insert', "row" = '{}' WHERE tbl IS NULL$$) AS add_image;
-SELECT pg_temp.err($$UPDATE cfeed.change SET "row" = NULL, op = NULL, tbl = NULL WHERE tbl = 'public.wa_secrets'::regclass$$) AS clear_image;
+SELECT pg_temp.err(format($$UPDATE cfeed.change SET "row" = '{"id":1,"ssn":"FORGED"}' WHERE tbl = %s$$, :wa_secrets_no)) AS set_image;
+SELECT pg_temp.err(format($$UPDATE cfeed.change SET tbl = %s, op = 'insert', "row" = '{}' WHERE tbl IS NULL$$, :wa_secrets_no)) AS add_image;
+SELECT pg_temp.err(format($$UPDATE cfeed.change SET "row" = NULL, op = NULL, tbl = NULL WHERE tbl = %s$$, :wa_secrets_no)) AS clear_image;
 RESET ROLE;
 SELECT count(tbl) AS images_left, count(*) FILTER (WHERE "row" ->> 'ssn' = 'FORGED') AS forged FROM cfeed.change;
 

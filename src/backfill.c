@@ -166,7 +166,8 @@ read_starts(int32 feed_id, int32 count)
  * backfill_statement
  *		The one statement of backfill (see the file header), $1 the feed,
  *		$2 the table, whose quoted name is qname, $3 the start values of the
- *		feed's shards 0..n-1 (read_starts); has_cid when it has a change_id
+ *		feed's shards 0..n-1 (read_starts), $4 the table's number for
+ *		cfeed.change.tbl (table_numbers.c); has_cid when it has a change_id
  *		column.  Its one row has the BACKFILL_* columns.
  */
 static char *
@@ -197,7 +198,7 @@ backfill_statement(const char *order, const char *qname, bool has_cid)
 		appendStringInfoString(&sql,
 							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number,"
 							   "  tbl, op, \"row\")"
-							   " SELECT $1, i.shard, i.cid, i.seq, $2::pg_catalog.regclass, 'insert', i.image"
+							   " SELECT $1, i.shard, i.cid, i.seq, $4, 'insert', i.image"
 							   " FROM i WHERE NOT EXISTS (SELECT FROM s WHERE s.seq < 1) ORDER BY i.o)");
 	else
 		appendStringInfoString(&sql,
@@ -231,29 +232,31 @@ result_column(int attnum, bool *isnull)
 
 /*
  * run_statement
- *		Run backfill's statement with the feed, the table and the shards'
- *		start values, the table's triggers silenced (inside SPI); returns
+ *		Run backfill's statement with the feed, the table, the shards'
+ *		start values and the table's number, its triggers silenced (inside SPI); returns
  *		the rows numbered, or raises "no room" for the shard the statement
  *		names.
  */
 static int64
 run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
 {
-	Oid			types[3] = {INT4OID, OIDOID, INT8ARRAYOID};
-	Datum		values[3];
+	Oid			types[4] = {INT4OID, OIDOID, INT8ARRAYOID, OIDOID};
+	Datum		values[4];
 	bool		isnull;
 	Datum		full;
+	bool		settled;
 	CfeedImageScope previous;
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = ObjectIdGetDatum(relid);
 	values[2] = starts;
+	values[3] = ObjectIdGetDatum((Oid) cfeed_table_number(relid, &settled));
 	cfeed_track_silence(relid);
 	/* images of this table for this feed only (the caller owns the table) */
-	previous = cfeed_image_scope_enter(relid, feed_id);
+	previous = cfeed_image_scope_enter(DatumGetObjectId(values[3]), feed_id);
 	PG_TRY();
 	{
-		int			rc = SPI_execute_with_args(sql, 3, types, values, NULL, false, 0);
+		int			rc = SPI_execute_with_args(sql, 4, types, values, NULL, false, 0);
 
 		if (rc != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "cfeed.backfill: statement failed: %s", SPI_result_code_string(rc));

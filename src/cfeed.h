@@ -49,7 +49,8 @@
 #define Anum_change_stamped_at		5
 #define Anum_change_written_at		6
 #define Anum_change_writer_xid		7
-#define Anum_change_tbl				8	/* tbl, op and row: schema.c's inline images */
+#define Anum_change_tbl				8	/* tbl, op and row: schema.c's inline images;
+										 * tbl a number (table_numbers.c) */
 #define Anum_change_op				9
 #define Anum_change_row				10
 
@@ -122,6 +123,7 @@ typedef enum CfeedSchemaFeature
 	CFEED_SCHEMA_EPOCHS,		/* cfeed.epoch: feed epochs; change_guard ALWAYS */
 	CFEED_SCHEMA_WRITE_GRANTS,	/* cfeed.write_grant: per-feed write access */
 	CFEED_SCHEMA_CHANGE_ID_TIMELINE,	/* change ids moved on new timelines */
+	CFEED_SCHEMA_TABLE_NUMBERS,	/* cfeed.tracked_table: cfeed.change.tbl a number */
 	CFEED_SCHEMA_FEATURES
 } CfeedSchemaFeature;
 extern Oid	cfeed_schema_relid(CfeedSchemaFeature feature);
@@ -214,7 +216,9 @@ typedef struct CfeedChange
 	const char *key;			/* else the change goes to this key's shard */
 	int			keylen;
 	int64		change_id;
-	Oid			tbl;			/* the tracked table (rel, or its root) */
+	Oid			tbl;			/* cfeed.change.tbl: the number of the tracked
+								 * table (rel, or its root), or its OID in a
+								 * schema without table numbers */
 	const char *op;				/* 'insert', 'update' or 'delete' */
 	Relation	rel;			/* with tuple, the row's image; NULL: none */
 	HeapTuple	tuple;
@@ -228,6 +232,11 @@ extern char *cfeed_order_by_clause(Oid relid, const char *given);
 
 /* row_image.c */
 extern Datum cfeed_row_image(Oid relid, HeapTuple tuple, TupleDesc desc);
+
+/* table_numbers.c: the numbers cfeed.change.tbl holds */
+extern int32 cfeed_table_number(Oid relid, bool *settled);
+extern void cfeed_table_number_refresh(Oid relid);
+extern Oid	cfeed_table_of_number(FmgrInfo *flinfo, int32 tbl);
 
 /* wait.c */
 extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
@@ -243,7 +252,7 @@ extern void cfeed_check_write(int32 feed_id);
 /* guard.c: the row images a statement of cfeed's own may write */
 typedef struct CfeedImageScope
 {
-	Oid			tbl;			/* InvalidOid: none */
+	Oid			tbl;			/* a cfeed.change.tbl; InvalidOid: none */
 	int32		feed_id;
 } CfeedImageScope;
 extern CfeedImageScope cfeed_image_scope_enter(Oid tbl, int32 feed_id);

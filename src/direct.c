@@ -85,8 +85,15 @@
 #define CHANGE_IMAGE_GUARD_TRIGGER	"change_image_guard"
 #define CHANGE_SHARD_GUARD_TRIGGER	"change_shard_guard"
 
-/* The column types of cfeed.change as the scripts create it. */
+/*
+ * The column types of cfeed.change as the scripts create it: tbl is an int
+ * (a table's number), or a regclass (its OID) in a schema not yet updated
+ * to table numbers; the writer stores the same four bytes (append.c).
+ */
 static const Oid change_types[CHANGE_NATTS] =
+{INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
+INT4OID, TEXTOID, JSONBOID};
+static const Oid change_types_1_7[CHANGE_NATTS] =
 {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID, TIMESTAMPTZOID, XID8OID,
 REGCLASSOID, TEXTOID, JSONBOID};
 
@@ -338,7 +345,8 @@ cfeed_direct_ok(Relation rel, CmdType cmd)
 		rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
 		(rel->rd_rel->relrowsecurity && !rls_direct_ok(rel, cmd)) ||
 		rel->rd_rules != NULL ||
-		!layout_matches(rel, change_types, change_notnull, CHANGE_NATTS) ||
+		(!layout_matches(rel, change_types, change_notnull, CHANGE_NATTS) &&
+		 !layout_matches(rel, change_types_1_7, change_notnull, CHANGE_NATTS)) ||
 		(constr != NULL && (constr->num_check > 0 || constr->has_generated_stored)) ||
 		!triggers_known(rel, cmd, cfeed_relid("shard_config")))
 		return false;

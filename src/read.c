@@ -37,6 +37,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -51,6 +52,7 @@
 /* read()'s and read_rows()'s plans, kept for the backend's life (cache.h) */
 static SPIPlanPtr read_plan = NULL;
 static SPIPlanPtr read_rows_plan = NULL;
+static SPIPlanPtr read_rows_plan_regclass = NULL;	/* tbl still a regclass */
 
 PG_FUNCTION_INFO_V1(cfeed_read);
 PG_FUNCTION_INFO_V1(cfeed_read_rows);
@@ -175,23 +177,28 @@ cfeed_read(PG_FUNCTION_ARGS)
  * cfeed_read_rows
  *		SQL: cfeed.read_rows(feed_id, shard, cursor, max_count, wait_ms)
  *		returns table(change_sequence_number, change_id, stamped_at, tbl, op,
- *		row).  A change written before cfeed.change had image columns (in a
- *		database upgraded from an old version) has its image in
- *		cfeed.row_image:
- *		the lateral subquery looks it up only for a change without one of its
- *		own (OFFSET 0 keeps it a subquery, whose outer-only condition becomes
- *		a one-time filter).
+ *		row).  tbl is the table of the change's number, null where it has
+ *		none (a subscriber without it).  A change written before cfeed.change
+ *		had image columns (in a database upgraded from an old version) has
+ *		its image in cfeed.row_image: the lateral subquery looks it up only
+ *		for a change without one of its own (OFFSET 0 keeps it a subquery,
+ *		whose outer-only condition becomes a one-time filter).
  */
+#define READ_ROWS(tbl) \
+	"SELECT c.change_sequence_number, c.change_id, c.stamped_at, " \
+	"COALESCE(" tbl ", i.tbl), COALESCE(c.op, i.op), COALESCE(c.\"row\", i.\"row\") " \
+	"FROM cfeed.change c LEFT JOIN LATERAL (" \
+	"SELECT i.tbl, i.op, i.\"row\" FROM cfeed.row_image i " \
+	"WHERE c.op IS NULL AND i.change_id = c.change_id AND i.feed_id = c.feed_id " \
+	"OFFSET 0) i ON true " READ_RANGE
+
 Datum
 cfeed_read_rows(PG_FUNCTION_ARGS)
 {
-	return read_common(fcinfo, &read_rows_plan,
-					   "SELECT c.change_sequence_number, c.change_id, c.stamped_at, "
-					   "COALESCE(c.tbl, i.tbl), COALESCE(c.op, i.op), COALESCE(c.\"row\", i.\"row\") "
-					   "FROM cfeed.change c LEFT JOIN LATERAL ("
-					   "SELECT i.tbl, i.op, i.\"row\" FROM cfeed.row_image i "
-					   "WHERE c.op IS NULL AND i.change_id = c.change_id AND i.feed_id = c.feed_id "
-					   "OFFSET 0) i ON true " READ_RANGE);
+	/* tbl is a table's number (table_numbers.c), or not yet updated a regclass */
+	if (cfeed_schema_has(CFEED_SCHEMA_TABLE_NUMBERS))
+		return read_common(fcinfo, &read_rows_plan, READ_ROWS("cfeed._tracked_table(c.tbl)"));
+	return read_common(fcinfo, &read_rows_plan_regclass, READ_ROWS("c.tbl"));
 }
 
 /*

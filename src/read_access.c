@@ -28,12 +28,13 @@
  * cfeed UPDATE) lets every writer write every feed.
  *
  * Where they are enforced: row-level security on cfeed.change (policy
- * change_read: cfeed._may_read(feed_id, tbl), per row), cfeed.row_image
- * (row images kept outside their change's own columns) and cfeed.lease
- * (cfeed._may_read(feed_id)); the cfeed.shard view, on which the other
- * views join, filters on cfeed._may_read(feed_id); and the C read
- * functions (read.c) call cfeed_check_read first, so that a feed the
- * caller may not read is 42501 rather than silence.  The owner of
+ * change_read: cfeed._may_read_image(feed_id, tbl), per row; in a schema
+ * whose cfeed.change.tbl is still a regclass, cfeed._may_read(feed_id,
+ * tbl)), cfeed.row_image (row images kept outside their change's own
+ * columns) and cfeed.lease (cfeed._may_read(feed_id)); the cfeed.shard
+ * view, on which the other views join, filters on cfeed._may_read(feed_id);
+ * and the C read functions (read.c) call cfeed_check_read first, so that a
+ * feed the caller may not read is 42501 rather than silence.  The owner of
  * cfeed.change, who stamps, bypasses its row-level security.
  *
  * The cache
@@ -118,6 +119,7 @@ typedef struct CfeedAccessMemo
 PG_FUNCTION_INFO_V1(cfeed_may_read);
 PG_FUNCTION_INFO_V1(cfeed_may_write);
 PG_FUNCTION_INFO_V1(cfeed_may_read_change);
+PG_FUNCTION_INFO_V1(cfeed_may_read_image);
 PG_FUNCTION_INFO_V1(cfeed_may_read_support);
 PG_FUNCTION_INFO_V1(cfeed_read_grant_changed);
 
@@ -484,6 +486,27 @@ cfeed_may_read_change(PG_FUNCTION_ARGS)
 }
 
 /*
+ * cfeed_may_read_image
+ *		SQL: cfeed._may_read_image(feed_id int, tbl int) returns bool.
+ *		The policy change_read of cfeed.change, whose tbl is a table's
+ *		number: as cfeed._may_read(feed_id, tbl regclass) for the table
+ *		of the number; a number with no table here (a subscriber without it,
+ *		a table dropped since) shows its images to no one it applies to.
+ */
+Datum
+cfeed_may_read_image(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+
+	if (PG_ARGISNULL(0) || !cfeed_may_read_feed(PG_GETARG_INT32(0)))
+		PG_RETURN_BOOL(false);
+	if (PG_ARGISNULL(1))
+		PG_RETURN_BOOL(true);
+	relid = cfeed_table_of_number(fcinfo->flinfo, PG_GETARG_INT32(1));
+	PG_RETURN_BOOL(OidIsValid(relid) && cfeed_may_read_table(relid));
+}
+
+/*
  * cfeed_may_write
  *		SQL: cfeed._may_write(feed_id int) returns bool.  The check of the
  *		policies change_write (INSERT) and change_delete; false for null.
@@ -498,12 +521,12 @@ cfeed_may_write(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_may_read_support
- *		SQL: the planner support function of both cfeed._may_read (and of
- *		cfeed._may_write).  Their selectivity is 1: a reader reads what it
- *		may read, and a plan for a third of the rows (the default for a
- *		boolean function) would turn a reader's read near a shard's head
- *		into a scan of the whole range and a sort.  Other requests get the
- *		defaults.
+ *		SQL: the planner support function of both cfeed._may_read, of
+ *		cfeed._may_read_image (and of cfeed._may_write).  Their selectivity
+ *		is 1: a reader reads what it may read, and a plan for a third of the
+ *		rows (the default for a boolean function) would turn a reader's read
+ *		near a shard's head into a scan of the whole range and a sort.  Other
+ *		requests get the defaults.
  */
 Datum
 cfeed_may_read_support(PG_FUNCTION_ARGS)

@@ -157,7 +157,8 @@ create_triggers(Oid relid, const char *args, bool has_cid, List *parts)
 /*
  * cfeed_track
  *		SQL: cfeed.track(tbl regclass, feed_id int, key text) returns void.
- *		Installs the tracking triggers; the caller must own tbl.
+ *		Installs the tracking triggers and numbers the table (or writes its
+ *		current name into its number); the caller must own tbl.
  */
 Datum
 cfeed_track(PG_FUNCTION_ARGS)
@@ -212,6 +213,8 @@ cfeed_track(PG_FUNCTION_ARGS)
 	parts = partitions_of(rel, ShareRowExclusiveLock);
 	table_close(rel, NoLock);
 	create_triggers(relid, args, has_cid, parts);
+	/* its number for cfeed.change.tbl, with its current name */
+	cfeed_table_number_refresh(relid);
 	PG_RETURN_VOID();
 }
 

@@ -27,7 +27,7 @@
  * ------------
  * Per relation the trigger resolves once, until a relcache invalidation of
  * the relation: feed, key columns and their output functions, the change_id
- * column, the tracked root of a partition.  Per top-level statement: the
+ * column, the tracked root of a partition and its number (table_numbers.c).  Per top-level statement: the
  * feed's shard count.  Per row: the key's text form, nextval, and
  * cfeed_append (append.c), which takes the feed's shards lock
  * once per transaction and inserts the change with its image (row_image.c)
@@ -73,6 +73,8 @@ typedef struct CfeedTrackRel
 	bool		valid;			/* cleared by a relcache invalidation of relid */
 	int32		feed_id;
 	Oid			tracked;		/* the tracked table (a partition's root) */
+	int32		number;			/* its number (table_numbers.c) */
+	bool		number_settled; /* false: created by this transaction */
 	AttrNumber	change_id_att;	/* 0 when the table has no change_id column */
 	CfeedTrackKey key;
 } CfeedTrackRel;
@@ -196,8 +198,12 @@ track_rel_get(Relation rel, Trigger *trig)
 			}
 			list_free(ancestors);
 		}
+		tr->number_settled = false;
 		tr->valid = true;
 	}
+	/* a number this transaction created is looked up until it commits */
+	if (!tr->number_settled)
+		tr->number = cfeed_table_number(tr->tracked, &tr->number_settled);
 	return tr;
 }
 
@@ -302,7 +308,7 @@ publish_row(CfeedTrackRel *tr, const char *key, int keylen, int64 change_id,
 	change.key = key;
 	change.keylen = keylen;
 	change.change_id = change_id;
-	change.tbl = tr->tracked;
+	change.tbl = (Oid) tr->number;
 	change.op = op;
 	change.rel = rel;
 	change.tuple = tuple;

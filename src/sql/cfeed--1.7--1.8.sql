@@ -1460,4 +1460,100 @@ $fn$;
 
 
 
+/* ---- tracked tables by number: a change's table survives replication ---- */
+
+/*
+ * Up to 1.7 cfeed.change.tbl was a regclass: logical replication sends it
+ * by name, and a subscriber without the tracked table failed to apply the
+ * change ("relation ... does not exist"), holding back every later change
+ * of every feed, the initial copy of a new subscription too.  Since 1.8 a
+ * change names its table by a number (four bytes, as the regclass), and
+ * cfeed.tracked_table maps the number to the table (a regclass: it follows
+ * renames and dumps by name) and to its qualified name, which a subscriber
+ * without the table still has (src/table_numbers.c).
+ */
+CREATE TABLE cfeed.tracked_table (
+	table_no int PRIMARY KEY,
+	tbl regclass,
+	name text
+);
+CREATE INDEX tracked_table_tbl_idx ON cfeed.tracked_table (tbl);
+COMMENT ON TABLE cfeed.tracked_table IS 'the numbers of tracked tables, which cfeed.change.tbl holds: written by cfeed.track (and a tracked table''s first change), copied to subscribers';
+COMMENT ON COLUMN cfeed.tracked_table.table_no IS 'the number a change of the table carries in cfeed.change.tbl';
+COMMENT ON COLUMN cfeed.tracked_table.tbl IS 'the table; null where there is no such table (a subscriber without it, a table dropped before 1.8)';
+COMMENT ON COLUMN cfeed.tracked_table.name IS 'the table''s schema-qualified name when it was numbered or last tracked; null for a table dropped before 1.8';
+SELECT pg_catalog.pg_extension_config_dump('cfeed.tracked_table', '');
+
+/*
+ * On a subscriber the publisher's numbers arrive with their names only (the
+ * publication's column list leaves tbl out): tbl becomes the subscriber's
+ * table of that name, if it has one.  A number the subscriber has already
+ * (one it was given under the same name before) is kept as it is; one it
+ * has under another name is a collision of two clusters' numbers, refused.
+ */
+CREATE FUNCTION cfeed._tracked_table_resolve() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF TG_OP = 'INSERT' THEN
+		IF EXISTS (SELECT FROM cfeed.tracked_table t
+				   WHERE t.table_no = NEW.table_no AND t.name IS NOT DISTINCT FROM NEW.name) THEN
+			RETURN NULL;
+		END IF;
+		IF EXISTS (SELECT FROM cfeed.tracked_table t WHERE t.table_no = NEW.table_no) THEN
+			RAISE EXCEPTION 'tracked table number % is % here, not %', NEW.table_no,
+				(SELECT t.name FROM cfeed.tracked_table t WHERE t.table_no = NEW.table_no), NEW.name
+				USING ERRCODE = '23505',
+					  DETAIL = 'Two clusters gave one number to different tables; their changes cannot share cfeed.change.',
+					  HINT = 'Untrack and track again (a new number) the table on the cluster where it has no changes yet.';
+		END IF;
+	END IF;
+	IF NEW.tbl IS NULL AND NEW.name IS NOT NULL THEN
+		NEW.tbl := pg_catalog.to_regclass(NEW.name);
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._tracked_table_resolve() IS 'internal: BEFORE INSERT OR UPDATE on cfeed.tracked_table: a number copied in with its name only gets the table of that name, if there is one';
+REVOKE ALL ON FUNCTION cfeed._tracked_table_resolve() FROM PUBLIC;
+CREATE TRIGGER tracked_table_resolve BEFORE INSERT OR UPDATE ON cfeed.tracked_table
+	FOR EACH ROW EXECUTE FUNCTION cfeed._tracked_table_resolve();
+ALTER TABLE cfeed.tracked_table ENABLE ALWAYS TRIGGER tracked_table_resolve;
+
+/*
+ * The tables of existing images and the tracked tables keep their OIDs as
+ * their numbers: the column is relabelled in place (regclass -> oid -> int4
+ * are binary coercible: no rewrite of cfeed.change, no new row values).
+ */
+INSERT INTO cfeed.tracked_table (table_no, tbl, name)
+SELECT r.o::pg_catalog.int4,
+	   CASE WHEN c.oid IS NOT NULL THEN r.o::pg_catalog.regclass END,
+	   CASE WHEN c.oid IS NOT NULL THEN pg_catalog.format('%I.%I', n.nspname, c.relname) END
+FROM (SELECT DISTINCT x.tbl::pg_catalog.oid AS o FROM cfeed.change x WHERE x.tbl IS NOT NULL
+	  UNION
+	  SELECT g.tgrelid FROM pg_catalog.pg_trigger g
+	  WHERE g.tgfoid OPERATOR(pg_catalog.=) 'cfeed._track_row()'::pg_catalog.regprocedure
+		AND g.tgparentid OPERATOR(pg_catalog.=) 0) r
+LEFT JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) r.o
+LEFT JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace;
+
+CREATE FUNCTION cfeed._tracked_table(tbl int) RETURNS regclass
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_tracked_table';
+COMMENT ON FUNCTION cfeed._tracked_table(int) IS 'internal: the table of a tracked table''s number (cfeed.change.tbl), null where there is none';
+
+CREATE FUNCTION cfeed._may_read_image(feed_id int, tbl int) RETURNS bool
+	LANGUAGE c STABLE PARALLEL SAFE SUPPORT cfeed._may_read_support
+	AS 'MODULE_PATHNAME', 'cfeed_may_read_image';
+COMMENT ON FUNCTION cfeed._may_read_image(int, int) IS 'internal: whether the current user may read a change of the feed with a row image of the table numbered tbl (none when null; a number without a table here: no)';
+
+-- the policy names the column: off it while the column changes type
+ALTER POLICY change_read ON cfeed.change USING (cfeed._may_read(feed_id));
+ALTER TABLE cfeed.change ALTER COLUMN tbl TYPE int USING tbl::pg_catalog.oid::pg_catalog.int4;
+ALTER POLICY change_read ON cfeed.change USING (cfeed._may_read_image(feed_id, tbl));
+COMMENT ON COLUMN cfeed.change.tbl IS 'for a change of a tracked table: the table''s number in cfeed.tracked_table (the tracked table, not a partition; a regclass before 1.8)';
+
+
+
 /* ---- end ---- */

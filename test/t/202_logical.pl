@@ -18,6 +18,12 @@
 #    numbers): none is left pending (up to 1.4 the subscriber's sweeper
 #    judged the publisher's writer_xid against its own xids and stranded
 #    them).
+# Both: a tracked table the subscribers do not have (the tracked tables
+# are the user's to replicate or not) stops no subscription, the initial
+# copy of a new one included: a change names its table by a number
+# (cfeed.tracked_table), and read_rows there has a null tbl, the table's
+# name in cfeed.tracked_table (up to 1.7 tbl was a regclass, sent by name:
+# "relation ... does not exist", and every later change held back).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -37,8 +43,10 @@ $pub->safe_psql('postgres', $SETUP);
 setup_truth($pub, 'postgres');
 $pub->safe_psql('postgres', q{
 	CREATE PUBLICATION stamped FOR TABLE cfeed.change
-		WHERE (change_sequence_number IS NOT NULL) WITH (publish = 'insert, update');
-	CREATE PUBLICATION inserts FOR TABLE cfeed.change WITH (publish = 'insert');});
+		WHERE (change_sequence_number IS NOT NULL), cfeed.tracked_table (table_no, name)
+		WITH (publish = 'insert, update');
+	CREATE PUBLICATION inserts FOR TABLE cfeed.change, cfeed.tracked_table (table_no, name)
+		WITH (publish = 'insert');});
 
 my %sub;
 for my $name ('stamped', 'inserts')
@@ -151,5 +159,59 @@ is($s->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE "row" IS N
 is($s->safe_psql('postgres',
 	"SELECT count(*) FROM pg_stat_subscription_stats WHERE subname = 's_stamped' AND apply_error_count > 0"), 0,
 	'stamped-only subscriber: no apply error');
+
+# A tracked table the subscribers do not have, then a plain change: both
+# subscriptions go on applying, and a new one copies it all in.
+$pub->safe_psql('postgres', q{
+	CREATE TABLE audit (id int PRIMARY KEY, what text);
+	SELECT cfeed.track('audit', 1);
+	INSERT INTO audit SELECT i, 'w' || i FROM generate_series(1, 5) i;});
+my $after = $pub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
+ok(wait_all_stamped($pub, 'postgres'), 'the publisher stamped the changes of audit');
+for my $name (sort keys %sub)
+{
+	my $n = $sub{$name};
+	ok($n->poll_query_until('postgres', "SELECT count(*) = 1 FROM cfeed.change WHERE change_id = $after"),
+		"$name: the change after those of a table it does not have arrived");
+	is($n->safe_psql('postgres',
+		"SELECT apply_error_count FROM pg_stat_subscription_stats WHERE subname = 's_$name'"), 0,
+		"$name: no apply error");
+	is($n->safe_psql('postgres', q{
+		SELECT count(*) FROM cfeed.change c JOIN cfeed.tracked_table t ON t.table_no = c.tbl
+		WHERE t.name = 'public.audit' AND t.tbl IS NULL AND c."row" ->> 'what' LIKE 'w%'}), 5,
+		"$name: the changes of audit arrived with their images, cfeed.tracked_table names the table");
+}
+ok(wait_all_stamped($sub{inserts}, 'postgres'), 'inserts-only subscriber: stamped them');
+for my $name (sort keys %sub)
+{
+	is($sub{$name}->safe_psql('postgres', q{
+		SELECT string_agg(format('%s:%s:%s:%s', coalesce(r.tbl::text, '-'), t.name, r.op, r."row" ->> 'id'), ','
+						  ORDER BY r."row" ->> 'id')
+		FROM (SELECT * FROM cfeed.read_rows(1, 0, max_count => 100000) UNION ALL SELECT * FROM cfeed.read_rows(1, 1, max_count => 100000)) r
+		JOIN cfeed.change c ON c.feed_id = 1 AND c.change_id = r.change_id
+		JOIN cfeed.tracked_table t ON t.table_no = c.tbl
+		WHERE r.tbl IS NULL AND r."row" IS NOT NULL}),
+		join(',', map { "-:public.audit:insert:$_" } 1 .. 5),
+		"$name: read_rows gives the images of audit with a null tbl, cfeed.tracked_table its name");
+	is($sub{$name}->safe_psql('postgres', q{
+		SELECT string_agg(DISTINCT r.tbl::text, ',')
+		FROM (SELECT * FROM cfeed.read_rows(1, 0, max_count => 100000) UNION ALL SELECT * FROM cfeed.read_rows(1, 1, max_count => 100000)) r}),
+		'account', "$name: read_rows names account, which it has, by its own table");
+}
+
+# The initial copy of a new subscription brings the changes of audit too.
+my $late = cfeed_node('sub_late');
+$late->safe_psql('postgres', $SETUP);
+$late->safe_psql('postgres', "CREATE SUBSCRIPTION s_late CONNECTION '$connstr' PUBLICATION stamped");
+my $want = $pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change');
+ok($late->poll_query_until('postgres', "SELECT count(*) = $want FROM cfeed.change"),
+	'a new subscription copies every change in, those of audit included');
+is($late->safe_psql('postgres', q{
+	SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats WHERE subname = 's_late'}), 0,
+	'the new subscription: no copy or apply error');
+is($late->safe_psql('postgres', q{
+	SELECT string_agg(DISTINCT coalesce(t.tbl::text, '-') || ' ' || t.name, ',')
+	FROM cfeed.change c JOIN cfeed.tracked_table t ON t.table_no = c.tbl}),
+	'- public.account,- public.audit', 'the new subscription: both tables named, neither there');
 
 done_testing();
