@@ -72,7 +72,7 @@
 /* The time parameter of a query: 'epoch' plus microseconds. */
 #define SQL_TIME(n) \
 	"('epoch'::pg_catalog.timestamptz operator(pg_catalog.+)" \
-	" $" #n "::bigint operator(pg_catalog.*) interval '1 microsecond')"
+	" ($" #n "::bigint operator(pg_catalog.*) interval '1 microsecond'))"
 
 /*
  * append_time
@@ -433,9 +433,9 @@ resume_positions(PGconn **conn, ServeReq *req, long long epoch)
 					   " else cfeed.resume_cursor($1::int, s.shard, p.n, $6::bigint) end"
 					   " from cfeed.shard s cross join lateral (select case"
 					   "  when s.shard = $4::int then $5::bigint"
-					   "  when s.shard < $4::int then pg_catalog.greatest(cfeed.cursor_at($1::int, s.shard, "
+					   "  when s.shard < $4::int then greatest(cfeed.cursor_at($1::int, s.shard, "
 					   SQL_TIME(3) "), s.start_sequence_number)"
-					   "  when $2::bigint is not null then pg_catalog.greatest(cfeed.cursor_at($1::int, s.shard, "
+					   "  when $2::bigint is not null then greatest(cfeed.cursor_at($1::int, s.shard, "
 					   SQL_TIME(2) "), s.start_sequence_number)"
 					   "  end as n) p"
 					   " where s.feed_id = $1::int and s.shard <= 32767 order by s.shard",
@@ -532,6 +532,69 @@ cfeed_sse_start(PGconn **conn, ServeReq *req)
 }
 
 /*
+ * keep_positions
+ *		Between rounds, when the feed epoch moved (at the first stamp after
+ *		a restart, or a failover): whether every position of req is still
+ *		where it was in the new epoch (cfeed.resume_cursor), so that its
+ *		id holds there; the stream then takes the new epoch.  False when a
+ *		failover lost stamps of a position (the stream ends with its id and
+ *		the browser resumes, see the file header), or a query failed.
+ */
+static bool
+keep_positions(PGconn **conn, ServeReq *req, long long epoch)
+{
+	char		feed_text[16];
+	char		epoch_text[24];
+	ServeBuf	shards = {0};
+	ServeBuf	numbers = {0};
+	const char *params[4] = {feed_text, NULL, NULL, epoch_text};
+	PGresult   *res;
+	bool		kept;
+
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	snprintf(epoch_text, sizeof(epoch_text), "%lld", req->round_epoch);
+	cfeed_buf_append(&shards, "{", 1);
+	cfeed_buf_append(&numbers, "{", 1);
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		const ServeCursor *c = &req->cursors[i];
+
+		if (!c->known)
+			continue;
+		cfeed_buf_printf(&shards, "%s%d", shards.len > 1 ? "," : "", c->shard);
+		cfeed_buf_printf(&numbers, "%s%lld", numbers.len > 1 ? "," : "", c->number);
+	}
+	cfeed_buf_append(&shards, "}", 1);
+	cfeed_buf_append(&numbers, "}", 1);
+	params[1] = shards.data;
+	params[2] = numbers.data;
+	res = PQexecParams(*conn,
+					   "select count(*) = 0 from rows from (pg_catalog.unnest($2::int[]),"
+					   " pg_catalog.unnest($3::bigint[])) u(shard, n)"
+					   " where cfeed.resume_cursor($1::int, u.shard, u.n, $4::bigint) < u.n",
+					   4, NULL, params, NULL, NULL, 0);
+	free(shards.data);
+	free(numbers.data);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	{
+		int			status = req->status;
+
+		cfeed_feed_db_error(conn, req, res);
+		cfeed_buf_reset(&req->out);
+		req->status = status;
+		return false;
+	}
+	kept = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!kept)
+		return false;
+	req->round_epoch = epoch;
+	for (int i = 0; i < req->ncursors; i++)
+		req->cursors[i].epoch = epoch;
+	return true;
+}
+
+/*
  * cfeed_sse_next_round
  *		The JOB_ROUND of a stream between rounds: begin the next one, or
  *		try again in ROUND_RETRY_MS when no later safe time is found yet.
@@ -555,8 +618,13 @@ cfeed_sse_next_round(PGconn **conn, ServeReq *req)
 		return;
 	}
 	req->round_query_epoch = epoch;
-	if (epoch != req->round_epoch)
-		req->closing = true;
+	if (epoch != req->round_epoch && !keep_positions(conn, req, epoch))
+	{
+		if (*conn == NULL)
+			req->retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+		else
+			req->closing = true;
+	}
 	else if (safe > req->round_lo)
 		open_round(req, safe, 0);
 	else
