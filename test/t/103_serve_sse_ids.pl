@@ -99,5 +99,18 @@ is(scalar @missing, 0, 'resumed: every change of every shard, none skipped')
   or diag(scalar(@missing) . ' missing, the first: ' . join(',', @missing[0 .. ($#missing < 9 ? $#missing : 9)]));
 is(scalar(grep { $_ > 1 } values %count), 0, 'resumed: none repeated');
 
+# An id of 1.8, listing shard:number@epoch, is still taken: the listed
+# shards resume after their numbers, the others from the beginning; the
+# stream's ids are compact again once its first round ends.
+my $listed = $node->safe_psql('postgres',
+	"select string_agg(shard || ':' || last_change_sequence_number || '\@' || cfeed.epoch(), ',' order by shard)"
+	  . ' from cfeed.shard where feed_id = 1 and shard < 10');
+$r = http_get("$url?stream=8000", $token, Accept => 'text/event-stream', 'Last-Event-ID' => $listed);
+my ($third, $third_id) = sse_events($r->{status} == 200 ? $r->{content} : '');
+my $rest = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1 and shard >= 10');
+is(scalar(grep { $_->{data}{shard} >= 10 } @$third) . '/' . scalar(@$third), "$rest/$rest",
+	'an id listing shards (1.8): every change of the shards it does not list, none of those it lists');
+like($third_id // '', qr/^\d+(\.\d+\.\d+:\d+)?\@\d+$/, 'and compact ids after its first round');
+
 stop_gateway($gw);
 done_testing();
