@@ -27,6 +27,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <limits.h>
 #include <stddef.h>
 
 #include <microhttpd.h>
@@ -127,6 +128,8 @@ typedef struct ServeFeed
 	int			nshards;
 	int		   *shards;
 	long long  *heads;			/* each shard's head when looked up */
+	long long  *starts;			/* each shard's start value: numbers at or
+								 * below it are backfilled history */
 	long long	epoch;			/* the feed epoch, read before the heads */
 	bool		on_standby;		/* read from a hot standby */
 } ServeFeed;
@@ -139,6 +142,11 @@ typedef struct ServeCursor
 	long long	number;			/* last number delivered */
 	long long	epoch;			/* the feed epoch number belongs to */
 	struct HubShard *hub;		/* the hub's tail of this shard */
+
+	/* all-shards SSE rounds (serve_sse.c); unbounded otherwise */
+	long long	limit;			/* the round's last number: the shard's head */
+	long long	start;			/* the shard's start value (history) */
+	bool		through;		/* done with the round */
 } ServeCursor;
 
 typedef enum ServeKind
@@ -152,8 +160,25 @@ typedef enum ServeJob
 {
 	JOB_NONE,
 	JOB_START,					/* look up the feed, check, first read */
-	JOB_CATCH_UP				/* a streaming request behind the tail */
+	JOB_CATCH_UP,				/* a streaming request behind the tail */
+	JOB_ROUND					/* the next round of an all-shards SSE stream */
 } ServeJob;
+
+/* A round's lower bound that is no time: from the beginning (_first). */
+#define SERVE_ROUND_FIRST	LLONG_MIN
+
+/* A compact SSE id, parsed (serve_sse.c). */
+typedef struct ServeSseId
+{
+	bool		set;
+	bool		mid;			/* within a round: lo.hi.shard:number */
+	long long	lo;				/* or SERVE_ROUND_FIRST */
+	long long	hi;
+	int			shard;
+	long long	number;
+	long long	epoch;
+	bool		has_epoch;
+} ServeSseId;
 
 /* One HTTP request to /feeds/<name>. */
 typedef struct ServeReq
@@ -184,6 +209,25 @@ typedef struct ServeReq
 	int			ncursors;
 	ServeCursor *cursors;
 	int			catch_up;		/* index of the cursor behind the tail */
+
+	/*
+	 * Rounds of an all-shards SSE stream (serve_sse.c): the stream sends the
+	 * changes stamped before round_hi, shard after shard, having sent those
+	 * stamped before round_lo; times in Unix microseconds.
+	 */
+	bool		rounds;			/* an all-shards SSE stream */
+	bool		round_open;		/* a round is under way */
+	bool		listed_ids;		/* ids list every shard until the first
+								 * round ends (a start no time describes) */
+	int			round_shard;	/* index of the shard being sent */
+	int			round_last;		/* index of the shard of the round's last
+								 * event, or -1 */
+	ServeSseId	resume;			/* the Last-Event-ID, when compact */
+	long long	round_lo;
+	long long	round_hi;
+	long long	round_epoch;	/* the epoch of the ids */
+	long long	round_query_epoch;	/* the epoch round_hi was found in */
+	const char *retry_why;		/* SSE told to retry: why (for the log) */
 
 	/* streaming */
 	bool		queued;			/* the response is queued */
@@ -268,14 +312,24 @@ extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
 extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
 extern void cfeed_stream_release(ServeReq *req);
 extern int	cfeed_stream_page_limit(const ServeReq *req);
-extern void cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
-							   long long stamped_ms, const char *json, size_t len,
+extern bool cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
+							   long long stamped_us, const char *json, size_t len,
 							   bool live);
 extern void cfeed_stream_cursor(ServeReq *req);
 extern void cfeed_stream_position(ServeReq *req);
-extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
+extern void cfeed_stream_id_event(ServeReq *req);
 extern bool cfeed_stream_parse_position(const ServeReq *req, const char *text,
 										ServeCursor *c);
+extern void cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c);
+
+/* serve_sse.c */
+extern void cfeed_sse_append_id(ServeReq *req, ServeBuf *b);
+extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
+extern bool cfeed_sse_start(PGconn **conn, ServeReq *req);
+extern void cfeed_sse_next_round(PGconn **conn, ServeReq *req);
+extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
+							 long long stamped_us);
+extern bool cfeed_sse_round_done(ServeReq *req);
 
 /* serve_hub.c, serve_hub_tail.c */
 typedef enum HubTake
@@ -290,6 +344,7 @@ extern void cfeed_hub_follow(const ServeFeed *feed, ServeCursor *c);
 extern void cfeed_hub_unfollow(ServeCursor *c);
 extern HubTake cfeed_hub_take(ServeReq *req, ServeCursor *c);
 extern bool cfeed_hub_wait(ServeReq *req);
+extern bool cfeed_sse_wants_round(const ServeReq *req);
 extern void cfeed_hub_forget(ServeReq *req);
 extern bool cfeed_hub_token_current(const ServeReq *req);
 extern void cfeed_hub_wake_all(void);
@@ -301,7 +356,7 @@ extern atomic_long cfeed_metric_clients;
 extern atomic_long cfeed_metric_events;
 extern atomic_long cfeed_metric_requests;
 extern atomic_long cfeed_metric_buffered;
-extern void cfeed_metrics_latency(long long stamped_ms);
+extern void cfeed_metrics_latency(long long stamped_us);
 extern void cfeed_metrics_render(ServeBuf *b);
 extern bool cfeed_metrics_refresh_groups(PGconn *conn);
 

@@ -24,7 +24,7 @@
 
 #define READ_SQL \
 	"select r.change_sequence_number," \
-	" (extract(epoch from r.stamped_at) * 1000)::bigint," \
+	" (extract(epoch from r.stamped_at) * 1000000)::bigint," \
 	" pg_catalog.json_build_object('feed', $5::text, 'shard', $2::int," \
 	" 'number', r.change_sequence_number, 'change_id', r.change_id," \
 	" 'stamped_at', r.stamped_at, 'op', r.op, 'table', r.tbl::text," \
@@ -189,8 +189,8 @@ cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 
 /*
  * cfeed_feed_look_up
- *		Fill req->feed (epoch, then id, retention, shards and their heads,
- *		token).  Only shards with ids in [0..32767], FeedAPI's partition ids
+ *		Fill req->feed (epoch, then id, retention, shards and their heads
+ *		and start values, token).  Only shards with ids in [0..32767], FeedAPI's partition ids
  *		(docs/serve.md), are the feed's partitions.
  *		False, with the answer set (cfeed_feed_hidden), for an unknown feed, one
  *		the gateway's role may not read, or a database failure.
@@ -212,7 +212,7 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	/* FeedAPI partition ids are in [0..32767]: shards above are not served */
 	res = PQexecParams(*conn,
 					   "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number,"
-					   " pg_catalog.pg_is_in_recovery()"
+					   " pg_catalog.pg_is_in_recovery(), s.start_sequence_number"
 					   " from cfeed.feed f left join cfeed.shard s"
 					   " on s.feed_id = f.feed_id and s.shard <= 32767"
 					   " where f.name = $1 order by s.shard",
@@ -243,11 +243,13 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	req->feed.nshards = n;
 	req->feed.shards = cfeed_serve_alloc(sizeof(int) * n);
 	req->feed.heads = cfeed_serve_alloc(sizeof(long long) * n);
+	req->feed.starts = cfeed_serve_alloc(sizeof(long long) * n);
 	cfeed_buf_append(&list, "", 0);
 	for (int i = 0; i < n; i++)
 	{
 		req->feed.shards[i] = atoi(PQgetvalue(res, i, 2));
 		req->feed.heads[i] = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		req->feed.starts[i] = strtoll(PQgetvalue(res, i, 5), NULL, 10);
 		cfeed_buf_printf(&list, "%s%d", i ? "," : "", req->feed.shards[i]);
 	}
 	cfeed_feedapi_token(req->feed.feed_id, list.data, req->feed.token, sizeof(req->feed.token));

@@ -50,6 +50,7 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 {
 	c->shard = req->feed.shards[i];
 	c->epoch = req->feed.epoch;
+	c->limit = LLONG_MAX;		/* no round (serve_sse.c) */
 	if (strcmp(arg, "_first") == 0)
 		c->known = false;
 	else if (strcmp(arg, "_last") == 0)
@@ -134,7 +135,7 @@ position_request(ServeReq *req)
  *		Read a page of a shard: sql is cfeed_feedapi_read_sql of the feed
  *		(named feed, id feed_id), after is the cursor (NULL: from the
  *		beginning), limit the most events.  Its rows are number, stamped_at
- *		(Unix milliseconds) and the event's JSON; the caller checks and
+ *		(Unix microseconds) and the event's JSON; the caller checks and
  *		clears the result.
  */
 PGresult *
@@ -266,6 +267,37 @@ read_epoch_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 }
 
 /*
+ * round_head_visible
+ *		Whether this connection sees c's shard up to the head of the round
+ *		under way (cfeed.head, read before the read that follows: a hot
+ *		standby may be behind the connection that found the round): 1 or 0,
+ *		-1 with the answer set when the query fails.
+ */
+static int
+round_head_visible(PGconn **conn, ServeReq *req, const ServeCursor *c)
+{
+	char		feed_text[16];
+	char		shard_text[16];
+	const char *params[2] = {feed_text, shard_text};
+	PGresult   *res;
+	bool		visible;
+
+	if (c->through)
+		return 0;
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	snprintf(shard_text, sizeof(shard_text), "%d", c->shard);
+	res = PQexecParams(*conn, "select cfeed.head($1::int, $2::int)", 2, NULL, params, NULL, NULL, 0);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return -1;
+	}
+	visible = strtoll(PQgetvalue(res, 0, 0), NULL, 10) >= c->limit;
+	PQclear(res);
+	return visible;
+}
+
+/*
  * read_page
  *		Read up to limit events after c into req->out (framed for the
  *		request's kind) and advance c.  Returns the rows read, or -1 with
@@ -277,9 +309,14 @@ read_epoch_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 static int
 read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 {
-	PGresult   *res = read_epoch_page(conn, req, c, limit);
+	PGresult   *res;
 	int			rows;
+	int			sent = 0;
+	int			complete = req->rounds ? round_head_visible(conn, req, c) : 0;
 
+	if (complete < 0)
+		return -1;
+	res = read_epoch_page(conn, req, c, limit);
 	if (res == NULL)
 		return -1;
 	rows = PQntuples(res);
@@ -299,11 +336,24 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 		}
 	}
 	/* at least one event, and no more once the output holds SERVE_CLIENT_BYTES */
-	for (int r = 0; r < rows && (r == 0 || req->out.len < SERVE_CLIENT_BYTES); r++)
-		cfeed_stream_event(req, c, strtoll(PQgetvalue(res, r, 0), NULL, 10),
-						   strtoll(PQgetvalue(res, r, 1), NULL, 10),
-						   PQgetvalue(res, r, 2), PQgetlength(res, r, 2), false);
+	for (; sent < rows && (sent == 0 || req->out.len < SERVE_CLIENT_BYTES); sent++)
+		if (!cfeed_stream_event(req, c, strtoll(PQgetvalue(res, sent, 0), NULL, 10),
+								strtoll(PQgetvalue(res, sent, 1), NULL, 10),
+								PQgetvalue(res, sent, 2), PQgetlength(res, sent, 2), false))
+			break;				/* beyond the round (serve_sse.c) */
 	PQclear(res);
+
+	/*
+	 * Every change up to the round's head was visible to the read, and it
+	 * returned all it could: the rest up to that head, if any, are changes
+	 * the gateway's role may not read.
+	 */
+	if (complete > 0 && sent == rows && rows < limit)
+	{
+		c->known = true;
+		c->number = c->limit;
+		c->through = true;
+	}
 
 	/*
 	 * Nothing from the beginning: nothing up to the head seen at look-up
@@ -343,6 +393,8 @@ start_request(PGconn **conn, ServeReq *req)
 		return;
 	}
 	if (!position_request(req))
+		return;
+	if (req->kind == REQ_SSE && req->all_shards && !cfeed_sse_start(conn, req))
 		return;
 	req->status = 200;
 	if (req->kind == REQ_SSE)
@@ -389,6 +441,8 @@ cfeed_feedapi_run(PGconn **conn, ServeReq *req)
 	}
 	if (req->job == JOB_START)
 		start_request(conn, req);
+	else if (req->job == JOB_ROUND)
+		cfeed_sse_next_round(conn, req);
 	else
 	{
 		int			status = req->status;

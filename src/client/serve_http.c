@@ -242,7 +242,8 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 	{
 		req->status = 200;
 		req->told_to_retry = true;
-		return cfeed_answer_sse_retry(conn, "the database is not reachable");
+		return cfeed_answer_sse_retry(conn, req->retry_why ? req->retry_why :
+									  "the database is not reachable");
 	}
 	if (req->status != 200 || !req->stream)
 	{
@@ -353,16 +354,18 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cfeed_hub_forget(req);
 	for (int i = 0; i < req->ncursors; i++)
 		cfeed_hub_unfollow(&req->cursors[i]);
-	cfeed_serve_log(LOG_INFO, "GET /feeds/%s %s %d (%s) %lld ms%s", req->feed_name,
+	cfeed_serve_log(LOG_INFO, "GET /feeds/%s %s %d (%s) %lld ms%s%s", req->feed_name,
 					req->kind == REQ_SSE ? "sse" : req->kind == REQ_DISCOVERY ? "discovery" :
 					req->stream ? "stream" : "fetch",
 					req->status, req->grant.label, cfeed_now_ms() - req->started_ms,
-					req->told_to_retry ? ", told to retry: the database is not reachable" :
+					req->told_to_retry ? ", told to retry: " : "",
+					req->told_to_retry ? (req->retry_why ? req->retry_why : "the database is not reachable") :
 					toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : ", closed by the client or an error");
 	cfeed_stream_release(req);
 	free(req->cursors);
 	free(req->feed.shards);
 	free(req->feed.heads);
+	free(req->feed.starts);
 	free(req->last_event_id);
 	free(req);
 	*con_cls = NULL;

@@ -23,7 +23,7 @@
 typedef struct HubEvent
 {
 	long long	number;
-	long long	stamped_ms;
+	long long	stamped_us;
 	char	   *json;
 	int			len;
 } HubEvent;
@@ -61,7 +61,7 @@ extern HubShard *cfeed_hub_shards;
 
 /* serve_hub_tail.c */
 extern long long cfeed_hub_wake(bool all);
-extern void cfeed_hub_append(HubShard *h, long long number, long long stamped_ms,
+extern void cfeed_hub_append(HubShard *h, long long number, long long stamped_us,
 							 const char *json, int len);
 extern void cfeed_hub_mark_all_due(void);
 extern void cfeed_hub_drop_tail(HubShard *h);

@@ -75,6 +75,55 @@ req_due(const ServeReq *req, long long now)
 }
 
 /*
+ * has_more
+ *		Whether the hub has something for cursor c of req (cfeed_hub_lock
+ *		held): events in the tail after it, or a catch-up read (not before
+ *		the request's retry time).
+ */
+static bool
+has_more(const ServeReq *req, const ServeCursor *c, long long now)
+{
+	const HubShard *h = c->hub;
+
+	if (h->based && c->known && c->epoch == h->epoch && c->number < h->last &&
+		c->number >= h->base)
+		return true;			/* events in the tail */
+	return h->based && now >= req->retry_ms &&
+		(!c->known || c->epoch < h->epoch ||
+		 (c->epoch == h->epoch && c->number < h->base));	/* a catch-up read */
+}
+
+/*
+ * wants_round
+ *		Whether an all-shards SSE stream between rounds has a reason to
+ *		begin the next one (cfeed_hub_lock held): the hub has something
+ *		for one of its shards.
+ */
+static bool
+wants_round(const ServeReq *req, long long now)
+{
+	for (int i = 0; i < req->ncursors; i++)
+		if (has_more(req, &req->cursors[i], now))
+			return true;
+	return false;
+}
+
+/*
+ * cfeed_sse_wants_round
+ *		wants_round, taking the lock.
+ */
+bool
+cfeed_sse_wants_round(const ServeReq *req)
+{
+	bool		wants;
+
+	pthread_mutex_lock(&cfeed_hub_lock);
+	wants = wants_round(req, cfeed_now_ms());
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	return wants;
+}
+
+/*
  * should_wake
  *		Whether a waiting request has something to do now (cfeed_hub_lock
  *		held): an event or a catch-up on one of its shards (a catch-up not
@@ -87,21 +136,20 @@ should_wake(ServeReq *req, long long now)
 {
 	if (atomic_load(&cfeed_serve_stopping) || now >= req_due(req, now))
 		return true;
-	for (int i = 0; i < req->ncursors; i++)
+	if (strcmp(req->cursors[0].hub->token, req->feed.token) != 0)
+		return true;			/* the feed's shards changed: end */
+	if (req->rounds)
 	{
-		ServeCursor *c = &req->cursors[i];
-		HubShard   *h = c->hub;
-
-		if (h->based && c->known && c->epoch == h->epoch && c->number < h->last &&
-			c->number >= h->base)
-			return true;		/* events in the tail */
-		if (h->based && now >= req->retry_ms &&
-			(!c->known || c->epoch < h->epoch ||
-			 (c->epoch == h->epoch && c->number < h->base)))
-			return true;		/* a catch-up read */
-		if (i == 0 && strcmp(h->token, req->feed.token) != 0)
-			return true;		/* the feed's shards changed: end */
+		/* a round goes shard by shard (serve_sse.c) */
+		if (req->round_open)
+			return req->round_shard == req->ncursors ||
+				has_more(req, &req->cursors[req->round_shard], now) ||
+				(now >= req->retry_ms && !req->cursors[req->round_shard].through);
+		return now >= req->retry_ms && wants_round(req, now);
 	}
+	for (int i = 0; i < req->ncursors; i++)
+		if (has_more(req, &req->cursors[i], now))
+			return true;
 	return false;
 }
 
@@ -265,12 +313,15 @@ cfeed_hub_take(ServeReq *req, ServeCursor *c)
 		{
 			HubEvent   *e = &h->ring[(h->start + i) % SERVE_TAIL_EVENTS];
 
-			cfeed_stream_event(req, c, e->number, e->stamped_ms, e->json, e->len, true);
+			if (!cfeed_stream_event(req, c, e->number, e->stamped_us, e->json, e->len, true))
+				break;			/* beyond the round (serve_sse.c) */
 			result = HUB_TOOK;
 		}
-		if (result == HUB_NOTHING)
-			c->number = h->last;	/* numbers the gateway may not read */
+		if (lo == h->count)		/* numbers the gateway may not read */
+			c->number = h->last < c->limit ? h->last : c->limit;
 	}
+	if (c->known && c->number >= c->limit)
+		c->through = true;		/* the round's head (serve_sse.c) */
 	pthread_mutex_unlock(&cfeed_hub_lock);
 	return result;
 }
@@ -357,7 +408,7 @@ cfeed_hub_wake_all(void)
  *		oldest one when the tail is full.
  */
 void
-cfeed_hub_append(HubShard *h, long long number, long long stamped_ms,
+cfeed_hub_append(HubShard *h, long long number, long long stamped_us,
 				 const char *json, int len)
 {
 	HubEvent   *e;
@@ -372,7 +423,7 @@ cfeed_hub_append(HubShard *h, long long number, long long stamped_ms,
 	}
 	e = &h->ring[(h->start + h->count++) % SERVE_TAIL_EVENTS];
 	e->number = number;
-	e->stamped_ms = stamped_ms;
+	e->stamped_us = stamped_us;
 	e->len = len;
 	e->json = cfeed_serve_alloc(len + 1);
 	memcpy(e->json, json, len);

@@ -52,11 +52,11 @@ static bool groups_unavailable;
 
 /*
  * cfeed_metrics_latency
- *		Record the delivery of an event stamped at stamped_ms (Unix time in
- *		milliseconds, the database server's clock) as of now.
+ *		Record the delivery of an event stamped at stamped_us (Unix time in
+ *		microseconds, the database server's clock) as of now.
  */
 void
-cfeed_metrics_latency(long long stamped_ms)
+cfeed_metrics_latency(long long stamped_us)
 {
 	struct timespec ts;
 	long long	now_us;
@@ -64,7 +64,7 @@ cfeed_metrics_latency(long long stamped_ms)
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_us = (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-	us = now_us - stamped_ms * 1000;
+	us = now_us - stamped_us;
 	if (us < 0)
 		us = 0;					/* clocks of two machines */
 	for (size_t i = 0; i < NBUCKETS; i++)

@@ -25,12 +25,10 @@
  * carrying those numbers are sent again rather than skipped.
  *
  * SSE ids: with partition=N the id is the position; without, every shard
- * is streamed and the id lists "shard:position" for each shard with a
- * position (comma-separated).  A Last-Event-ID in that form resumes each
- * listed shard after its position and the others from the beginning, so
- * nothing is skipped or repeated (but after a lossy failover).  The stream
- * starts with an event that has an id and no data: browsers then know the
- * starting position without an event being dispatched.
+ * is streamed in rounds, and the id is a compact one whatever the number
+ * of shards (serve_sse.c).  The stream starts with an event that has an id
+ * and no data: browsers then know the starting position without an event
+ * being dispatched.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -42,11 +40,11 @@
 #include "serve.h"
 
 /*
- * append_position
+ * cfeed_stream_append_position
  *		Append a known position (see the file header) to b.
  */
-static void
-append_position(ServeBuf *b, const ServeCursor *c)
+void
+cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c)
 {
 	if (cfeed_serve_epochs)
 		cfeed_buf_printf(b, "%lld@%lld", c->number, c->epoch);
@@ -79,80 +77,19 @@ cfeed_stream_parse_position(const ServeReq *req, const char *text, ServeCursor *
 }
 
 /*
- * append_sse_id
- *		Append req's current SSE id (see the file header) to b.
- */
-static void
-append_sse_id(ServeReq *req, ServeBuf *b)
-{
-	bool		first = true;
-
-	for (int i = 0; i < req->ncursors; i++)
-	{
-		ServeCursor *c = &req->cursors[i];
-
-		if (!c->known)
-			continue;
-		if (req->all_shards)
-			cfeed_buf_printf(b, "%s%d:", first ? "" : ",", c->shard);
-		append_position(b, c);
-		first = false;
-	}
-}
-
-/*
- * cfeed_sse_parse_id
- *		Resume req's cursors from a Last-Event-ID (see the file header).
- *		False when it is malformed or names a shard the request does not
- *		read.
- */
-bool
-cfeed_sse_parse_id(ServeReq *req, const char *id)
-{
-	char	   *copy;
-	char	   *save = NULL;
-	bool		ok = true;
-
-	if (*id == '\0')
-		return true;
-	if (!req->all_shards)
-		return cfeed_stream_parse_position(req, id, &req->cursors[0]);
-	for (int i = 0; i < req->ncursors; i++)
-		req->cursors[i].known = false;
-	copy = cfeed_serve_strdup(id);
-	for (char *part = strtok_r(copy, ",", &save); part && ok; part = strtok_r(NULL, ",", &save))
-	{
-		char	   *colon = strchr(part, ':');
-		long long	shard;
-		int			i;
-
-		ok = false;
-		if (colon == NULL)
-			break;
-		*colon = '\0';
-		if (!cfeed_parse_int64(part, 0, INT_MAX, &shard))
-			break;
-		for (i = 0; i < req->ncursors; i++)
-			if (req->cursors[i].shard == shard)
-				break;
-		if (i == req->ncursors)
-			break;
-		ok = cfeed_stream_parse_position(req, colon + 1, &req->cursors[i]);
-	}
-	free(copy);
-	return ok;
-}
-
-/*
  * cfeed_stream_event
  *		Append one event (json: the event object) to req's output, framed
  *		for the request's kind, and advance cursor c to number.  live: it
  *		comes from the hub's tail (it then counts in the latency histogram).
+ *		False, with nothing appended, when the event is beyond the round of
+ *		an all-shards SSE stream (serve_sse.c): c is then through with it.
  */
-void
+bool
 cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
-				   long long stamped_ms, const char *json, size_t len, bool live)
+				   long long stamped_us, const char *json, size_t len, bool live)
 {
+	if (!cfeed_sse_admits(req, c, number, stamped_us))
+		return false;
 	c->known = true;
 	c->number = number;
 	req->event_bytes += len;
@@ -160,7 +97,7 @@ cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 	if (req->kind == REQ_SSE)
 	{
 		cfeed_buf_append(&req->out, "id: ", 4);
-		append_sse_id(req, &req->out);
+		cfeed_sse_append_id(req, &req->out);
 		cfeed_buf_append(&req->out, "\ndata: ", 7);
 		cfeed_buf_append(&req->out, json, len);
 		cfeed_buf_append(&req->out, "\n\n", 2);
@@ -173,7 +110,8 @@ cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 	}
 	atomic_fetch_add(&cfeed_metric_events, 1);
 	if (live)
-		cfeed_metrics_latency(stamped_ms);
+		cfeed_metrics_latency(stamped_us);
+	return true;
 }
 
 /*
@@ -191,23 +129,24 @@ cfeed_stream_cursor(ServeReq *req)
 		return;
 	cfeed_buf_append(&req->out, "{\"cursor\":\"", 11);
 	if (c->known)
-		append_position(&req->out, c);
+		cfeed_stream_append_position(&req->out, c);
 	else
 		cfeed_buf_append(&req->out, "_first", 6);
 	cfeed_buf_append(&req->out, "\"}\n", 3);
 }
 
 /*
- * append_id_event
+ * cfeed_stream_id_event
  *		Append an SSE event with req's position as its id and no data: the
  *		browser takes the id (and reconnects from it) without an event
- *		being dispatched.  Sent first, and last when the stream ends.
+ *		being dispatched.  Sent first, last when the stream ends, and when
+ *		the form of the id changes (serve_sse.c).
  */
-static void
-append_id_event(ServeReq *req)
+void
+cfeed_stream_id_event(ServeReq *req)
 {
 	cfeed_buf_append(&req->out, "id: ", 4);
-	append_sse_id(req, &req->out);
+	cfeed_sse_append_id(req, &req->out);
 	cfeed_buf_append(&req->out, "\n\n", 2);
 }
 
@@ -220,7 +159,7 @@ void
 cfeed_stream_position(ServeReq *req)
 {
 	cfeed_buf_printf(&req->out, "retry: %d\n", SERVE_SSE_RETRY_MS);
-	append_id_event(req);
+	cfeed_stream_id_event(req);
 }
 
 /*
@@ -253,15 +192,26 @@ produce(ServeReq *req)
 		!cfeed_hub_token_current(req))
 	{
 		if (req->kind == REQ_SSE)
-			append_id_event(req);
+			cfeed_stream_id_event(req);
 		else
 			cfeed_stream_cursor(req);
 		req->finished = true;
 		return true;
 	}
-	for (int i = 0; i < req->ncursors && req->out.len < SERVE_CLIENT_BYTES; i++)
+	for (int i = req->rounds ? req->round_shard : 0;
+		 i < req->ncursors && req->out.len < SERVE_CLIENT_BYTES; i++)
 	{
-		switch (cfeed_hub_take(req, &req->cursors[i]))
+		ServeCursor *c = &req->cursors[i];
+		HubTake		take = HUB_NOTHING;
+
+		if (req->rounds && !req->round_open)
+			break;
+		if (!req->rounds || !c->through)
+			take = cfeed_hub_take(req, c);
+		if (req->rounds && take == HUB_NOTHING && !c->through)
+			take = HUB_BEHIND;	/* the hub has not read up to the round's
+								 * head: the pool reads (serve_sse.c) */
+		switch (take)
 		{
 			case HUB_BEHIND:
 				if (now < req->retry_ms)
@@ -276,6 +226,21 @@ produce(ServeReq *req)
 			case HUB_NOTHING:
 				break;
 		}
+		if (req->rounds)
+		{
+			if (!c->through)
+				break;			/* shard by shard: this one first */
+			req->round_shard = i + 1;
+		}
+	}
+	if (req->rounds && req->round_open && req->round_shard == req->ncursors)
+		took |= cfeed_sse_round_done(req);
+	if (req->rounds && !req->round_open && now >= req->retry_ms &&
+		cfeed_sse_wants_round(req))
+	{
+		MHD_suspend_connection(req->conn);
+		cfeed_pool_submit(req, JOB_ROUND);
+		return false;
 	}
 	if (took)
 	{

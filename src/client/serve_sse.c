@@ -1,0 +1,672 @@
+/*
+ * src/client/serve_sse.c
+ *		Compact ids of all-shards Server-Sent Events streams, whatever the
+ *		number of shards: the stream is sent in rounds bounded by stamp
+ *		times, and an id names a point in them (docs/serve.md, "Server-Sent
+ *		Events").
+ *
+ * Rounds: a round sends, shard after shard in ascending order, each
+ * shard's changes stamped before the round's end time hi, having sent in
+ * the rounds before those stamped before lo.  A shard's stamps never
+ * decrease with its numbers (sweeps of a sweep group are serialized, each
+ * stamping at a clock time read after the one before it committed), so
+ * "stamped before t" is a prefix of each shard, which cfeed.cursor_at(t)
+ * gives back (backfilled history, numbers at or below the start value,
+ * counts as stamped before every time).  The ids:
+ *
+ *	 lo@epoch				every shard sent up to its changes stamped before lo
+ *							(lo is _first: nothing yet)
+ *	 lo.hi.shard:n@epoch	within a round: the shards below `shard` up to hi,
+ *							`shard` up to number n, the shards above up to lo
+ *
+ * Times are Unix microseconds of the database's clock; an id is about 70
+ * bytes.  A resume computes every shard's position with cfeed.cursor_at in
+ * one query.
+ *
+ * A round's end must be a safe time: one before which no change will ever
+ * be stamped that the stream's snapshot did not see.  A time alone is not:
+ * a sweep reads the clock before it commits, so a change stamped at t can
+ * become visible after a reader saw later stamps (of another sweep group).
+ * Within a sweep group sweeps are serialized: a sweep takes the group's
+ * lock after the sweep before it committed and became visible, and reads
+ * its clock after that.  So, per sweep group of the feed's shards, as of
+ * one snapshot (cfeed.stats):
+ *	 - with changes pending (committed, not stamped), a sweep may be under
+ *	   way and have read its clock already, but after the last visible
+ *	   sweep: the group's latest stamp is safe;
+ *	 - with none, any sweep under way or to come stamps changes committed
+ *	   after the snapshot (those committed before it would be pending), so
+ *	   it reads its clock after the snapshot: the time before the snapshot
+ *	   is safe, now() on a primary; on a hot standby the primary's commit
+ *	   time of the last transaction replayed, read in a statement before
+ *	   (pg_last_xact_replay_timestamp(): the clock of a sweep not replayed
+ *	   yet was read after that commit's), or the group's latest stamp if
+ *	   that is later.
+ * The round's end is the least of these.  Its limits are the shards' heads
+ * in the same snapshot: every change stamped before it is at or below.
+ * A group whose sweeps stall with changes pending holds the rounds of the
+ * feed's other groups back until it is swept.
+ *
+ * Resuming: an id names positions only once its times are safe on the
+ * connection that resumes (a hot standby behind the one that sent the id
+ * may not have replayed them): until then the browser is told to retry.
+ * Feed epochs: an id carries the epoch of its stream; a Last-Event-ID of
+ * another epoch has every position passed through cfeed.resume_cursor
+ * (changes a failover lost are sent again).  A stream whose rounds cross
+ * into another epoch ends with its id, and the browser reconnects.  Ids in
+ * the form of cfeed 1.8 ("shard:number@epoch,...") are still taken; a
+ * stream starting from positions that no time describes (such an id, a
+ * cursor=number, positions a failover rewound) lists every shard in its
+ * ids until its first round ends.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve.h"
+
+#define ROUND_RETRY_MS	50		/* a round that found no later safe time */
+
+/* The time parameter of a query: 'epoch' plus microseconds. */
+#define SQL_TIME(n) \
+	"('epoch'::pg_catalog.timestamptz operator(pg_catalog.+)" \
+	" ($" #n "::bigint operator(pg_catalog.*) interval '1 microsecond'))"
+
+/*
+ * append_time
+ *		Append a round's time to b: microseconds, or _first.
+ */
+static void
+append_time(ServeBuf *b, long long t)
+{
+	if (t == SERVE_ROUND_FIRST)
+		cfeed_buf_append(b, "_first", 6);
+	else
+		cfeed_buf_printf(b, "%lld", t);
+}
+
+/*
+ * cfeed_sse_append_id
+ *		Append req's current SSE id (see the file header) to b.
+ */
+void
+cfeed_sse_append_id(ServeReq *req, ServeBuf *b)
+{
+	if (!req->all_shards)
+	{
+		if (req->cursors[0].known)
+			cfeed_stream_append_position(b, &req->cursors[0]);
+		return;
+	}
+	if (req->listed_ids)
+	{
+		bool		first = true;
+
+		for (int i = 0; i < req->ncursors; i++)
+		{
+			ServeCursor *c = &req->cursors[i];
+
+			if (!c->known)
+				continue;
+			cfeed_buf_printf(b, "%s%d:", first ? "" : ",", c->shard);
+			cfeed_stream_append_position(b, c);
+			first = false;
+		}
+		return;
+	}
+	append_time(b, req->round_lo);
+	if (req->round_open && req->round_last >= 0)
+	{
+		const ServeCursor *c = &req->cursors[req->round_last];
+
+		cfeed_buf_printf(b, ".%lld.%d:%lld", req->round_hi, c->shard, c->number);
+	}
+	if (cfeed_serve_epochs)
+		cfeed_buf_printf(b, "@%lld", req->round_epoch);
+}
+
+/*
+ * parse_time
+ *		A round's time (microseconds or _first), of len bytes at text.
+ */
+static bool
+parse_time(const char *text, size_t len, long long *t)
+{
+	char		copy[24];
+
+	if (len == 6 && strncmp(text, "_first", 6) == 0)
+	{
+		*t = SERVE_ROUND_FIRST;
+		return true;
+	}
+	if (len == 0 || len >= sizeof(copy))
+		return false;
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	return cfeed_parse_int64(copy, LLONG_MIN + 1, LLONG_MAX, t);
+}
+
+/*
+ * parse_compact
+ *		Parse a compact id (see the file header) into *id.
+ */
+static bool
+parse_compact(const char *text, ServeSseId *id)
+{
+	const char *at = strchr(text, '@');
+	size_t		len = at ? (size_t) (at - text) : strlen(text);
+	const char *dot = memchr(text, '.', len);
+
+	memset(id, 0, sizeof(*id));
+	if (at != NULL && !cfeed_parse_int64(at + 1, 0, LLONG_MAX, &id->epoch))
+		return false;
+	id->has_epoch = at != NULL;
+	if (dot == NULL)
+		return id->set = parse_time(text, len, &id->lo);
+	else
+	{
+		const char *dot2 = memchr(dot + 1, '.', len - (dot + 1 - text));
+		const char *colon = dot2 ? memchr(dot2 + 1, ':', len - (dot2 + 1 - text)) : NULL;
+		char		part[24];
+		long long	shard;
+		size_t		n;
+
+		if (colon == NULL || !parse_time(text, dot - text, &id->lo) ||
+			!parse_time(dot + 1, dot2 - dot - 1, &id->hi) || id->hi == SERVE_ROUND_FIRST)
+			return false;
+		n = colon - dot2 - 1;
+		if (n == 0 || n >= sizeof(part))
+			return false;
+		memcpy(part, dot2 + 1, n);
+		part[n] = '\0';
+		if (!cfeed_parse_int64(part, 0, INT_MAX, &shard))
+			return false;
+		n = len - (colon + 1 - text);
+		if (n == 0 || n >= sizeof(part))
+			return false;
+		memcpy(part, colon + 1, n);
+		part[n] = '\0';
+		if (!cfeed_parse_int64(part, LLONG_MIN, LLONG_MAX, &id->number))
+			return false;
+		id->shard = (int) shard;
+		id->mid = true;
+		return id->set = true;
+	}
+}
+
+/*
+ * parse_listed
+ *		Resume req's cursors from an id that lists "shard:position" for each
+ *		shard (cfeed 1.8); the shards it does not list start from the
+ *		beginning.
+ */
+static bool
+parse_listed(ServeReq *req, const char *id)
+{
+	char	   *copy;
+	char	   *save = NULL;
+	bool		ok = true;
+
+	for (int i = 0; i < req->ncursors; i++)
+		req->cursors[i].known = false;
+	copy = cfeed_serve_strdup(id);
+	for (char *part = strtok_r(copy, ",", &save); part && ok; part = strtok_r(NULL, ",", &save))
+	{
+		char	   *colon = strchr(part, ':');
+		long long	shard;
+		int			i;
+
+		ok = false;
+		if (colon == NULL)
+			break;
+		*colon = '\0';
+		if (!cfeed_parse_int64(part, 0, INT_MAX, &shard))
+			break;
+		for (i = 0; i < req->ncursors; i++)
+			if (req->cursors[i].shard == shard)
+				break;
+		if (i == req->ncursors)
+			break;
+		ok = cfeed_stream_parse_position(req, colon + 1, &req->cursors[i]);
+	}
+	free(copy);
+	req->listed_ids = ok;
+	return ok;
+}
+
+/*
+ * cfeed_sse_parse_id
+ *		Take a Last-Event-ID: the position of a single-shard stream; for an
+ *		all-shards stream a compact id (kept in req->resume for
+ *		cfeed_sse_start) or a listed one (the cursors are set).  False when
+ *		it is malformed or names a shard the request does not read.
+ */
+bool
+cfeed_sse_parse_id(ServeReq *req, const char *id)
+{
+	if (*id == '\0')
+		return true;
+	if (!req->all_shards)
+		return cfeed_stream_parse_position(req, id, &req->cursors[0]);
+	if (strchr(id, ',') != NULL || (strchr(id, ':') != NULL && strchr(id, '.') == NULL))
+		return parse_listed(req, id);
+	if (!parse_compact(id, &req->resume))
+		return false;
+	if (req->resume.mid)
+	{
+		for (int i = 0; i < req->ncursors; i++)
+			if (req->cursors[i].shard == req->resume.shard)
+				return true;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * round_query
+ *		Find a safe end for the next round of req's feed (see the file
+ *		header), with every shard's head as of the same snapshot (into the
+ *		cursors' limits) and the feed epoch read before.  False, with the
+ *		answer set, when a query fails.
+ */
+static bool
+round_query(PGconn **conn, ServeReq *req, long long *safe, long long *epoch)
+{
+	char		feed_text[16];
+	char		replayed[24];
+	const char *params[2] = {feed_text, NULL};
+	PGresult   *res;
+	int			n;
+	int			i;
+	int			g;
+	struct
+	{
+		int			group;
+		long long	last;		/* the latest stamp of its shards */
+		bool		pending;	/* changes of its shards wait for a stamp */
+	}		   *groups;
+	long long	idle = SERVE_ROUND_FIRST;	/* before the snapshot */
+	int			ngroups = 0;
+
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	res = PQexec(*conn, cfeed_serve_epochs ?
+				 "select cfeed.epoch(), (extract(epoch from pg_catalog.pg_last_xact_replay_timestamp())"
+				 " * 1000000)::bigint" :
+				 "select 0, (extract(epoch from pg_catalog.pg_last_xact_replay_timestamp())"
+				 " * 1000000)::bigint");
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return false;
+	}
+	*epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	if (!PQgetisnull(res, 0, 1))
+	{
+		snprintf(replayed, sizeof(replayed), "%s", PQgetvalue(res, 0, 1));
+		params[1] = replayed;
+	}
+	PQclear(res);
+
+	res = PQexecParams(*conn,
+					   "select s.shard, s.sweep_group, s.head,"
+					   " (extract(epoch from s.last_sweep_time) * 1000000)::bigint, s.pending > 0,"
+					   " (extract(epoch from case when pg_catalog.pg_is_in_recovery() then "
+					   SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint"
+					   " from cfeed.stats s where s.feed_id = $1::int and s.shard <= 32767"
+					   " order by s.shard",
+					   2, NULL, params, NULL, NULL, 0);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return false;
+	}
+	n = PQntuples(res);
+	if (n != req->ncursors)
+	{
+		PQclear(res);
+		req->closing = true;	/* the shards changed: the stream ends */
+		*safe = SERVE_ROUND_FIRST;
+		return true;
+	}
+	groups = cfeed_serve_alloc(sizeof(*groups) * n);
+	for (i = 0; i < n; i++)
+	{
+		int			group = atoi(PQgetvalue(res, i, 1));
+		long long	last = PQgetisnull(res, i, 3) ? SERVE_ROUND_FIRST :
+			strtoll(PQgetvalue(res, i, 3), NULL, 10);
+
+		if (atoi(PQgetvalue(res, i, 0)) != req->cursors[i].shard)
+			req->closing = true;	/* the shards changed: the stream ends */
+		req->cursors[i].limit = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		if (!PQgetisnull(res, i, 5))
+			idle = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+		for (g = 0; g < ngroups && groups[g].group != group; g++)
+			;
+		if (g == ngroups)
+		{
+			groups[ngroups].group = group;
+			groups[ngroups].last = SERVE_ROUND_FIRST;
+			groups[ngroups++].pending = false;
+		}
+		if (last > groups[g].last)
+			groups[g].last = last;
+		if (strcmp(PQgetvalue(res, i, 4), "t") == 0)
+			groups[g].pending = true;
+	}
+	PQclear(res);
+	*safe = LLONG_MAX;
+	for (g = 0; g < ngroups; g++)
+	{
+		long long	t = groups[g].last;
+
+		if (!groups[g].pending && idle > t)
+			t = idle;
+		if (t < *safe)
+			*safe = t;
+	}
+	free(groups);
+	return true;
+}
+
+/*
+ * open_round
+ *		Begin a round up to hi (the cursors' limits are set).
+ */
+static void
+open_round(ServeReq *req, long long hi, int from_shard)
+{
+	req->round_open = true;
+	req->round_hi = hi;
+	req->round_shard = from_shard;
+	req->round_last = -1;
+	for (int i = 0; i < req->ncursors; i++)
+		req->cursors[i].through = false;
+}
+
+/*
+ * resume_positions
+ *		Set every cursor from the compact id req->resume, with cursor_at of
+ *		its times (see the file header), passing them through
+ *		cfeed.resume_cursor when the id is of another epoch than the
+ *		current one (epoch).  A position that moved back (a failover lost
+ *		stamps) is not what the id's times say any more: the stream then
+ *		lists every shard in its ids until its first round ends.  False,
+ *		with the answer set, when the query fails.
+ */
+static bool
+resume_positions(PGconn **conn, ServeReq *req, long long epoch)
+{
+	const ServeSseId *id = &req->resume;
+	char		feed_text[16];
+	char		lo_text[24];
+	char		hi_text[24];
+	char		shard_text[16];
+	char		number_text[24];
+	char		epoch_text[24];
+	const char *params[6] = {feed_text, NULL, NULL, NULL, NULL, NULL};
+	PGresult   *res;
+
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	if (id->lo != SERVE_ROUND_FIRST)
+	{
+		snprintf(lo_text, sizeof(lo_text), "%lld", id->lo);
+		params[1] = lo_text;
+	}
+	if (id->mid)
+	{
+		snprintf(hi_text, sizeof(hi_text), "%lld", id->hi);
+		snprintf(shard_text, sizeof(shard_text), "%d", id->shard);
+		snprintf(number_text, sizeof(number_text), "%lld", id->number);
+		params[2] = hi_text;
+		params[3] = shard_text;
+		params[4] = number_text;
+	}
+	if (cfeed_serve_epochs && id->has_epoch && id->epoch != epoch)
+	{
+		snprintf(epoch_text, sizeof(epoch_text), "%lld", id->epoch);
+		params[5] = epoch_text;
+	}
+	res = PQexecParams(*conn,
+					   "select s.shard, p.n, case when p.n is null or $6::bigint is null then p.n"
+					   " else cfeed.resume_cursor($1::int, s.shard, p.n, $6::bigint) end"
+					   " from cfeed.shard s cross join lateral (select case"
+					   "  when s.shard = $4::int then $5::bigint"
+					   "  when s.shard < $4::int then greatest(cfeed.cursor_at($1::int, s.shard, "
+					   SQL_TIME(3) "), s.start_sequence_number)"
+					   "  when $2::bigint is not null then greatest(cfeed.cursor_at($1::int, s.shard, "
+					   SQL_TIME(2) "), s.start_sequence_number)"
+					   "  end as n) p"
+					   " where s.feed_id = $1::int and s.shard <= 32767 order by s.shard",
+					   6, NULL, params, NULL, NULL, 0);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return false;
+	}
+	if (PQntuples(res) != req->ncursors)
+	{
+		PQclear(res);
+		cfeed_feedapi_error(req, 503, "unavailable", "the feed's shards changed; retry");
+		return false;
+	}
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		ServeCursor *c = &req->cursors[i];
+
+		c->epoch = epoch;
+		c->known = !PQgetisnull(res, i, 2);
+		if (!c->known)
+			continue;
+		c->number = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		if (c->number != strtoll(PQgetvalue(res, i, 1), NULL, 10))
+			req->listed_ids = true;
+	}
+	PQclear(res);
+	if (req->listed_ids)
+		cfeed_serve_log(LOG_WARNING, "feed \"%s\": a failover lost stamps after a Last-Event-ID's "
+						"positions; the stream resumes before them (changes are sent again)",
+						req->feed.name);
+	return true;
+}
+
+/*
+ * cfeed_sse_start
+ *		Position an all-shards SSE stream (req->cursors are set from the
+ *		cursor argument, or from a listed Last-Event-ID) and begin its first
+ *		round.  False, with the answer set, when a query fails, or with 503
+ *		(the browser is told to retry) when the id's times are not safe yet
+ *		on this connection.
+ */
+bool
+cfeed_sse_start(PGconn **conn, ServeReq *req)
+{
+	const ServeSseId *id = &req->resume;
+	long long	safe;
+	long long	epoch;
+	int			from = 0;
+
+	req->rounds = true;
+	for (int i = 0; i < req->ncursors; i++)
+		req->cursors[i].start = req->feed.starts[i];
+	if (!round_query(conn, req, &safe, &epoch))
+		return false;
+	req->round_epoch = epoch;
+	req->round_query_epoch = epoch;
+	req->round_lo = SERVE_ROUND_FIRST;
+	if (id->set)
+	{
+		long long	needed = id->mid ? id->hi : id->lo;
+
+		if (safe < needed)
+		{
+			cfeed_feedapi_error(req, 503, "unavailable", "the database is behind this Last-Event-ID; retry");
+			req->retry_why = "the database has not reached its Last-Event-ID";
+			return false;
+		}
+		if (!resume_positions(conn, req, epoch))
+			return false;
+		req->round_lo = id->lo;
+		if (id->mid)
+		{
+			for (from = 0; req->cursors[from].shard != id->shard; from++)
+				;
+			safe = id->hi;		/* the round goes on to its end */
+		}
+	}
+	else if (strcmp(req->cursor_arg, "_last") == 0)
+	{
+		req->resume.lo = safe;
+		if (!resume_positions(conn, req, epoch))
+			return false;
+		req->round_lo = safe;
+	}
+	else if (strcmp(req->cursor_arg, "_first") != 0 && !req->listed_ids)
+		req->listed_ids = true; /* cursor=number: the same on every shard */
+	if (safe > req->round_lo || id->mid)
+		open_round(req, safe, from);
+	if (id->mid)
+		req->round_last = from;
+	return true;
+}
+
+/*
+ * keep_positions
+ *		Between rounds, when the feed epoch moved (at the first stamp after
+ *		a restart, or a failover): whether every position of req is still
+ *		where it was in the new epoch (cfeed.resume_cursor), so that its
+ *		id holds there; the stream then takes the new epoch.  False when a
+ *		failover lost stamps of a position (the stream ends with its id and
+ *		the browser resumes, see the file header), or a query failed.
+ */
+static bool
+keep_positions(PGconn **conn, ServeReq *req, long long epoch)
+{
+	char		feed_text[16];
+	char		epoch_text[24];
+	ServeBuf	shards = {0};
+	ServeBuf	numbers = {0};
+	const char *params[4] = {feed_text, NULL, NULL, epoch_text};
+	PGresult   *res;
+	bool		kept;
+
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	snprintf(epoch_text, sizeof(epoch_text), "%lld", req->round_epoch);
+	cfeed_buf_append(&shards, "{", 1);
+	cfeed_buf_append(&numbers, "{", 1);
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		const ServeCursor *c = &req->cursors[i];
+
+		if (!c->known)
+			continue;
+		cfeed_buf_printf(&shards, "%s%d", shards.len > 1 ? "," : "", c->shard);
+		cfeed_buf_printf(&numbers, "%s%lld", numbers.len > 1 ? "," : "", c->number);
+	}
+	cfeed_buf_append(&shards, "}", 1);
+	cfeed_buf_append(&numbers, "}", 1);
+	params[1] = shards.data;
+	params[2] = numbers.data;
+	res = PQexecParams(*conn,
+					   "select count(*) = 0 from rows from (pg_catalog.unnest($2::int[]),"
+					   " pg_catalog.unnest($3::bigint[])) u(shard, n)"
+					   " where cfeed.resume_cursor($1::int, u.shard, u.n, $4::bigint) < u.n",
+					   4, NULL, params, NULL, NULL, 0);
+	free(shards.data);
+	free(numbers.data);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	{
+		int			status = req->status;
+
+		cfeed_feed_db_error(conn, req, res);
+		cfeed_buf_reset(&req->out);
+		req->status = status;
+		return false;
+	}
+	kept = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!kept)
+		return false;
+	req->round_epoch = epoch;
+	for (int i = 0; i < req->ncursors; i++)
+		req->cursors[i].epoch = epoch;
+	return true;
+}
+
+/*
+ * cfeed_sse_next_round
+ *		The JOB_ROUND of a stream between rounds: begin the next one, or
+ *		try again in ROUND_RETRY_MS when no later safe time is found yet.
+ *		A stream whose feed epoch moved ends (see the file header).
+ */
+void
+cfeed_sse_next_round(PGconn **conn, ServeReq *req)
+{
+	long long	safe;
+	long long	epoch;
+	int			status = req->status;
+
+	if (!round_query(conn, req, &safe, &epoch))
+	{
+		cfeed_buf_reset(&req->out);
+		req->status = status;
+		if (*conn == NULL)
+			req->retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+		else
+			req->closing = true;
+		return;
+	}
+	req->round_query_epoch = epoch;
+	if (epoch != req->round_epoch && !keep_positions(conn, req, epoch))
+	{
+		if (*conn == NULL)
+			req->retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+		else
+			req->closing = true;
+	}
+	else if (safe > req->round_lo)
+		open_round(req, safe, 0);
+	else
+		req->retry_ms = cfeed_now_ms() + ROUND_RETRY_MS;
+}
+
+/*
+ * cfeed_sse_admits
+ *		Whether an event (number, stamped at stamped_us) of cursor c belongs
+ *		in the round under way; if not, c is through with the round.  Always
+ *		true but for all-shards SSE streams.
+ */
+bool
+cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number, long long stamped_us)
+{
+	if (!req->rounds)
+		return true;
+	if (number > c->limit || (number > c->start && stamped_us >= req->round_hi))
+	{
+		c->through = true;
+		return false;
+	}
+	req->round_last = c - req->cursors;
+	return true;
+}
+
+/*
+ * cfeed_sse_round_done
+ *		End the round under way: the stream has sent every change stamped
+ *		before its end.  True when that appended an id-only event (the ids
+ *		stop listing every shard).
+ */
+bool
+cfeed_sse_round_done(ServeReq *req)
+{
+	bool		listed = req->listed_ids;
+
+	req->round_open = false;
+	req->round_lo = req->round_hi;
+	req->round_last = -1;
+	req->listed_ids = false;
+	if (listed)
+		cfeed_stream_id_event(req);
+	return listed;
+}
