@@ -227,6 +227,8 @@ typedef struct ServeReq
 	long long	round_hi;
 	long long	round_epoch;	/* the epoch of the ids */
 	long long	round_query_epoch;	/* the epoch round_hi was found in */
+	long long	round_asked_ms; /* when the stream last asked for a round */
+	bool		round_waiting;	/* for the feed's round query (serve_sse.c) */
 	const char *retry_why;		/* SSE told to retry: why (for the log) */
 
 	/* streaming */

@@ -68,6 +68,37 @@
 #include "serve.h"
 
 #define ROUND_RETRY_MS	50		/* a round that found no later safe time */
+#define ROUND_WAIT_MS	2		/* a round waiting for the feed's query */
+
+/*
+ * The last round query of each feed, shared by the feed's all-shards
+ * streams, so that their database work grows with the feed's changes, not
+ * with the number of streams (round_get).
+ */
+typedef struct RoundResult
+{
+	int			feed_id;
+	long long	begun_ms;		/* when its query began (0: none yet) */
+	bool		busy;			/* a query is under way, begun at busy_ms */
+	long long	busy_ms;
+	long long	safe;			/* the safe end it found */
+	long long	epoch;
+	int			nshards;		/* the feed's shards and their heads, in */
+	int		   *shards;			/* the order of the stream's cursors */
+	long long  *heads;
+} RoundResult;
+
+typedef enum RoundGet
+{
+	ROUND_GET_OK,
+	ROUND_GET_WAIT,
+	ROUND_GET_FAILED
+} RoundGet;
+
+static pthread_mutex_t round_lock = PTHREAD_MUTEX_INITIALIZER;
+static RoundResult **round_results;	/* under round_lock */
+static int	nround_results;
+static int	round_results_size;
 
 /* The time parameter of a query: 'epoch' plus microseconds. */
 #define SQL_TIME(n) \
@@ -267,12 +298,12 @@ cfeed_sse_parse_id(ServeReq *req, const char *id)
 /*
  * round_query
  *		Find a safe end for the next round of req's feed (see the file
- *		header), with every shard's head as of the same snapshot (into the
- *		cursors' limits) and the feed epoch read before.  False, with the
- *		answer set, when a query fails.
+ *		header), with every shard's head as of the same snapshot and the
+ *		feed epoch read before, into *r.  False, with req's answer set, when
+ *		a query fails.
  */
 static bool
-round_query(PGconn **conn, ServeReq *req, long long *safe, long long *epoch)
+round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 {
 	char		feed_text[16];
 	char		replayed[24];
@@ -301,7 +332,7 @@ round_query(PGconn **conn, ServeReq *req, long long *safe, long long *epoch)
 		cfeed_feed_db_error(conn, req, res);
 		return false;
 	}
-	*epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	r->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	if (!PQgetisnull(res, 0, 1))
 	{
 		snprintf(replayed, sizeof(replayed), "%s", PQgetvalue(res, 0, 1));
@@ -323,23 +354,18 @@ round_query(PGconn **conn, ServeReq *req, long long *safe, long long *epoch)
 		return false;
 	}
 	n = PQntuples(res);
-	if (n != req->ncursors)
-	{
-		PQclear(res);
-		req->closing = true;	/* the shards changed: the stream ends */
-		*safe = SERVE_ROUND_FIRST;
-		return true;
-	}
-	groups = cfeed_serve_alloc(sizeof(*groups) * n);
+	r->nshards = n;
+	r->shards = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
+	r->heads = cfeed_serve_alloc(sizeof(long long) * (n > 0 ? n : 1));
+	groups = cfeed_serve_alloc(sizeof(*groups) * (n > 0 ? n : 1));
 	for (i = 0; i < n; i++)
 	{
 		int			group = atoi(PQgetvalue(res, i, 1));
 		long long	last = PQgetisnull(res, i, 3) ? SERVE_ROUND_FIRST :
 			strtoll(PQgetvalue(res, i, 3), NULL, 10);
 
-		if (atoi(PQgetvalue(res, i, 0)) != req->cursors[i].shard)
-			req->closing = true;	/* the shards changed: the stream ends */
-		req->cursors[i].limit = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		r->shards[i] = atoi(PQgetvalue(res, i, 0));
+		r->heads[i] = strtoll(PQgetvalue(res, i, 2), NULL, 10);
 		if (!PQgetisnull(res, i, 5))
 			idle = strtoll(PQgetvalue(res, i, 5), NULL, 10);
 		for (g = 0; g < ngroups && groups[g].group != group; g++)
@@ -356,18 +382,137 @@ round_query(PGconn **conn, ServeReq *req, long long *safe, long long *epoch)
 			groups[g].pending = true;
 	}
 	PQclear(res);
-	*safe = LLONG_MAX;
+	r->safe = n > 0 ? LLONG_MAX : SERVE_ROUND_FIRST;
 	for (g = 0; g < ngroups; g++)
 	{
 		long long	t = groups[g].last;
 
 		if (!groups[g].pending && idle > t)
 			t = idle;
-		if (t < *safe)
-			*safe = t;
+		if (t < r->safe)
+			r->safe = t;
 	}
 	free(groups);
 	return true;
+}
+
+/*
+ * round_apply
+ *		Take a round query's result for req: the cursors' limits (the heads)
+ *		and the safe end and epoch.  A stream whose feed's shards are no
+ *		longer those it follows ends.
+ */
+static void
+round_apply(ServeReq *req, const RoundResult *r, long long *safe, long long *epoch)
+{
+	bool		same = r->nshards == req->ncursors;
+
+	for (int i = 0; same && i < r->nshards; i++)
+		same = r->shards[i] == req->cursors[i].shard;
+	if (!same)
+	{
+		req->closing = true;	/* the shards changed: the stream ends */
+		*safe = SERVE_ROUND_FIRST;
+		*epoch = r->epoch;
+		return;
+	}
+	for (int i = 0; i < r->nshards; i++)
+		req->cursors[i].limit = r->heads[i];
+	*safe = r->safe;
+	*epoch = r->epoch;
+}
+
+/*
+ * round_result
+ *		The shared result of feed_id's round queries, made when missing
+ *		(round_lock held).
+ */
+static RoundResult *
+round_result(int feed_id)
+{
+	for (int i = 0; i < nround_results; i++)
+		if (round_results[i]->feed_id == feed_id)
+			return round_results[i];
+	if (nround_results == round_results_size)
+	{
+		round_results_size = round_results_size > 0 ? round_results_size * 2 : 8;
+		round_results = realloc(round_results, sizeof(RoundResult *) * round_results_size);
+		if (round_results == NULL)
+			cfeed_serve_oom();
+	}
+	round_results[nround_results] = cfeed_serve_alloc(sizeof(RoundResult));
+	memset(round_results[nround_results], 0, sizeof(RoundResult));
+	round_results[nround_results]->feed_id = feed_id;
+	return round_results[nround_results++];
+}
+
+/*
+ * round_get
+ *		The safe end of req's next round and the epoch, with the cursors'
+ *		limits set: from the feed's shared result when its query began at or
+ *		after asked_ms (the stream's reason to ask is older, so the query saw
+ *		it), else from a query of its own, which becomes the shared result.
+ *		With may_wait, a stream that finds such a query under way waits for
+ *		it instead: ROUND_GET_WAIT, to ask again in ROUND_WAIT_MS.
+ *		ROUND_GET_FAILED, with req's answer set, when a query fails.
+ */
+static RoundGet
+round_get(PGconn **conn, ServeReq *req, long long asked_ms, bool may_wait,
+		  long long *safe, long long *epoch)
+{
+	RoundResult *shared;
+	RoundResult mine;
+	bool		querying;
+	bool		ok;
+
+	pthread_mutex_lock(&round_lock);
+	shared = round_result(req->feed.feed_id);
+	if (shared->begun_ms > 0 && shared->begun_ms >= asked_ms)
+	{
+		round_apply(req, shared, safe, epoch);
+		pthread_mutex_unlock(&round_lock);
+		return ROUND_GET_OK;
+	}
+	if (may_wait && shared->busy && shared->busy_ms >= asked_ms)
+	{
+		pthread_mutex_unlock(&round_lock);
+		return ROUND_GET_WAIT;
+	}
+	querying = !shared->busy;
+	if (querying)
+	{
+		shared->busy = true;
+		shared->busy_ms = cfeed_now_ms();
+	}
+	pthread_mutex_unlock(&round_lock);
+
+	memset(&mine, 0, sizeof(mine));
+	mine.feed_id = req->feed.feed_id;
+	mine.begun_ms = cfeed_now_ms();
+	ok = round_query(conn, req, &mine);
+
+	pthread_mutex_lock(&round_lock);
+	shared = round_result(req->feed.feed_id);
+	if (querying)
+		shared->busy = false;
+	if (ok)
+	{
+		round_apply(req, &mine, safe, epoch);
+		if (mine.begun_ms >= shared->begun_ms)
+		{
+			RoundResult old = *shared;
+
+			*shared = mine;
+			shared->busy = old.busy;
+			shared->busy_ms = old.busy_ms;
+			mine.shards = old.shards;
+			mine.heads = old.heads;
+		}
+	}
+	pthread_mutex_unlock(&round_lock);
+	free(mine.shards);
+	free(mine.heads);
+	return ok ? ROUND_GET_OK : ROUND_GET_FAILED;
 }
 
 /*
@@ -490,7 +635,7 @@ cfeed_sse_start(PGconn **conn, ServeReq *req)
 	req->rounds = true;
 	for (int i = 0; i < req->ncursors; i++)
 		req->cursors[i].start = req->feed.starts[i];
-	if (!round_query(conn, req, &safe, &epoch))
+	if (round_get(conn, req, cfeed_now_ms(), false, &safe, &epoch) != ROUND_GET_OK)
 		return false;
 	req->round_epoch = epoch;
 	req->round_query_epoch = epoch;
@@ -597,7 +742,9 @@ keep_positions(PGconn **conn, ServeReq *req, long long epoch)
 /*
  * cfeed_sse_next_round
  *		The JOB_ROUND of a stream between rounds: begin the next one, or
- *		try again in ROUND_RETRY_MS when no later safe time is found yet.
+ *		try again in ROUND_RETRY_MS when no later safe time is found yet (in
+ *		ROUND_WAIT_MS when the feed's round query is under way for another
+ *		stream: round_get).
  *		A stream whose feed epoch moved ends (see the file header).
  */
 void
@@ -606,8 +753,16 @@ cfeed_sse_next_round(PGconn **conn, ServeReq *req)
 	long long	safe;
 	long long	epoch;
 	int			status = req->status;
+	RoundGet	got;
 
-	if (!round_query(conn, req, &safe, &epoch))
+	got = round_get(conn, req, req->round_asked_ms, true, &safe, &epoch);
+	req->round_waiting = (got == ROUND_GET_WAIT);
+	if (got == ROUND_GET_WAIT)
+	{
+		req->retry_ms = cfeed_now_ms() + ROUND_WAIT_MS;
+		return;
+	}
+	if (got == ROUND_GET_FAILED)
 	{
 		cfeed_buf_reset(&req->out);
 		req->status = status;

@@ -236,8 +236,10 @@ produce(ServeReq *req)
 	if (req->rounds && req->round_open && req->round_shard == req->ncursors)
 		took |= cfeed_sse_round_done(req);
 	if (req->rounds && !req->round_open && now >= req->retry_ms &&
-		cfeed_sse_wants_round(req))
+		(req->round_waiting || cfeed_sse_wants_round(req)))
 	{
+		if (!req->round_waiting)
+			req->round_asked_ms = now;
 		MHD_suspend_connection(req->conn);
 		cfeed_pool_submit(req, JOB_ROUND);
 		return false;
