@@ -1,5 +1,5 @@
 /*
- * src/client/serve_http.c
+ * src/serve/serve_http.c
  *		The HTTP side of `cfeed serve` (libmicrohttpd): the daemon, routing,
  *		authorization and request parameters (the answers: serve_answer.c).
  *

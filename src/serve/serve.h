@@ -1,5 +1,5 @@
 /*
- * src/client/serve.h
+ * src/serve/serve.h
  *		State shared by the files of `cfeed serve`, the HTTP gateway:
  *		options, requests, the reading pool, the fan-out hub, tokens, metrics
  *		and logging.

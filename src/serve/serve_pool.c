@@ -1,5 +1,5 @@
 /*
- * src/client/serve_pool.c
+ * src/serve/serve_pool.c
  *		The reading pool of `cfeed serve`: a few threads, each with its own
  *		database connection, running the reads that requests need (the
  *		start of a request, a streaming request's catch-up below the tail).

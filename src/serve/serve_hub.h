@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub.h
+ * src/serve/serve_hub.h
  *		What the files of the fan-out hub of `cfeed serve` share: the
  *		followed shards and their in-memory tails (serve_hub_tail.c), the
  *		hub thread and its database connection (serve_hub.c), reading a

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub_read.c
+ * src/serve/serve_hub_read.c
  *		How the hub thread (serve_hub.c) reads a followed shard's new events
  *		into its in-memory tail (serve_hub_tail.c), page by page, following
  *		the feed epoch meanwhile.

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_sse.c
+ * src/serve/serve_sse.c
  *		Compact ids of all-shards Server-Sent Events streams, whatever the
  *		number of shards: the stream is sent in rounds bounded by stamp
  *		times, and an id names a point in them (docs/serve.md, "Server-Sent

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_stream.c
+ * src/serve/serve_stream.c
  *		The body of a feed response: NDJSON lines for FeedAPI
  *		({"data": ...} and {"cursor": "..."}), Server-Sent Events for
  *		browsers, and the content reader that libmicrohttpd calls for a

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub.c
+ * src/serve/serve_hub.c
  *		The fan-out hub of `cfeed serve`: one thread and one database
  *		connection that follow every shard some streaming client reads,
  *		reading each new batch once into the shard's in-memory tail

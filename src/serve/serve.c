@@ -1,5 +1,5 @@
 /*
- * src/client/serve.c
+ * src/serve/serve.c
  *		`cfeed serve`: options, start-up, logging, small buffers, and the
  *		graceful shutdown on SIGTERM/SIGINT, the token file's reload on SIGHUP.
  *

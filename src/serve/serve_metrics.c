@@ -1,5 +1,5 @@
 /*
- * src/client/serve_metrics.c
+ * src/serve/serve_metrics.c
  *		The gateway's counters and the /metrics page (Prometheus text
  *		format 0.0.4).
  *
