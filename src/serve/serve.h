@@ -245,9 +245,16 @@ typedef struct ServeReq
 	struct ServeReq *next_waiting;	/* waiting in the hub (hub lock) */
 } ServeReq;
 
-/* serve.c */
+/* serve_options.c */
+extern void cfeed_serve_parse_options(int argc, char **argv);
+extern const ServePayload *cfeed_serve_payload(const char *feed);
+
+/* serve_log.c */
+extern ServeLogLevel cfeed_serve_log_level(const char *text);
 extern void cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
+
+/* serve_buf.c */
 extern void cfeed_serve_oom(void) __attribute__((noreturn));
 extern void *cfeed_serve_alloc(size_t size);
 extern char *cfeed_serve_strdup(const char *s);
@@ -256,7 +263,6 @@ extern void cfeed_buf_append(ServeBuf *b, const char *data, size_t len);
 extern void cfeed_buf_printf(ServeBuf *b, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
 extern void cfeed_buf_reset(ServeBuf *b);
-extern const ServePayload *cfeed_serve_payload(const char *feed);
 
 /* serve_http.c */
 extern struct MHD_Daemon *cfeed_http_start(void);
