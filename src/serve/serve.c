@@ -116,7 +116,7 @@ cfeed_serve_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	check_database();
-	cfeed_pool_start(cfeed_serve_opts.readers);
+	cfeed_pool_start(cfeed_serve_opts.readers, cfeed_feedapi_run, cfeed_http_resume);
 	cfeed_hub_start();
 	daemon = cfeed_http_start();
 	if (daemon == NULL)

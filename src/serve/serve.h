@@ -85,7 +85,6 @@ typedef struct ServeOptions
 	int			max_age_s;
 	int			shutdown_ms;
 	unsigned int max_clients;
-	ServeLogLevel log_level;
 	ServePayload *payloads;
 	int			npayloads;
 } ServeOptions;
@@ -250,7 +249,8 @@ extern void cfeed_serve_parse_options(int argc, char **argv);
 extern const ServePayload *cfeed_serve_payload(const char *feed);
 
 /* serve_log.c */
-extern ServeLogLevel cfeed_serve_log_level(const char *text);
+extern void cfeed_serve_set_log_level(const char *text);
+extern bool cfeed_serve_logs(ServeLogLevel level);
 extern void cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
 
@@ -289,8 +289,13 @@ extern void cfeed_auth_reload(const char *path);
 extern ServeAuth cfeed_auth_check(const char *secret, const char *feed,
 								  ServeGrant *grant);
 
-/* serve_pool.c */
-extern void cfeed_pool_start(int nthreads);
+/*
+ * serve_pool.c: the upper layer gives the pool what to run for a request
+ * (on a pool thread, with its connection) and what to do after.
+ */
+typedef void (*ServePoolRun) (PGconn **conn, ServeReq *req);
+typedef void (*ServePoolDone) (ServeReq *req);
+extern void cfeed_pool_start(int nthreads, ServePoolRun run, ServePoolDone done);
 extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
 extern void cfeed_pool_stop(void);
 extern PGconn *cfeed_serve_connect(const char *who);
@@ -318,23 +323,27 @@ extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
 extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
 extern void cfeed_stream_release(ServeReq *req);
 extern int	cfeed_stream_page_limit(const ServeReq *req);
+
+/* serve_event.c */
 extern bool cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 							   long long stamped_us, const char *json, size_t len,
 							   bool live);
 extern void cfeed_stream_cursor(ServeReq *req);
 extern void cfeed_stream_position(ServeReq *req);
 extern void cfeed_stream_id_event(ServeReq *req);
+extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
+							 long long stamped_us);
+
+/* serve_position.c */
 extern bool cfeed_stream_parse_position(const ServeReq *req, const char *text,
 										ServeCursor *c);
 extern void cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c);
-
-/* serve_sse.c */
 extern void cfeed_sse_append_id(ServeReq *req, ServeBuf *b);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
+
+/* serve_sse.c */
 extern bool cfeed_sse_start(PGconn **conn, ServeReq *req);
 extern void cfeed_sse_next_round(PGconn **conn, ServeReq *req);
-extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
-							 long long stamped_us);
 extern bool cfeed_sse_round_done(ServeReq *req);
 
 /* serve_hub.c, serve_hub_tail.c */
@@ -363,7 +372,8 @@ extern atomic_long cfeed_metric_events;
 extern atomic_long cfeed_metric_requests;
 extern atomic_long cfeed_metric_buffered;
 extern void cfeed_metrics_latency(long long stamped_us);
-extern void cfeed_metrics_render(ServeBuf *b);
+typedef void (*ServeMetricsMore) (ServeBuf *b);
+extern void cfeed_metrics_render(ServeBuf *b, ServeMetricsMore more);
 extern bool cfeed_metrics_refresh_groups(PGconn *conn);
 
 #endif							/* CFEED_SERVE_H */

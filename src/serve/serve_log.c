@@ -17,17 +17,33 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
+static ServeLogLevel log_level = LOG_INFO;	/* --log-level */
+
 /*
- * cfeed_serve_log_level
- *		The --log-level named text, or a usage error.
+ * cfeed_serve_set_log_level
+ *		Log at the level named text (--log-level) and above, or exit with a
+ *		usage error.
  */
-ServeLogLevel
-cfeed_serve_log_level(const char *text)
+void
+cfeed_serve_set_log_level(const char *text)
 {
 	for (int i = 0; i <= LOG_DEBUG; i++)
 		if (strcmp(text, level_names[i]) == 0)
-			return (ServeLogLevel) i;
+		{
+			log_level = (ServeLogLevel) i;
+			return;
+		}
 	cfeed_usage_error("serve", "invalid --log-level \"%s\": expected error, warning, info or debug", text);
+}
+
+/*
+ * cfeed_serve_logs
+ *		Whether a message of this level would be logged.
+ */
+bool
+cfeed_serve_logs(ServeLogLevel level)
+{
+	return level <= log_level;
 }
 
 /*
@@ -43,7 +59,7 @@ cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
 	struct tm	tm;
 	va_list		ap;
 
-	if (level > cfeed_serve_opts.log_level)
+	if (!cfeed_serve_logs(level))
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);

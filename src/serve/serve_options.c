@@ -103,7 +103,6 @@ set_defaults(ServeOptions *o)
 	o->max_age_s = 31536000;
 	o->max_clients = 10000;
 	o->shutdown_ms = 5000;
-	o->log_level = LOG_INFO;
 }
 
 /*
@@ -159,7 +158,7 @@ set_option(ServeOptions *o, int c, char *arg)
 			o->shutdown_ms = (int) parse_int_option("shutdown-ms", arg, 0, INT_MAX);
 			break;
 		case 'L':
-			o->log_level = cfeed_serve_log_level(arg);
+			cfeed_serve_set_log_level(arg);
 			break;
 		case 'h':
 			print_serve_help();
