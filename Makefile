@@ -74,7 +74,8 @@ include $(PGXS)
 PROVE_FLAGS += -I ./test/t
 
 # The `cfeed` command (src/client) has its own Makefile: PGXS builds one
-# MODULE_big or one PROGRAM per Makefile, not both.  CLIENT=no leaves it out
+# MODULE_big or one PROGRAM per Makefile, not both.  Its HTTP gateway
+# (src/serve) has one too; src/client/Makefile builds it and links it in.  CLIENT=no leaves it out
 # of make, make install and make clean (debian/rules builds the extension once per
 # PostgreSQL major and the command once, into a package of its own).
 CLIENT ?= yes

@@ -26,7 +26,7 @@ copy_checkout() {
 	else
 		tar -C "$src" --exclude=./.git --exclude=./tmp_check --exclude=./tmp_regress --exclude=./tmp_iso \
 			--exclude=./results --exclude=./output_iso --exclude=./log --exclude='*.o' --exclude='*.so' \
-			--exclude='*.bc' --exclude=./src/client/cfeed -cf - . | tar -C "$dest" -xf -
+			--exclude='*.bc' --exclude=./src/client/cfeed --exclude=./src/serve/libcfeedserve.a -cf - . | tar -C "$dest" -xf -
 	fi
 }
 

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub.h
+ * src/serve/serve_hub.h
  *		What the files of the fan-out hub of `cfeed serve` share: the
  *		followed shards and their in-memory tails (serve_hub_tail.c), the
  *		hub thread and its database connection (serve_hub.c), reading a
@@ -66,12 +66,15 @@ extern void cfeed_hub_append(HubShard *h, long long number, long long stamped_us
 extern void cfeed_hub_mark_all_due(void);
 extern void cfeed_hub_drop_tail(HubShard *h);
 
-/* serve_hub.c */
+/* serve_hub_kick.c */
+extern bool cfeed_hub_kick_open(void);
+extern int	cfeed_hub_kick_fd(void);
 extern void cfeed_hub_kick(void);
+extern void cfeed_hub_drain_kicks(void);
 extern void cfeed_hub_nap(int ms);
-extern bool cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what);
 
 /* serve_hub_read.c */
+extern bool cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what);
 extern bool cfeed_hub_read_new(PGconn *conn, HubShard *h, unsigned gen, long long from,
 							   bool hinted);
 

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_auth.c
+ * src/serve/serve_auth.c
  *		Bearer tokens of `cfeed serve`: the token file, its reload on
  *		SIGHUP, and the decision whether a token may read a feed.
  *

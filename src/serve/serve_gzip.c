@@ -1,5 +1,5 @@
 /*
- * src/client/serve_gzip.c
+ * src/serve/serve_gzip.c
  *		gzip for the gateway's complete answers (pages, discovery, errors,
  *		/metrics) when the client's Accept-Encoding allows it (zlib).
  *

@@ -1,8 +1,9 @@
 /*
- * src/client/serve_hub_read.c
+ * src/serve/serve_hub_read.c
  *		How the hub thread (serve_hub.c) reads a followed shard's new events
  *		into its in-memory tail (serve_hub_tail.c), page by page, following
- *		the feed epoch meanwhile.
+ *		the feed epoch meanwhile; and how any of the hub's queries that fails
+ *		is logged (cfeed_hub_lost).
  *
  * Feed epochs (client epoch.c): a tail's numbers belong to the epoch read
  * before its head.  On a new connection, before reading on, and whenever a
@@ -27,6 +28,22 @@ typedef enum EpochStep
 	EPOCH_FAILED,				/* a query failed: try again at the next pass */
 	EPOCH_LOST					/* the connection is gone */
 } EpochStep;
+
+/*
+ * cfeed_hub_lost
+ *		Whether a failed result means the hub's connection is gone; logs the
+ *		failure either way and clears res.
+ */
+bool
+cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what)
+{
+	bool		gone = cfeed_connection_lost(conn, res);
+
+	cfeed_serve_log(gone ? LOG_WARNING : LOG_ERROR, "hub: %s failed: %s", what,
+					cfeed_error_text(conn, res));
+	PQclear(res);
+	return gone;
+}
 
 /*
  * epoch_failed

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub_standby.c
+ * src/serve/serve_hub_standby.c
  *		The fan-out hub on a hot standby, where LISTEN is refused (25006):
  *		noticing it, and waiting for new changes without notifications.
  *

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_answer.c
+ * src/serve/serve_answer.c
  *		The answers of `cfeed serve` as libmicrohttpd responses: complete
  *		answers (pages, discovery, errors, /healthz, /metrics; gzip when the
  *		client accepts it), streams, and CORS preflights, with their

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_stream.c
+ * src/serve/serve_stream.c
  *		The body of a feed response: NDJSON lines for FeedAPI
  *		({"data": ...} and {"cursor": "..."}), Server-Sent Events for
  *		browsers, and the content reader that libmicrohttpd calls for a
@@ -29,138 +29,17 @@
  * of shards (serve_sse.c).  The stream starts with an event that has an id
  * and no data: browsers then know the starting position without an event
  * being dispatched.
+ *
+ * The lines are written by serve_event.c, positions and ids as text by
+ * serve_position.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "serve.h"
-
-/*
- * cfeed_stream_append_position
- *		Append a known position (see the file header) to b.
- */
-void
-cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c)
-{
-	if (cfeed_serve_epochs)
-		cfeed_buf_printf(b, "%lld@%lld", c->number, c->epoch);
-	else
-		cfeed_buf_printf(b, "%lld", c->number);
-}
-
-/*
- * cfeed_stream_parse_position
- *		Set c from a position "number[@epoch]" of req's feed (a number alone
- *		is of the epoch the feed was looked up in).  False when malformed.
- */
-bool
-cfeed_stream_parse_position(const ServeReq *req, const char *text, ServeCursor *c)
-{
-	char		number[24];
-	const char *at = strchr(text, '@');
-	size_t		len = at ? (size_t) (at - text) : strlen(text);
-
-	if (len >= sizeof(number))
-		return false;
-	memcpy(number, text, len);
-	number[len] = '\0';
-	c->epoch = req->feed.epoch;
-	if (!cfeed_parse_int64(number, 0, LLONG_MAX, &c->number) ||
-		(at != NULL && !cfeed_parse_int64(at + 1, 0, LLONG_MAX, &c->epoch)))
-		return false;
-	c->known = true;
-	return true;
-}
-
-/*
- * cfeed_stream_event
- *		Append one event (json: the event object) to req's output, framed
- *		for the request's kind, and advance cursor c to number.  live: it
- *		comes from the hub's tail (it then counts in the latency histogram).
- *		False, with nothing appended, when the event is beyond the round of
- *		an all-shards SSE stream (serve_sse.c): c is then through with it.
- */
-bool
-cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
-				   long long stamped_us, const char *json, size_t len, bool live)
-{
-	if (!cfeed_sse_admits(req, c, number, stamped_us))
-		return false;
-	c->known = true;
-	c->number = number;
-	req->event_bytes += len;
-	req->nevents++;
-	if (req->kind == REQ_SSE)
-	{
-		cfeed_buf_append(&req->out, "id: ", 4);
-		cfeed_sse_append_id(req, &req->out);
-		cfeed_buf_append(&req->out, "\ndata: ", 7);
-		cfeed_buf_append(&req->out, json, len);
-		cfeed_buf_append(&req->out, "\n\n", 2);
-	}
-	else
-	{
-		cfeed_buf_append(&req->out, "{\"data\":", 8);
-		cfeed_buf_append(&req->out, json, len);
-		cfeed_buf_append(&req->out, "}\n", 2);
-	}
-	atomic_fetch_add(&cfeed_metric_events, 1);
-	if (live)
-		cfeed_metrics_latency(stamped_us);
-	return true;
-}
-
-/*
- * cfeed_stream_cursor
- *		Append a FeedAPI checkpoint line with the cursor of the request's
- *		partition ("_first" while nothing has been read from the beginning).
- *		Nothing for SSE, whose events carry their ids.
- */
-void
-cfeed_stream_cursor(ServeReq *req)
-{
-	ServeCursor *c = &req->cursors[0];
-
-	if (req->kind != REQ_FETCH)
-		return;
-	cfeed_buf_append(&req->out, "{\"cursor\":\"", 11);
-	if (c->known)
-		cfeed_stream_append_position(&req->out, c);
-	else
-		cfeed_buf_append(&req->out, "_first", 6);
-	cfeed_buf_append(&req->out, "\"}\n", 3);
-}
-
-/*
- * cfeed_stream_id_event
- *		Append an SSE event with req's position as its id and no data: the
- *		browser takes the id (and reconnects from it) without an event
- *		being dispatched.  Sent first, last when the stream ends, and when
- *		the form of the id changes (serve_sse.c).
- */
-void
-cfeed_stream_id_event(ServeReq *req)
-{
-	cfeed_buf_append(&req->out, "id: ", 4);
-	cfeed_sse_append_id(req, &req->out);
-	cfeed_buf_append(&req->out, "\n\n", 2);
-}
-
-/*
- * cfeed_stream_position
- *		Start an SSE stream: the reconnection delay and an id-only event
- *		with the starting position.
- */
-void
-cfeed_stream_position(ServeReq *req)
-{
-	cfeed_buf_printf(&req->out, "retry: %d\n", SERVE_SSE_RETRY_MS);
-	cfeed_stream_id_event(req);
-}
 
 /*
  * heartbeat

@@ -1,12 +1,13 @@
 /*
- * src/client/serve_metrics.c
+ * src/serve/serve_metrics.c
  *		The gateway's counters and the /metrics page (Prometheus text
  *		format 0.0.4).
  *
  * Counters are atomics, bumped by whichever thread does the work; the
  * latency histogram (stamp -> sent, for events delivered live from a
  * shard's in-memory tail) is a fixed set of atomic buckets.  The per-shard
- * figures come from the hub (cfeed_hub_metrics).  The consumer groups'
+ * figures come from the hub (cfeed_hub_metrics, which serve_http.c passes
+ * to cfeed_metrics_render).  The consumer groups'
  * dead letters and failing shards (cfeed.groups) are read by the hub
  * thread every --refresh-ms (cfeed_metrics_refresh_groups) into lines kept
  * under groups_lock, since the HTTP thread never touches the database.
@@ -126,10 +127,11 @@ cfeed_metrics_refresh_groups(PGconn *conn)
 
 /*
  * cfeed_metrics_render
- *		Append the /metrics page to b.
+ *		Append the /metrics page to b; more appends the figures of the layer
+ *		above (cfeed_hub_metrics) before the consumer groups'.
  */
 void
-cfeed_metrics_render(ServeBuf *b)
+cfeed_metrics_render(ServeBuf *b, ServeMetricsMore more)
 {
 	cfeed_buf_printf(b,
 					 "# HELP cfeed_serve_clients Open HTTP requests to feeds (streams included).\n"
@@ -161,7 +163,7 @@ cfeed_metrics_render(ServeBuf *b)
 					 atomic_load(&latency_count),
 					 (double) atomic_load(&latency_sum_us) / 1e6,
 					 atomic_load(&latency_count));
-	cfeed_hub_metrics(b);
+	more(b);
 	pthread_mutex_lock(&groups_lock);
 	if (groups_lines.len > 0)
 		cfeed_buf_append(b, groups_lines.data, groups_lines.len);

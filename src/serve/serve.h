@@ -1,5 +1,5 @@
 /*
- * src/client/serve.h
+ * src/serve/serve.h
  *		State shared by the files of `cfeed serve`, the HTTP gateway:
  *		options, requests, the reading pool, the fan-out hub, tokens, metrics
  *		and logging.
@@ -85,7 +85,6 @@ typedef struct ServeOptions
 	int			max_age_s;
 	int			shutdown_ms;
 	unsigned int max_clients;
-	ServeLogLevel log_level;
 	ServePayload *payloads;
 	int			npayloads;
 } ServeOptions;
@@ -247,9 +246,17 @@ typedef struct ServeReq
 	struct ServeReq *next_waiting;	/* waiting in the hub (hub lock) */
 } ServeReq;
 
-/* serve.c */
+/* serve_options.c */
+extern void cfeed_serve_parse_options(int argc, char **argv);
+extern const ServePayload *cfeed_serve_payload(const char *feed);
+
+/* serve_log.c */
+extern void cfeed_serve_set_log_level(const char *text);
+extern bool cfeed_serve_logs(ServeLogLevel level);
 extern void cfeed_serve_log(ServeLogLevel level, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
+
+/* serve_buf.c */
 extern void cfeed_serve_oom(void) __attribute__((noreturn));
 extern void *cfeed_serve_alloc(size_t size);
 extern char *cfeed_serve_strdup(const char *s);
@@ -258,7 +265,6 @@ extern void cfeed_buf_append(ServeBuf *b, const char *data, size_t len);
 extern void cfeed_buf_printf(ServeBuf *b, const char *fmt,...)
 			__attribute__((format(printf, 2, 3)));
 extern void cfeed_buf_reset(ServeBuf *b);
-extern const ServePayload *cfeed_serve_payload(const char *feed);
 
 /* serve_http.c */
 extern struct MHD_Daemon *cfeed_http_start(void);
@@ -285,8 +291,13 @@ extern void cfeed_auth_reload(const char *path);
 extern ServeAuth cfeed_auth_check(const char *secret, const char *feed,
 								  ServeGrant *grant);
 
-/* serve_pool.c */
-extern void cfeed_pool_start(int nthreads);
+/*
+ * serve_pool.c: the upper layer gives the pool what to run for a request
+ * (on a pool thread, with its connection) and what to do after.
+ */
+typedef void (*ServePoolRun) (PGconn **conn, ServeReq *req);
+typedef void (*ServePoolDone) (ServeReq *req);
+extern void cfeed_pool_start(int nthreads, ServePoolRun run, ServePoolDone done);
 extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
 extern void cfeed_pool_stop(void);
 extern PGconn *cfeed_serve_connect(const char *who);
@@ -314,23 +325,27 @@ extern PGresult *cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id,
 extern ssize_t cfeed_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
 extern void cfeed_stream_release(ServeReq *req);
 extern int	cfeed_stream_page_limit(const ServeReq *req);
+
+/* serve_event.c */
 extern bool cfeed_stream_event(ServeReq *req, ServeCursor *c, long long number,
 							   long long stamped_us, const char *json, size_t len,
 							   bool live);
 extern void cfeed_stream_cursor(ServeReq *req);
 extern void cfeed_stream_position(ServeReq *req);
 extern void cfeed_stream_id_event(ServeReq *req);
+extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
+							 long long stamped_us);
+
+/* serve_position.c */
 extern bool cfeed_stream_parse_position(const ServeReq *req, const char *text,
 										ServeCursor *c);
 extern void cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c);
-
-/* serve_sse.c */
 extern void cfeed_sse_append_id(ServeReq *req, ServeBuf *b);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
+
+/* serve_sse.c */
 extern bool cfeed_sse_start(PGconn **conn, ServeReq *req);
 extern void cfeed_sse_next_round(PGconn **conn, ServeReq *req);
-extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
-							 long long stamped_us);
 extern bool cfeed_sse_round_done(ServeReq *req);
 
 /* serve_hub.c, serve_hub_tail.c */
@@ -359,7 +374,8 @@ extern atomic_long cfeed_metric_events;
 extern atomic_long cfeed_metric_requests;
 extern atomic_long cfeed_metric_buffered;
 extern void cfeed_metrics_latency(long long stamped_us);
-extern void cfeed_metrics_render(ServeBuf *b);
+typedef void (*ServeMetricsMore) (ServeBuf *b);
+extern void cfeed_metrics_render(ServeBuf *b, ServeMetricsMore more);
 extern bool cfeed_metrics_refresh_groups(PGconn *conn);
 
 #endif							/* CFEED_SERVE_H */

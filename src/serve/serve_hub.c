@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub.c
+ * src/serve/serve_hub.c
  *		The fan-out hub of `cfeed serve`: one thread and one database
  *		connection that follow every shard some streaming client reads,
  *		reading each new batch once into the shard's in-memory tail
@@ -31,13 +31,12 @@
  * stream with a final id, from which the browser reconnects and gets the
  * new shards).
  *
- * Other threads wake the hub through a pipe (cfeed_hub_kick).  Locking:
+ * Other threads wake the hub through a pipe (serve_hub_kick.c).  Locking:
  * serve_hub.h.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -51,63 +50,9 @@
 #define BACKOFF_MAX_MS	5000
 
 static pthread_t hub_thread;
-static int	kick_pipe[2] = {-1, -1};
 static atomic_bool hub_stopping;
 static atomic_bool hub_connected;
 static long long hints_deferred_until;	/* hub thread only; 0: none */
-
-/*
- * cfeed_hub_kick
- *		Wake the hub thread (any thread may call it).
- */
-void
-cfeed_hub_kick(void)
-{
-	char		c = 0;
-
-	(void) !write(kick_pipe[1], &c, 1);
-}
-
-/*
- * drain_kicks
- *		Empty the kick pipe (the hub thread, after waking).
- */
-static void
-drain_kicks(void)
-{
-	char		buf[64];
-
-	(void) !read(kick_pipe[0], buf, sizeof(buf));
-}
-
-/*
- * cfeed_hub_nap
- *		Sleep until a kick or ms milliseconds (the hub thread).
- */
-void
-cfeed_hub_nap(int ms)
-{
-	struct pollfd pfd = {kick_pipe[0], POLLIN, 0};
-
-	if (poll(&pfd, 1, ms) > 0)
-		drain_kicks();
-}
-
-/*
- * cfeed_hub_lost
- *		Whether a failed result means the hub's connection is gone; logs the
- *		failure either way and clears res.
- */
-bool
-cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what)
-{
-	bool		gone = cfeed_connection_lost(conn, res);
-
-	cfeed_serve_log(gone ? LOG_WARNING : LOG_ERROR, "hub: %s failed: %s", what,
-					cfeed_error_text(conn, res));
-	PQclear(res);
-	return gone;
-}
 
 /*
  * listen_shard
@@ -325,14 +270,14 @@ work(PGconn *conn)
 static bool
 wait_listening(PGconn *conn, long long timeout)
 {
-	struct pollfd pfd[2] = {{PQsocket(conn), POLLIN, 0}, {kick_pipe[0], POLLIN, 0}};
+	struct pollfd pfd[2] = {{PQsocket(conn), POLLIN, 0}, {cfeed_hub_kick_fd(), POLLIN, 0}};
 	int			rc;
 
 	rc = poll(pfd, 2, (int) (timeout > INT_MAX ? INT_MAX : timeout));
 	if (rc < 0 && errno != EINTR)
 		return false;
 	if (pfd[1].revents & POLLIN)
-		drain_kicks();
+		cfeed_hub_drain_kicks();
 	if ((pfd[0].revents & (POLLIN | POLLERR | POLLHUP)) &&
 		(!PQconsumeInput(conn) || PQstatus(conn) != CONNECTION_OK))
 	{
@@ -475,9 +420,7 @@ cfeed_hub_healthy(void)
 void
 cfeed_hub_start(void)
 {
-	if (pipe(kick_pipe) != 0 ||
-		fcntl(kick_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
-		fcntl(kick_pipe[1], F_SETFL, O_NONBLOCK) != 0 ||
+	if (!cfeed_hub_kick_open() ||
 		pthread_create(&hub_thread, NULL, hub_main, NULL) != 0)
 	{
 		fprintf(stderr, "cfeed serve: could not start the hub thread\n");

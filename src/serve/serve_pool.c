@@ -1,11 +1,13 @@
 /*
- * src/client/serve_pool.c
+ * src/serve/serve_pool.c
  *		The reading pool of `cfeed serve`: a few threads, each with its own
  *		database connection, running the reads that requests need (the
  *		start of a request, a streaming request's catch-up below the tail).
  *
  * The HTTP thread suspends a request's connection and submits it; a pool
- * thread runs the job (serve_feedapi.c) and resumes the connection.  A
+ * thread runs the job and resumes the connection, through the callbacks
+ * cfeed_pool_start was given (serve_feedapi.c's and serve_http.c's: the
+ * pool calls no file above it).  A
  * lost connection is replaced before the next job (one the server closed
  * while idle, e.g. at a restart, is noticed before the job; one lost during
  * a job makes that job answer 503); the connections are opened lazily, so a database that is
@@ -32,6 +34,8 @@ static PoolItem *queue_tail;
 static bool pool_stopping;
 static pthread_t *threads;
 static int	nthreads;
+static ServePoolRun pool_run;	/* cfeed_pool_start's callbacks */
+static ServePoolDone pool_done;
 
 /*
  * cfeed_serve_connect
@@ -119,8 +123,8 @@ pool_thread(void *arg)
 		}
 		if (conn == NULL)
 			conn = cfeed_serve_connect(who);
-		cfeed_feedapi_run(&conn, item->req);
-		cfeed_http_resume(item->req);
+		pool_run(&conn, item->req);
+		pool_done(item->req);
 		free(item);
 	}
 	if (conn != NULL)
@@ -130,11 +134,15 @@ pool_thread(void *arg)
 
 /*
  * cfeed_pool_start
- *		Start n reading threads.
+ *		Start n reading threads, which run each request's job with run
+ *		(cfeed_feedapi_run), then hand the request back with done
+ *		(cfeed_http_resume).
  */
 void
-cfeed_pool_start(int n)
+cfeed_pool_start(int n, ServePoolRun run, ServePoolDone done)
 {
+	pool_run = run;
+	pool_done = done;
 	threads = cfeed_serve_alloc(sizeof(pthread_t) * n);
 	for (nthreads = 0; nthreads < n; nthreads++)
 		if (pthread_create(&threads[nthreads], NULL, pool_thread,

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_http.c
+ * src/serve/serve_http.c
  *		The HTTP side of `cfeed serve` (libmicrohttpd): the daemon, routing,
  *		authorization and request parameters (the answers: serve_answer.c).
  *
@@ -316,7 +316,7 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 		ServeBuf	b = {0};
 		enum MHD_Result ret;
 
-		cfeed_metrics_render(&b);
+		cfeed_metrics_render(&b, cfeed_hub_metrics);
 		ret = cfeed_answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
 		free(b.data);
 		return ret;
@@ -419,7 +419,7 @@ connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
 
 	(void) cls;
 	(void) socket_context;
-	if (cfeed_serve_opts.log_level < LOG_DEBUG)
+	if (!cfeed_serve_logs(LOG_DEBUG))
 		return;
 	if (info != NULL && info->client_addr != NULL)
 	{

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_hub_tail.c
+ * src/serve/serve_hub_tail.c
  *		The followed shards of the fan-out hub and their in-memory tails:
  *		the streaming requests that follow a shard, take its events from
  *		memory, and wait in the hub until it has something for them.

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_feed.c
+ * src/serve/serve_feed.c
  *		The feed a request to /feeds/<name> is about, for the pool threads:
  *		looking it up (id, shards, heads, epoch, FeedAPI token), answering
  *		the FeedAPI v2 discovery call, the statement that reads a page of

@@ -1,5 +1,5 @@
 /*
- * src/client/serve_feedapi.c
+ * src/serve/serve_feedapi.c
  *		The database side of a request to /feeds/<name>, run by a pool
  *		thread: the start job (look the feed up, serve_feed.c; answer the
  *		discovery call; check a fetch's token, partition and cursor, and
