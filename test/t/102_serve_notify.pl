@@ -46,14 +46,6 @@ write_tokens("$dir/tokens", "$token orders t");
 my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
 my $url = "$gw->{url}/feeds/orders";
 
-# The changes an SSE text holds, as "shard:number" in arrival order.
-sub sse_changes
-{
-	my ($text) = @_;
-	my ($events) = sse_events($text);
-	return map { "$_->{data}{shard}:$_->{data}{number}" } @$events;
-}
-
 my $client;
 
 # Wait until the SSE text holds n changes (or the deadline passes),

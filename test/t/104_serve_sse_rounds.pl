@@ -51,14 +51,6 @@ sub round_queries
 		  and query not like '%pg_stat_statements%'});
 }
 
-# The changes an SSE text holds, as "shard:number" in arrival order.
-sub sse_changes
-{
-	my ($text) = @_;
-	my ($events) = sse_events($text);
-	return map { "$_->{data}{shard}:$_->{data}{number}" } @$events;
-}
-
 # n all-shards streams from the heads; publish 40 changes paced over
 # about 2 s; wait until every stream has them.  Returns the round queries
 # run meanwhile, and checks what each stream got.

@@ -19,7 +19,7 @@ use Cwd ();
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
-  sse_events start_stream write_writer_script write_tokens);
+  sse_events sse_changes start_stream write_writer_script write_tokens);
 
 # The binary under test: the one built in this tree, else the installed
 # one: in PostgreSQL's bindir (make install), else on PATH (the Debian
@@ -148,6 +148,14 @@ sub sse_events
 		  if defined $data;
 	}
 	return (\@events, $last_id);
+}
+
+# The changes an SSE text holds, as "shard:number" in arrival order.
+sub sse_changes
+{
+	my ($text) = @_;
+	my ($events) = sse_events($text);
+	return map { "$_->{data}{shard}:$_->{data}{number}" } @$events;
 }
 
 # A streaming client in a child process: prints the body as it arrives.
