@@ -91,7 +91,7 @@ typedef struct ServeOptions
 
 extern ServeOptions cfeed_serve_opts;
 extern atomic_bool cfeed_serve_stopping;
-extern bool cfeed_serve_epochs;	/* the database has feed epochs (1.5) */
+extern bool cfeed_serve_epochs;	/* the database has feed epochs */
 
 /* A growable byte buffer. */
 typedef struct ServeBuf

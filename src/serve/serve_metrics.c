@@ -77,7 +77,7 @@ cfeed_metrics_latency(long long stamped_us)
 
 /*
  * cfeed_metrics_refresh_groups
- *		Read the consumer groups' figures (cfeed.groups, 1.8) into the lines
+ *		Read the consumer groups' figures (cfeed.groups) into the lines
  *		/metrics shows.  A role that may not read the view, or a cfeed
  *		without dead letters, leaves them out (said once in the log).
  *		Returns false when the connection is lost.

@@ -176,8 +176,8 @@ parse_compact(const char *text, ServeSseId *id)
 /*
  * parse_listed
  *		Resume req's cursors from an id that lists "shard:position" for each
- *		shard (cfeed 1.8); the shards it does not list start from the
- *		beginning.
+ *		shard (as earlier gateways sent); the shards it does not list start
+ *		from the beginning.
  */
 static bool
 parse_listed(ServeReq *req, const char *id)

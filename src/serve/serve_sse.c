@@ -54,7 +54,8 @@
  * another epoch has every position passed through cfeed.resume_cursor
  * (changes a failover lost are sent again).  A stream whose rounds cross
  * into another epoch ends with its id, and the browser reconnects.  Ids in
- * the form of cfeed 1.8 ("shard:number@epoch,...") are still taken; a
+ * the listed form of earlier gateways ("shard:number@epoch,...") are still
+ * taken; a
  * stream starting from positions that no time describes (such an id, a
  * cursor=number, positions a failover rewound) lists every shard in its
  * ids until its first round ends.
