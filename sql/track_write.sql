@@ -96,6 +96,29 @@ RESET ROLE;
 DROP POLICY w_not_606 ON cfeed.change;
 SELECT (i."row" ->> 'id')::int AS id, i."row" ->> 'v' AS v
 FROM cfeed.change i WHERE cfeed._tracked_table(i.tbl) = 'w_priv'::regclass ORDER BY 1;
+-- with parallel plans forced, the lookups of tracked tables' numbers (in
+-- the owner's query and in a reader's policy) read with the query's
+-- snapshot: no process in parallel mode may take a fresh one
+CREATE ROLE w_par_reader;
+GRANT USAGE ON SCHEMA cfeed TO w_par_reader;
+GRANT SELECT ON cfeed.change TO w_par_reader;
+GRANT SELECT ON w_priv TO w_par_reader;
+SELECT cfeed.grant_read(606, 'w_par_reader');
+SET ROLE w_par_reader;
+SELECT count(*) AS readable FROM cfeed.change i WHERE i.feed_id = 606 AND i."row" IS NOT NULL;
+RESET ROLE;
+SELECT set_config(name, 'on', false) AS parallel_forced FROM pg_settings
+WHERE name IN ('debug_parallel_query', 'force_parallel_mode');
+SELECT count(cfeed._tracked_table(i.tbl)) AS numbered FROM cfeed.change i WHERE i.feed_id = 606;
+SET ROLE w_par_reader;
+SELECT count(*) AS readable FROM cfeed.change i WHERE i.feed_id = 606 AND i."row" IS NOT NULL;
+RESET ROLE;
+SELECT set_config(name, 'off', false) AS parallel_forced FROM pg_settings
+WHERE name IN ('debug_parallel_query', 'force_parallel_mode');
+SELECT cfeed.revoke_read(606, 'w_par_reader');
+REVOKE ALL ON cfeed.change, w_priv FROM w_par_reader;
+REVOKE USAGE ON SCHEMA cfeed FROM w_par_reader;
+DROP ROLE w_par_reader;
 REVOKE ALL ON cfeed.change, cfeed.row_image FROM track_writer;
 REVOKE ALL ON SEQUENCE cfeed.change_id FROM track_writer;
 REVOKE ALL ON w_priv FROM track_writer;

@@ -286,5 +286,6 @@ extern bool cfeed_leader_lock(int32 sweep_group);
 extern void cfeed_leader_unlock(int32 sweep_group);
 extern bool cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode);
 extern bool cfeed_shards_lock_held(int32 feed_id, LOCKMODE lockmode);
+extern void cfeed_number_lock(Oid relid);
 
 #endif							/* CFEED_H */

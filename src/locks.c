@@ -17,12 +17,14 @@
  *													shards, share for a direct
  *													writer, exclusive for a
  *													shard that goes away
+ *	   number		(db, relid, 0, 0x6369)			transaction: giving a tracked
+ *													table its number
  *
  *	  pg_locks shows them as locktype 'advisory' with objsubid the field 4
  *	  value (the tests look for 25448, the shards lock).  Who takes which, in
  *	  what order, is described where they are used: sweep.c (sweep), shards.c
  *	  (shards), shard_guard.c (the guard trigger's shards and sweep locks),
- *	  sweep_sql.c (leader).
+ *	  sweep_sql.c (leader), table_numbers.c (number).
  *
  *-------------------------------------------------------------------------
  */
@@ -40,16 +42,18 @@
 #define CFEED_LOCK_SWEEP			0x6366
 #define CFEED_LOCK_LEADER			0x6367
 #define CFEED_LOCK_SHARDS			0x6368
+#define CFEED_LOCK_NUMBER			0x6369
 
 /*
  * lock_tag
  *		The tag of one of cfeed's locks in this database: a sweep group's
- *		(CFEED_LOCK_SWEEP, CFEED_LOCK_LEADER) or a feed's (CFEED_LOCK_SHARDS).
+ *		(CFEED_LOCK_SWEEP, CFEED_LOCK_LEADER), a feed's (CFEED_LOCK_SHARDS)
+ *		or a table's (CFEED_LOCK_NUMBER).
  */
 static void
 lock_tag(LOCKTAG *tag, uint16 kind, int32 id)
 {
-	if (kind == CFEED_LOCK_SHARDS)
+	if (kind == CFEED_LOCK_SHARDS || kind == CFEED_LOCK_NUMBER)
 		SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) id, 0, kind);
 	else
 		SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) id, kind);
@@ -133,4 +137,18 @@ cfeed_shards_lock_held(int32 feed_id, LOCKMODE lockmode)
 
 	lock_tag(&tag, CFEED_LOCK_SHARDS, feed_id);
 	return cfeed_lock_held_by_me(&tag, lockmode);
+}
+
+/*
+ * cfeed_number_lock
+ *		Take, until the transaction ends, the lock that serializes giving
+ *		table relid its number (table_numbers.c).
+ */
+void
+cfeed_number_lock(Oid relid)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_NUMBER, (int32) relid);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }

@@ -17,15 +17,16 @@
  *	  A database updated from a schema whose tbl was a regclass keeps its
  *	  changes' OIDs as their numbers (the update relabels the column, no
  *	  rewrite); new numbers are random positive int4s, so that two clusters
- *	  that track tables (a subscriber of its own) rarely draw the same one.
+ *	  that track tables (a subscriber of its own) rarely draw the same one
+ *	  (OIDs kept by the update do collide across clusters: docs/replication.md).
  *	  A database not yet updated has no cfeed.tracked_table (schema.c): its
  *	  "number" is the table's OID, the column a regclass.
  *
  *	  Lookups read cfeed.tracked_table directly, with a fresh snapshot,
  *	  without the caller's privileges: a writer publishes, and a reader's
  *	  policy check runs, without SELECT on it.  A number is created as the
- *	  extension's owner, under a SHARE ROW EXCLUSIVE lock on the table
- *	  (numbers are created by cfeed.track, and by a writer only for a table
+ *	  extension's owner, under the lock of the table's relid (locks.c:
+ *	  numbers are created by cfeed.track, and by a writer only for a table
  *	  tracked without one).
  *
  *-------------------------------------------------------------------------
@@ -72,7 +73,8 @@ typedef struct CfeedNumberMemo
  * lookup
  *		The row of cfeed.tracked_table whose column attnum (the number, or
  *		the table) equals value, through the index on it, with a fresh
- *		snapshot: its other column (*other, InvalidOid when null) and
+ *		snapshot (the query's in parallel mode, leader or worker: a number
+ *		the query's snapshot misses is carried by no change it sees): its other column (*other, InvalidOid when null) and
  *		whether it was inserted by this transaction (*own).  False when
  *		there is none; when a table has several numbers (a subscriber's own
  *		and its publisher's), the first the index returns.
@@ -84,7 +86,9 @@ lookup(AttrNumber attnum, Datum value, Oid *other, bool *own)
 	Relation	index = cfeed_index_open(attnum == Anum_tracked_table_no
 										 ? "tracked_table_pkey" : "tracked_table_tbl_idx",
 										 AccessShareLock);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	/* a query in parallel mode may take no new snapshot: its own will do */
+	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot()
+											: GetLatestSnapshot());
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
@@ -123,28 +127,36 @@ number_create(Oid relid)
 	Oid			types[2] = {OIDOID, TEXTOID};
 	Datum		values[2];
 	int			spi_level;
+	Oid			number;
+	bool		own;
 	CfeedSavedUser saved = cfeed_become_owner();
 
 	values[0] = ObjectIdGetDatum(relid);
 	values[1] = CStringGetTextDatum(cfeed_qualified_name(relid));
+	/*
+	 * One transaction at a time numbers a table (the lock of its relid, not
+	 * of cfeed.tracked_table: writers of other tables, and a subscriber's
+	 * apply, go on); whether it has a number is asked once the lock is held,
+	 * with a fresh snapshot, so that a number committed meanwhile is taken
+	 * even in a REPEATABLE READ transaction, whose own snapshot misses it.
+	 */
+	cfeed_number_lock(relid);
 	spi_level = cfeed_spi_connect();
-	cfeed_spi_exec("LOCK TABLE cfeed.tracked_table IN SHARE ROW EXCLUSIVE MODE",
-				   0, NULL, NULL, NULL, SPI_OK_UTILITY);
-	cfeed_spi_exec("UPDATE cfeed.tracked_table t SET name = $2"
-				   " WHERE t.tbl OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
-				   " AND t.name IS DISTINCT FROM $2",
-				   2, types, values, NULL, SPI_OK_UPDATE);
-	cfeed_spi_exec("INSERT INTO cfeed.tracked_table (table_no, tbl, name)"
-				   " SELECT n.no, $1::pg_catalog.regclass, $2"
-				   " FROM (SELECT 1 OPERATOR(pg_catalog.+) pg_catalog.floor(pg_catalog.random()"
-				   "  OPERATOR(pg_catalog.*) 2147483646)::pg_catalog.int4 AS no"
-				   "  FROM pg_catalog.generate_series(1, 16)) n"
-				   " WHERE NOT EXISTS (SELECT FROM cfeed.tracked_table t"
-				   "  WHERE t.tbl OPERATOR(pg_catalog.=) $1::pg_catalog.regclass)"
-				   " AND NOT EXISTS (SELECT FROM cfeed.tracked_table t"
-				   "  WHERE t.table_no OPERATOR(pg_catalog.=) n.no)"
-				   " LIMIT 1",
-				   2, types, values, NULL, SPI_OK_INSERT);
+	if (lookup(Anum_tracked_table_tbl, ObjectIdGetDatum(relid), &number, &own))
+		cfeed_spi_exec("UPDATE cfeed.tracked_table t SET name = $2"
+					   " WHERE t.tbl OPERATOR(pg_catalog.=) $1::pg_catalog.regclass"
+					   " AND t.name IS DISTINCT FROM $2",
+					   2, types, values, NULL, SPI_OK_UPDATE);
+	else
+		cfeed_spi_exec("INSERT INTO cfeed.tracked_table (table_no, tbl, name)"
+					   " SELECT n.no, $1::pg_catalog.regclass, $2"
+					   " FROM (SELECT 1 OPERATOR(pg_catalog.+) pg_catalog.floor(pg_catalog.random()"
+					   "  OPERATOR(pg_catalog.*) 2147483646)::pg_catalog.int4 AS no"
+					   "  FROM pg_catalog.generate_series(1, 16)) n"
+					   " WHERE NOT EXISTS (SELECT FROM cfeed.tracked_table t"
+					   "  WHERE t.table_no OPERATOR(pg_catalog.=) n.no)"
+					   " LIMIT 1",
+					   2, types, values, NULL, SPI_OK_INSERT);
 	cfeed_spi_finish(spi_level);
 	cfeed_restore_user(saved);
 }

@@ -226,8 +226,11 @@ typedef struct ServeReq
 	long long	round_hi;
 	long long	round_epoch;	/* the epoch of the ids */
 	long long	round_query_epoch;	/* the epoch round_hi was found in */
-	long long	round_asked_ms; /* when the stream last asked for a round */
-	bool		round_waiting;	/* for the feed's round query (serve_sse.c) */
+	long long	round_asked_us; /* the round query it will take began after
+								 * this (serve_sse.c, monotonic microseconds) */
+	long long	round_seen_us;	/* when its last round query began */
+	bool		round_waiting;	/* for the feed's round query under way */
+	bool		round_retrying; /* its last round query found no later end */
 	const char *retry_why;		/* SSE told to retry: why (for the log) */
 
 	/* streaming */
@@ -345,6 +348,7 @@ extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
 
 /* serve_sse.c */
 extern bool cfeed_sse_start(PGconn **conn, ServeReq *req);
+extern void cfeed_sse_ask_round(ServeReq *req);
 extern void cfeed_sse_next_round(PGconn **conn, ServeReq *req);
 extern bool cfeed_sse_round_done(ServeReq *req);
 

@@ -68,11 +68,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "serve.h"
 
 #define ROUND_RETRY_MS	50		/* a round that found no later safe time */
 #define ROUND_WAIT_MS	2		/* a round waiting for the feed's query */
+#define ROUND_WAIT_LIMIT_US	1000000 /* ... for at most this long: then its own */
 
 /*
  * The last round query of each feed, shared by the feed's all-shards
@@ -82,9 +84,9 @@
 typedef struct RoundResult
 {
 	int			feed_id;
-	long long	begun_ms;		/* when its query began (0: none yet) */
-	bool		busy;			/* a query is under way, begun at busy_ms */
-	long long	busy_ms;
+	long long	begun_us;		/* when its query began (0: none yet) */
+	bool		busy;			/* a query is under way, begun at busy_us */
+	long long	busy_us;
 	long long	safe;			/* the safe end it found */
 	long long	epoch;
 	int			nshards;		/* the feed's shards and their heads, in */
@@ -261,17 +263,49 @@ round_result(int feed_id)
 }
 
 /*
+ * now_us
+ *		The monotonic clock in microseconds: round queries are ordered by
+ *		when they began, finer than milliseconds so that two rarely tie.
+ */
+static long long
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * cfeed_sse_ask_round
+ *		An all-shards stream asks for its next round (the pool then runs
+ *		cfeed_sse_next_round): for its shards' new changes, any query begun
+ *		from now on will do; to retry a round that found no later end, any
+ *		query begun after the one that found none; waiting for the feed's
+ *		query under way, the ask stands as it was.
+ */
+void
+cfeed_sse_ask_round(ServeReq *req)
+{
+	if (req->round_waiting)
+		return;
+	req->round_asked_us = req->round_retrying ? req->round_seen_us + 1 : now_us();
+}
+
+/*
  * round_get
  *		The safe end of req's next round and the epoch, with the cursors'
  *		limits set: from the feed's shared result when its query began at or
- *		after asked_ms (the stream's reason to ask is older, so the query saw
- *		it), else from a query of its own, which becomes the shared result.
- *		With may_wait, a stream that finds such a query under way waits for
- *		it instead: ROUND_GET_WAIT, to ask again in ROUND_WAIT_MS.
- *		ROUND_GET_FAILED, with req's answer set, when a query fails.
+ *		after asked_us (the stream's reason to ask is older, so the query saw
+ *		it), else from a query of its own, which becomes the shared result
+ *		unless a later one is there.  With may_wait, a stream that finds such
+ *		a query under way, for less than ROUND_WAIT_LIMIT_US, waits for it
+ *		instead: ROUND_GET_WAIT, to ask again in ROUND_WAIT_MS.
+ *		ROUND_GET_FAILED, with req's answer set, when a query fails.  Sets
+ *		req->round_seen_us to when the result's query began.
  */
 static RoundGet
-round_get(PGconn **conn, ServeReq *req, long long asked_ms, bool may_wait,
+round_get(PGconn **conn, ServeReq *req, long long asked_us, bool may_wait,
 		  long long *safe, long long *epoch)
 {
 	RoundResult *shared;
@@ -281,13 +315,15 @@ round_get(PGconn **conn, ServeReq *req, long long asked_ms, bool may_wait,
 
 	pthread_mutex_lock(&round_lock);
 	shared = round_result(req->feed.feed_id);
-	if (shared->begun_ms > 0 && shared->begun_ms >= asked_ms)
+	if (shared->begun_us > 0 && shared->begun_us >= asked_us)
 	{
 		round_apply(req, shared, safe, epoch);
+		req->round_seen_us = shared->begun_us;
 		pthread_mutex_unlock(&round_lock);
 		return ROUND_GET_OK;
 	}
-	if (may_wait && shared->busy && shared->busy_ms >= asked_ms)
+	if (may_wait && shared->busy && shared->busy_us >= asked_us &&
+		now_us() - shared->busy_us < ROUND_WAIT_LIMIT_US)
 	{
 		pthread_mutex_unlock(&round_lock);
 		return ROUND_GET_WAIT;
@@ -296,13 +332,13 @@ round_get(PGconn **conn, ServeReq *req, long long asked_ms, bool may_wait,
 	if (querying)
 	{
 		shared->busy = true;
-		shared->busy_ms = cfeed_now_ms();
+		shared->busy_us = now_us();
 	}
 	pthread_mutex_unlock(&round_lock);
 
 	memset(&mine, 0, sizeof(mine));
 	mine.feed_id = req->feed.feed_id;
-	mine.begun_ms = cfeed_now_ms();
+	mine.begun_us = now_us();
 	ok = round_query(conn, req, &mine);
 
 	pthread_mutex_lock(&round_lock);
@@ -312,13 +348,14 @@ round_get(PGconn **conn, ServeReq *req, long long asked_ms, bool may_wait,
 	if (ok)
 	{
 		round_apply(req, &mine, safe, epoch);
-		if (mine.begun_ms >= shared->begun_ms)
+		req->round_seen_us = mine.begun_us;
+		if (mine.begun_us > shared->begun_us)
 		{
 			RoundResult old = *shared;
 
 			*shared = mine;
 			shared->busy = old.busy;
-			shared->busy_ms = old.busy_ms;
+			shared->busy_us = old.busy_us;
 			mine.shards = old.shards;
 			mine.heads = old.heads;
 		}
@@ -449,7 +486,7 @@ cfeed_sse_start(PGconn **conn, ServeReq *req)
 	req->rounds = true;
 	for (int i = 0; i < req->ncursors; i++)
 		req->cursors[i].start = req->feed.starts[i];
-	if (round_get(conn, req, cfeed_now_ms(), false, &safe, &epoch) != ROUND_GET_OK)
+	if (round_get(conn, req, now_us(), false, &safe, &epoch) != ROUND_GET_OK)
 		return false;
 	req->round_epoch = epoch;
 	req->round_query_epoch = epoch;
@@ -569,8 +606,9 @@ cfeed_sse_next_round(PGconn **conn, ServeReq *req)
 	int			status = req->status;
 	RoundGet	got;
 
-	got = round_get(conn, req, req->round_asked_ms, true, &safe, &epoch);
+	got = round_get(conn, req, req->round_asked_us, true, &safe, &epoch);
 	req->round_waiting = (got == ROUND_GET_WAIT);
+	req->round_retrying = false;
 	if (got == ROUND_GET_WAIT)
 	{
 		req->retry_ms = cfeed_now_ms() + ROUND_WAIT_MS;
@@ -597,7 +635,10 @@ cfeed_sse_next_round(PGconn **conn, ServeReq *req)
 	else if (safe > req->round_lo)
 		open_round(req, safe, 0);
 	else
+	{
 		req->retry_ms = cfeed_now_ms() + ROUND_RETRY_MS;
+		req->round_retrying = true;
+	}
 }
 
 /*

@@ -117,8 +117,7 @@ produce(ServeReq *req)
 	if (req->rounds && !req->round_open && now >= req->retry_ms &&
 		(req->round_waiting || cfeed_sse_wants_round(req)))
 	{
-		if (!req->round_waiting)
-			req->round_asked_ms = now;
+		cfeed_sse_ask_round(req);
 		MHD_suspend_connection(req->conn);
 		cfeed_pool_submit(req, JOB_ROUND);
 		return false;

@@ -1506,7 +1506,7 @@ BEGIN
 				(SELECT t.name FROM cfeed.tracked_table t WHERE t.table_no = NEW.table_no), NEW.name
 				USING ERRCODE = '23505',
 					  DETAIL = 'Two clusters gave one number to different tables; their changes cannot share cfeed.change.',
-					  HINT = 'Untrack and track again (a new number) the table on the cluster where it has no changes yet.';
+					  HINT = 'On the cluster where that table has no changes yet, delete its row of cfeed.tracked_table and run cfeed.track on it again (a new number).';
 		END IF;
 	END IF;
 	IF NEW.tbl IS NULL AND NEW.name IS NOT NULL THEN

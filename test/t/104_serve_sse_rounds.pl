@@ -12,6 +12,11 @@
 # queries.  Eight streams must cost well under eight times one stream's
 # queries (each stream running its own query cost about eight times), and
 # every stream must get every change exactly once, in order per shard.
+#
+# Then a stall: a feed with a shard in a second sweep group, whose sweeps
+# stop with a change pending, while the first group's shard gets a new
+# stamp.  Every stream then retries its round every 50 ms; the retries are
+# shared too (about 20 queries a second for the feed, not per stream).
 
 use strict;
 use warnings;
@@ -38,7 +43,7 @@ $node->safe_psql('postgres', q{
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'rounds-0123456789abcdef';
-write_tokens("$dir/tokens", "$token rounds t");
+write_tokens("$dir/tokens", "$token rounds,stall t");
 my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
 my $url = "$gw->{url}/feeds/rounds";
 
@@ -113,6 +118,55 @@ note "round queries: $one for one stream, $eight for eight";
 cmp_ok($one, '>', 0, 'one stream runs round queries');
 cmp_ok($eight, '<', 3 * $one + 8,
 	'eight streams share the round queries (each its own would cost about 8x)');
+
+# --- the stall: sweeps by hand, group 1's stopped with a change pending
+$node->safe_psql('postgres', q{
+	select cfeed.create_feed('stall', 2, 2);
+	update cfeed.shard set sweep_group = 1 where feed_id = 2 and shard = 1;
+	alter system set cfeed.enable_sweeper = off;
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres',
+	"select count(*) = 0 from pg_stat_activity where backend_type like 'cfeed sweeper%'")
+  or die 'the sweepers did not stop';
+my @texts = ('') x 8;
+my @streams = map {
+	start_stream("$gw->{url}/feeds/stall?cursor=_last", $token, \$texts[$_],
+		Accept => 'text/event-stream')
+} 0 .. 7;
+my $until = time + 30;
+while (time < $until && grep { $_ !~ /^id:.*\n\n/m } @texts)
+{
+	$_->pump_nb for @streams;
+	usleep(10_000);
+}
+$node->safe_psql('postgres',
+	'select cfeed.publish(2, 1); select cfeed.sweep(0); select cfeed.publish(2, 0); select cfeed.sweep(0)');
+my $before = round_queries();
+my $t0 = time;
+while (time < $t0 + 2)
+{
+	$_->pump_nb for @streams;
+	usleep(20_000);
+}
+my $stalled = round_queries() - $before;
+my $seconds = time - $t0;
+note sprintf('round queries while stalled: %d in %.1f s for eight streams', $stalled, $seconds);
+cmp_ok($stalled, '<', 60 * $seconds,
+	'eight stalled streams share their retries (each its own: about 160 a second)');
+$node->safe_psql('postgres', 'select cfeed.sweep(1)');
+$until = time + 30;
+while (time < $until && grep { scalar(sse_changes($_)) < 2 } @texts)
+{
+	$_->pump_nb for @streams;
+	usleep(20_000);
+}
+$_->kill_kill for @streams;
+for my $k (0 .. 7)
+{
+	is(join(' ', sort map { (split /:/)[0] } sse_changes($texts[$k])), '0 1',
+		"stalled stream $k got both changes once the group was swept");
+}
 
 stop_gateway($gw);
 $node->stop;
