@@ -110,6 +110,9 @@ RESET ROLE;
 SELECT set_config(name, 'on', false) AS parallel_forced FROM pg_settings
 WHERE name IN ('debug_parallel_query', 'force_parallel_mode');
 SELECT count(cfeed._tracked_table(i.tbl)) AS numbered FROM cfeed.change i WHERE i.feed_id = 606;
+-- and the functions that look at a shard's head or count read with it too
+SELECT cfeed.head(606, 0) >= 2000000000000000 AS head, cfeed.cursor_at(606, 0, now()) > 0 AS cursor_at,
+       cfeed.shard_for(606, 'k') >= 0 AS shard_for;
 SET ROLE w_par_reader;
 SELECT count(*) AS readable FROM cfeed.change i WHERE i.feed_id = 606 AND i."row" IS NOT NULL;
 RESET ROLE;

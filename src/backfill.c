@@ -109,7 +109,7 @@ shard_has_history(int32 feed_id, int32 shard, int64 start)
 	ScanKeyData keys[3];
 	Oid			index;
 	bool		found;
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = cfeed_fresh_snapshot();
 
 	rel = cfeed_table_open("change", AccessShareLock);
 	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber, F_INT4EQ,

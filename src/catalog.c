@@ -23,6 +23,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
@@ -350,7 +351,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	bool		own_snapshot = (snapshot == NULL);
 
 	if (own_snapshot)
-		snapshot = RegisterSnapshot(GetLatestSnapshot());
+		snapshot = cfeed_fresh_snapshot();
 
 	rel = cfeed_table_open("shard_config", AccessShareLock);
 	pkey = cfeed_relid_locked("shard_config_pkey", AccessShareLock);
@@ -406,7 +407,7 @@ cfeed_feed_exists(int32 feed_id)
 	ScanKeyData key;
 	Oid			pkey;
 	bool		found;
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = cfeed_fresh_snapshot();
 
 	rel = cfeed_table_open("feed", AccessShareLock);
 	ScanKeyInit(&key, Anum_feed_feed_id, BTEqualStrategyNumber, F_INT4EQ,
@@ -472,4 +473,17 @@ cfeed_check_select(const char *relname)
 
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_TABLE, get_rel_name(relid));
+}
+
+/*
+ * cfeed_fresh_snapshot
+ *		A registered snapshot as fresh as this process may take: the latest,
+ *		or in parallel mode (the leader or a worker of a parallel query, as
+ *		cfeed.head, shard_for and the read policies may run in) the query's
+ *		own, since no new one may be taken there.  Unregister it.
+ */
+Snapshot
+cfeed_fresh_snapshot(void)
+{
+	return RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot() : GetLatestSnapshot());
 }

@@ -154,6 +154,7 @@ extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 								const char *detail);
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
 extern bool cfeed_feed_exists(int32 feed_id);
+extern Snapshot cfeed_fresh_snapshot(void);
 extern void cfeed_check_select(const char *relname);
 
 /* One pending change found by a sweep (sweep.c), stamped by stamp.c. */

@@ -206,12 +206,14 @@ cfeed_read_rows(PG_FUNCTION_ARGS)
  *		The snapshot head and cursor_at read: the transaction's in REPEATABLE
  *		READ and SERIALIZABLE, so that they agree with what the transaction
  *		reads; else the latest (in READ COMMITTED every statement sees a
- *		newer one anyway).  Registered: unregister it.
+ *		newer one anyway), as fresh as may be (cfeed_fresh_snapshot).
+ *		Registered: unregister it.
  */
 static Snapshot
 read_snapshot(void)
 {
-	return RegisterSnapshot(IsolationUsesXactSnapshot() ? GetTransactionSnapshot() : GetLatestSnapshot());
+	return IsolationUsesXactSnapshot() ? RegisterSnapshot(GetTransactionSnapshot())
+		: cfeed_fresh_snapshot();
 }
 
 /*

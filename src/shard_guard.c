@@ -189,7 +189,7 @@ cfeed_shard_config_truncate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function cfeed._shard_config_truncate() must be fired as an AFTER TRUNCATE trigger")));
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	snapshot = cfeed_fresh_snapshot();
 	rel = cfeed_table_open("change", AccessShareLock);
 	slot = table_slot_create(rel, NULL);
 	scan = table_beginscan(rel, snapshot, 0, NULL);

@@ -191,7 +191,7 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 	ScanKeyData key;
 	HeapTuple	tup;
 	Oid			pkey;
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot = cfeed_fresh_snapshot();
 
 	*count = 0;
 	*max_shard = -1;

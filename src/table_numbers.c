@@ -86,9 +86,7 @@ lookup(AttrNumber attnum, Datum value, Oid *other, bool *own)
 	Relation	index = cfeed_index_open(attnum == Anum_tracked_table_no
 										 ? "tracked_table_pkey" : "tracked_table_tbl_idx",
 										 AccessShareLock);
-	/* a query in parallel mode may take no new snapshot: its own will do */
-	Snapshot	snapshot = RegisterSnapshot(IsInParallelMode() ? GetActiveSnapshot()
-											: GetLatestSnapshot());
+	Snapshot	snapshot = cfeed_fresh_snapshot();
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tuple;
