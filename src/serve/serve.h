@@ -346,9 +346,26 @@ extern void cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c);
 extern void cfeed_sse_append_id(ServeReq *req, ServeBuf *b);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
 
+/* serve_round.c: the safe end of a stream's next round, per feed */
+#define SERVE_ROUND_WAIT_MS	2		/* wait for the feed's query under way */
+typedef enum ServeRoundGet
+{
+	SERVE_ROUND_OK,
+	SERVE_ROUND_WAIT,
+	SERVE_ROUND_FAILED
+} ServeRoundGet;
+extern long long cfeed_round_now_us(void);
+extern void cfeed_sse_ask_round(ServeReq *req);
+extern ServeRoundGet cfeed_round_get(PGconn **conn, ServeReq *req, long long asked_us,
+									 bool may_wait, long long *safe, long long *epoch);
+
+/* The time parameter of a query: 'epoch' plus microseconds. */
+#define SQL_TIME(n) \
+	"('epoch'::pg_catalog.timestamptz operator(pg_catalog.+)" \
+	" ($" #n "::bigint operator(pg_catalog.*) interval '1 microsecond'))"
+
 /* serve_sse.c */
 extern bool cfeed_sse_start(PGconn **conn, ServeReq *req);
-extern void cfeed_sse_ask_round(ServeReq *req);
 extern void cfeed_sse_next_round(PGconn **conn, ServeReq *req);
 extern bool cfeed_sse_round_done(ServeReq *req);
 
