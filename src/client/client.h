@@ -34,6 +34,7 @@ extern void cfeed_bad_option(const char *command, int c, char **argv)
 extern void cfeed_no_more_arguments(const char *command, int argc, char **argv);
 extern bool cfeed_parse_int64(const char *text, long long min, long long max,
 							  long long *result);
+extern long long cfeed_now_us(void);
 extern long long cfeed_now_ms(void);
 extern void cfeed_sleep_ms(int ms);
 

@@ -11,16 +11,26 @@
 #include "client.h"
 
 /*
+ * cfeed_now_us
+ *		Monotonic clock in microseconds.
+ */
+long long
+cfeed_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
  * cfeed_now_ms
  *		Monotonic clock in milliseconds, for timeouts.
  */
 long long
 cfeed_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return cfeed_now_us() / 1000;
 }
 
 /*

@@ -354,7 +354,6 @@ typedef enum ServeRoundGet
 	SERVE_ROUND_WAIT,
 	SERVE_ROUND_FAILED
 } ServeRoundGet;
-extern long long cfeed_round_now_us(void);
 extern void cfeed_sse_ask_round(ServeReq *req);
 extern ServeRoundGet cfeed_round_get(PGconn **conn, ServeReq *req, long long asked_us,
 									 bool may_wait, long long *safe, long long *epoch);

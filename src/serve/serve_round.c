@@ -33,7 +33,9 @@
  * after it asked (for its shards' new changes: after it saw them; to retry a
  * round that found no later end: after the query that found none), or
  * waits for such a query under way, for at most ROUND_WAIT_LIMIT_US; else it
- * runs the query itself, and its result is kept unless a later one is.
+ * runs the query itself, and its result is kept unless a later one is
+ * (queries are ordered by when they began, on the monotonic microsecond
+ * clock, so that two rarely tie).
  *
  * Locking: round_lock protects the kept results; the queries run outside
  * it, on the stream's connection.
@@ -43,7 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "serve.h"
 
@@ -224,20 +225,6 @@ round_result(int feed_id)
 }
 
 /*
- * cfeed_round_now_us
- *		The monotonic clock in microseconds: round queries are ordered by
- *		when they began, finer than milliseconds so that two rarely tie.
- */
-long long
-cfeed_round_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-/*
  * cfeed_sse_ask_round
  *		An all-shards stream asks for its next round (the pool then runs
  *		cfeed_sse_next_round): for its shards' new changes, any query begun
@@ -250,7 +237,7 @@ cfeed_sse_ask_round(ServeReq *req)
 {
 	if (req->round_waiting)
 		return;
-	req->round_asked_us = req->round_retrying ? req->round_seen_us + 1 : cfeed_round_now_us();
+	req->round_asked_us = req->round_retrying ? req->round_seen_us + 1 : cfeed_now_us();
 }
 
 /*
@@ -284,7 +271,7 @@ cfeed_round_get(PGconn **conn, ServeReq *req, long long asked_us, bool may_wait,
 		return SERVE_ROUND_OK;
 	}
 	if (may_wait && shared->busy && shared->busy_us >= asked_us &&
-		cfeed_round_now_us() - shared->busy_us < ROUND_WAIT_LIMIT_US)
+		cfeed_now_us() - shared->busy_us < ROUND_WAIT_LIMIT_US)
 	{
 		pthread_mutex_unlock(&round_lock);
 		return SERVE_ROUND_WAIT;
@@ -293,13 +280,13 @@ cfeed_round_get(PGconn **conn, ServeReq *req, long long asked_us, bool may_wait,
 	if (querying)
 	{
 		shared->busy = true;
-		shared->busy_us = cfeed_round_now_us();
+		shared->busy_us = cfeed_now_us();
 	}
 	pthread_mutex_unlock(&round_lock);
 
 	memset(&mine, 0, sizeof(mine));
 	mine.feed_id = req->feed.feed_id;
-	mine.begun_us = cfeed_round_now_us();
+	mine.begun_us = cfeed_now_us();
 	ok = round_query(conn, req, &mine);
 
 	pthread_mutex_lock(&round_lock);

@@ -172,7 +172,7 @@ cfeed_sse_start(PGconn **conn, ServeReq *req)
 	req->rounds = true;
 	for (int i = 0; i < req->ncursors; i++)
 		req->cursors[i].start = req->feed.starts[i];
-	if (cfeed_round_get(conn, req, cfeed_round_now_us(), false, &safe, &epoch) != SERVE_ROUND_OK)
+	if (cfeed_round_get(conn, req, cfeed_now_us(), false, &safe, &epoch) != SERVE_ROUND_OK)
 		return false;
 	req->round_epoch = epoch;
 	req->round_query_epoch = epoch;

@@ -28,17 +28,8 @@ use ServeHelper;
 
 plan skip_all => 'cfeed command not built' unless -x cfeed_binary();
 
-my $node = PostgreSQL::Test::Cluster->new('serve_notify');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'cfeed,pg_stat_statements'\npg_stat_statements.track = all\n");
-$node->start;
-$node->safe_psql('postgres', q{
-	create extension cfeed;
-	create extension pg_stat_statements;
-	select cfeed.create_feed('orders', 2, 1);
-	create role nobody login;
-});
+my $node = start_counted_node('serve_notify', orders => 2);
+$node->safe_psql('postgres', 'create role nobody login');
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'flood-0123456789abcdef';

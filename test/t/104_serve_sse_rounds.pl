@@ -30,16 +30,7 @@ use ServeHelper;
 
 plan skip_all => 'cfeed command not built' unless -x cfeed_binary();
 
-my $node = PostgreSQL::Test::Cluster->new('serve_sse_rounds');
-$node->init;
-$node->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'cfeed,pg_stat_statements'\npg_stat_statements.track = all\n");
-$node->start;
-$node->safe_psql('postgres', q{
-	create extension cfeed;
-	create extension pg_stat_statements;
-	select cfeed.create_feed('rounds', 4, 1);
-});
+my $node = start_counted_node('serve_sse_rounds', rounds => 4);
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'rounds-0123456789abcdef';

@@ -19,7 +19,8 @@ use Cwd ();
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
-  sse_events sse_changes start_stream write_writer_script write_tokens);
+  sse_events sse_changes start_stream write_writer_script write_tokens
+  start_counted_node);
 
 # The binary under test: the one built in this tree, else the installed
 # one: in PostgreSQL's bindir (make install), else on PATH (the Debian
@@ -33,6 +34,27 @@ sub cfeed_binary
 	return "$bindir/cfeed" if -x "$bindir/cfeed";
 	my ($on_path) = grep { -x } map { "$_/cfeed" } split /:/, $ENV{PATH} // '';
 	return $on_path // "$bindir/cfeed";
+}
+
+# A started node with cfeed preloaded and pg_stat_statements counting every
+# statement (the tests count the gateway's queries), both extensions
+# created, and the feeds named (name => shards), numbered from 1.
+sub start_counted_node
+{
+	my ($name, @feeds) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'cfeed,pg_stat_statements'\npg_stat_statements.track = all\n");
+	$node->start;
+	$node->safe_psql('postgres', 'create extension cfeed; create extension pg_stat_statements');
+	my $id = 0;
+	while (my ($feed, $shards) = splice(@feeds, 0, 2))
+	{
+		$id++;
+		$node->safe_psql('postgres', "select cfeed.create_feed('$feed', $shards, $id)");
+	}
+	return $node;
 }
 
 my $gateways = 0;
