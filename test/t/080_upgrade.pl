@@ -33,10 +33,10 @@ is(sha256_hex(slurp_file($released)),
 is($node->safe_psql('postgres', q{
 	SELECT string_agg(source || '>' || target, ',' ORDER BY source, target)
 	FROM pg_extension_update_paths('cfeed') WHERE path IS NOT NULL}),
-	join(',', map { my $from = $_; map { "1.$from>1.$_" } ($from + 1 .. 8) } (0 .. 7)),
-	'update paths 1.0 -> 1.1 -> ... -> 1.8, each step and every longer path');
+	join(',', map { my $from = $_; map { "1.$from>1.$_" } ($from + 1 .. 9) } (0 .. 8)),
+	'update paths 1.0 -> 1.1 -> ... -> 1.9, each step and every longer path');
 is($node->safe_psql('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'cfeed'}),
-	'1.8', 'default version is 1.8');
+	'1.9', 'default version is 1.9');
 
 # How a tracked row's change was written: from 1.2 on, directly, holding one
 # lock on the feed's shards (advisory, field 4 0x6368) instead of the shard
@@ -86,7 +86,7 @@ sub check_shard_guarantees
 }
 
 # A database at 1.5 (the foreign key, change_guard's WHEN clause) with
-# changes written by SQL INSERTs, updated to 1.8.
+# changes written by SQL INSERTs, updated to 1.9.
 $node->safe_psql('postgres', 'CREATE DATABASE v15');
 $node->safe_psql('v15', q{
 	CREATE EXTENSION cfeed VERSION '1.5';
@@ -102,11 +102,11 @@ is($node->safe_psql('v15', q{BEGIN;
 ok(wait_all_stamped($node, 'v15'), 'the background sweeper stamps a 1.5 database');
 $node->safe_psql('v15', q{INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, g % 2, g FROM generate_series(101, 120) g});
 $node->safe_psql('v15', 'ALTER EXTENSION cfeed UPDATE');
-is($node->safe_psql('v15', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.8',
-	'ALTER EXTENSION cfeed UPDATE takes 1.5 to 1.8');
-ok(wait_all_stamped($node, 'v15'), 'the changes written at 1.5 are stamped at 1.8');
-check_shard_guarantees('v15', 1, '1.5 updated to 1.8');
-check_invariants($node, 'v15', '1.5 updated to 1.8');
+is($node->safe_psql('v15', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.9',
+	'ALTER EXTENSION cfeed UPDATE takes 1.5 to 1.9');
+ok(wait_all_stamped($node, 'v15'), 'the changes written at 1.5 are stamped at 1.9');
+check_shard_guarantees('v15', 1, '1.5 updated to 1.9');
+check_invariants($node, 'v15', '1.5 updated to 1.9');
 
 # A database that lives at 1.0: changes, a tracked table, a consumer group,
 # swept by the current library's background sweeper.
@@ -145,8 +145,8 @@ $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f'
 	'pg_dump of a 1.0 database');
 
 $node->safe_psql('old', 'ALTER EXTENSION cfeed UPDATE');
-is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.8',
-	'ALTER EXTENSION cfeed UPDATE reaches 1.8');
+is($node->safe_psql('old', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.9',
+	'ALTER EXTENSION cfeed UPDATE reaches 1.9');
 is($node->safe_psql('old', $shard_locks), '1', '1.3: tracked changes are written directly, under one lock for the feed\'s shards (both shards written)');
 
 # Object for object the same as a fresh install: members, definitions,
@@ -199,7 +199,7 @@ my @updated = split /\n/, $node->safe_psql('old', $fingerprint);
 cmp_ok(scalar @fresh, '>', 100, 'the fingerprint describes the extension (' . scalar(@fresh) . ' lines)');
 is_deeply(\@updated, \@fresh, 'the updated extension is identical to a fresh install');
 is_deeply([ split /\n/, $node->safe_psql('v15', $fingerprint) ], \@fresh,
-	'1.5 updated to 1.8 is identical to a fresh install');
+	'1.5 updated to 1.9 is identical to a fresh install');
 
 # The data of 1.0 lives on: the sweeper continues every shard gaplessly,
 # readers and tracked rows read on, the group checkpoints on, and 1.1's
@@ -252,7 +252,7 @@ is($node->safe_psql('restored18', q{
 # 1.6: no foreign key on cfeed.change; its shard check (change_guard) and
 # shard_config's guard keep what it guaranteed, without a lock on the
 # shard's row.
-check_shard_guarantees('old', 1, '1.0 updated to 1.8');
+check_shard_guarantees('old', 1, '1.0 updated to 1.9');
 
 # 1.7: the read policy's function tells the planner every row passes.
 is($node->safe_psql('old', q{
@@ -265,8 +265,8 @@ is($node->safe_psql('old', q{
 $node->safe_psql('postgres', 'CREATE DATABASE restored');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-h', $node->host, '-p', $node->port, '-d', 'restored', $dump ],
 	'pg_restore of the 1.0 dump');
-is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.8',
-	'the restored database runs 1.8');
+is($node->safe_psql('restored', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.9',
+	'the restored database runs 1.9');
 ok(images_read_back('restored', 1), 'the restored images of 1.0 read back');
 $node->safe_psql('restored', q{INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 30) g});
 ok(wait_all_stamped($node, 'restored'), 'the restored database sweeps on');
