@@ -232,5 +232,25 @@ SELECT shard, n, op, "row" ->> 'id' AS id, "row" ? 'old' AS from_row_image FROM 
 DELETE FROM cfeed.change WHERE feed_id = 605;
 SELECT count(*) AS images_left FROM cfeed.row_image WHERE feed_id = 605;
 
+-- a dropped tracked table's number keeps its name and loses its table
+-- (DROP TABLE, DROP SCHEMA ... CASCADE): it never names a table that later
+-- gets the OID, nor one that gets the name
+CREATE TABLE t_gone (id int PRIMARY KEY);
+CREATE SCHEMA s_gone;
+CREATE TABLE s_gone.t_gone (id int PRIMARY KEY);
+SELECT cfeed.track('t_gone', 601), cfeed.track('s_gone.t_gone', 601);
+INSERT INTO t_gone VALUES (1);
+INSERT INTO s_gone.t_gone VALUES (1);
+CREATE TEMP TABLE gone AS
+SELECT table_no, name FROM cfeed.tracked_table WHERE name IN ('public.t_gone', 's_gone.t_gone');
+DROP TABLE t_gone;
+DROP SCHEMA s_gone CASCADE;
+CREATE TABLE t_gone (id int PRIMARY KEY);
+UPDATE cfeed.tracked_table SET name = name WHERE table_no IN (SELECT table_no FROM gone);
+SELECT g.name, t.tbl, cfeed._tracked_table(g.table_no) AS resolved,
+       (SELECT count(*) FROM cfeed.change c WHERE c.tbl = g.table_no) AS changes
+FROM gone g JOIN cfeed.tracked_table t USING (table_no) ORDER BY 1;
+DROP TABLE t_gone;
+
 REVOKE USAGE ON SCHEMA public FROM track_stranger;
 DROP ROLE track_stranger;
