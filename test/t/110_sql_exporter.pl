@@ -127,7 +127,16 @@ sub scrape_until
 
 sub db { return $node->safe_psql('postgres', shift); }
 
-my $m = scrape_until(sub { defined value($_[0], 'sql_cfeed_shard', feed => 'orders', shard => 0, col => 'head') });
+# The exporter runs its queries one after the other: a scrape can come
+# before the later ones have answered once (seen on a loaded machine), so
+# wait for every gauge the checks below read.
+my @gauges = qw(sql_cfeed_shard sql_cfeed_consumer_lag sql_cfeed_group sql_cfeed_sweeper
+  sql_cfeed_sweepers_running sql_cfeed_sweeper_error sql_cfeed_stamp_latency);
+my $m = scrape_until(sub {
+	my ($m) = @_;
+	return defined value($m, 'sql_cfeed_shard', feed => 'orders', shard => 0, col => 'head')
+	  && !grep { !$m->{$_} } @gauges;
+});
 ok($m, 'the exporter answers /metrics') or diag(slurp_file($log));
 my @failed = map { $_->[0]{query} } grep { $_->[1] != 0 } @{ $m->{sql_exporter_last_scrape_failed} // [] };
 is("@failed", '', 'no query of the collector fails') or diag(slurp_file($log));
