@@ -83,20 +83,44 @@ lock_context(void *arg)
  *		Take the feed's shards lock in exclusive mode until the transaction
  *		ends, waiting up to wait_ms for the transactions that hold it in
  *		share mode (cfeed_shards_lock_exclusive); 55P03 when they did not
- *		let go in time.
+ *		let go in time, whether the time ran out between two waits or
+ *		during one.
  */
 static void
 lock_shards(int32 feed_id, int32 wait_ms)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	ErrorContextCallback context;
-	bool		locked;
+	volatile bool locked = false;
+
+	MemoryContext cxt = CurrentMemoryContext;
 
 	context.callback = lock_context;
 	context.arg = &feed_id;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	locked = cfeed_shards_lock_exclusive(feed_id, deadline);
+	PG_TRY();
+	{
+		locked = cfeed_shards_lock_exclusive(feed_id, deadline);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/*
+		 * The time ran out during a wait (lock_timeout): the same error as
+		 * when it ran out between two, raised at once, so that the
+		 * transaction's abort cleans up after the interrupted wait.
+		 */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+		locked = false;
+	}
+	PG_END_TRY();
 	error_context_stack = context.previous;
 	if (!locked)
 		ereport(ERROR,
