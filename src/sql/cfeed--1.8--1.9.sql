@@ -199,19 +199,17 @@ ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_guard;
  * and the group's lease on it has its cursor at the head.  A child of a
  * shard is handed to an owner only once the group has consumed the
  * parent, and a consumed shard holds no lease any more (cfeed.acquire).
- * Inlinable (no SET clause; every name qualified): the caller's lookups,
- * the caller's privileges.
+ * Two primary-key lookups; the caller's privileges.
  */
 CREATE FUNCTION cfeed._consumed(group_name text, feed_id int, shard int) RETURNS bool
 	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 	SELECT EXISTS (
 		SELECT FROM cfeed.shard s
-		JOIN cfeed.lease l ON l.group_name OPERATOR(pg_catalog.=) $1
-						  AND l.feed_id OPERATOR(pg_catalog.=) s.feed_id
-						  AND l.shard OPERATOR(pg_catalog.=) s.shard
-		WHERE s.feed_id OPERATOR(pg_catalog.=) $2 AND s.shard OPERATOR(pg_catalog.=) $3
-		  AND s.ended AND l.cursor OPERATOR(pg_catalog.>=) s.last_change_sequence_number)
+		JOIN cfeed.lease l ON l.group_name = $1 AND l.feed_id = s.feed_id AND l.shard = s.shard
+		WHERE s.feed_id = $2 AND s.shard = $3
+		  AND s.ended AND l.cursor >= s.last_change_sequence_number)
 $fn$;
 COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is ended and the group''s cursor on it is at its head (cfeed.acquire)';
 
@@ -241,9 +239,11 @@ COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is e
  * parent's head and a cursor in the child.)
  *
  * The parked shards are found by one scan of the feed's closed shards and
- * children (none on a feed never resharded), with a lookup of the lease
- * per shard; the leases to free and to take are named by constant arrays,
- * which PostgreSQL looks rows up in by hashing (see 1.8).
+ * children (none on a feed never resharded), with a lookup of the leases
+ * per shard (no join with a scan of the group's leases: a new group's
+ * leases have no statistics); the leases to count, free and take are
+ * named by constant arrays, which PostgreSQL looks rows up in by hashing
+ * (see 1.8).
  */
 CREATE OR REPLACE FUNCTION cfeed.acquire(group_name text, feed_id int, owner text,
 										 ttl_ms int DEFAULT 30000, start_at timestamptz DEFAULT NULL)
@@ -323,8 +323,6 @@ BEGIN
 		WHERE s.feed_id = v_feed AND (s.closed OR s.parent IS NOT NULL)
 		  AND ((s.closed AND cfeed._consumed(v_group, s.feed_id, s.shard))
 			   OR (s.parent IS NOT NULL AND NOT cfeed._consumed(v_group, s.feed_id, s.parent)))
-		  AND EXISTS (SELECT FROM cfeed.lease x
-					  WHERE x.group_name = v_group AND x.feed_id = s.feed_id AND x.shard = s.shard)
 		ORDER BY s.shard);
 	IF pg_catalog.cardinality(v_parked) > 0 THEN
 		EXECUTE pg_catalog.format(
@@ -348,8 +346,11 @@ BEGIN
 	-- Targets of the live owners (the caller included, and those whose
 	-- live leases were just parked): see the 1.0 script; the shards shared
 	-- are the leases not parked.
-	SELECT pg_catalog.count(*) - pg_catalog.cardinality(v_parked) INTO v_shards FROM cfeed.lease l
-	WHERE l.group_name = v_group AND l.feed_id = v_feed;
+	EXECUTE pg_catalog.format(
+		'SELECT pg_catalog.count(*) FROM cfeed.lease l WHERE l.group_name = $1 AND l.feed_id = $2 '
+		'AND NOT (l.shard = ANY (%L::pg_catalog.int4[]))', v_parked)
+	INTO v_shards
+	USING v_group, v_feed;
 
 	WITH held AS (
 		SELECT l.owner AS o, pg_catalog.count(*)::int AS n
