@@ -34,18 +34,6 @@ CREATE FUNCTION pg_temp.last(sh int) RETURNS bigint LANGUAGE sql AS $$
 	SELECT last_change_sequence_number FROM cfeed.shard WHERE feed_id = 1 AND shard = sh $$;
 
 
--- reshard(feed, n): a split made by hand, the catalog rows cfeed.reshard makes
--- (open shards closed, n children, child i continuing open shard i mod m)
-CREATE FUNCTION pg_temp.reshard(f int, n int) RETURNS TABLE (shard int, parent int) LANGUAGE plpgsql AS $$
-DECLARE o int[]; m int; hi int;
-BEGIN
-	SELECT array_agg(s.shard ORDER BY s.shard) INTO o FROM cfeed.shard_config s WHERE s.feed_id = f AND NOT s.closed;
-	m := cardinality(o);
-	SELECT max(s.shard) + 1 INTO hi FROM cfeed.shard_config s WHERE s.feed_id = f;
-	UPDATE cfeed.shard_config s SET closed = true WHERE s.feed_id = f AND NOT s.closed;
-	RETURN QUERY INSERT INTO cfeed.shard_config AS c (feed_id, shard, parent)
-		SELECT f, hi + i, o[1] + (i % m) FROM generate_series(0, n - 1) i RETURNING c.shard, c.parent;
-END $$;
 
 -- a feed of 2 shards, 3 changes on each
 SELECT cfeed.create_feed('split', 2);
@@ -61,7 +49,7 @@ SELECT array_agg(shard ORDER BY shard) AS z FROM cfeed.acquire('e', 1, 'z');
 
 -- the split: 0 and 1 closed; children 2 and 4 continue 0, 3 and 5 continue 1;
 -- 2 changes on each child
-SELECT * FROM pg_temp.reshard(1, 4) ORDER BY shard;
+SELECT * FROM cfeed.reshard(1, 4) ORDER BY shard;
 SELECT count(cfeed.publish(1, s)) FROM generate_series(2, 5) s, generate_series(1, 2);
 SELECT pg_temp.stamped();
 SELECT shard, parent, closed, ended FROM cfeed.shard WHERE feed_id = 1 ORDER BY shard;
@@ -126,7 +114,7 @@ SELECT * FROM pg_temp.leases('g');
 
 -- a second split: 2-5 closed, children 6-13 (6 and 10 continue 2, ...);
 -- nothing of them is handed out until 2-5 are consumed, then all of them
-SELECT count(*) FROM pg_temp.reshard(1, 8);
+SELECT count(*) FROM cfeed.reshard(1, 8);
 SELECT pg_temp.stamped();
 SELECT count(*) FROM cfeed.acquire('g', 1, 'a');
 SELECT count(*) FROM cfeed.acquire('g', 1, 'b');
