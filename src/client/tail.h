@@ -53,6 +53,7 @@ typedef struct TailShard
 	bool		closed;			/* layout: no change will come any more */
 	bool		ended;			/* layout: closed, and head is final */
 	long long	head;			/* layout: last_change_sequence_number */
+	bool		read_ended;		/* read again since it was seen ended */
 	bool		done;			/* ended and printed to its head */
 } TailShard;
 

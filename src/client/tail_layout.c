@@ -210,16 +210,19 @@ cfeed_tail_load_shards(Tail *t)
 
 /*
  * is_done
- *		Whether a shard that is read is done: ended, and printed to the head
- *		it ended at (with no cursor yet: nothing was ever stamped on it).
- *		Asked after a round of reads, so a shard that is not dirty has been
- *		read since its last wake-up.
+ *		Whether a shard that is read is done, asked after a round of reads
+ *		(a shard that is not dirty has been read since its last wake-up):
+ *		it is ended, and either printed to the head it ended at (with no
+ *		cursor: nothing was ever stamped on it), or read once more since it
+ *		was seen ended (its head may be a number whose change was deleted).
  */
 static bool
 is_done(const TailShard *s)
 {
 	if (!s->ended || s->dirty)
 		return false;
+	if (s->read_ended)
+		return true;
 	if (s->cursor_known)
 		return s->cursor >= s->head;
 	return s->start_known && s->head <= s->start;
@@ -250,6 +253,8 @@ follow_children(Tail *t, bool *more)
 		}
 		else if (s->ended && !s->dirty)
 		{
+			/* stamped after the last read: read it once more */
+			s->read_ended = true;
 			s->dirty = true;
 			*more = true;
 		}
