@@ -130,3 +130,15 @@ SELECT count(*) FROM cfeed.acquire('g', 1, 'a');
 SELECT * FROM pg_temp.holdings('g');
 SELECT count(*) FILTER (WHERE owner IS NULL) AS free, count(*) AS leases FROM cfeed.lease
 WHERE group_name = 'g' AND feed_id = 1;
+
+-- a parent whose last change was deleted (its head a number nobody can read
+-- or checkpoint) is consumed once no change is left after the cursor
+SELECT cfeed.create_feed('cut', 1);
+SELECT count(cfeed.publish(2, 0)) FROM generate_series(1, 3);
+SELECT pg_temp.stamped();
+SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('h', 2, 'x');
+SELECT count(*) FROM cfeed.reshard(2, 2);
+DELETE FROM cfeed.change WHERE feed_id = 2 AND shard = 0 AND change_sequence_number = 2000000000000003;
+SELECT cfeed.head(2, 0) - 2000000000000000 AS head;
+SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000002);
+SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('h', 2, 'x');

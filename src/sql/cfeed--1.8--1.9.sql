@@ -212,7 +212,9 @@ COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key:
 /*
  * cfeed._consumed: whether a group has consumed a shard: the shard is
  * ended (closed, nothing unstamped left on it: its head can never grow)
- * and the group's lease on it has its cursor at the head.  A child of a
+ * and the group's lease on it has its cursor at the head, or no change
+ * after its cursor (the head may be a number whose change was deleted,
+ * which no member can read and checkpoint).  A child of a
  * shard is handed to an owner only once the group has consumed the
  * parent, and a consumed shard holds no lease any more (cfeed.acquire).
  * Two primary-key lookups; the caller's privileges.
@@ -224,10 +226,13 @@ CREATE FUNCTION cfeed._consumed(group_name text, feed_id int, shard int) RETURNS
 	SELECT EXISTS (
 		SELECT FROM cfeed.shard s
 		JOIN cfeed.lease l ON l.group_name = $1 AND l.feed_id = s.feed_id AND l.shard = s.shard
-		WHERE s.feed_id = $2 AND s.shard = $3
-		  AND s.ended AND l.cursor >= s.last_change_sequence_number)
+		WHERE s.feed_id = $2 AND s.shard = $3 AND s.ended
+		  AND (l.cursor >= s.last_change_sequence_number
+			   OR NOT EXISTS (SELECT FROM cfeed.change c
+							  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
+								AND c.change_sequence_number > l.cursor)))
 $fn$;
-COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is ended and the group''s cursor on it is at its head (cfeed.acquire)';
+COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is ended and the group''s cursor on it is at its head, or has no change after it (cfeed.acquire)';
 
 /*
  * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
