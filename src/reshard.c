@@ -92,7 +92,6 @@ lock_shards(int32 feed_id, int32 wait_ms)
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	ErrorContextCallback context;
 	volatile bool locked = false;
-
 	MemoryContext cxt = CurrentMemoryContext;
 
 	context.callback = lock_context;
@@ -225,6 +224,11 @@ cfeed_reshard(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("feed %d does not exist", feed_id),
 				 errhint("Create it with cfeed.create_feed().")));
+
+	/* bad input fails before the wait, and again after it if it became so */
+	cfeed_feed_layout(feed_id, &layout);
+	cfeed_check_layout(feed_id, &layout);
+	check_children(feed_id, &layout, shards);
 
 	lock_shards(feed_id, wait_ms);
 

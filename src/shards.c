@@ -416,22 +416,22 @@ shards_locked(int32 feed_id, uint64 gen)
 
 /*
  * cfeed_shard_of_key
- *		The shard of a key for a change about to be written (the SQL path,
- *		whose INSERT checks the shard), or for cfeed.shard_for with lock:
+ *		The shard of a key for a change about to be written by SQL
+ *		(cfeed.shard_for, the tracked SQL path; the INSERT checks the shard):
  *		by the feed's layout as of the last committed change to its shards,
- *		and with the feed's shards lock in share mode, held until the
- *		transaction ends, when it can be taken (the transaction can write:
- *		not read-only, as on a standby, not in parallel mode; and the guard
- *		trigger is there; and this transaction does not reshard the feed
+ *		under the feed's shards lock in share mode, held until the
+ *		transaction ends, where it can be taken (the transaction can write:
+ *		not read-only, as on a standby, not in parallel mode; the guard
+ *		trigger is there; this transaction does not change the feed's shards
  *		itself), so that the layout stays the one the key was placed by
  *		until the change commits.  Errors as cfeed_check_layout.
  */
 int32
-cfeed_shard_of_key(int32 feed_id, const char *key, int keylen, bool lock)
+cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
 {
 	uint64		gen;
 
-	if (lock && !XactReadOnly && !IsInParallelMode() && cfeed_shards_guarded())
+	if (!XactReadOnly && !IsInParallelMode() && cfeed_shards_guarded())
 	{
 		int32		shard = cfeed_shard_locked(feed_id, key, keylen, -1);
 
