@@ -214,10 +214,10 @@ COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key:
  * ended (closed, nothing unstamped left on it: its head can never grow)
  * and the group's lease on it has its cursor at the head, or no change
  * after its cursor (the head may be a number whose change was deleted,
- * which no member can read and checkpoint).  A child of a
- * shard is handed to an owner only once the group has consumed the
- * parent, and a consumed shard holds no lease any more (cfeed.acquire).
- * Two primary-key lookups; the caller's privileges.
+ * which no member can read and checkpoint).  A child of a shard is handed
+ * to an owner only once the group has consumed the parent, and a consumed
+ * shard holds no lease any more (cfeed.acquire).  Lookups by primary key
+ * and one probe of change_sequence_idx; the caller's privileges.
  */
 CREATE FUNCTION cfeed._consumed(group_name text, feed_id int, shard int) RETURNS bool
 	LANGUAGE sql STABLE PARALLEL SAFE
@@ -245,12 +245,12 @@ COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is e
  * the split is among the shards there is something to read on.  Their
  * owners still count as live in the call that frees them (they were, a
  * moment ago), so that the first member to call after a parent is
- * consumed does not take every child alone.  A
- * parent's lease is consumed by its holder's last checkpoint; the next
- * acquire of any member frees it and hands its children out.  A child
- * held while its parent is not consumed (an operator seeked the parent
- * back) is freed too: its holder's next checkpoint is refused, and the
- * child is handed out again once the parent is consumed again.
+ * consumed does not take every child alone.  A parent's lease is
+ * consumed by its holder's last checkpoint; the next acquire of any
+ * member frees it and hands its children out.  A child held while its
+ * parent is not consumed (an operator seeked the parent back) is freed
+ * too: its holder's next checkpoint is refused, and the child is handed
+ * out again once the parent is consumed again.
  *
  * A child's new lease starts at the child's beginning, whatever start_at,
  * when the group already had a lease on its parent: the group reads the
