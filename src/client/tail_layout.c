@@ -7,17 +7,17 @@
  * children after it.  The run follows the feed's shards (or, with --shard,
  * that shard and its descendants); a child is read only once its parent
  * is *done*: ended (closed, nothing unstamped left: its head can never
- * grow) and printed to that head.  So every key's changes are printed in
- * order, each once.  A shard that is done is no longer read.
+ * grow) and printed to that head (is_done).  So every key's changes are
+ * printed in order, each once.  A shard that is done is no longer read.
  *
  * The layout (parent, closed, ended and head of every shard) is loaded at
  * the start and looked at again: after every round of reads that read a
- * closed shard (to see it end and go on with its children), and before
- * the round of reads every --wait-ms and on every new connection (to see
- * a split made since: shards created during the run are followed from
- * their start),
- * and in group mode whenever cfeed.acquire hands out a shard the run does
- * not know yet (the group decides there who reads what, and when).
+ * closed shard (to see it end and go on with its children); before the
+ * round of reads every --wait-ms and on every new connection (to see a
+ * split made since: shards created during the run are followed from their
+ * start); and in group mode whenever cfeed.acquire hands out a shard the
+ * run does not know yet (the group decides there who reads what, and
+ * when).
  * A cfeed version without resharding has no parent, closed and ended:
  * every shard is then an open, original one.
  */
