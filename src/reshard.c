@@ -20,9 +20,9 @@
  *	  commit after it.  It is taken without joining the lock's queue
  *	  (cfeed_shards_lock_exclusive waits for the transactions that hold
  *	  it, then tries again), so that writers never queue behind a reshard
- *	  waiting for a long transaction; 55P03 after wait_ms.  The guard trigger of shard_config (shard_guard.c) sends the
- *	  invalidation that makes every backend route by the new layout after
- *	  the commit.
+ *	  waiting for a long transaction; 55P03 after wait_ms.  The guard
+ *	  trigger of shard_config (shard_guard.c) sends the invalidation that
+ *	  makes every backend route by the new layout after the commit.
  *
  *-------------------------------------------------------------------------
  */

@@ -92,9 +92,10 @@
  * Locking protocol, in short: a writer of a change (direct, or an INSERT's
  * check, or cfeed.shard_for where it can write) holds its feed's shards
  * lock (locks.c) in share mode until its transaction ends; a transaction
- * that takes a shard away or closes one holds it in exclusive mode; a transaction that moves a shard between sweep groups
- * holds both groups' sweep locks.  The layouts are cached per backend
- * (cache.h) until shard_config's next invalidation.
+ * that takes a shard away or closes one holds it in exclusive mode; a
+ * transaction that moves a shard between sweep groups holds both groups'
+ * sweep locks.  The layouts are cached per backend (cache.h) until
+ * shard_config's next invalidation.
  *
  *-------------------------------------------------------------------------
  */
