@@ -3,10 +3,13 @@
  *		`cfeed tail --group G --owner O`: membership of a consumer group
  *		through cfeed.acquire, cfeed.checkpoint and cfeed.release.
  *
- * The member follows exactly the shards cfeed.acquire returns.  A shard newly
- * held, or held at a new epoch (someone else owned it in between), restarts
- * from the lease's cursor; a shard still held at the same epoch keeps the
- * member's own cursor.  Every page read is followed by a checkpoint with the
+ * The member follows exactly the shards cfeed.acquire returns (which hands
+ * a child of a split shard out only once the group has consumed the
+ * parent); one the run does not know yet (created by a split since) is
+ * looked up first (tail_layout.c).  A shard newly held, or held at a new
+ * epoch (someone else owned it in between), restarts from the lease's
+ * cursor; a shard still held at the same epoch keeps the member's own
+ * cursor.  Every page read is followed by a checkpoint with the
  * lease's epoch; a refusal (55000) drops the shard and renews at once.
  * Leases are renewed every ttl/3 and released at a clean exit.  Delivery is
  * at least once: a change printed just before the lease moved on is printed
@@ -92,6 +95,23 @@ cfeed_group_acquire(Tail *t)
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 		return cfeed_tail_fail(t, res, "acquiring leases");
 
+	/* A shard created since the layout was loaded (a split): load it. */
+	for (int r = 0; r < PQntuples(res); r++)
+	{
+		if (cfeed_tail_find_shard(t, atoi(PQgetvalue(res, r, 0))) == NULL)
+		{
+			bool		more;
+			TailStep	step = cfeed_tail_follow_layout(t, &more);
+
+			if (step != STEP_OK)
+			{
+				PQclear(res);
+				return step;
+			}
+			break;
+		}
+	}
+
 	now_held = calloc(t->nshards > 0 ? t->nshards : 1, sizeof(bool));
 	if (now_held == NULL)
 	{
@@ -108,7 +128,7 @@ cfeed_group_acquire(Tail *t)
 
 		if (s == NULL)
 		{
-			fprintf(stderr, "cfeed tail: lease on shard %d of feed %d, which is newer than this run; not reading it\n",
+			fprintf(stderr, "cfeed tail: lease on shard %d of feed %d, which this run cannot see; not reading it\n",
 					shard, t->feed_id);
 			continue;
 		}

@@ -23,14 +23,19 @@
  * changes now carrying those numbers are printed, not skipped; that may
  * print changes again, which is said on stderr.
  *
+ * On a resharded feed, a child shard is read once its parent has ended and
+ * has been printed to its end, from the child's start (tail_layout.c), so
+ * that every key's changes are printed in order across splits.
+ *
  * With --group/--owner the command is a member of a consumer group; the
  * lease handling is in group.c.  With --dead-letters --group it prints the
  * group's dead letters instead and exits (tail_dead.c).
  *
- * This file has the options, the lookups done once (feed, shards) and the
- * loop; connection setup and reconnecting are in tail_conn.c, reading and
- * printing in tail_read.c, waiting in tail_wait.c, and the queries' helpers
- * all of them use in tail_query.c.
+ * This file has the options, the lookup of the feed and the loop; the
+ * shards and their layout are in tail_layout.c, connection setup and
+ * reconnecting in tail_conn.c, reading and printing in tail_read.c,
+ * waiting in tail_wait.c, and the queries' helpers all of them use in
+ * tail_query.c.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -58,7 +63,8 @@ print_tail_help(void)
 		   "\n"
 		   "Options:\n"
 		   "  -f, --feed=NAME|ID       the feed to read (required)\n"
-		   "  -s, --shard=N|all        one shard, or all of them (default: all)\n"
+		   "  -s, --shard=N|all        one shard (then the shards that continue it after a\n"
+		   "                           split), or all of them (default: all)\n"
 		   "      --from=POSITION      where to start (default: beginning):\n"
 		   "                             beginning  everything, backfilled history included\n"
 		   "                             now        only changes stamped from now on\n"
@@ -315,96 +321,6 @@ resolve_feed(Tail *t)
 }
 
 /*
- * check_readable
- *		The feed shows no shard: ask the server whether the role may read
- *		it at all (cfeed.head raises 42501 for a feed it may not read,
- *		before looking the feed up), and exit 4 with the server's message
- *		if not.
- */
-static void
-check_readable(Tail *t)
-{
-	const char *params[1] = {t->feed_id_text};
-	PGresult   *res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, 0)", 1, params);
-	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
-
-	if (state != NULL && strcmp(state, "42501") == 0)
-	{
-		fprintf(stderr, "cfeed tail: %s", cfeed_error_text(t->conn, res));
-		exit(CFEED_EXIT_DENIED);
-	}
-	PQclear(res);
-}
-
-/*
- * load_shards
- *		Fill t->shards with the feed's shards (or the one of --shard), their
- *		start values and LISTEN channels.  Exits 2 for an unknown shard.
- */
-static void
-load_shards(Tail *t)
-{
-	const char *params[1] = {t->feed_id_text};
-	PGresult   *res;
-	int			n;
-
-	/* to_jsonb: start_sequence_number is not in every cfeed version. */
-	res = cfeed_tail_exec_params(t,
-								 "select s.shard,"
-								 " (pg_catalog.to_jsonb(s) operator(pg_catalog.->>) 'start_sequence_number')::bigint,"
-								 " cfeed.channel(s.feed_id, s.shard)"
-								 " from cfeed.shard s where s.feed_id = $1::int order by s.shard",
-								 1, params);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-	{
-		fprintf(stderr, "cfeed tail: could not list the shards of feed %d: %s",
-				t->feed_id, cfeed_error_text(t->conn, res));
-		exit(CFEED_EXIT_ERROR);
-	}
-	n = PQntuples(res);
-	t->shards = calloc(n > 0 ? n : 1, sizeof(TailShard));
-	if (t->shards == NULL)
-	{
-		fprintf(stderr, "cfeed tail: out of memory\n");
-		exit(CFEED_EXIT_ERROR);
-	}
-	for (int i = 0; i < n; i++)
-	{
-		int			shard = atoi(PQgetvalue(res, i, 0));
-		TailShard  *s;
-
-		if (t->only_shard >= 0 && shard != t->only_shard)
-			continue;
-		s = &t->shards[t->nshards++];
-		s->shard = shard;
-		s->held = (t->group == NULL);
-		s->dirty = true;
-		s->start_known = !PQgetisnull(res, i, 1);
-		if (s->start_known)
-			s->start = strtoll(PQgetvalue(res, i, 1), NULL, 10);
-		s->channel = strdup(PQgetvalue(res, i, 2));
-		if (s->channel == NULL)
-		{
-			fprintf(stderr, "cfeed tail: out of memory\n");
-			exit(CFEED_EXIT_ERROR);
-		}
-	}
-	PQclear(res);
-
-	if (n == 0)
-		check_readable(t);
-	if (t->nshards == 0)
-	{
-		if (t->only_shard >= 0)
-			fprintf(stderr, "cfeed tail: shard %d of feed %d does not exist\n",
-					t->only_shard, t->feed_id);
-		else
-			fprintf(stderr, "cfeed tail: feed %d has no shards\n", t->feed_id);
-		exit(CFEED_EXIT_USAGE);
-	}
-}
-
-/*
  * check_rows
  *		Whether changes are read with their row images (cfeed.read_rows, and
  *		SELECT on cfeed.row_image, which it needs); else with cfeed.read.
@@ -485,6 +401,14 @@ follow(Tail *t)
 			continue;
 		}
 
+		if (t->group == NULL && cfeed_tail_layout_due(t))
+		{
+			bool		more;
+
+			step = cfeed_tail_follow_layout(t, &more);
+			if (step != STEP_OK)
+				continue;
+		}
 		for (int i = 0; i < t->nshards && step == STEP_OK; i++)
 			if (t->shards[i].held && t->shards[i].dirty)
 				step = cfeed_tail_drain_shard(t, &t->shards[i]);
@@ -494,6 +418,14 @@ follow(Tail *t)
 		{
 			t->exit_code = CFEED_EXIT_OK;
 			break;
+		}
+		if (t->group == NULL && cfeed_tail_reading_closed(t))
+		{
+			bool		more;
+
+			step = cfeed_tail_follow_layout(t, &more);
+			if (step != STEP_OK || more)
+				continue;		/* read the shards now due first */
 		}
 
 		step = cfeed_tail_wait_for_wakeup(t);
@@ -520,7 +452,7 @@ cfeed_tail_main(int argc, char **argv)
 	if (t.conn == NULL)
 		return CFEED_EXIT_ERROR;
 	resolve_feed(&t);
-	load_shards(&t);
+	cfeed_tail_load_shards(&t);
 	if (t.dead_letters)
 		t.exit_code = cfeed_tail_dead_letters(&t);
 	else

@@ -3,8 +3,9 @@
  *		State of one `cfeed tail` run, shared by tail.c (options and the
  *		loop), tail_conn.c (connection setup, reconnecting, feed epochs),
  *		tail_read.c (reading and printing), tail_wait.c (waiting between
- *		reads), tail_dead.c (a group's dead letters) and group.c
- *		(consumer-group leases).
+ *		reads), tail_layout.c (the feed's shards, following splits),
+ *		tail_dead.c (a group's dead letters) and group.c (consumer-group
+ *		leases).
  */
 #ifndef CFEED_TAIL_H
 #define CFEED_TAIL_H
@@ -48,6 +49,12 @@ typedef struct TailShard
 	bool		feed_epoch_known;
 	long long	feed_epoch;		/* the feed epoch cursor belongs to */
 	char	   *channel;		/* cfeed.channel(feed, shard) */
+	int			parent;			/* the shard it continues, or -1 */
+	bool		closed;			/* layout: no change will come any more */
+	bool		ended;			/* layout: closed, and head is final */
+	long long	head;			/* layout: last_change_sequence_number */
+	bool		read_ended;		/* read again since it was seen ended */
+	bool		done;			/* ended and printed to its head */
 } TailShard;
 
 /* Options and state of one `cfeed tail` run. */
@@ -81,6 +88,8 @@ typedef struct Tail
 								 * dead letters, failed changes after their
 								 * backoff */
 	bool		positioned;		/* initial cursors resolved */
+	bool		layout_due;		/* look for a split made since */
+	long long	next_layout_ms; /* ... and at the latest then */
 	long long	printed;
 	long long	last_activity_ms;
 	long long	next_renew_ms;
@@ -97,6 +106,14 @@ extern TailShard *cfeed_tail_find_shard(Tail *t, int shard);
 extern TailStep cfeed_tail_setup_connection(Tail *t);
 extern TailStep cfeed_tail_reconnect(Tail *t);
 extern bool cfeed_tail_epoch_moved(Tail *t, TailShard *s, TailStep *step);
+extern TailStep cfeed_tail_listen_shard(Tail *t, TailShard *s);
+extern TailStep cfeed_tail_resume_shard(Tail *t, TailShard *s);
+
+/* tail_layout.c */
+extern void cfeed_tail_load_shards(Tail *t);
+extern TailStep cfeed_tail_follow_layout(Tail *t, bool *more);
+extern bool cfeed_tail_layout_due(const Tail *t);
+extern bool cfeed_tail_reading_closed(const Tail *t);
 
 /* tail_read.c */
 extern TailStep cfeed_tail_drain_shard(Tail *t, TailShard *s);

@@ -16,60 +16,73 @@
 #include "tail.h"
 
 /*
- * listen_all
- *		LISTEN on the channel of every shard.  On a hot standby, where LISTEN
- *		is refused, note it and fall back to polling.
+ * cfeed_tail_listen_shard
+ *		LISTEN on the shard's channel.  On a hot standby, where LISTEN is
+ *		refused, note it and fall back to polling (nothing is listened to
+ *		then).
  */
-static TailStep
-listen_all(Tail *t)
+TailStep
+cfeed_tail_listen_shard(Tail *t, TailShard *s)
 {
-	t->listening = true;
-	for (int i = 0; i < t->nshards; i++)
-	{
-		char	   *ident;
-		char	   *sql;
-		PGresult   *res;
+	char	   *ident;
+	char	   *sql;
+	PGresult   *res;
 
-		ident = PQescapeIdentifier(t->conn, t->shards[i].channel,
-								   strlen(t->shards[i].channel));
-		if (ident == NULL)
-			return cfeed_tail_fail(t, NULL, "quoting a channel name");
-		sql = malloc(strlen(ident) + 8);
-		if (sql == NULL)
-		{
-			PQfreemem(ident);
-			fprintf(stderr, "cfeed tail: out of memory\n");
-			t->exit_code = CFEED_EXIT_ERROR;
-			return STEP_STOP;
-		}
-		sprintf(sql, "LISTEN %s", ident);
+	if (!t->listening)
+		return STEP_OK;
+	ident = PQescapeIdentifier(t->conn, s->channel, strlen(s->channel));
+	if (ident == NULL)
+		return cfeed_tail_fail(t, NULL, "quoting a channel name");
+	sql = malloc(strlen(ident) + 8);
+	if (sql == NULL)
+	{
 		PQfreemem(ident);
-		res = PQexec(t->conn, sql);
-		free(sql);
-		if (!cfeed_result_ok(res, PGRES_COMMAND_OK))
-		{
-			if (strcmp(cfeed_sqlstate(res), "25006") == 0)
-			{
-				PQclear(res);
-				fprintf(stderr, "cfeed tail: LISTEN is not possible (hot standby?); "
-						"waiting with cfeed.wait or polling instead\n");
-				t->listening = false;
-				return STEP_OK;
-			}
-			return cfeed_tail_fail(t, res, "LISTEN");
-		}
-		PQclear(res);
+		fprintf(stderr, "cfeed tail: out of memory\n");
+		t->exit_code = CFEED_EXIT_ERROR;
+		return STEP_STOP;
 	}
+	sprintf(sql, "LISTEN %s", ident);
+	PQfreemem(ident);
+	res = PQexec(t->conn, sql);
+	free(sql);
+	if (!cfeed_result_ok(res, PGRES_COMMAND_OK))
+	{
+		if (strcmp(cfeed_sqlstate(res), "25006") == 0)
+		{
+			PQclear(res);
+			fprintf(stderr, "cfeed tail: LISTEN is not possible (hot standby?); "
+					"waiting with cfeed.wait or polling instead\n");
+			t->listening = false;
+			return STEP_OK;
+		}
+		return cfeed_tail_fail(t, res, "LISTEN");
+	}
+	PQclear(res);
 	return STEP_OK;
 }
 
 /*
- * resume_shard
+ * listen_all
+ *		LISTEN on the channel of every shard (or on none, on a hot standby).
+ */
+static TailStep
+listen_all(Tail *t)
+{
+	TailStep	step = STEP_OK;
+
+	t->listening = true;
+	for (int i = 0; i < t->nshards && step == STEP_OK; i++)
+		step = cfeed_tail_listen_shard(t, &t->shards[i]);
+	return step;
+}
+
+/*
+ * cfeed_tail_resume_shard
  *		Bring the shard's cursor into the current feed epoch (epoch.c);
  *		say so on stderr when a failover lost stamps at or below it.
  */
-static TailStep
-resume_shard(Tail *t, TailShard *s)
+TailStep
+cfeed_tail_resume_shard(Tail *t, TailShard *s)
 {
 	long long	before = s->cursor;
 	bool		rewound;
@@ -103,7 +116,7 @@ resume_all(Tail *t)
 		return cfeed_tail_fail(t, res, "looking for feed epochs");
 	t->epochs = available > 0;
 	for (int i = 0; i < t->nshards && t->epochs && step == STEP_OK; i++)
-		step = resume_shard(t, &t->shards[i]);
+		step = cfeed_tail_resume_shard(t, &t->shards[i]);
 	return step;
 }
 
@@ -128,7 +141,7 @@ cfeed_tail_epoch_moved(Tail *t, TailShard *s, TailStep *step)
 	}
 	if (epoch == s->feed_epoch)
 		return false;
-	*step = resume_shard(t, s);
+	*step = cfeed_tail_resume_shard(t, s);
 	return true;
 }
 
@@ -183,11 +196,13 @@ position_shards(Tail *t)
  *		On a new connection: LISTEN first, then bring the cursors into the
  *		current feed epoch, then (once) resolve the start positions, then in
  *		group mode acquire the leases; every held shard is then due for a
- *		read.
+ *		read, and on a reconnection the layout for a look (a split may have
+ *		been made while the connection was lost).
  */
 TailStep
 cfeed_tail_setup_connection(Tail *t)
 {
+	bool		first = !t->positioned;
 	TailStep	step;
 
 	step = listen_all(t);
@@ -198,7 +213,10 @@ cfeed_tail_setup_connection(Tail *t)
 	if (step == STEP_OK && t->group != NULL)
 		step = cfeed_group_acquire(t);
 	if (step == STEP_OK)
+	{
 		cfeed_tail_mark_all_dirty(t);
+		t->layout_due = !first;
+	}
 	return step;
 }
 

@@ -206,3 +206,249 @@ COMMENT ON FUNCTION cfeed.reshard(int, int, int) IS 'closes the feed''s open sha
 REVOKE ALL ON FUNCTION cfeed.reshard(int, int, int) FROM PUBLIC;
 
 COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key: the feed''s first open shard plus FNV-1a 32-bit of the key''s UTF-8 bytes modulo the number of open shards';
+
+/* ---- consumer groups follow splits ---- */
+
+/*
+ * cfeed._consumed: whether a group has consumed a shard: the shard is
+ * ended (closed, nothing unstamped left on it: its head can never grow)
+ * and the group's lease on it has its cursor at the head, or no change
+ * after its cursor (the head may be a number whose change was deleted,
+ * which no member can read and checkpoint).  A child of a shard is handed
+ * to an owner only once the group has consumed the parent, and a consumed
+ * shard holds no lease any more (cfeed.acquire).  Lookups by primary key
+ * and one probe of change_sequence_idx; the caller's privileges.
+ */
+CREATE FUNCTION cfeed._consumed(group_name text, feed_id int, shard int) RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT EXISTS (
+		SELECT FROM cfeed.shard s
+		JOIN cfeed.lease l ON l.group_name = $1 AND l.feed_id = s.feed_id AND l.shard = s.shard
+		WHERE s.feed_id = $2 AND s.shard = $3 AND s.ended
+		  AND (l.cursor >= s.last_change_sequence_number
+			   OR NOT EXISTS (SELECT FROM cfeed.change c
+							  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
+								AND c.change_sequence_number > l.cursor)))
+$fn$;
+COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is ended and the group''s cursor on it is at its head, or has no change after it (cfeed.acquire)';
+
+/*
+ * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
+ * *parked* when its shard is closed and consumed by the group
+ * (cfeed._consumed: nothing is left to read on it), or when its shard is
+ * a child whose parent the group has not consumed yet (reading the child
+ * now would give a key's later changes before its earlier ones).  Parked
+ * leases are freed (owner and expiry null, epoch and cursor kept, as by
+ * cfeed.release), taken by no one and left out of the fair shares, so
+ * the split is among the shards there is something to read on.  Their
+ * owners still count as live in the call that frees them (they were, a
+ * moment ago), so that the first member to call after a parent is
+ * consumed does not take every child alone.  A parent's lease is
+ * consumed by its holder's last checkpoint; the next acquire of any
+ * member frees it and hands its children out.  A child held while its
+ * parent is not consumed (an operator seeked the parent back) is freed
+ * too: its holder's next checkpoint is refused, and the child is handed
+ * out again once the parent is consumed again.
+ *
+ * A child's new lease starts at the child's beginning, whatever start_at,
+ * when the group already had a lease on its parent: the group reads the
+ * parent to its end first, and the child goes on from there.  (A new
+ * group positions every shard at start_at: a time before the split gives
+ * a cursor in the parent and the child's beginning, a later one the
+ * parent's head and a cursor in the child.)
+ *
+ * The parked shards are found by one scan of the feed's closed shards and
+ * children (none on a feed never resharded), with a lookup of the leases
+ * per shard (no join with a scan of the group's leases: a new group's
+ * leases have no statistics); the leases to count, free and take are
+ * named by constant arrays, which PostgreSQL looks rows up in by hashing
+ * (see 1.8).
+ */
+CREATE OR REPLACE FUNCTION cfeed.acquire(group_name text, feed_id int, owner text,
+										 ttl_ms int DEFAULT 30000, start_at timestamptz DEFAULT NULL)
+	RETURNS TABLE (shard int, cursor bigint, epoch bigint, expires_at timestamptz)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group text := acquire.group_name;
+	v_feed int := acquire.feed_id;
+	v_owner text := acquire.owner;
+	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_expires timestamptz;
+	v_shards int;
+	v_have int;
+	v_owners int;
+	v_target int;
+	v_need int;
+	v_names text[];
+	v_targets int[];
+	v_parked int[];
+	v_idle text[] := '{}';
+	v_take int[];
+BEGIN
+	IF v_group IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
+	IF v_feed IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF v_owner IS NULL THEN PERFORM cfeed._null_arg('owner'); END IF;
+	IF acquire.ttl_ms IS NULL THEN PERFORM cfeed._null_arg('ttl_ms'); END IF;
+	IF v_group = '' OR v_owner = '' THEN
+		RAISE EXCEPTION 'group_name and owner must not be empty'
+			USING ERRCODE = '22023';
+	END IF;
+	IF acquire.ttl_ms <= 0 THEN
+		RAISE EXCEPTION 'argument "ttl_ms" must be positive, got %', acquire.ttl_ms
+			USING ERRCODE = '22023';
+	END IF;
+	PERFORM cfeed._check_feed(v_feed);
+	v_expires := v_now + pg_catalog.make_interval(secs => acquire.ttl_ms / 1000.0);
+
+	-- Missing leases: free, positioned just before the first change to
+	-- read; a child's from its beginning when the group reads its parent.
+	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
+								  expires_at, updated_at)
+	SELECT v_group, s.feed_id, s.shard, NULL,
+		   CASE WHEN acquire.start_at IS NULL
+					 OR (s.parent IS NOT NULL
+						 AND EXISTS (SELECT FROM cfeed.lease p
+									 WHERE p.group_name = v_group AND p.feed_id = s.feed_id
+									   AND p.shard = s.parent)) THEN
+				COALESCE((SELECT GREATEST(c.change_sequence_number, -9223372036854775807) - 1
+						  FROM cfeed.change c
+						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
+							AND c.change_sequence_number IS NOT NULL
+						  ORDER BY c.change_sequence_number LIMIT 1),
+						 s.last_change_sequence_number)
+		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
+		   0, NULL, v_now
+	FROM cfeed.shard s
+	WHERE s.feed_id = v_feed
+	  AND NOT EXISTS (SELECT FROM cfeed.lease x
+					  WHERE x.group_name = v_group AND x.feed_id = s.feed_id
+						AND x.shard = s.shard)
+	ORDER BY s.shard
+	ON CONFLICT DO NOTHING;
+
+	-- Serialize with every other acquire of this (group, feed).
+	PERFORM FROM cfeed.lease l
+	WHERE l.group_name = v_group AND l.feed_id = v_feed
+	ORDER BY l.shard
+	FOR UPDATE;
+
+	-- Parked leases (consumed closed shards, children of unconsumed
+	-- parents) are freed, whoever holds them.
+	v_parked := ARRAY(
+		SELECT s.shard FROM cfeed.shard s
+		WHERE s.feed_id = v_feed AND (s.closed OR s.parent IS NOT NULL)
+		  AND ((s.closed AND cfeed._consumed(v_group, s.feed_id, s.shard))
+			   OR (s.parent IS NOT NULL AND NOT cfeed._consumed(v_group, s.feed_id, s.parent)))
+		ORDER BY s.shard);
+	IF pg_catalog.cardinality(v_parked) > 0 THEN
+		EXECUTE pg_catalog.format(
+			'SELECT ARRAY(SELECT DISTINCT l.owner FROM cfeed.lease l '
+			'WHERE l.group_name = $1 AND l.feed_id = $2 AND l.owner IS NOT NULL AND l.expires_at > $3 '
+			'AND l.shard = ANY (%L::pg_catalog.int4[]))', v_parked)
+		INTO v_idle
+		USING v_group, v_feed, v_now;
+		EXECUTE pg_catalog.format(
+			'UPDATE cfeed.lease l SET owner = NULL, expires_at = NULL, updated_at = $1 '
+			'WHERE l.group_name = $2 AND l.feed_id = $3 AND l.owner IS NOT NULL '
+			'AND l.shard = ANY (%L::pg_catalog.int4[])', v_parked)
+		USING v_now, v_group, v_feed;
+	END IF;
+
+	-- Renew: still ours, expired or not, as long as nobody took it.
+	UPDATE cfeed.lease l SET expires_at = v_expires, updated_at = v_now
+	WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.owner = v_owner;
+	GET DIAGNOSTICS v_have = ROW_COUNT;
+
+	-- Targets of the live owners (the caller included, and those whose
+	-- live leases were just parked): see the 1.0 script; the shards shared
+	-- are the leases not parked.
+	EXECUTE pg_catalog.format(
+		'SELECT pg_catalog.count(*) FROM cfeed.lease l WHERE l.group_name = $1 AND l.feed_id = $2 '
+		'AND NOT (l.shard = ANY (%L::pg_catalog.int4[]))', v_parked)
+	INTO v_shards
+	USING v_group, v_feed;
+
+	WITH held AS (
+		SELECT l.owner AS o, pg_catalog.count(*)::int AS n
+		FROM cfeed.lease l
+		WHERE l.group_name = v_group AND l.feed_id = v_feed
+		  AND l.owner IS NOT NULL AND l.expires_at > v_now
+		GROUP BY l.owner
+		UNION ALL
+		SELECT i.o, 0 FROM pg_catalog.unnest(v_idle OPERATOR(pg_catalog.||) v_owner) i(o)
+	), live AS (
+		SELECT h.o, pg_catalog.sum(h.n)::int AS n FROM held h GROUP BY h.o
+	), ranked AS (
+		SELECT h.o, h.n,
+			   pg_catalog.row_number() OVER (ORDER BY h.n DESC, h.o) AS rk,
+			   pg_catalog.count(*) OVER () AS owners
+		FROM live h
+	)
+	SELECT pg_catalog.array_agg(r.o ORDER BY r.rk),
+		   pg_catalog.array_agg((v_shards / r.owners
+								 + CASE WHEN r.rk <= v_shards % r.owners THEN 1 ELSE 0 END)::int
+								ORDER BY r.rk)
+	INTO v_names, v_targets
+	FROM ranked r;
+
+	v_owners := pg_catalog.cardinality(v_names);
+	v_target := v_targets[pg_catalog.array_position(v_names, v_owner)];
+	v_need := v_target - v_have;
+
+	IF v_need > 0 THEN
+		-- Free and expired leases first, lowest shards first, up to v_need
+		-- of them, none parked.
+		EXECUTE pg_catalog.format(
+			'SELECT ARRAY(SELECT x.shard FROM cfeed.lease x '
+			'WHERE x.group_name = $1 AND x.feed_id = $2 '
+			'AND (x.owner IS NULL OR x.expires_at IS NULL OR x.expires_at <= $3) '
+			'AND NOT (x.shard = ANY (%L::pg_catalog.int4[])) '
+			'ORDER BY x.shard LIMIT $4)', v_parked)
+		INTO v_take
+		USING v_group, v_feed, v_now, v_need;
+		EXECUTE pg_catalog.format(
+			'UPDATE cfeed.lease l SET owner = $1, epoch = l.epoch + 1, expires_at = $2, updated_at = $3 '
+			'WHERE l.group_name = $4 AND l.feed_id = $5 AND l.shard = ANY (%L::pg_catalog.int4[])', v_take)
+		USING v_owner, v_expires, v_now, v_group, v_feed;
+		v_need := v_need - pg_catalog.cardinality(v_take);
+	END IF;
+
+	IF v_need > 0 THEN
+		-- Then steal from owners above their target, round-robin, each
+		-- losing its highest shards (as in 1.8; parked leases have no
+		-- owner).
+		v_take := ARRAY(
+				SELECT r.shard
+				FROM (SELECT h.shard, h.o, h.k,
+							 h.n - (v_shards / v_owners
+									+ CASE WHEN pg_catalog.dense_rank() OVER (ORDER BY h.n DESC, h.o)
+												+ CASE WHEN v_have > h.n OR (v_have = h.n AND v_owner < h.o)
+													   THEN 1 ELSE 0 END
+												<= v_shards % v_owners
+										   THEN 1 ELSE 0 END) AS excess
+					  FROM (SELECT x.shard, x.owner AS o,
+								   pg_catalog.count(*) OVER (PARTITION BY x.owner) AS n,
+								   pg_catalog.row_number() OVER (PARTITION BY x.owner ORDER BY x.shard DESC) AS k
+							FROM cfeed.lease x
+							WHERE x.group_name = v_group AND x.feed_id = v_feed
+							  AND x.owner IS NOT NULL AND x.owner <> v_owner
+							  AND x.expires_at > v_now) h) r
+				WHERE r.k <= r.excess
+				ORDER BY r.k, r.excess DESC, r.o LIMIT v_need);
+		EXECUTE pg_catalog.format(
+			'UPDATE cfeed.lease l SET owner = $1, epoch = l.epoch + 1, expires_at = $2, updated_at = $3 '
+			'WHERE l.group_name = $4 AND l.feed_id = $5 AND l.shard = ANY (%L::pg_catalog.int4[])', v_take)
+		USING v_owner, v_expires, v_now, v_group, v_feed;
+	END IF;
+
+	RETURN QUERY
+		SELECT l.shard, l.cursor, l.epoch, l.expires_at FROM cfeed.lease l
+		WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.owner = v_owner
+		ORDER BY l.shard;
+END
+$fn$;

@@ -1,0 +1,144 @@
+-- groups_reshard: consumer groups across splits (cfeed.reshard): a child
+-- shard is handed to an owner only once the group has consumed its parent
+-- (ended, and the group's cursor at its last number); a consumed shard
+-- holds no lease and leaves the fair shares; a seek back on a consumed
+-- parent parks its children again; start positions of children's leases.
+\i test/regress_setup.sql
+
+-- stamped(): sweeps now (the suite runs without the background sweeper) and
+-- tells whether every committed change is stamped
+CREATE FUNCTION pg_temp.stamped() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM count(*) FROM cfeed.sweep();
+	RETURN NOT EXISTS (SELECT FROM cfeed.change WHERE change_sequence_number IS NULL);
+END $$;
+
+-- holdings(group): owner -> shards, live leases only
+CREATE FUNCTION pg_temp.holdings(g text)
+RETURNS TABLE (owner text, shards int[]) LANGUAGE sql AS $$
+	SELECT l.owner, array_agg(l.shard ORDER BY l.shard)
+	FROM cfeed.lease l
+	WHERE l.group_name = g AND l.feed_id = 1 AND l.owner IS NOT NULL AND l.expires_at > clock_timestamp()
+	GROUP BY l.owner ORDER BY l.owner $$;
+
+-- leases(group): every lease of the group, its cursor as an offset from the
+-- shard's start value
+CREATE FUNCTION pg_temp.leases(g text)
+RETURNS TABLE (shard int, owner text, epoch bigint, at bigint) LANGUAGE sql AS $$
+	SELECT l.shard, l.owner, l.epoch, l.cursor - s.start_sequence_number
+	FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
+	WHERE l.group_name = g AND l.feed_id = 1 ORDER BY l.shard $$;
+
+-- last(shard): the shard's last number
+CREATE FUNCTION pg_temp.last(sh int) RETURNS bigint LANGUAGE sql AS $$
+	SELECT last_change_sequence_number FROM cfeed.shard WHERE feed_id = 1 AND shard = sh $$;
+
+
+
+-- a feed of 2 shards, 3 changes on each
+SELECT cfeed.create_feed('split', 2);
+SELECT count(cfeed.publish(1, s)) FROM generate_series(0, 1) s, generate_series(1, 3);
+SELECT pg_temp.stamped();
+
+-- group g: a and b share the two shards; a processes 2 changes of shard 0.
+-- Group e exists before the split too (z holds everything).
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
+SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
+SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, 2000000000000002);
+SELECT array_agg(shard ORDER BY shard) AS z FROM cfeed.acquire('e', 1, 'z');
+
+-- the split: 0 and 1 closed; children 2 and 4 continue 0, 3 and 5 continue 1;
+-- 2 changes on each child
+SELECT * FROM cfeed.reshard(1, 4) ORDER BY shard;
+SELECT count(cfeed.publish(1, s)) FROM generate_series(2, 5) s, generate_series(1, 2);
+SELECT pg_temp.stamped();
+SELECT shard, parent, closed, ended FROM cfeed.shard WHERE feed_id = 1 ORDER BY shard;
+
+-- the children are not handed out while their parents are not consumed:
+-- a and b keep their parents; the children's leases are free, at their start
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
+SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
+SELECT * FROM pg_temp.leases('g');
+-- c joins: only the 2 parents are shared (1/1/0), c gets nothing
+SELECT array_agg(shard ORDER BY shard) AS c FROM cfeed.acquire('g', 1, 'c');
+SELECT * FROM pg_temp.holdings('g');
+
+-- group e's children leases start at the children's start, whatever start_at:
+-- e read the parents before the split
+SELECT array_agg(shard ORDER BY shard) AS z FROM cfeed.acquire('e', 1, 'z', start_at => now());
+SELECT * FROM pg_temp.leases('e');
+-- a group created after the split with start_at = now: the parents at their
+-- last numbers (consumed), so the children are handed out at once, at now
+SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('n', 1, 'x', start_at => now());
+
+-- a reads shard 0 to its end: not yet consumed at 2000000000000002 (a keeps
+-- it), consumed at its last number
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
+SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, pg_temp.last(0));
+-- a's next acquire frees shard 0 and shares 1, 2 and 4 (1/1/1): a takes 2,
+-- c then takes 4, each from its start
+SELECT shard, cursor - 2000000000000000 AS at, epoch FROM cfeed.acquire('g', 1, 'a');
+SELECT shard, cursor - 2000000000000000 AS at, epoch FROM cfeed.acquire('g', 1, 'c');
+SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
+SELECT * FROM pg_temp.holdings('g');
+-- the consumed shard 0 holds no lease: a checkpoint on it is refused
+SELECT pg_temp.err(format($$SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, %s)$$, pg_temp.last(0)));
+SELECT * FROM pg_temp.leases('g') WHERE shard = 0;
+
+-- b consumes shard 1: 2, 3, 4, 5 are shared (2/1/1 after everyone's call)
+SELECT cfeed.checkpoint('g', 1, 1, 'b', 2, pg_temp.last(1));
+SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
+SELECT array_agg(shard ORDER BY shard) AS c FROM cfeed.acquire('g', 1, 'c');
+SELECT * FROM pg_temp.holdings('g');
+SELECT shard, owner, behind FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER BY shard;
+SELECT shards, held, owners, behind FROM cfeed.groups WHERE group_name = 'g';
+
+-- a seek back on the consumed parent 0 (a replay) parks its children 2 and 4
+-- again at the next acquire: their holders' checkpoints are refused; shard 0
+-- is shared again and taken
+SELECT cfeed.seek('g', 1, 0, 2000000000000001);
+SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
+SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 2, 'a', 2, 2000000000000001)$$);
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
+SELECT array_agg(shard ORDER BY shard) AS c FROM cfeed.acquire('g', 1, 'c');
+SELECT * FROM pg_temp.holdings('g');
+-- consumed again: the children come back, cursors kept
+SELECT cfeed.checkpoint('g', 1, 0, l.owner, l.epoch, pg_temp.last(0))
+FROM cfeed.lease l WHERE l.group_name = 'g' AND l.feed_id = 1 AND l.shard = 0;
+SELECT count(*) FROM cfeed.acquire('g', 1, 'a');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'b');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'c');
+SELECT * FROM pg_temp.holdings('g');
+SELECT * FROM pg_temp.leases('g');
+
+-- a second split: 2-5 closed, children 6-13 (6 and 10 continue 2, ...);
+-- nothing of them is handed out until 2-5 are consumed, then all of them
+SELECT count(*) FROM cfeed.reshard(1, 8);
+SELECT pg_temp.stamped();
+SELECT count(*) FROM cfeed.acquire('g', 1, 'a');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'b');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'c');
+SELECT * FROM pg_temp.holdings('g');
+SELECT cfeed.checkpoint('g', 1, l.shard, l.owner, l.epoch, pg_temp.last(l.shard))
+FROM cfeed.lease l WHERE l.group_name = 'g' AND l.feed_id = 1 AND l.shard BETWEEN 2 AND 5
+ORDER BY l.shard;
+SELECT count(*) FROM cfeed.acquire('g', 1, 'a');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'b');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'c');
+SELECT count(*) FROM cfeed.acquire('g', 1, 'a');
+SELECT * FROM pg_temp.holdings('g');
+SELECT count(*) FILTER (WHERE owner IS NULL) AS free, count(*) AS leases FROM cfeed.lease
+WHERE group_name = 'g' AND feed_id = 1;
+
+-- a parent whose last change was deleted (its head a number nobody can read
+-- or checkpoint) is consumed once no change is left after the cursor
+SELECT cfeed.create_feed('cut', 1);
+SELECT count(cfeed.publish(2, 0)) FROM generate_series(1, 3);
+SELECT pg_temp.stamped();
+SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('h', 2, 'x');
+SELECT count(*) FROM cfeed.reshard(2, 2);
+DELETE FROM cfeed.change WHERE feed_id = 2 AND shard = 0 AND change_sequence_number = 2000000000000003;
+SELECT cfeed.head(2, 0) - 2000000000000000 AS head;
+SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000002);
+SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('h', 2, 'x');
