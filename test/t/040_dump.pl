@@ -1,7 +1,10 @@
 # pg_dump / pg_restore: feeds, shards, stamped and pending
 # changes, backfilled history and the change_id sequence position survive
 # into a fresh database, which then sweeps and reads on from where it
-# stopped, gaplessly.
+# stopped, gaplessly.  A resharded feed (1.9) keeps its layout: closed
+# parents (one with a change still pending at the dump), children and their
+# parents, the routing of keys, the numbers; the restored parents end once
+# swept, and closed shards refuse writes there too.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -28,6 +31,14 @@ $node->safe_psql('src', q{
 	INSERT INTO truth SELECT cfeed.publish(10, 0) FROM generate_series(1, 5) g;
 	SELECT count(*) FROM cfeed.sweep(0);
 	SELECT count(*) FROM cfeed.sweep(2);
+	SELECT cfeed.create_feed('split', 2, feed_id => 20);
+	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, 'k' || g)) FROM generate_series(1, 20) g;
+	SELECT count(*) FROM cfeed.reshard(20, 4);
+	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, 'k' || g)) FROM generate_series(1, 20) g;
+	SELECT count(*) FROM cfeed.sweep(0);
+	INSERT INTO truth SELECT cfeed.publish(20, 3);
+	SELECT count(*) FROM cfeed.reshard(20, 8);
+	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, 'k' || g)) FROM generate_series(1, 20) g;
 	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 7) g;
 });
 
@@ -38,6 +49,15 @@ my $heads = $node->safe_psql('src', q{
 	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
 	FROM cfeed.shard});
 my $seq = $node->safe_psql('src', q{SELECT last_value FROM cfeed.change_id});
+my $LAYOUT = q{
+	SELECT string_agg(format('%s/%s/%s/%s/%s', shard, coalesce(parent::text, '-'), closed, ended, last_change_sequence_number),
+					  ',' ORDER BY shard)
+	FROM cfeed.shard WHERE feed_id = 20};
+my $ROUTES = q{SELECT string_agg(cfeed.shard_for(20, 'k' || g)::text, ',' ORDER BY g) FROM generate_series(1, 40) g};
+my $layout = $node->safe_psql('src', $LAYOUT);
+my $routes = $node->safe_psql('src', $ROUTES);
+like($layout, qr{^0/-/t/t/\d+,1/-/t/t/\d+,2/0/t/t/\d+,3/1/t/f/\d+,4/0/t/t/\d+,5/1/t/t/\d+,6/2/f/f/\d+,7/3/f/f/\d+,8/4/f/f/\d+,9/5/f/f/\d+,10/2/f/f/\d+,11/3/f/f/\d+,12/4/f/f/\d+,13/5/f/f/\d+$},
+	'resharded twice: shard 3 closed with a change pending, the other parents ended');
 
 my $dump = $node->basedir . '/src.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f', $dump, 'src' ], 'pg_dump');
@@ -51,6 +71,8 @@ is($node->safe_psql('dst', q{
 is($node->safe_psql('dst', q{
 	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
 	FROM cfeed.shard}), $heads, 'shards restored with heads, start values and groups');
+is($node->safe_psql('dst', $LAYOUT), $layout, 'a resharded feed: parents, closed, ended and heads restored');
+is($node->safe_psql('dst', $ROUTES), $routes, 'a resharded feed: keys routed to the same open shards');
 is($node->safe_psql('dst', q{SELECT name || ':' || coalesce(comment, '') FROM cfeed.feed WHERE feed_id = 10}),
 	'audit:', 'feeds restored');
 is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'change_id sequence position restored');
@@ -59,10 +81,15 @@ is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'ch
 $node->safe_psql('dst', 'SELECT count(*) FROM cfeed.sweep(0)');
 is($node->safe_psql('dst', 'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL'), '0',
 	'restored pending changes are swept');
+is($node->safe_psql('dst', q{SELECT string_agg(shard::text, ',' ORDER BY shard) FROM cfeed.shard WHERE feed_id = 20 AND closed AND NOT ended}),
+	'', 'a resharded feed: the parents whose changes were pending at the dump end once swept');
 check_invariants($node, 'dst', 'restored database');
 is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}),
 	$node->safe_psql('dst', q{SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 0}),
 	'a reader from the beginning sees history and live changes');
 cmp_ok($node->safe_psql('dst', q{SELECT cfeed.publish(1, 0)}), '>', $seq, 'new change_ids continue after the restored position');
+
+my ($rc, $stdout, $stderr) = $node->psql('dst', 'SELECT cfeed.publish(20, 5)');
+like($stderr, qr/shard 5 of feed 20 is closed/, 'a resharded feed: a closed shard refuses writes after the restore');
 
 done_testing();
