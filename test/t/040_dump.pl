@@ -1,10 +1,11 @@
 # pg_dump / pg_restore: feeds, shards, stamped and pending
-# changes, backfilled history and the change_id sequence position survive
-# into a fresh database, which then sweeps and reads on from where it
-# stopped, gaplessly.  A resharded feed (1.9) keeps its layout: closed
-# parents (one with a change still pending at the dump), children and their
-# parents, the routing of keys, the numbers; the restored parents end once
-# swept, and closed shards refuse writes there too.
+# changes, backfilled history, the change_id sequence position and a
+# resharded feed's layout (1.9: parents closed with pending changes,
+# children) survive into a fresh database, which then sweeps and reads on
+# from where it stopped, gaplessly, and routes by the restored layout.
+# A feed resharded twice (feed 21) keeps every generation: parents,
+# closed, ended and heads, one parent of the second generation closed with
+# a change pending; it ends once swept.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -31,31 +32,36 @@ $node->safe_psql('src', q{
 	INSERT INTO truth SELECT cfeed.publish(10, 0) FROM generate_series(1, 5) g;
 	SELECT count(*) FROM cfeed.sweep(0);
 	SELECT count(*) FROM cfeed.sweep(2);
-	SELECT cfeed.create_feed('split', 2, feed_id => 20);
-	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, 'k' || g)) FROM generate_series(1, 20) g;
-	SELECT count(*) FROM cfeed.reshard(20, 4);
-	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, 'k' || g)) FROM generate_series(1, 20) g;
+	SELECT cfeed.create_feed('split2', 2, feed_id => 21);
+	INSERT INTO truth SELECT cfeed.publish(21, cfeed.shard_for(21, 'k' || g)) FROM generate_series(1, 20) g;
+	SELECT count(*) FROM cfeed.reshard(21, 4);
+	INSERT INTO truth SELECT cfeed.publish(21, cfeed.shard_for(21, 'k' || g)) FROM generate_series(1, 20) g;
 	SELECT count(*) FROM cfeed.sweep(0);
-	INSERT INTO truth SELECT cfeed.publish(20, 3);
-	SELECT count(*) FROM cfeed.reshard(20, 8);
-	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, 'k' || g)) FROM generate_series(1, 20) g;
+	INSERT INTO truth SELECT cfeed.publish(21, 3);
+	SELECT count(*) FROM cfeed.reshard(21, 8);
+	INSERT INTO truth SELECT cfeed.publish(21, cfeed.shard_for(21, 'k' || g)) FROM generate_series(1, 20) g;
 	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 7) g;
+	SELECT cfeed.create_feed('split', 1, feed_id => 20);
+	INSERT INTO truth SELECT cfeed.publish(20, 0) FROM generate_series(1, 3) g;
+	SELECT count(*) FROM cfeed.reshard(20, 2);
+	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, g::text)) FROM generate_series(1, 4) g;
 });
 
 my $before = $node->safe_psql('src', q{
 	SELECT string_agg(format('%s/%s/%s/%s', feed_id, shard, change_id, change_sequence_number), ',' ORDER BY feed_id, shard, change_id)
 	FROM cfeed.change});
 my $heads = $node->safe_psql('src', q{
-	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
+	SELECT string_agg(format('%s/%s/%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number,
+							 sweep_group, parent, closed), ',' ORDER BY 1)
 	FROM cfeed.shard});
 my $seq = $node->safe_psql('src', q{SELECT last_value FROM cfeed.change_id});
 my $LAYOUT = q{
 	SELECT string_agg(format('%s/%s/%s/%s/%s', shard, coalesce(parent::text, '-'), closed, ended, last_change_sequence_number),
 					  ',' ORDER BY shard)
-	FROM cfeed.shard WHERE feed_id = 20};
-my $ROUTES = q{SELECT string_agg(cfeed.shard_for(20, 'k' || g)::text, ',' ORDER BY g) FROM generate_series(1, 40) g};
+	FROM cfeed.shard WHERE feed_id = 21};
+my $ROUTES = q{SELECT string_agg(cfeed.shard_for(21, 'k' || g)::text, ',' ORDER BY g) FROM generate_series(1, 40) g};
 my $layout = $node->safe_psql('src', $LAYOUT);
-my $routes = $node->safe_psql('src', $ROUTES);
+my $routes2 = $node->safe_psql('src', $ROUTES);
 like($layout, qr{^0/-/t/t/\d+,1/-/t/t/\d+,2/0/t/t/\d+,3/1/t/f/\d+,4/0/t/t/\d+,5/1/t/t/\d+,6/2/f/f/\d+,7/3/f/f/\d+,8/4/f/f/\d+,9/5/f/f/\d+,10/2/f/f/\d+,11/3/f/f/\d+,12/4/f/f/\d+,13/5/f/f/\d+$},
 	'resharded twice: shard 3 closed with a change pending, the other parents ended');
 
@@ -69,10 +75,15 @@ is($node->safe_psql('dst', q{
 	SELECT string_agg(format('%s/%s/%s/%s', feed_id, shard, change_id, change_sequence_number), ',' ORDER BY feed_id, shard, change_id)
 	FROM cfeed.change}), $before, 'changes, stamped and pending, restored with their numbers');
 is($node->safe_psql('dst', q{
-	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
-	FROM cfeed.shard}), $heads, 'shards restored with heads, start values and groups');
-is($node->safe_psql('dst', $LAYOUT), $layout, 'a resharded feed: parents, closed, ended and heads restored');
-is($node->safe_psql('dst', $ROUTES), $routes, 'a resharded feed: keys routed to the same open shards');
+	SELECT string_agg(format('%s/%s/%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number,
+							 sweep_group, parent, closed), ',' ORDER BY 1)
+	FROM cfeed.shard}), $heads, 'shards restored with heads, start values, groups, parents and closed');
+my $routes = q{SELECT string_agg(cfeed.shard_for(20, g::text)::text, ',' ORDER BY g) FROM generate_series(1, 8) g};
+is($node->safe_psql('dst', $routes), $node->safe_psql('src', $routes), 'keys routed by the restored layout');
+my ($rc, $out, $err) = $node->psql('dst', 'SELECT cfeed.publish(20, 0, 1)');
+like($err, qr/shard 0 of feed 20 is closed/, 'the restored parent refuses changes');
+is($node->safe_psql('dst', $LAYOUT), $layout, 'resharded twice: parents, closed, ended and heads restored');
+is($node->safe_psql('dst', $ROUTES), $routes2, 'resharded twice: keys routed to the same open shards');
 is($node->safe_psql('dst', q{SELECT name || ':' || coalesce(comment, '') FROM cfeed.feed WHERE feed_id = 10}),
 	'audit:', 'feeds restored');
 is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'change_id sequence position restored');
@@ -81,15 +92,14 @@ is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'ch
 $node->safe_psql('dst', 'SELECT count(*) FROM cfeed.sweep(0)');
 is($node->safe_psql('dst', 'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL'), '0',
 	'restored pending changes are swept');
-is($node->safe_psql('dst', q{SELECT string_agg(shard::text, ',' ORDER BY shard) FROM cfeed.shard WHERE feed_id = 20 AND closed AND NOT ended}),
-	'', 'a resharded feed: the parents whose changes were pending at the dump end once swept');
 check_invariants($node, 'dst', 'restored database');
+is($node->safe_psql('dst', q{SELECT ended FROM cfeed.shard WHERE feed_id = 20 AND shard = 0}), 't',
+	'the restored parent ends once its pending changes are swept');
+is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.shard WHERE feed_id = 21 AND closed AND NOT ended}), 0,
+	'resharded twice: the second generation\'s parent with a pending change ends once swept');
 is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}),
 	$node->safe_psql('dst', q{SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 0}),
 	'a reader from the beginning sees history and live changes');
 cmp_ok($node->safe_psql('dst', q{SELECT cfeed.publish(1, 0)}), '>', $seq, 'new change_ids continue after the restored position');
-
-my ($rc, $stdout, $stderr) = $node->psql('dst', 'SELECT cfeed.publish(20, 5)');
-like($stderr, qr/shard 5 of feed 20 is closed/, 'a resharded feed: a closed shard refuses writes after the restore');
 
 done_testing();
