@@ -30,11 +30,11 @@
 # its parents have ended and a subscriber has applied past that point, the
 # parents are closed there.  No subscriber ever applies a change for a shard
 # it lacks, no apply error; the stamped-only subscribers have every change
-# with the publisher's numbers and its layout; a consumer on one of them,
-# reading each parent to its end (ended there, read to its head) before its
-# children, got every change exactly once: a parent ended there only once
-# it had all its changes.  The stamping subscriber numbered all of them,
-# each on the publisher's shard.
+# with the publisher's numbers and its layout; the stamping subscriber
+# numbered all of them, each on the publisher's shard.  A consumer on each
+# of two subscribers (one per topology), reading each parent to its end
+# (ended there, read to its head) before its children, got every change
+# exactly once: a parent ended there only once it had all its changes.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -237,27 +237,30 @@ my $kwriters = IPC::Run::start(
 	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
 	'>', \$kout, '2>', \$kerr);
 
-# A consumer of the stamped-only subscriber: reads each shard after its
-# parent has ended there and been read to its head.
-my (%cursor, %done, @consumed);
+# A consumer on each of two subscribers (stamped-only, stamping): reads
+# each shard after its parent has ended there and been read to its head.
+my %consumer = map { $_ => { node => $sub{$_}, cursor => {}, done => {}, ids => [] } } keys %sub;
 sub consume_round
 {
-	my @shards = map { [ split /\|/ ] } split /\n/, $s->safe_psql('postgres', q{
-		SELECT shard, coalesce(parent, -1), ended, last_change_sequence_number, start_sequence_number
-		FROM cfeed.shard WHERE feed_id = 1 ORDER BY shard});
-	for my $sh (@shards)
+	for my $c (values %consumer)
 	{
-		my ($shard, $parent, $ended, $head, $start) = @$sh;
-		next if $done{$shard} || ($parent >= 0 && !$done{$parent});
-		$cursor{$shard} //= $start;
-		for my $row (split /\n/, $s->safe_psql('postgres',
-			"SELECT change_sequence_number, change_id FROM cfeed.read(1, $shard, $cursor{$shard}, 100000)"))
+		my @shards = map { [ split /\|/ ] } split /\n/, $c->{node}->safe_psql('postgres', q{
+			SELECT shard, coalesce(parent, -1), ended, last_change_sequence_number, start_sequence_number
+			FROM cfeed.shard WHERE feed_id = 1 ORDER BY shard});
+		for my $sh (@shards)
 		{
-			my ($n, $id) = split /\|/, $row;
-			push @consumed, $id;
-			$cursor{$shard} = $n;
+			my ($shard, $parent, $ended, $head, $start) = @$sh;
+			next if $c->{done}{$shard} || ($parent >= 0 && !$c->{done}{$parent});
+			$c->{cursor}{$shard} //= $start;
+			for my $row (split /\n/, $c->{node}->safe_psql('postgres',
+				"SELECT change_sequence_number, change_id FROM cfeed.read(1, $shard, $c->{cursor}{$shard}, 100000)"))
+			{
+				my ($n, $id) = split /\|/, $row;
+				push @{ $c->{ids} }, $id;
+				$c->{cursor}{$shard} = $n;
+			}
+			$c->{done}{$shard} = 1 if $ended eq 't' && $c->{cursor}{$shard} >= $head;
 		}
-		$done{$shard} = 1 if $ended eq 't' && $cursor{$shard} >= $head;
 	}
 }
 
@@ -351,11 +354,16 @@ is($b->safe_psql('postgres', q{
 		+ (SELECT count(*) FROM cfeed.change c WHERE c.feed_id = s.feed_id AND c.shard = s.shard)}), '0',
 	'inserts-only subscriber: its numbering is gapless');
 consume_round() for 1 .. 3;
-my %seen;
-my $twice = grep { $seen{$_}++ } @consumed;
-is($twice, 0, 'subscriber consumer: nothing read twice');
-is(scalar(@consumed), $pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1'),
-	'subscriber consumer: read every change, each parent to its end before its children');
-is(join(',', sort keys %done), '0,1', 'subscriber consumer: finished both parents');
+my $pub_count = $pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1');
+for my $name (sort keys %consumer)
+{
+	my $c = $consumer{$name};
+	my %seen;
+	my $twice = grep { $seen{$_}++ } @{ $c->{ids} };
+	is($twice, 0, "$name: its consumer read nothing twice");
+	is(scalar(@{ $c->{ids} }), $pub_count,
+		"$name: its consumer read every change, each parent to its end before its children");
+	is(join(',', sort keys %{ $c->{done} }), '0,1', "$name: its consumer finished both parents");
+}
 
 done_testing();
