@@ -288,8 +288,10 @@ is($_->safe_psql('postgres', $LAYOUT), '0/-/f,1/-/f,2/0/f,3/1/f,4/0/f,5/1/f',
 # that point closes its parents.
 my $lsn;
 my %closed;
+my $give_up = time + 180;
 while ($kwriters->pumpable || keys %closed < keys %all)
 {
+	die 'the subscribers did not catch up with the reshard' if time > $give_up;
 	consume_round();
 	if (!defined $lsn && $pub->safe_psql('postgres',
 			'SELECT bool_and(ended) FROM cfeed.shard WHERE feed_id = 1 AND closed') eq 't')
