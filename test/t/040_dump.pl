@@ -3,6 +3,9 @@
 # resharded feed's layout (1.9: parents closed with pending changes,
 # children) survive into a fresh database, which then sweeps and reads on
 # from where it stopped, gaplessly, and routes by the restored layout.
+# A feed resharded twice (feed 21) keeps every generation: parents,
+# closed, ended and heads, one parent of the second generation closed with
+# a change pending; it ends once swept.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -29,6 +32,14 @@ $node->safe_psql('src', q{
 	INSERT INTO truth SELECT cfeed.publish(10, 0) FROM generate_series(1, 5) g;
 	SELECT count(*) FROM cfeed.sweep(0);
 	SELECT count(*) FROM cfeed.sweep(2);
+	SELECT cfeed.create_feed('split2', 2, feed_id => 21);
+	INSERT INTO truth SELECT cfeed.publish(21, cfeed.shard_for(21, 'k' || g)) FROM generate_series(1, 20) g;
+	SELECT count(*) FROM cfeed.reshard(21, 4);
+	INSERT INTO truth SELECT cfeed.publish(21, cfeed.shard_for(21, 'k' || g)) FROM generate_series(1, 20) g;
+	SELECT count(*) FROM cfeed.sweep(0);
+	INSERT INTO truth SELECT cfeed.publish(21, 3);
+	SELECT count(*) FROM cfeed.reshard(21, 8);
+	INSERT INTO truth SELECT cfeed.publish(21, cfeed.shard_for(21, 'k' || g)) FROM generate_series(1, 20) g;
 	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 7) g;
 	SELECT cfeed.create_feed('split', 1, feed_id => 20);
 	INSERT INTO truth SELECT cfeed.publish(20, 0) FROM generate_series(1, 3) g;
@@ -44,6 +55,15 @@ my $heads = $node->safe_psql('src', q{
 							 sweep_group, parent, closed), ',' ORDER BY 1)
 	FROM cfeed.shard});
 my $seq = $node->safe_psql('src', q{SELECT last_value FROM cfeed.change_id});
+my $LAYOUT = q{
+	SELECT string_agg(format('%s/%s/%s/%s/%s', shard, coalesce(parent::text, '-'), closed, ended, last_change_sequence_number),
+					  ',' ORDER BY shard)
+	FROM cfeed.shard WHERE feed_id = 21};
+my $ROUTES = q{SELECT string_agg(cfeed.shard_for(21, 'k' || g)::text, ',' ORDER BY g) FROM generate_series(1, 40) g};
+my $layout = $node->safe_psql('src', $LAYOUT);
+my $routes2 = $node->safe_psql('src', $ROUTES);
+like($layout, qr{^0/-/t/t/\d+,1/-/t/t/\d+,2/0/t/t/\d+,3/1/t/f/\d+,4/0/t/t/\d+,5/1/t/t/\d+,6/2/f/f/\d+,7/3/f/f/\d+,8/4/f/f/\d+,9/5/f/f/\d+,10/2/f/f/\d+,11/3/f/f/\d+,12/4/f/f/\d+,13/5/f/f/\d+$},
+	'resharded twice: shard 3 closed with a change pending, the other parents ended');
 
 my $dump = $node->basedir . '/src.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-h', $node->host, '-p', $node->port, '-f', $dump, 'src' ], 'pg_dump');
@@ -62,6 +82,8 @@ my $routes = q{SELECT string_agg(cfeed.shard_for(20, g::text)::text, ',' ORDER B
 is($node->safe_psql('dst', $routes), $node->safe_psql('src', $routes), 'keys routed by the restored layout');
 my ($rc, $out, $err) = $node->psql('dst', 'SELECT cfeed.publish(20, 0, 1)');
 like($err, qr/shard 0 of feed 20 is closed/, 'the restored parent refuses changes');
+is($node->safe_psql('dst', $LAYOUT), $layout, 'resharded twice: parents, closed, ended and heads restored');
+is($node->safe_psql('dst', $ROUTES), $routes2, 'resharded twice: keys routed to the same open shards');
 is($node->safe_psql('dst', q{SELECT name || ':' || coalesce(comment, '') FROM cfeed.feed WHERE feed_id = 10}),
 	'audit:', 'feeds restored');
 is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'change_id sequence position restored');
@@ -73,6 +95,8 @@ is($node->safe_psql('dst', 'SELECT count(*) FROM cfeed.change WHERE change_seque
 check_invariants($node, 'dst', 'restored database');
 is($node->safe_psql('dst', q{SELECT ended FROM cfeed.shard WHERE feed_id = 20 AND shard = 0}), 't',
 	'the restored parent ends once its pending changes are swept');
+is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.shard WHERE feed_id = 21 AND closed AND NOT ended}), 0,
+	'resharded twice: the second generation\'s parent with a pending change ends once swept');
 is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}),
 	$node->safe_psql('dst', q{SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 0}),
 	'a reader from the beginning sees history and live changes');

@@ -24,6 +24,17 @@
 # (cfeed.tracked_table), and read_rows there has a null tbl, the table's
 # name in cfeed.tracked_table (up to 1.7 tbl was a regclass, sent by name:
 # "relation ... does not exist", and every later change held back).
+# Resharding a replicated feed (docs/operations.md, "Resharding a feed"),
+# while pgbench writes keyed changes: each subscriber first gets the
+# children with their parents left open, the publisher reshards, and once
+# its parents have ended and a subscriber has applied past that point, the
+# parents are closed there.  No subscriber ever applies a change for a shard
+# it lacks, no apply error; the stamped-only subscribers have every change
+# with the publisher's numbers and its layout; the stamping subscriber
+# numbered all of them, each on the publisher's shard.  A consumer on each
+# of two subscribers (one per topology), reading each parent to its end
+# (ended there, read to its head) before its children, got every change
+# exactly once: a parent ended there only once it had all its changes.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -213,5 +224,148 @@ is($late->safe_psql('postgres', q{
 	SELECT string_agg(DISTINCT coalesce(t.tbl::text, '-') || ' ' || t.name, ',')
 	FROM cfeed.change c JOIN cfeed.tracked_table t ON t.table_no = c.tbl}),
 	'- public.account,- public.audit', 'the new subscription: both tables named, neither there');
+
+# Resharding the replicated feed while pgbench writes keyed changes.
+my %all = (%sub, late => $late);
+my $kscript = $pub->basedir . '/keyed.sql';
+open my $kfh, '>', $kscript or die $!;
+print $kfh "\\set k random(1, 500)\nINSERT INTO truth (change_id) SELECT cfeed.publish(1, cfeed.shard_for(1, 'k' || :k));\n";
+close $kfh;
+my ($kout, $kerr) = ('', '');
+my $kwriters = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '2', '-j', '2', '-R', '300', '-T', '6', '-f', $kscript,
+	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
+	'>', \$kout, '2>', \$kerr);
+
+# A consumer on each of two subscribers (stamped-only, stamping): reads
+# each shard after its parent has ended there and been read to its head.
+my %consumer = map { $_ => { node => $sub{$_}, cursor => {}, done => {}, ids => [] } } keys %sub;
+sub consume_round
+{
+	for my $c (values %consumer)
+	{
+		my @shards = map { [ split /\|/ ] } split /\n/, $c->{node}->safe_psql('postgres', q{
+			SELECT shard, coalesce(parent, -1), ended, last_change_sequence_number, start_sequence_number
+			FROM cfeed.shard WHERE feed_id = 1 ORDER BY shard});
+		for my $sh (@shards)
+		{
+			my ($shard, $parent, $ended, $head, $start) = @$sh;
+			next if $c->{done}{$shard} || ($parent >= 0 && !$c->{done}{$parent});
+			$c->{cursor}{$shard} //= $start;
+			for my $row (split /\n/, $c->{node}->safe_psql('postgres',
+				"SELECT change_sequence_number, change_id FROM cfeed.read(1, $shard, $c->{cursor}{$shard}, 100000)"))
+			{
+				my ($n, $id) = split /\|/, $row;
+				push @{ $c->{ids} }, $id;
+				$c->{cursor}{$shard} = $n;
+			}
+			$c->{done}{$shard} = 1 if $ended eq 't' && $c->{cursor}{$shard} >= $head;
+		}
+	}
+}
+
+# 1. On every subscriber, the children, their parents left open (as the
+# publisher will create them: child n+i continues f + i mod m).
+my $CHILDREN = q{
+	INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent)
+	SELECT p.feed_id, l.n + c.i, p.sweep_group, p.longpoll, p.shard
+	FROM (SELECT min(shard) FILTER (WHERE NOT closed) AS f, count(*)::int AS n
+		  FROM cfeed.shard_config WHERE feed_id = 1) l
+	CROSS JOIN generate_series(0, 3) c(i)
+	JOIN cfeed.shard_config p ON p.feed_id = 1 AND p.shard = l.f + c.i % (l.n - l.f)};
+my $LAYOUT = q{SELECT string_agg(format('%s/%s/%s', shard, coalesce(parent::text, '-'), closed), ',' ORDER BY shard)
+			   FROM cfeed.shard WHERE feed_id = 1};
+consume_round() for 1 .. 10;
+$_->safe_psql('postgres', $CHILDREN) for values %all;
+consume_round() for 1 .. 5;
+# 2. The publisher reshards.
+is($pub->safe_psql('postgres', q{SELECT string_agg(shard || '/' || parent, ',' ORDER BY shard) FROM cfeed.reshard(1, 4)}),
+	'2/0,3/1,4/0,5/1', 'publisher: resharded into 4 children');
+my $pub_layout = $pub->safe_psql('postgres', $LAYOUT);
+is($_->safe_psql('postgres', $LAYOUT), '0/-/f,1/-/f,2/0/f,3/1/f,4/0/f,5/1/f',
+	'subscriber: the same children, the parents still open') for values %all;
+# 3. Once the publisher's parents ended, each subscriber that applied past
+# that point closes its parents.
+my $lsn;
+my %closed;
+my $give_up = time + 180;
+while ($kwriters->pumpable || keys %closed < keys %all)
+{
+	die 'the subscribers did not catch up with the reshard' if time > $give_up;
+	consume_round();
+	if (!defined $lsn && $pub->safe_psql('postgres',
+			'SELECT bool_and(ended) FROM cfeed.shard WHERE feed_id = 1 AND closed') eq 't')
+	{
+		$lsn = $pub->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+	}
+	for my $name (sort keys %all)
+	{
+		next if $closed{$name} || !defined $lsn;
+		next unless $pub->safe_psql('postgres',
+			"SELECT replay_lsn >= '$lsn' FROM pg_stat_replication WHERE application_name = 's_$name'") eq 't';
+		if ($name ne 'inserts')
+		{
+			is($all{$name}->safe_psql('postgres',
+				'SELECT string_agg(last_change_sequence_number::text, \',\' ORDER BY shard) FROM cfeed.shard WHERE feed_id = 1 AND shard < 2'),
+				$pub->safe_psql('postgres',
+				'SELECT string_agg(last_change_sequence_number::text, \',\' ORDER BY shard) FROM cfeed.shard WHERE feed_id = 1 AND shard < 2'),
+				"$name: caught up, the parents' heads are the publisher's final ones");
+		}
+		$all{$name}->safe_psql('postgres',
+			'UPDATE cfeed.shard_config SET closed = true WHERE feed_id = 1 AND shard < 2');
+		$closed{$name} = 1;
+	}
+	$kwriters->pump_nb;
+	usleep(20_000);
+}
+$kwriters->finish;
+ok(wait_all_stamped($pub, 'postgres'), 'publisher: stamped everything written across the reshard');
+cmp_ok($pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard >= 2'), '>', 100,
+	'publisher: the children got changes');
+$pub->wait_for_catchup("s_$_") for sort keys %all;
+my $pub_numbers = $pub->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s:%s', shard, change_sequence_number, change_id), ',' ORDER BY shard, change_sequence_number)
+	FROM cfeed.change WHERE feed_id = 1});
+for my $name ('stamped', 'late')
+{
+	is($all{$name}->safe_psql('postgres', q{
+		SELECT string_agg(format('%s:%s:%s', shard, change_sequence_number, change_id), ',' ORDER BY shard, change_sequence_number)
+		FROM cfeed.change WHERE feed_id = 1}), $pub_numbers,
+		"$name: after the reshard every change with the publisher's shard, number and change_id");
+	is($all{$name}->safe_psql('postgres', $LAYOUT), $pub_layout, "$name: the publisher's layout");
+}
+for my $name (sort keys %all)
+{
+	is($all{$name}->safe_psql('postgres', q{
+		SELECT count(*) FROM cfeed.change c
+		WHERE NOT EXISTS (SELECT FROM cfeed.shard_config s WHERE s.feed_id = c.feed_id AND s.shard = c.shard)}), 0,
+		"$name: no change for a shard it lacks");
+	is($all{$name}->safe_psql('postgres', "SELECT apply_error_count FROM pg_stat_subscription_stats WHERE subname = 's_$name'"),
+		0, "$name: no apply error across the reshard");
+}
+ok(wait_all_stamped($b, 'postgres'), 'inserts-only subscriber: stamped everything written across the reshard');
+is($b->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s', shard, change_id), ',' ORDER BY shard, change_id) FROM cfeed.change WHERE feed_id = 1}),
+	$pub->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s', shard, change_id), ',' ORDER BY shard, change_id) FROM cfeed.change WHERE feed_id = 1}),
+	'inserts-only subscriber: every change on the publisher\'s shard');
+is($b->safe_psql('postgres', q{SELECT count(*) FROM cfeed.shard WHERE feed_id = 1 AND closed AND NOT ended}), 0,
+	'inserts-only subscriber: its parents ended');
+is($b->safe_psql('postgres', q{
+	SELECT count(*) FROM cfeed.shard s WHERE s.last_change_sequence_number <> s.start_sequence_number
+		+ (SELECT count(*) FROM cfeed.change c WHERE c.feed_id = s.feed_id AND c.shard = s.shard)}), '0',
+	'inserts-only subscriber: its numbering is gapless');
+consume_round() for 1 .. 3;
+my $pub_count = $pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1');
+for my $name (sort keys %consumer)
+{
+	my $c = $consumer{$name};
+	my %seen;
+	my $twice = grep { $seen{$_}++ } @{ $c->{ids} };
+	is($twice, 0, "$name: its consumer read nothing twice");
+	is(scalar(@{ $c->{ids} }), $pub_count,
+		"$name: its consumer read every change, each parent to its end before its children");
+	is(join(',', sort keys %{ $c->{done} }), '0,1', "$name: its consumer finished both parents");
+}
 
 done_testing();
