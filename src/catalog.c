@@ -269,26 +269,57 @@ cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
 	found = head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
 					   F_INT8GE, PG_INT64_MIN, ForwardScanDirection, &number, NULL);
 	index_close(index, AccessShareLock);
-	if (!found)
+	table_close(rel, AccessShareLock);
+	return found || cfeed_shard_has_pending(feed_id, shard, snapshot);
+}
+
+/*
+ * cfeed_shard_has_pending
+ *		Whether cfeed.change holds an unstamped change of the shard as of the
+ *		snapshot (change_pending_idx, whose entries are the backlog a sweep
+ *		reads: all of them are looked at, since it is not ordered by shard).
+ */
+bool
+cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot)
+{
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+	SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, 0, NULL);
+	TupleDesc	desc = RelationGetDescr(rel);
+	HeapTuple	tup;
+	bool		found = false;
+
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
-		SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, 0, NULL);
-		TupleDesc	desc = RelationGetDescr(rel);
-		HeapTuple	tup;
+		bool		isnull;
 
-		while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
-		{
-			bool		isnull;
-
-			CHECK_FOR_INTERRUPTS();
-			found = DatumGetInt32(heap_getattr(tup, Anum_change_feed_id, desc, &isnull)) == feed_id &&
-				DatumGetInt32(heap_getattr(tup, Anum_change_shard, desc, &isnull)) == shard;
-		}
-		systable_endscan(scan);
-		UnlockRelationOid(pending, AccessShareLock);
+		CHECK_FOR_INTERRUPTS();
+		found = DatumGetInt32(heap_getattr(tup, Anum_change_feed_id, desc, &isnull)) == feed_id &&
+			DatumGetInt32(heap_getattr(tup, Anum_change_shard, desc, &isnull)) == shard;
 	}
+	systable_endscan(scan);
+	UnlockRelationOid(pending, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
+}
+
+/*
+ * cfeed_shard_column
+ *		Column attnum of a shard_config row, when this database's schema has
+ *		it under that name (a column a later version added: deleted_head,
+ *		parent, closed); false when it has not, or when it is null.
+ */
+bool
+cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum, const char *attname,
+				   Datum *value)
+{
+	bool		isnull;
+
+	if (desc->natts < attnum ||
+		strcmp(NameStr(TupleDescAttr(desc, attnum - 1)->attname), attname) != 0)
+		return false;
+	*value = heap_getattr(tup, attnum, desc, &isnull);
+	return !isnull;
 }
 
 /*
@@ -365,6 +396,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	{
 		TupleDesc	desc = RelationGetDescr(rel);
 		bool		isnull;
+		Datum		d;
 
 		found = true;
 		out->feed_id = feed_id;
@@ -373,15 +405,12 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 		out->longpoll = DatumGetBool(heap_getattr(tup, Anum_shard_longpoll, desc, &isnull));
 		out->start_number = DatumGetInt64(heap_getattr(tup, Anum_shard_start, desc, &isnull));
 		out->floor_number = out->start_number;
-		if (desc->natts >= Anum_shard_deleted_head &&
-			strcmp(NameStr(TupleDescAttr(desc, Anum_shard_deleted_head - 1)->attname),
-				   "deleted_head") == 0)
-		{
-			Datum		d = heap_getattr(tup, Anum_shard_deleted_head, desc, &isnull);
-
-			if (!isnull)
-				out->floor_number = Max(out->floor_number, DatumGetInt64(d));
-		}
+		if (cfeed_shard_column(desc, tup, Anum_shard_deleted_head, "deleted_head", &d))
+			out->floor_number = Max(out->floor_number, DatumGetInt64(d));
+		out->parent = cfeed_shard_column(desc, tup, Anum_shard_parent, "parent", &d)
+			? DatumGetInt32(d) : -1;
+		out->closed = cfeed_shard_column(desc, tup, Anum_shard_closed, "closed", &d) &&
+			DatumGetBool(d);
 		out->last_number = out->floor_number;
 	}
 	systable_endscan(scan);

@@ -39,6 +39,8 @@
 #define Anum_shard_longpoll			4
 #define Anum_shard_start			5
 #define Anum_shard_deleted_head		6
+#define Anum_shard_parent			7	/* 1.9 */
+#define Anum_shard_closed			8	/* 1.9 */
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
@@ -65,6 +67,8 @@ typedef struct CfeedShard
 	int64		start_number;	/* start_sequence_number */
 	int64		floor_number;	/* numbers are issued above it: the start, or
 								 * a higher deleted head (deleted_head) */
+	int32		parent;			/* the shard it continues, -1 when none */
+	bool		closed;			/* receives no change any more */
 } CfeedShard;
 
 /* What one sweep did to one shard. */
@@ -153,6 +157,9 @@ extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 								const char *detail);
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
+extern bool cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot);
+extern bool cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum,
+							   const char *attname, Datum *value);
 extern bool cfeed_feed_exists(int32 feed_id);
 extern Snapshot cfeed_fresh_snapshot(void);
 extern void cfeed_check_select(const char *relname);

@@ -5,7 +5,8 @@
  *	  stand in for a foreign key of cfeed.change (see shards.c's header):
  *	  a shard row that goes away (DELETE, or UPDATE of its key) takes the
  *	  feed's shards lock in exclusive mode and is refused (23503) while the
- *	  shard has changes outside replica mode; a shard moved to another sweep
+ *	  shard has changes outside replica mode; a shard closed (or opened
+ *	  again) takes it in exclusive mode too; a shard moved to another sweep
  *	  group takes both groups' sweep locks; a new shard's start value is
  *	  checked; TRUNCATE is refused unless cfeed.change is empty.  Every
  *	  change to the set of shards sends an invalidation of shard_config,
@@ -48,6 +49,21 @@ shard_column(TriggerData *trigdata, int attnum, bool use_new)
 }
 
 /*
+ * shard_closed
+ *		The closed column of the old (or with use_new, the new) row the
+ *		guard trigger fired for; false in a schema without it.
+ */
+static bool
+shard_closed(TriggerData *trigdata, bool use_new)
+{
+	Datum		d;
+
+	return cfeed_shard_column(RelationGetDescr(trigdata->tg_relation),
+							  use_new ? trigdata->tg_newtuple : trigdata->tg_trigtuple,
+							  Anum_shard_closed, "closed", &d) && DatumGetBool(d);
+}
+
+/*
  * check_new_start
  *		A new shard's start value must leave room for numbers and keep
  *		cursors at 0 or above: 0 .. 2^63 - 2 (22023).  Not checked in
@@ -78,10 +94,11 @@ check_new_start(TriggerData *trigdata)
 
 /*
  * cfeed_shard_config_guard
- *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group ...
- *		FOR EACH ROW on cfeed.shard_config (enabled always): a new shard's
- *		start value must be in range (check_new_start); a shard that
- *		goes away waits for the direct writers of changes to its feed (the
+ *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group,
+ *		closed FOR EACH ROW on cfeed.shard_config (enabled always): a new
+ *		shard's start value must be in range (check_new_start); a shard
+ *		closed or opened again waits for the direct writers of its feed; a
+ *		shard that goes away waits for the direct writers of changes to its feed (the
  *		lock of cfeed_shard_locked, in exclusive mode) and, outside replica
  *		mode, is refused (23503) while changes of it exist; a shard that moves to
  *		another sweep group waits for the sweeps of both groups and keeps
@@ -97,6 +114,7 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	TriggerEvent ev;
 	bool		key_changed;
 	bool		group_changed;
+	bool		closed_changed;
 
 	if (!CALLED_AS_TRIGGER(fcinfo) || !TRIGGER_FIRED_BEFORE(trigdata->tg_event) ||
 		!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event))
@@ -113,12 +131,24 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		shard_column(trigdata, Anum_shard_sweep_group, false) !=
 		shard_column(trigdata, Anum_shard_sweep_group, true);
 
+	closed_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
+		shard_closed(trigdata, false) != shard_closed(trigdata, true);
+
 	if (TRIGGER_FIRED_BY_INSERT(ev))
 		check_new_start(trigdata);
 
-	/* an UPDATE that changes neither (cfeed.shard sets sweep_group always) */
-	if (TRIGGER_FIRED_BY_UPDATE(ev) && !key_changed && !group_changed)
+	/* an UPDATE that changes none (cfeed.shard sets sweep_group always) */
+	if (TRIGGER_FIRED_BY_UPDATE(ev) && !key_changed && !group_changed && !closed_changed)
 		return PointerGetDatum(trigdata->tg_newtuple);
+
+	/*
+	 * A shard closed (or opened again) changes where the feed's keys go:
+	 * it waits for the writers that placed changes by the layout before
+	 * (shards.c), as a shard that goes away does.
+	 */
+	if (closed_changed)
+		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
+								 AccessExclusiveLock);
 
 	if (TRIGGER_FIRED_BY_DELETE(ev) || key_changed)
 	{
