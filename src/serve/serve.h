@@ -126,6 +126,7 @@ typedef struct ServeFeed
 	int			feed_id;
 	bool		has_retention;
 	char		token[40];		/* FeedAPI token: changes with the layout */
+	long long	looked_up_us;	/* when the look-up began (cfeed_now_us) */
 	int			nshards;		/* its partitions (serve_layout.c): */
 	int		   *shards;
 	int		   *parents;		/* each one's parent partition, or -1 */

@@ -194,6 +194,7 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	bool	   *listed;
 
 	f->epoch = 0;
+	f->looked_up_us = cfeed_now_us();
 	if (cfeed_serve_epochs && !cfeed_epoch_now(*conn, &f->epoch, &res))
 	{
 		cfeed_feed_db_error(conn, req, res);

@@ -148,7 +148,8 @@ feed_token(PGresult *res, int from, int to, int feed_id, char *token, size_t siz
  * refresh_tokens
  *		Recompute the FeedAPI token of every followed feed (its layout:
  *		shards added, shards that ended); wake everyone when one changed.
- *		False when the connection is lost.
+ *		A token that a request's later look-up brought (cfeed_hub_follow)
+ *		stays.  False when the connection is lost.
  */
 static bool
 refresh_tokens(PGconn *conn)
@@ -162,6 +163,7 @@ refresh_tokens(PGconn *conn)
 	int			size = 0;
 	int		   *feeds = NULL;
 	int			r = 0;
+	long long	begun = cfeed_now_us();
 
 	pthread_mutex_lock(&cfeed_hub_lock);
 	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
@@ -206,9 +208,11 @@ refresh_tokens(PGconn *conn)
 		feed_token(res, from, r, feeds[f], token, sizeof(token));
 		pthread_mutex_lock(&cfeed_hub_lock);
 		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
-			if (h->feed_id == feeds[f] && h->followers > 0 && strcmp(h->token, token) != 0)
+			if (h->feed_id == feeds[f] && h->followers > 0 && strcmp(h->token, token) != 0 &&
+				begun > h->token_us)
 			{
 				snprintf(h->token, sizeof(h->token), "%s", token);
+				h->token_us = begun;
 				changed = true;
 			}
 		pthread_mutex_unlock(&cfeed_hub_lock);
