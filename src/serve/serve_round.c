@@ -27,6 +27,12 @@
  * A group whose sweeps stall with changes pending holds the rounds of the
  * feed's other groups back until it is swept.
  *
+ * Layout (serve_layout.c): a round covers the shards the feed lists; the
+ * children not listed yet (their parents have not ended) count for the
+ * safe end all the same (their sweep groups), and a round never ends past
+ * the first stamp of one of them.  So a stream that takes a child in once
+ * it is listed (its id's times place it) has skipped none of its changes.
+ *
  * Sharing: the database work of rounds must grow with the feed's changes,
  * not with the number of its streams.  So the last query's result is kept
  * per feed: a stream that asks for a round takes a result whose query began
