@@ -56,7 +56,8 @@ INSERT INTO h_call VALUES
   ('cfeed.grant_write_all', 'f', '{0}', '{}'),
   ('cfeed.revoke_write_all', 'f', '{0}', '{}'),
   ('cfeed.epoch', 'f', '{}', '{}'),
-  ('cfeed.resume_cursor', 'f', '{1,0,2000000000000001,0}', '{3}');
+  ('cfeed.resume_cursor', 'f', '{1,0,2000000000000001,0}', '{3}'),
+  ('cfeed.reshard', 'f', '{1,2,0}', '{}');
 -- every function of the extension (internal ones aside) is in the list
 SELECT p.proname FROM pg_proc p
 WHERE p.pronamespace = 'cfeed'::regnamespace AND p.proname NOT LIKE '\_%'
@@ -140,7 +141,12 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.track('public.h_plain', -1)$$),
   ($$SELECT cfeed.track('public.h_plain', 2147483647)$$),
   ($$SELECT cfeed.backfill('public.h_plain', -1)$$),
-  ($$SELECT cfeed.backfill('public.h_plain', 2147483647)$$)
+  ($$SELECT cfeed.backfill('public.h_plain', 2147483647)$$),
+  ($$SELECT * FROM cfeed.reshard(-1, 2)$$),
+  ($$SELECT * FROM cfeed.reshard(2147483647, 2)$$),
+  ($$SELECT * FROM cfeed.reshard(1, 2147483647)$$),
+  ($$SELECT * FROM cfeed.reshard(1, -2147483648)$$),
+  ($$SELECT * FROM cfeed.reshard(1, 2, -2147483648)$$)
 ) AS t(cmd);
 -- extremes that are valid read and write nothing
 SELECT count(*) FROM cfeed.read(1, 0, 9223372036854775807);

@@ -199,13 +199,30 @@ extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
 extern void cfeed_stamp_commit_level(void);
 
-/* shards.c: the shard of a key, the shard counts, the shards lock */
-extern int32 cfeed_key_shard(const char *key, int len, int32 count);
+/* The most shards (and shard numbers) a feed has. */
+#define CFEED_MAX_SHARDS		65536
+
+/*
+ * shards.c: the shard of a key, the feeds' layouts, the shards lock.  A
+ * feed's layout as routing sees it: shards 0..count-1, the open ones
+ * first_open..count-1 (keys go to first_open + hash mod their number), the
+ * closed ones below (cfeed_check_layout says when it is not so).
+ */
+typedef struct CfeedLayout
+{
+	int32		count;			/* shards, open and closed */
+	int32		max_shard;		/* the highest, -1 when none */
+	int32		first_open;		/* the lowest open one, -1 when none */
+	int32		max_closed;		/* the highest closed one, -1 when none */
+} CfeedLayout;
+
+extern int32 cfeed_key_shard(const char *key, int len, int32 first, int32 count);
 extern bool cfeed_shards_guarded(void);
-extern void cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard);
+extern void cfeed_feed_layout(int32 feed_id, CfeedLayout *layout);
+extern void cfeed_check_layout(int32 feed_id, const CfeedLayout *layout);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
-extern void cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard);
-extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen);
+extern void cfeed_shard_closed(int32 feed_id, int32 shard);
+extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen, bool lock);
 extern int32 cfeed_shard_locked(int32 feed_id, const char *key, int keylen,
 								int32 shard);
 extern void cfeed_shard_check(int32 feed_id, int32 shard);
@@ -293,6 +310,7 @@ extern bool cfeed_sweep_lock_held(int32 sweep_group);
 extern bool cfeed_leader_lock(int32 sweep_group);
 extern void cfeed_leader_unlock(int32 sweep_group);
 extern bool cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode);
+extern bool cfeed_shards_lock_exclusive(int32 feed_id, TimestampTz deadline);
 extern bool cfeed_shards_lock_held(int32 feed_id, LOCKMODE lockmode);
 extern void cfeed_number_lock(Oid relid);
 

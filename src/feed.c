@@ -19,7 +19,6 @@
 
 #include "cfeed.h"
 
-#define CFEED_MAX_SHARDS		65536
 #define CFEED_MAX_NAME			200
 
 PG_FUNCTION_INFO_V1(cfeed_create_feed);
@@ -162,20 +161,23 @@ cfeed_publish(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_shard_for
- *		SQL: cfeed.shard_for(feed_id, key) returns int: FNV-1a 32 of the key's
- *		UTF-8 bytes modulo the feed's shard count.
+ *		SQL: cfeed.shard_for(feed_id, key) returns int: the first open shard
+ *		plus FNV-1a 32 of the key's UTF-8 bytes modulo the number of open
+ *		shards.  Where the transaction can write, the feed's shards lock is
+ *		held from here until it ends (cfeed_shard_of_key), so that a change
+ *		placed by this shard is not refused by a reshard committed between
+ *		this call and its INSERT.
  */
 Datum
 cfeed_shard_for(PG_FUNCTION_ARGS)
 {
 	text	   *key;
-	int32		count;
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "key");
-	count = cfeed_feed_shard_count(PG_GETARG_INT32(0));
 	key = PG_GETARG_TEXT_PP(1);
-	PG_RETURN_INT32(cfeed_key_shard(VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key), count));
+	PG_RETURN_INT32(cfeed_shard_of_key(PG_GETARG_INT32(0), VARDATA_ANY(key),
+									   VARSIZE_ANY_EXHDR(key), true));
 }
 
 /*

@@ -14,9 +14,10 @@
  *	   leader		(db, 'cfee', group, 0x6367)		session: one sweep_loop per
  *													group
  *	   shards		(db, feed_id, 0, 0x6368)		transaction: a feed's set of
- *													shards, share for a direct
- *													writer, exclusive for a
- *													shard that goes away
+ *													shards and its layout, share
+ *													for a writer, exclusive for
+ *													a shard that goes away or
+ *													closes (reshard.c)
  *	   number		(db, relid, 0, 0x6369)			transaction: giving a tracked
  *													table its number
  *
@@ -31,7 +32,10 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
 
 #include "cfeed.h"
 
@@ -124,6 +128,46 @@ cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode)
 
 	lock_tag(&tag, CFEED_LOCK_SHARDS, feed_id);
 	return LockAcquire(&tag, lockmode, false, false) == LOCKACQUIRE_OK;
+}
+
+/*
+ * cfeed_shards_lock_exclusive
+ *		Take a feed's shards lock in exclusive mode until the transaction
+ *		ends, without joining the lock's queue, where the writers that come
+ *		after would wait behind this transaction: try it without waiting,
+ *		and while others hold it, wait for the transactions that hold it
+ *		then (WaitForLockers, a wait for each one's end, which the deadlock
+ *		detector and pg_blocking_pids see) and try again.  Gives up at
+ *		deadline: false when the lock was still held then, or the error of
+ *		lock_timeout (55P03), set to the time left, during a wait.  Writers
+ *		that keep the lock held without a gap until deadline (a new one
+ *		always in progress) keep it from this transaction.
+ */
+bool
+cfeed_shards_lock_exclusive(int32 feed_id, TimestampTz deadline)
+{
+	LOCKTAG		tag;
+
+	lock_tag(&tag, CFEED_LOCK_SHARDS, feed_id);
+	for (;;)
+	{
+		long		remaining;
+		int			nestlevel;
+		char		timeout[32];
+
+		CHECK_FOR_INTERRUPTS();
+		if (LockAcquire(&tag, AccessExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL)
+			return true;
+		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
+		if (remaining <= 0)
+			return false;
+		nestlevel = NewGUCNestLevel();
+		snprintf(timeout, sizeof(timeout), "%ld", remaining);
+		(void) set_config_option("lock_timeout", timeout, PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+		WaitForLockers(tag, AccessExclusiveLock, false);
+		AtEOXact_GUC(true, nestlevel);
+	}
 }
 
 /*

@@ -102,12 +102,11 @@
 
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
-/* The shards of a feed, valid while gen is shard_counts_gen. */
+/* The layout of a feed, valid while gen is shard_counts_gen. */
 typedef struct CfeedShardCount
 {
 	int32		feed_id;		/* hash key */
-	int32		count;
-	int32		max_shard;		/* -1 when none */
+	CfeedLayout layout;
 	uint64		gen;
 } CfeedShardCount;
 
@@ -137,12 +136,13 @@ fnv1a(const unsigned char *bytes, size_t len)
 
 /*
  * cfeed_key_shard
- *		The shard of a partition key given in the server encoding: FNV-1a 32
- *		of its UTF-8 bytes modulo count (> 0).  Shared by cfeed.shard_for and
- *		the tracking triggers, so that both always agree.
+ *		The shard of a partition key given in the server encoding among the
+ *		count (> 0) shards first .. first+count-1: first plus FNV-1a 32 of
+ *		its UTF-8 bytes modulo count.  Shared by cfeed.shard_for and the
+ *		tracking triggers, so that both always agree.
  */
 int32
-cfeed_key_shard(const char *key, int len, int32 count)
+cfeed_key_shard(const char *key, int len, int32 first, int32 count)
 {
 	const char *utf8 = pg_server_to_any(key, len, PG_UTF8);
 	uint32		h;
@@ -152,39 +152,65 @@ cfeed_key_shard(const char *key, int len, int32 count)
 	h = fnv1a((const unsigned char *) utf8, len);
 	if (utf8 != key)
 		pfree((void *) utf8);
-	return (int32) (h % (uint32) count);
+	return first + (int32) (h % (uint32) count);
 }
 
 /*
- * cfeed_check_shard_count
+ * layout_routable
+ *		Whether keys can be routed by the layout: shards numbered 0..n-1, at
+ *		least one open, the open ones the highest.
+ */
+static bool
+layout_routable(const CfeedLayout *layout)
+{
+	return layout->count > 0 && layout->max_shard == layout->count - 1 &&
+		layout->first_open >= 0 && layout->max_closed < layout->first_open;
+}
+
+/*
+ * cfeed_check_layout
  *		Raise 42704 for a feed without shards (unknown, or with none) and
- *		55000 when its count shards are not numbered 0..count-1, the highest
- *		being max_shard (shard_for needs that).
+ *		55000 when shard_for cannot route by its layout: its shards are not
+ *		numbered 0..n-1, none is open, or a closed one is above an open one.
  */
 void
-cfeed_check_shard_count(int32 feed_id, int32 count, int32 max_shard)
+cfeed_check_layout(int32 feed_id, const CfeedLayout *layout)
 {
-	if (count == 0)
+	if (layout->count == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg(cfeed_feed_exists(feed_id) ? "feed %d has no shards" : "feed %d does not exist",
 						feed_id),
 				 errhint("Create it with cfeed.create_feed().")));
-	if (max_shard != count - 1)
+	if (layout->max_shard != layout->count - 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, count - 1),
-				 errdetail("The feed has %d shards, the highest being %d.", count, max_shard),
+				 errmsg("shards of feed %d are not numbered 0..%d", feed_id, layout->count - 1),
+				 errdetail("The feed has %d shards, the highest being %d.", layout->count,
+						   layout->max_shard),
 				 errhint("cfeed.shard_for() needs contiguous shard numbers starting at 0.")));
+	if (layout->first_open < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("feed %d has no open shard", feed_id),
+				 errdetail("All of its %d shards are closed.", layout->count),
+				 errhint("Open its highest shards again (cfeed.shard_config.closed), or create new ones.")));
+	if (layout->max_closed > layout->first_open)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the open shards of feed %d are not its highest", feed_id),
+				 errdetail("Shard %d is closed and shard %d is open.", layout->max_closed,
+						   layout->first_open),
+				 errhint("cfeed.shard_for() routes keys to the highest shards, those above the closed ones.")));
+	Assert(layout_routable(layout));
 }
 
 /*
- * cfeed_feed_shards
- *		Number of shards of a feed and the highest shard number (-1 when it
- *		has none), read with a fresh snapshot.
+ * cfeed_feed_layout
+ *		A feed's layout (see CfeedLayout), read with a fresh snapshot.
  */
 void
-cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
+cfeed_feed_layout(int32 feed_id, CfeedLayout *layout)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -192,10 +218,14 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 	HeapTuple	tup;
 	Oid			pkey;
 	Snapshot	snapshot = cfeed_fresh_snapshot();
+	TupleDesc	desc;
 
-	*count = 0;
-	*max_shard = -1;
+	layout->count = 0;
+	layout->max_shard = -1;
+	layout->first_open = -1;
+	layout->max_closed = -1;
 	rel = cfeed_table_open("shard_config", AccessShareLock);
+	desc = RelationGetDescr(rel);
 	ScanKeyInit(&key, Anum_shard_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	pkey = cfeed_relid_locked("shard_config_pkey", AccessShareLock);
@@ -203,11 +233,16 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		bool		isnull;
-		int32		s = DatumGetInt32(heap_getattr(tup, Anum_shard_shard,
-												   RelationGetDescr(rel), &isnull));
+		Datum		closed;
+		int32		s = DatumGetInt32(heap_getattr(tup, Anum_shard_shard, desc, &isnull));
 
-		(*count)++;
-		*max_shard = Max(*max_shard, s);
+		layout->count++;
+		layout->max_shard = Max(layout->max_shard, s);
+		if (cfeed_shard_column(desc, tup, Anum_shard_closed, "closed", &closed) &&
+			DatumGetBool(closed))
+			layout->max_closed = Max(layout->max_closed, s);
+		else if (layout->first_open < 0 || s < layout->first_open)
+			layout->first_open = s;
 	}
 	systable_endscan(scan);
 	UnlockRelationOid(pkey, AccessShareLock);
@@ -217,18 +252,31 @@ cfeed_feed_shards(int32 feed_id, int32 *count, int32 *max_shard)
 
 /*
  * cfeed_feed_shard_count
- *		Number of shards of a feed (fresh snapshot); errors as
- *		cfeed_check_shard_count.
+ *		Number of shards of a feed, open and closed (fresh snapshot); errors
+ *		as cfeed_check_layout.
  */
 int32
 cfeed_feed_shard_count(int32 feed_id)
 {
-	int32		count;
-	int32		max_shard;
+	CfeedLayout layout;
 
-	cfeed_feed_shards(feed_id, &count, &max_shard);
-	cfeed_check_shard_count(feed_id, count, max_shard);
-	return count;
+	cfeed_feed_layout(feed_id, &layout);
+	cfeed_check_layout(feed_id, &layout);
+	return layout.count;
+}
+
+/*
+ * cfeed_shard_closed
+ *		Raise 55000 for a write to a closed shard.
+ */
+void
+cfeed_shard_closed(int32 feed_id, int32 shard)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("shard %d of feed %d is closed", shard, feed_id),
+			 errdetail("cfeed.reshard() closed it: its changes go on in its children."),
+			 errhint("Place the change with cfeed.shard_for(%d, key).", feed_id)));
 }
 
 /*
@@ -280,17 +328,15 @@ cfeed_shards_guarded(void)
 
 /*
  * feed_shards
- *		The number of shards of a feed and the highest shard number,
- *		remembered until shard_config's next invalidation (the guard trigger
- *		must be present: the caller checks).
+ *		The layout of a feed, remembered until shard_config's next
+ *		invalidation (the guard trigger must be present: the caller checks).
  */
 static CfeedShardCount *
 feed_shards(int32 feed_id)
 {
 	uint64		gen = shard_counts_gen;
 	CfeedShardCount *entry;
-	int32		count;
-	int32		max_shard;
+	CfeedLayout layout;
 
 	if (shard_counts == NULL)
 		shard_counts = cfeed_cache_hash(CFEED_CACHE_SHARD_COUNTS, shard_counts_invalidate,
@@ -300,44 +346,36 @@ feed_shards(int32 feed_id)
 	if (entry != NULL && entry->gen == gen)
 		return entry;
 
-	cfeed_feed_shards(feed_id, &count, &max_shard);
+	cfeed_feed_layout(feed_id, &layout);
 	entry = (CfeedShardCount *) hash_search(shard_counts, &feed_id, HASH_ENTER, NULL);
-	entry->count = count;
-	entry->max_shard = max_shard;
+	entry->layout = layout;
 	entry->gen = gen;			/* stale at once if an invalidation came meanwhile */
 	return entry;
 }
 
 /*
- * shard_count
- *		The number of shards of a feed: remembered when the guard trigger
- *		sends shard_config's invalidations, else read each time (fresh
- *		snapshot; errors as cfeed_feed_shard_count).
- */
-static int32
-shard_count(int32 feed_id)
-{
-	CfeedShardCount *entry;
-
-	if (!cfeed_shards_guarded())
-		return cfeed_feed_shard_count(feed_id);
-	entry = feed_shards(feed_id);
-	cfeed_check_shard_count(feed_id, entry->count, entry->max_shard);
-	return entry->count;
-}
-
-/*
  * key_shard
- *		The shard of a key by the feed's shard count as of the last committed
+ *		The shard of a key by the feed's layout as of the last committed
  *		change to the feed's shards (the invalidations that came are read
- *		first), and in *gen the invalidation count it was chosen at.
+ *		first), and in *gen the invalidation count it was chosen at: from a
+ *		fresh read each time when shard_config has no guard trigger to send
+ *		the invalidations (errors as cfeed_check_layout).
  */
 static int32
 key_shard(int32 feed_id, const char *key, int keylen, uint64 *gen)
 {
+	CfeedLayout fresh;
+	const CfeedLayout *layout = &fresh;
+
 	AcceptInvalidationMessages();
 	*gen = shard_counts_gen;
-	return cfeed_key_shard(key, keylen, shard_count(feed_id));
+	if (cfeed_shards_guarded())
+		layout = &feed_shards(feed_id)->layout;
+	else
+		cfeed_feed_layout(feed_id, &fresh);
+	cfeed_check_layout(feed_id, layout);
+	return cfeed_key_shard(key, keylen, layout->first_open,
+						   layout->count - layout->first_open);
 }
 
 /*
@@ -358,15 +396,28 @@ shards_locked(int32 feed_id, uint64 gen)
 
 /*
  * cfeed_shard_of_key
- *		The shard of a key by the feed's shard count as of the last committed
- *		change to its shards, without a lock (the SQL path, whose INSERT
- *		checks the shard).  Errors as cfeed_feed_shard_count.
+ *		The shard of a key for a change about to be written (the SQL path,
+ *		whose INSERT checks the shard), or for cfeed.shard_for with lock:
+ *		by the feed's layout as of the last committed change to its shards,
+ *		and with the feed's shards lock in share mode, held until the
+ *		transaction ends, when it can be taken (the transaction can write:
+ *		not read-only, as on a standby, not in parallel mode; and the guard
+ *		trigger is there; and this transaction does not reshard the feed
+ *		itself), so that the layout stays the one the key was placed by
+ *		until the change commits.  Errors as cfeed_check_layout.
  */
 int32
-cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
+cfeed_shard_of_key(int32 feed_id, const char *key, int keylen, bool lock)
 {
 	uint64		gen;
 
+	if (lock && !XactReadOnly && !IsInParallelMode() && cfeed_shards_guarded())
+	{
+		int32		shard = cfeed_shard_locked(feed_id, key, keylen, -1);
+
+		if (shard >= 0)
+			return shard;
+	}
 	return key_shard(feed_id, key, keylen, &gen);
 }
 
@@ -375,14 +426,15 @@ cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
  *		The shard of a change written directly to a feed, with the foreign-key
  *		check of a change to it (the feed's shards lock, see the file
  *		header): with a key, the key's shard; else shard, when it is one of
- *		the feed's shards 0..n-1 as this backend knows them, or -1 (nothing
+ *		the feed's open shards as this backend knows them, or -1 (nothing
  *		locked) when it is not, for the SQL path to report a missing shard or
- *		write to one added since.  Also -1 in a transaction that holds the
- *		lock in exclusive mode, having taken shards of the feed away itself:
- *		its pending invalidations are not read before its command ends, so
- *		the counts are stale within the command that did it; the SQL path's
- *		check (cfeed_shard_check) looks at the catalog instead.  The caller
- *		has checked cfeed_shards_guarded.
+ *		write to one added since.  A shard this backend knows as closed is
+ *		refused (55000) once the lock confirms the layout.  Also -1 in a
+ *		transaction that holds the lock in exclusive mode, having changed
+ *		the feed's shards itself: its pending invalidations are not read
+ *		before its command ends, so the layout is stale within the command
+ *		that did it; the SQL path's check (cfeed_shard_check) looks at the
+ *		catalog instead.  The caller has checked cfeed_shards_guarded.
  */
 int32
 cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
@@ -393,21 +445,27 @@ cfeed_shard_locked(int32 feed_id, const char *key, int keylen, int32 shard)
 	{
 		uint64		gen;
 		int32		placed = shard;
+		bool		closed = false;
 
 		if (key != NULL)
 			placed = key_shard(feed_id, key, keylen, &gen);
 		else
 		{
-			CfeedShardCount *shards;
+			const CfeedLayout *layout;
 
 			AcceptInvalidationMessages();
 			gen = shard_counts_gen;
-			shards = feed_shards(feed_id);
-			if (shard < 0 || shard >= shards->count || shards->max_shard != shards->count - 1)
+			layout = &feed_shards(feed_id)->layout;
+			if (shard < 0 || shard > layout->max_shard || !layout_routable(layout))
 				return -1;
+			closed = shard < layout->first_open;
 		}
 		if (shards_locked(feed_id, gen))
+		{
+			if (closed)
+				cfeed_shard_closed(feed_id, shard);
 			return placed;
+		}
 	}
 }
 
@@ -445,4 +503,6 @@ cfeed_shard_check(int32 feed_id, int32 shard)
 	if (!cfeed_shard_fetch(feed_id, shard, SnapshotSelf, false, &sh))
 		cfeed_shard_missing(feed_id, shard, ERRCODE_FOREIGN_KEY_VIOLATION,
 							"Every change of cfeed.change belongs to a shard of cfeed.shard_config.");
+	if (sh.closed && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		cfeed_shard_closed(feed_id, shard);
 }

@@ -8,7 +8,10 @@
  *	  condition variable, which every sweep broadcasts after commit
  *	  (shmem.c); otherwise it re-reads the head every cfeed.poll_interval.
  *	  It holds no lock while it sleeps, is cancellable, and shows
- *	  wait_event_type Extension.
+ *	  wait_event_type Extension.  A wait on a shard that has ended (closed
+ *	  by cfeed.reshard, no unstamped change left on it) ends at once: its
+ *	  head can never grow again, and a reader at its head goes on with its
+ *	  children.
  *
  *	  Hot standby waits: a wait holds its statement's snapshot, which the
  *	  replay of the cleanup of stamped changes' old versions conflicts with
@@ -95,9 +98,31 @@ snapshot_behind(void)
 }
 
 /*
+ * shard_ended
+ *		Whether a closed shard has ended: no unstamped change is left on it
+ *		(fresh snapshot), so its head can never grow again.  Reads its head
+ *		into *sh again, after that snapshot: a sweep may have stamped its
+ *		last changes since *sh was read.
+ */
+static bool
+shard_ended(CfeedShard *sh)
+{
+	Snapshot	snapshot = cfeed_fresh_snapshot();
+	bool		ended = !cfeed_shard_has_pending(sh->feed_id, sh->shard, snapshot);
+
+	UnregisterSnapshot(snapshot);
+	if (ended && !cfeed_shard_fetch(sh->feed_id, sh->shard, NULL, true, sh))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("shard %d of feed %d was dropped while waiting", sh->shard, sh->feed_id)));
+	return ended;
+}
+
+/*
  * cfeed_wait_for_head
- *		Sleep until the shard's head passes cursor or timeout_ms elapses;
- *		returns the last head seen.  With the preload (and not in recovery)
+ *		Sleep until the shard's head passes cursor or timeout_ms elapses, or
+ *		the shard has ended (closed, nothing left to stamp: no change will
+ *		come); returns the last head seen.  With the preload (and not in recovery)
  *		it sleeps on the shard's condition variable, which every sweep
  *		broadcasts after commit; otherwise it re-reads the head every
  *		cfeed.poll_interval.  On a hot standby it also returns early when
@@ -126,6 +151,8 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
 					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
 		if (sh.last_number > cursor)
+			break;
+		if (sh.closed && shard_ended(&sh))
 			break;
 		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)

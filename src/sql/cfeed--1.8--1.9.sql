@@ -190,3 +190,19 @@ DROP TRIGGER shard_config_guard ON cfeed.shard_config;
 CREATE TRIGGER shard_config_guard BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group, closed
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_guard();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_guard;
+
+/*
+ * cfeed.reshard: the feed's open shards are closed and their children
+ * created, once the writers that placed changes by the old layout have
+ * committed (src/reshard.c, docs/design.md "Resharding").  The extension's
+ * owner's and superusers' alone: it checks that itself too, for a role
+ * granted EXECUTE.
+ */
+CREATE FUNCTION cfeed.reshard(feed_id int, shards int, wait_ms int DEFAULT 10000)
+	RETURNS TABLE(shard int, parent int)
+	LANGUAGE c VOLATILE PARALLEL UNSAFE ROWS 16
+	AS 'MODULE_PATHNAME', 'cfeed_reshard';
+COMMENT ON FUNCTION cfeed.reshard(int, int, int) IS 'closes the feed''s open shards and creates shards children after its highest shard (a multiple of the open ones, at least twice as many), waiting up to wait_ms for the feed''s writers; returns the children and their parents';
+REVOKE ALL ON FUNCTION cfeed.reshard(int, int, int) FROM PUBLIC;
+
+COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key: the feed''s first open shard plus FNV-1a 32-bit of the key''s UTF-8 bytes modulo the number of open shards';

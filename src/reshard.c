@@ -1,0 +1,227 @@
+/*-------------------------------------------------------------------------
+ *
+ * reshard.c
+ *	  cfeed.reshard: a feed's open shards are closed and their children
+ *	  created, in one transaction, once every writer that placed changes
+ *	  by the layout before has committed.
+ *
+ *	  A feed's layout is its shards 0..n-1, the highest m of them open
+ *	  (f .. n-1, f = n - m); keys go to f + hash mod m (shards.c).
+ *	  Resharding into k children (k a multiple of m, at least 2m) closes
+ *	  f .. n-1 and creates n .. n+k-1, child n+i continuing parent
+ *	  f + (i mod m): every key of a child came from its parent, since
+ *	  hash mod k = i implies hash mod m = i mod m.
+ *
+ *	  Per-key order (docs/design.md, "Resharding"): every writer of a
+ *	  change holds the feed's shards lock in share mode from the moment it
+ *	  placed the change until it commits (shards.c); reshard takes it in
+ *	  exclusive mode, so the changes placed by the old layout are committed
+ *	  before the shards close, and the changes placed after the close
+ *	  commit after it.  It is taken without joining the lock's queue
+ *	  (cfeed_shards_lock_exclusive waits for the transactions that hold
+ *	  it, then tries again), so that writers never queue behind a reshard
+ *	  waiting for a long transaction; 55P03 after wait_ms.  The guard trigger of shard_config (shard_guard.c) sends the
+ *	  invalidation that makes every backend route by the new layout after
+ *	  the commit.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+
+#include "cfeed.h"
+
+PG_FUNCTION_INFO_V1(cfeed_reshard);
+
+/*
+ * check_may_reshard
+ *		Raise 42501 unless the current user is a superuser or has the
+ *		privileges of the extension's owner; 25000 in REPEATABLE READ or
+ *		SERIALIZABLE (the layout read after the lock must be the latest
+ *		committed one); 25006 in a read-only transaction or on a standby.
+ */
+static void
+check_may_reshard(int32 feed_id)
+{
+	if (!superuser() && !has_privs_of_role(GetUserId(), cfeed_extension_owner()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied to reshard feed %d", feed_id),
+				 errdetail("Only superusers and roles with the privileges of the extension's owner change a feed's shards.")));
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("cfeed.reshard() cannot run in a REPEATABLE READ or SERIALIZABLE transaction"),
+				 errdetail("It waits for the feed's writers and then reads the feed's shards as they committed."),
+				 errhint("Run it in a READ COMMITTED transaction.")));
+	PreventCommandIfReadOnly("cfeed.reshard()");
+	PreventCommandIfParallelMode("cfeed.reshard()");
+}
+
+/*
+ * lock_context
+ *		Error context of the wait for the feed's writers.
+ */
+static void
+lock_context(void *arg)
+{
+	errcontext("cfeed.reshard() waiting for the writers of feed %d", *(int32 *) arg);
+}
+
+/*
+ * lock_shards
+ *		Take the feed's shards lock in exclusive mode until the transaction
+ *		ends, waiting up to wait_ms for the transactions that hold it in
+ *		share mode (cfeed_shards_lock_exclusive); 55P03 when they did not
+ *		let go in time.
+ */
+static void
+lock_shards(int32 feed_id, int32 wait_ms)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	ErrorContextCallback context;
+	bool		locked;
+
+	context.callback = lock_context;
+	context.arg = &feed_id;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	locked = cfeed_shards_lock_exclusive(feed_id, deadline);
+	error_context_stack = context.previous;
+	if (!locked)
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not lock the shards of feed %d within %d ms", feed_id, wait_ms),
+				 errdetail("Transactions that wrote to the feed held its shards lock all that time: resharding waits until the writers that placed changes by the current shards have ended."),
+				 errhint("Try again, with a larger wait_ms, or end the long transactions that wrote to the feed.")));
+}
+
+/*
+ * check_children
+ *		The number of children must be a multiple of the open shards' m, at
+ *		least 2m, and leave every shard number below CFEED_MAX_SHARDS
+ *		(22023).
+ */
+static void
+check_children(int32 feed_id, const CfeedLayout *layout, int32 shards)
+{
+	int32		m = layout->count - layout->first_open;
+
+	if (shards < 2 * m || shards % m != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot reshard feed %d into %d shards", feed_id, shards),
+				 errdetail("The feed has %d open shards (%d to %d); each gets the same number of children, at least two.",
+						   m, layout->first_open, layout->max_shard),
+				 errhint("Give a multiple of %d, at least %d.", m, 2 * m)));
+	if (shards > CFEED_MAX_SHARDS - layout->count)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot reshard feed %d into %d shards", feed_id, shards),
+				 errdetail("Its shards would be numbered up to %d; a feed has at most %d shard numbers.",
+						   layout->count - 1 + shards, CFEED_MAX_SHARDS)));
+}
+
+/*
+ * write_layout
+ *		Close the open shards f .. n-1 and create the children n .. n+k-1,
+ *		each with its parent's sweep group and longpoll (inside SPI, as the
+ *		caller: the guard trigger fires for every row).
+ */
+static void
+write_layout(int32 feed_id, const CfeedLayout *layout, int32 shards)
+{
+	Oid			types[4] = {INT4OID, INT4OID, INT4OID, INT4OID};
+	Datum		values[4];
+
+	values[0] = Int32GetDatum(feed_id);
+	values[1] = Int32GetDatum(layout->first_open);
+	cfeed_spi_exec("UPDATE cfeed.shard_config SET closed = true"
+				   " WHERE feed_id OPERATOR(pg_catalog.=) $1"
+				   " AND shard OPERATOR(pg_catalog.>=) $2",
+				   2, types, values, NULL, SPI_OK_UPDATE);
+	values[2] = Int32GetDatum(layout->count);
+	values[3] = Int32GetDatum(shards);
+	cfeed_spi_exec("INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent)"
+				   " SELECT p.feed_id, ($3 OPERATOR(pg_catalog.+) c.i), p.sweep_group, p.longpoll, p.shard"
+				   " FROM pg_catalog.generate_series(0, ($4 OPERATOR(pg_catalog.-) 1)) c(i)"
+				   " JOIN cfeed.shard_config p ON p.feed_id OPERATOR(pg_catalog.=) $1"
+				   "  AND p.shard OPERATOR(pg_catalog.=)"
+				   "   ($2 OPERATOR(pg_catalog.+) (c.i OPERATOR(pg_catalog.%) ($3 OPERATOR(pg_catalog.-) $2)))"
+				   " ORDER BY c.i",
+				   4, types, values, NULL, SPI_OK_INSERT);
+	if (SPI_processed != (uint64) shards)
+		elog(ERROR, "cfeed.reshard created " UINT64_FORMAT " shards of feed %d, not %d",
+			 SPI_processed, feed_id, shards);
+}
+
+/*
+ * cfeed_reshard
+ *		SQL: cfeed.reshard(feed_id int, shards int, wait_ms int default
+ *		10000) returns table(shard int, parent int): closes the feed's open
+ *		shards and creates shards children after the highest shard (see the
+ *		file header); returns the children.  Errors: 22004 for a null
+ *		argument, 22023 for a bad count or wait, 42501, 25000, 25006
+ *		(check_may_reshard), 42704 for an unknown feed, 55000 for a layout
+ *		shard_for cannot route by, 55P03 when the writers never let go.
+ */
+Datum
+cfeed_reshard(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int32		feed_id;
+	int32		shards;
+	int32		wait_ms;
+	CfeedLayout layout;
+	int			spi_level;
+	int32		i;
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shards");
+	cfeed_require_arg(fcinfo, 2, "wait_ms");
+	feed_id = PG_GETARG_INT32(0);
+	shards = PG_GETARG_INT32(1);
+	wait_ms = PG_GETARG_INT32(2);
+	cfeed_check_nonnegative(wait_ms, "wait_ms");
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+
+	check_may_reshard(feed_id);
+	if (!cfeed_feed_exists(feed_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("feed %d does not exist", feed_id),
+				 errhint("Create it with cfeed.create_feed().")));
+
+	lock_shards(feed_id, wait_ms);
+
+	/* the layout as committed: every writer by the old one is done */
+	cfeed_feed_layout(feed_id, &layout);
+	cfeed_check_layout(feed_id, &layout);
+	check_children(feed_id, &layout, shards);
+
+	spi_level = cfeed_spi_connect();
+	write_layout(feed_id, &layout, shards);
+	cfeed_spi_finish(spi_level);
+
+	for (i = 0; i < shards; i++)
+	{
+		int32		m = layout.count - layout.first_open;
+		Datum		values[2];
+		bool		nulls[2] = {false, false};
+
+		values[0] = Int32GetDatum(layout.count + i);
+		values[1] = Int32GetDatum(layout.first_open + i % m);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
