@@ -20,6 +20,7 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.publish(1, 2)$$),
   ($$SELECT cfeed.publish(1, -1, 5)$$),
   ($$SELECT cfeed.shard_for(99, 'k')$$),
+  ($$SELECT * FROM cfeed.reshard(99, 2)$$),
   ($$SELECT * FROM cfeed.read(99, 0)$$),
   ($$SELECT * FROM cfeed.read(1, 2)$$),
   ($$SELECT * FROM cfeed.read(1, 2, NULL, 10, 10)$$),
@@ -47,7 +48,11 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$CALL cfeed.sweep_loop(0, 0, 0, -1, NULL, NULL, NULL)$$),
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 9, 2000000000000002)$$),
   ($$INSERT INTO cfeed.change (feed_id, shard, change_id, stamped_at) VALUES (1, 0, 9, now())$$),
-  ($$UPDATE cfeed.shard SET last_change_sequence_number = 2000000000000009$$)
+  ($$UPDATE cfeed.shard SET last_change_sequence_number = 2000000000000009$$),
+  ($$SELECT * FROM cfeed.reshard(1, 3)$$),
+  ($$SELECT * FROM cfeed.reshard(1, 2)$$),
+  ($$SELECT * FROM cfeed.reshard(1, 4, -1)$$),
+  ($$UPDATE cfeed.shard SET closed = true WHERE feed_id = 1 AND shard = 0$$)
 ) AS t(cmd);
 
 -- 22004: NULL for a required argument of every non-STRICT function
@@ -92,6 +97,7 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep(1)$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 1)$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.reshard(1, 4)$$);
 -- reading without waiting is fine there
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 0)$$);
 ROLLBACK;
@@ -138,5 +144,9 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT * FROM cfeed.sweep();
 ROLLBACK;
 SELECT * FROM cfeed.read(1, 0, max_count => -5);
+SELECT * FROM cfeed.reshard(1, 3);
+-- a write to a closed shard (55000), once the feed is resharded
+SELECT count(*) FROM cfeed.reshard(1, 4);
+SELECT cfeed.publish(1, 0, 1);
 
 DROP EXTENSION cfeed;

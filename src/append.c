@@ -107,8 +107,7 @@ append_with_sql(const CfeedChange *change)
 		return;
 	}
 
-	values[1] = Int32GetDatum(cfeed_shard_of_key(change->feed_id, change->key, change->keylen,
-												   true));
+	values[1] = Int32GetDatum(cfeed_shard_of_key(change->feed_id, change->key, change->keylen));
 	spi_level = cfeed_spi_connect();
 	plan = cfeed_schema_has(CFEED_SCHEMA_INLINE_IMAGES) ? &insert_plan : &insert_plan_no_images;
 	if (plan == &insert_plan)

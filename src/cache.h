@@ -16,9 +16,9 @@
  *						invalidation of one of them (DROP, RENAME, a rolled
  *						back CREATE) or of every relation, and at any change
  *						of pg_namespace.
- *	 shard counts		shards.c: per feed, its number of shards and highest
- *						shard; and whether shard_config has its guard
- *						trigger.  Backend.  Dropped at a relcache
+ *	 shard counts		shards.c: per feed, its layout (number of shards,
+ *						highest shard, lowest open and highest closed one);
+ *						and whether shard_config has its guard trigger.  Backend.  Dropped at a relcache
  *						invalidation of cfeed.shard_config (its guard trigger
  *						sends one for every change to the set of shards) or
  *						of every relation.

@@ -222,7 +222,7 @@ extern void cfeed_feed_layout(int32 feed_id, CfeedLayout *layout);
 extern void cfeed_check_layout(int32 feed_id, const CfeedLayout *layout);
 extern int32 cfeed_feed_shard_count(int32 feed_id);
 extern void cfeed_shard_closed(int32 feed_id, int32 shard);
-extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen, bool lock);
+extern int32 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen);
 extern int32 cfeed_shard_locked(int32 feed_id, const char *key, int keylen,
 								int32 shard);
 extern void cfeed_shard_check(int32 feed_id, int32 shard);

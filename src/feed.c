@@ -177,7 +177,7 @@ cfeed_shard_for(PG_FUNCTION_ARGS)
 	cfeed_require_arg(fcinfo, 1, "key");
 	key = PG_GETARG_TEXT_PP(1);
 	PG_RETURN_INT32(cfeed_shard_of_key(PG_GETARG_INT32(0), VARDATA_ANY(key),
-									   VARSIZE_ANY_EXHDR(key), true));
+									   VARSIZE_ANY_EXHDR(key)));
 }
 
 /*

@@ -20,9 +20,9 @@
  *	  commit after it.  It is taken without joining the lock's queue
  *	  (cfeed_shards_lock_exclusive waits for the transactions that hold
  *	  it, then tries again), so that writers never queue behind a reshard
- *	  waiting for a long transaction; 55P03 after wait_ms.  The guard trigger of shard_config (shard_guard.c) sends the
- *	  invalidation that makes every backend route by the new layout after
- *	  the commit.
+ *	  waiting for a long transaction; 55P03 after wait_ms.  The guard
+ *	  trigger of shard_config (shard_guard.c) sends the invalidation that
+ *	  makes every backend route by the new layout after the commit.
  *
  *-------------------------------------------------------------------------
  */
@@ -83,20 +83,43 @@ lock_context(void *arg)
  *		Take the feed's shards lock in exclusive mode until the transaction
  *		ends, waiting up to wait_ms for the transactions that hold it in
  *		share mode (cfeed_shards_lock_exclusive); 55P03 when they did not
- *		let go in time.
+ *		let go in time, whether the time ran out between two waits or
+ *		during one.
  */
 static void
 lock_shards(int32 feed_id, int32 wait_ms)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
 	ErrorContextCallback context;
-	bool		locked;
+	volatile bool locked = false;
+	MemoryContext cxt = CurrentMemoryContext;
 
 	context.callback = lock_context;
 	context.arg = &feed_id;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	locked = cfeed_shards_lock_exclusive(feed_id, deadline);
+	PG_TRY();
+	{
+		locked = cfeed_shards_lock_exclusive(feed_id, deadline);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/*
+		 * The time ran out during a wait (lock_timeout): the same error as
+		 * when it ran out between two, raised at once, so that the
+		 * transaction's abort cleans up after the interrupted wait.
+		 */
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			PG_RE_THROW();
+		FlushErrorState();
+		FreeErrorData(edata);
+		locked = false;
+	}
+	PG_END_TRY();
 	error_context_stack = context.previous;
 	if (!locked)
 		ereport(ERROR,
@@ -201,6 +224,11 @@ cfeed_reshard(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("feed %d does not exist", feed_id),
 				 errhint("Create it with cfeed.create_feed().")));
+
+	/* bad input fails before the wait, and again after it if it became so */
+	cfeed_feed_layout(feed_id, &layout);
+	cfeed_check_layout(feed_id, &layout);
+	check_children(feed_id, &layout, shards);
 
 	lock_shards(feed_id, wait_ms);
 

@@ -1,11 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * shards.c
- *	  A feed's shards as a writer sees them: the shard of a key, the shard
- *	  counts each backend keeps, and the feed's shards lock that stands in
- *	  for a foreign key of cfeed.change, on a direct write (append.c) and on
- *	  an INSERT (change_guard, guard.c).  The triggers of cfeed.shard_config
- *	  that make it hold are in shard_guard.c.
+ *	  A feed's shards as a writer sees them: the shard of a key, the
+ *	  layouts (shard counts, open and closed shards) each backend keeps,
+ *	  and the feed's shards lock that stands in for a foreign key of
+ *	  cfeed.change, on a direct write (append.c) and on an INSERT
+ *	  (change_guard, guard.c), and keeps a feed's layout from changing
+ *	  under a writer (reshard.c).  The triggers of cfeed.shard_config that
+ *	  make it hold are in shard_guard.c.
  *
  * The shard of a key
  * ------------------
@@ -13,7 +15,11 @@
  * the database compute it too, for cfeed.shard_for and the tracking
  * triggers alike): FNV-1a, 32 bits, over the key's UTF-8 bytes (offset basis
  * 2166136261, prime 16777619), taken as an unsigned 32-bit number modulo
- * the feed's shard count.
+ * the number of the feed's open shards, plus the first open one.  A feed's
+ * layout is its shards 0..n-1, of which the highest are open and the ones
+ * below closed (cfeed.reshard closes the open ones and adds their children
+ * above); a feed never resharded has all its shards open, and a key's shard
+ * is the hash modulo n.
  *
  * The shards lock instead of a foreign key
  * ----------------------------------------
@@ -37,9 +43,10 @@
  *		it, and starts again from 1 if shard_config's was among them.
  *
  * cfeed.publish, whose caller names the shard, checks at 1 that it is one of
- * the feed's shards 0..n-1 (the highest is remembered with the count) and
- * otherwise leaves the change to the SQL path, which reports a missing shard
- * or writes to one this backend does not know yet.  An INSERT's check
+ * the feed's open shards (the layout is remembered with the count), refuses
+ * a closed one (55000) once 3 confirms the layout, and otherwise leaves the
+ * change to the SQL path, which reports a missing shard or writes to one
+ * this backend does not know yet.  An INSERT's check
  * (cfeed_shard_check) does the same, and for a shard it does not know takes
  * the lock and looks the shard up with SnapshotSelf.  A transaction that
  * holds the lock in exclusive mode (it takes shards of the feed away
@@ -69,12 +76,26 @@
  * changes behind.  Nor is a shard's deletion refused in replica mode: a
  * logical subscriber applies its publisher's deletion of a shard.
  *
+ * Resharding: the same lock keeps a feed's layout while a writer that
+ * placed a change by it is in progress.  cfeed.reshard takes it in
+ * exclusive mode (and the guard trigger for a shard closed by hand), so
+ * it commits after every change placed by the old layout, and every change
+ * placed after it commits after it, by the new layout (its invalidation is
+ * seen at 3).  A closed shard is refused at 1 or, for a shard this backend
+ * did not know, by the SQL path's check.  A key's shard given to SQL
+ * (cfeed.shard_for, the tracked SQL path) is chosen under the lock too,
+ * where the transaction can write (cfeed_shard_of_key), so that the
+ * INSERT that follows is not refused by a reshard committed in between;
+ * where it cannot (read-only, a hot standby, parallel mode) nothing is
+ * locked and the shard is the layout's as of the last invalidation.
+ *
  * Locking protocol, in short: a writer of a change (direct, or an INSERT's
- * check) holds its feed's shards lock (locks.c) in share mode until its
- * transaction ends; a transaction that takes a shard away holds it in
- * exclusive mode; a transaction that moves a shard between sweep groups
- * holds both groups' sweep locks.  The shard counts are cached per backend
- * (cache.h) until shard_config's next invalidation.
+ * check, or cfeed.shard_for where it can write) holds its feed's shards
+ * lock (locks.c) in share mode until its transaction ends; a transaction
+ * that takes a shard away or closes one holds it in exclusive mode; a
+ * transaction that moves a shard between sweep groups holds both groups'
+ * sweep locks.  The layouts are cached per backend (cache.h) until
+ * shard_config's next invalidation.
  *
  *-------------------------------------------------------------------------
  */
@@ -396,22 +417,22 @@ shards_locked(int32 feed_id, uint64 gen)
 
 /*
  * cfeed_shard_of_key
- *		The shard of a key for a change about to be written (the SQL path,
- *		whose INSERT checks the shard), or for cfeed.shard_for with lock:
+ *		The shard of a key for a change about to be written by SQL
+ *		(cfeed.shard_for, the tracked SQL path; the INSERT checks the shard):
  *		by the feed's layout as of the last committed change to its shards,
- *		and with the feed's shards lock in share mode, held until the
- *		transaction ends, when it can be taken (the transaction can write:
- *		not read-only, as on a standby, not in parallel mode; and the guard
- *		trigger is there; and this transaction does not reshard the feed
+ *		under the feed's shards lock in share mode, held until the
+ *		transaction ends, where it can be taken (the transaction can write:
+ *		not read-only, as on a standby, not in parallel mode; the guard
+ *		trigger is there; this transaction does not change the feed's shards
  *		itself), so that the layout stays the one the key was placed by
  *		until the change commits.  Errors as cfeed_check_layout.
  */
 int32
-cfeed_shard_of_key(int32 feed_id, const char *key, int keylen, bool lock)
+cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
 {
 	uint64		gen;
 
-	if (lock && !XactReadOnly && !IsInParallelMode() && cfeed_shards_guarded())
+	if (!XactReadOnly && !IsInParallelMode() && cfeed_shards_guarded())
 	{
 		int32		shard = cfeed_shard_locked(feed_id, key, keylen, -1);
 

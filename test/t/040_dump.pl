@@ -1,7 +1,8 @@
 # pg_dump / pg_restore: feeds, shards, stamped and pending
-# changes, backfilled history and the change_id sequence position survive
-# into a fresh database, which then sweeps and reads on from where it
-# stopped, gaplessly.
+# changes, backfilled history, the change_id sequence position and a
+# resharded feed's layout (1.9: parents closed with pending changes,
+# children) survive into a fresh database, which then sweeps and reads on
+# from where it stopped, gaplessly, and routes by the restored layout.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -29,13 +30,18 @@ $node->safe_psql('src', q{
 	SELECT count(*) FROM cfeed.sweep(0);
 	SELECT count(*) FROM cfeed.sweep(2);
 	INSERT INTO truth SELECT cfeed.publish(1, g % 3) FROM generate_series(1, 7) g;
+	SELECT cfeed.create_feed('split', 1, feed_id => 20);
+	INSERT INTO truth SELECT cfeed.publish(20, 0) FROM generate_series(1, 3) g;
+	SELECT count(*) FROM cfeed.reshard(20, 2);
+	INSERT INTO truth SELECT cfeed.publish(20, cfeed.shard_for(20, g::text)) FROM generate_series(1, 4) g;
 });
 
 my $before = $node->safe_psql('src', q{
 	SELECT string_agg(format('%s/%s/%s/%s', feed_id, shard, change_id, change_sequence_number), ',' ORDER BY feed_id, shard, change_id)
 	FROM cfeed.change});
 my $heads = $node->safe_psql('src', q{
-	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
+	SELECT string_agg(format('%s/%s/%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number,
+							 sweep_group, parent, closed), ',' ORDER BY 1)
 	FROM cfeed.shard});
 my $seq = $node->safe_psql('src', q{SELECT last_value FROM cfeed.change_id});
 
@@ -49,8 +55,13 @@ is($node->safe_psql('dst', q{
 	SELECT string_agg(format('%s/%s/%s/%s', feed_id, shard, change_id, change_sequence_number), ',' ORDER BY feed_id, shard, change_id)
 	FROM cfeed.change}), $before, 'changes, stamped and pending, restored with their numbers');
 is($node->safe_psql('dst', q{
-	SELECT string_agg(format('%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number, sweep_group), ',' ORDER BY 1)
-	FROM cfeed.shard}), $heads, 'shards restored with heads, start values and groups');
+	SELECT string_agg(format('%s/%s/%s/%s/%s/%s/%s', feed_id, shard, last_change_sequence_number, start_sequence_number,
+							 sweep_group, parent, closed), ',' ORDER BY 1)
+	FROM cfeed.shard}), $heads, 'shards restored with heads, start values, groups, parents and closed');
+my $routes = q{SELECT string_agg(cfeed.shard_for(20, g::text)::text, ',' ORDER BY g) FROM generate_series(1, 8) g};
+is($node->safe_psql('dst', $routes), $node->safe_psql('src', $routes), 'keys routed by the restored layout');
+my ($rc, $out, $err) = $node->psql('dst', 'SELECT cfeed.publish(20, 0, 1)');
+like($err, qr/shard 0 of feed 20 is closed/, 'the restored parent refuses changes');
 is($node->safe_psql('dst', q{SELECT name || ':' || coalesce(comment, '') FROM cfeed.feed WHERE feed_id = 10}),
 	'audit:', 'feeds restored');
 is($node->safe_psql('dst', q{SELECT last_value FROM cfeed.change_id}), $seq, 'change_id sequence position restored');
@@ -60,6 +71,8 @@ $node->safe_psql('dst', 'SELECT count(*) FROM cfeed.sweep(0)');
 is($node->safe_psql('dst', 'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL'), '0',
 	'restored pending changes are swept');
 check_invariants($node, 'dst', 'restored database');
+is($node->safe_psql('dst', q{SELECT ended FROM cfeed.shard WHERE feed_id = 20 AND shard = 0}), 't',
+	'the restored parent ends once its pending changes are swept');
 is($node->safe_psql('dst', q{SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)}),
 	$node->safe_psql('dst', q{SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 0}),
 	'a reader from the beginning sees history and live changes');
