@@ -311,7 +311,12 @@ extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
 extern void cfeed_pool_stop(void);
 extern PGconn *cfeed_serve_connect(const char *who);
 
-/* serve_layout.c: which shards are a feed's partitions, and its token */
+/*
+ * serve_layout.c: which shards are a feed's partitions, and its token.  The
+ * queries select a shard's parent and whether it ended with
+ * SERVE_LAYOUT_COLUMNS, cfeed.shard being "s" (a cfeed before 1.9 has
+ * neither: no parent, never ended).
+ */
 #define SERVE_LAYOUT_COLUMNS \
 	(cfeed_serve_layouts ? "s.parent, s.ended" : "null::int, false")
 extern int	cfeed_layout_list(int feed_id, int n, const int *shards, int *parents,
