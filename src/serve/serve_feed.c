@@ -300,7 +300,9 @@ exactly_once(PGconn **conn, ServeReq *req)
 
 /*
  * cfeed_feed_discovery
- *		Answer the discovery call of the feed req looked up.
+ *		Answer the discovery call of the feed req looked up: its partitions,
+ *		"closed" for those that ended and "startsAfterPartition" (a string,
+ *		as the ids and the spec's examples) for children (serve_layout.c).
  */
 void
 cfeed_feed_discovery(PGconn **conn, ServeReq *req)
