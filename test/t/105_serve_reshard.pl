@@ -42,7 +42,7 @@ $node->safe_psql('postgres', q{
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'reshard-0123456789abcdef';
-write_tokens("$dir/tokens", "$token rs t");
+write_tokens("$dir/tokens", "$token rs,pending t");
 my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
 my $url = "$gw->{url}/feeds/rs";
 
@@ -293,6 +293,31 @@ for my $consumer ([ 'FeedAPI', $fa{got} ], [ 'SSE', $sse{got} ])
 cmp_ok($fa{conflicts}, '>=', 2, "the FeedAPI consumer rediscovered on 409 ($fa{conflicts} times)");
 cmp_ok($sse{connects}, '>=', 3, "the SSE stream ended at each split and resumed from its id ($sse{connects} connections)");
 note("$total changes; FeedAPI: $fa{fetches} fetches");
+
+# A parent whose last changes wait for a stamp is not closed for FeedAPI
+# yet: until it ended, discovery lists it open and not its children.
+$node->safe_psql('postgres', q{
+	select cfeed.create_feed('pending', 1, 2);
+	alter system set cfeed.enable_sweeper = off;
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres',
+	"select count(*) = 0 from pg_stat_activity where backend_type like 'cfeed sweeper%'")
+  or die 'the sweepers did not stop';
+$node->safe_psql('postgres', 'select cfeed.publish(2, 0); select * from cfeed.reshard(2, 2)');
+my $p = "$gw->{url}/feeds/pending";
+my ($pd) = ndjson(http_get($p, $token)->{content});
+is(layout_text($pd), '0', 'closed with a change unstamped: listed open, its children not yet');
+is(http_get("$p/events?token=$pd->{token}&partition=1&cursor=_first", $token)->{status}, 400,
+	'a child not listed is no partition (400)');
+$node->safe_psql('postgres', q{
+	alter system reset cfeed.enable_sweeper;
+	select pg_reload_conf();
+});
+$node->poll_query_until('postgres', 'select ended from cfeed.shard where feed_id = 2 and shard = 0')
+  or die 'the parent did not end';
+($pd) = ndjson(http_get($p, $token)->{content});
+is(layout_text($pd), '0c,1<0,2<0', 'once it ended: closed, and its children after it');
 
 stop_gateway($gw);
 done_testing();
