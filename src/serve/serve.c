@@ -30,7 +30,7 @@
  * check_database
  *		Connect once before serving: the database must be reachable and have
  *		cfeed, and the --payload relations must resolve.  Notes whether it
- *		has feed epochs.  Exits 1 or 2.
+ *		has feed epochs and shard layouts.  Exits 1 or 2.
  */
 static void
 check_database(void)
@@ -56,6 +56,7 @@ check_database(void)
 		exit(CFEED_EXIT_ERROR);
 	}
 	cfeed_serve_epochs = epochs > 0;
+	cfeed_serve_layouts = cfeed_layout_probe(conn);
 	cfeed_feedapi_resolve_payloads(conn);
 	PQfinish(conn);
 }

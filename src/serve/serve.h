@@ -92,6 +92,8 @@ typedef struct ServeOptions
 extern ServeOptions cfeed_serve_opts;
 extern atomic_bool cfeed_serve_stopping;
 extern bool cfeed_serve_epochs;	/* the database has feed epochs */
+extern bool cfeed_serve_layouts;	/* the database's shards have parents
+									 * and end (resharding, cfeed 1.9) */
 
 /* A growable byte buffer. */
 typedef struct ServeBuf
@@ -123,9 +125,13 @@ typedef struct ServeFeed
 	char		name[SERVE_NAME_MAX];
 	int			feed_id;
 	bool		has_retention;
-	char		token[40];		/* FeedAPI token: changes with the shards */
-	int			nshards;
+	char		token[40];		/* FeedAPI token: changes with the layout */
+	long long	looked_up_us;	/* when the look-up began (cfeed_now_us) */
+	int			nshards;		/* its partitions (serve_layout.c): */
 	int		   *shards;
+	int		   *parents;		/* each one's parent partition, or -1 */
+	bool	   *ended;			/* each one is closed and ended: published
+								 * closed, its head is its end */
 	long long  *heads;			/* each shard's head when looked up */
 	long long  *starts;			/* each shard's start value: numbers at or
 								 * below it are backfilled history */
@@ -305,11 +311,21 @@ extern void cfeed_pool_submit(ServeReq *req, ServeJob job);
 extern void cfeed_pool_stop(void);
 extern PGconn *cfeed_serve_connect(const char *who);
 
+/*
+ * serve_layout.c: which shards are a feed's partitions, and its token.  The
+ * queries select a shard's parent and whether it ended with
+ * SERVE_LAYOUT_COLUMNS, cfeed.shard being "s" (a cfeed before 1.9 has
+ * neither: no parent, never ended).
+ */
+#define SERVE_LAYOUT_COLUMNS \
+	(cfeed_serve_layouts ? "s.parent, s.ended" : "null::int, false")
+extern int	cfeed_layout_list(int feed_id, int n, const int *shards, int *parents,
+							  const bool *ended, bool *listed, char *token, size_t size);
+extern bool cfeed_layout_probe(PGconn *conn);
+
 /* serve_feed.c */
 extern void cfeed_feedapi_error(ServeReq *req, int status, const char *error,
 								const char *detail);
-extern void cfeed_feedapi_token(int feed_id, const char *shard_list,
-								char *token, size_t size);
 extern char *cfeed_feedapi_read_sql(const char *feed);
 extern void cfeed_feedapi_resolve_payloads(PGconn *conn);
 extern void cfeed_feed_hidden(ServeReq *req, int status, const char *error,

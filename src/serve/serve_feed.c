@@ -1,8 +1,8 @@
 /*
  * src/serve/serve_feed.c
  *		The feed a request to /feeds/<name> is about, for the pool threads:
- *		looking it up (id, shards, heads, epoch, FeedAPI token), answering
- *		the FeedAPI v2 discovery call, the statement that reads a page of
+ *		looking it up (id, partitions and their layout, heads, epoch,
+ *		FeedAPI token), answering the FeedAPI v2 discovery call, the statement that reads a page of
  *		it (with its --payload), and turning errors into answers.
  *
  * What a token learns: a token of every feed (*) may read the feeds the
@@ -55,24 +55,6 @@ cfeed_feedapi_error(ServeReq *req, int status, const char *error, const char *de
 	cfeed_buf_printf(&req->out, "%s\n", text);
 	free(text);
 	json_decref(obj);
-}
-
-/*
- * cfeed_feedapi_token
- *		The FeedAPI token of a feed with these shards (a comma-separated
- *		list in ascending order): "v1-<feed_id>-<FNV-1a of the list>".
- */
-void
-cfeed_feedapi_token(int feed_id, const char *shard_list, char *token, size_t size)
-{
-	unsigned long long h = 14695981039346656037ULL;
-
-	for (const char *p = shard_list; *p; p++)
-	{
-		h ^= (unsigned char) *p;
-		h *= 1099511628211ULL;
-	}
-	snprintf(token, size, "v1-%d-%016llx", feed_id, h);
 }
 
 /*
@@ -189,34 +171,43 @@ cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 
 /*
  * cfeed_feed_look_up
- *		Fill req->feed (epoch, then id, retention, shards and their heads
- *		and start values, token).  Only shards with ids in [0..32767], FeedAPI's partition ids
- *		(docs/serve.md), are the feed's partitions.
- *		False, with the answer set (cfeed_feed_hidden), for an unknown feed, one
- *		the gateway's role may not read, or a database failure.
+ *		Fill req->feed (epoch, then id, retention, partitions with their
+ *		parents, heads, start values and whether they ended, token).  Only
+ *		shards with ids in [0..32767], FeedAPI's partition ids
+ *		(docs/serve.md), can be partitions, and of those the ones
+ *		serve_layout.c lists.  False, with the answer set
+ *		(cfeed_feed_hidden), for an unknown feed, one the gateway's role may
+ *		not read, or a database failure.
  */
 bool
 cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 {
 	const char *params[1] = {req->feed_name};
+	char		sql[512];
 	PGresult   *res;
+	ServeFeed  *f = &req->feed;
 	int			n;
-	ServeBuf	list = {0};
+	int			k = 0;
+	int		   *shards;
+	int		   *parents;
+	bool	   *ended;
+	bool	   *listed;
 
-	req->feed.epoch = 0;
-	if (cfeed_serve_epochs && !cfeed_epoch_now(*conn, &req->feed.epoch, &res))
+	f->epoch = 0;
+	f->looked_up_us = cfeed_now_us();
+	if (cfeed_serve_epochs && !cfeed_epoch_now(*conn, &f->epoch, &res))
 	{
 		cfeed_feed_db_error(conn, req, res);
 		return false;
 	}
 	/* FeedAPI partition ids are in [0..32767]: shards above are not served */
-	res = PQexecParams(*conn,
-					   "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number,"
-					   " pg_catalog.pg_is_in_recovery(), s.start_sequence_number"
-					   " from cfeed.feed f left join cfeed.shard s"
-					   " on s.feed_id = f.feed_id and s.shard <= 32767"
-					   " where f.name = $1 order by s.shard",
-					   1, NULL, params, NULL, NULL, 0);
+	snprintf(sql, sizeof(sql),
+			 "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number,"
+			 " pg_catalog.pg_is_in_recovery(), s.start_sequence_number, %s"
+			 " from cfeed.feed f left join cfeed.shard s"
+			 " on s.feed_id = f.feed_id and s.shard <= 32767"
+			 " where f.name = $1 order by s.shard", SERVE_LAYOUT_COLUMNS);
+	res = PQexecParams(*conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
 		cfeed_feed_db_error(conn, req, res);
@@ -233,27 +224,45 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	{
 		PQclear(res);
 		cfeed_feed_hidden(req, 403, "forbidden",
-					  "the gateway's database role may not read this feed (cfeed.grant_read)");
+						  "the gateway's database role may not read this feed (cfeed.grant_read)");
 		return false;
 	}
-	snprintf(req->feed.name, sizeof(req->feed.name), "%s", req->feed_name);
-	req->feed.feed_id = atoi(PQgetvalue(res, 0, 0));
-	req->feed.has_retention = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	req->feed.on_standby = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
-	req->feed.nshards = n;
-	req->feed.shards = cfeed_serve_alloc(sizeof(int) * n);
-	req->feed.heads = cfeed_serve_alloc(sizeof(long long) * n);
-	req->feed.starts = cfeed_serve_alloc(sizeof(long long) * n);
-	cfeed_buf_append(&list, "", 0);
+	snprintf(f->name, sizeof(f->name), "%s", req->feed_name);
+	f->feed_id = atoi(PQgetvalue(res, 0, 0));
+	f->has_retention = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	f->on_standby = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
+	shards = cfeed_serve_alloc(sizeof(int) * n);
+	parents = cfeed_serve_alloc(sizeof(int) * n);
+	ended = cfeed_serve_alloc(sizeof(bool) * n);
+	listed = cfeed_serve_alloc(sizeof(bool) * n);
 	for (int i = 0; i < n; i++)
 	{
-		req->feed.shards[i] = atoi(PQgetvalue(res, i, 2));
-		req->feed.heads[i] = strtoll(PQgetvalue(res, i, 3), NULL, 10);
-		req->feed.starts[i] = strtoll(PQgetvalue(res, i, 5), NULL, 10);
-		cfeed_buf_printf(&list, "%s%d", i ? "," : "", req->feed.shards[i]);
+		shards[i] = atoi(PQgetvalue(res, i, 2));
+		parents[i] = PQgetisnull(res, i, 6) ? -1 : atoi(PQgetvalue(res, i, 6));
+		ended[i] = strcmp(PQgetvalue(res, i, 7), "t") == 0;
 	}
-	cfeed_feedapi_token(req->feed.feed_id, list.data, req->feed.token, sizeof(req->feed.token));
-	free(list.data);
+	f->nshards = cfeed_layout_list(f->feed_id, n, shards, parents, ended, listed,
+								   f->token, sizeof(f->token));
+	f->shards = cfeed_serve_alloc(sizeof(int) * f->nshards);
+	f->parents = cfeed_serve_alloc(sizeof(int) * f->nshards);
+	f->ended = cfeed_serve_alloc(sizeof(bool) * f->nshards);
+	f->heads = cfeed_serve_alloc(sizeof(long long) * f->nshards);
+	f->starts = cfeed_serve_alloc(sizeof(long long) * f->nshards);
+	for (int i = 0; i < n; i++)
+	{
+		if (!listed[i])
+			continue;
+		f->shards[k] = shards[i];
+		f->parents[k] = parents[i];
+		f->ended[k] = ended[i];
+		f->heads[k] = strtoll(PQgetvalue(res, i, 3), NULL, 10);
+		f->starts[k] = strtoll(PQgetvalue(res, i, 5), NULL, 10);
+		k++;
+	}
+	free(shards);
+	free(parents);
+	free(ended);
+	free(listed);
 	PQclear(res);
 	return true;
 }
@@ -291,7 +300,9 @@ exactly_once(PGconn **conn, ServeReq *req)
 
 /*
  * cfeed_feed_discovery
- *		Answer the discovery call of the feed req looked up.
+ *		Answer the discovery call of the feed req looked up: its partitions,
+ *		"closed" for those that ended and "startsAfterPartition" (a string,
+ *		as the ids and the spec's examples) for children (serve_layout.c).
  */
 void
 cfeed_feed_discovery(PGconn **conn, ServeReq *req)
@@ -310,9 +321,20 @@ cfeed_feed_discovery(PGconn **conn, ServeReq *req)
 	for (int i = 0; i < req->feed.nshards; i++)
 	{
 		char		id[16];
+		json_t	   *part;
 
 		snprintf(id, sizeof(id), "%d", req->feed.shards[i]);
-		json_array_append_new(parts, json_pack("{s:s}", "id", id));
+		part = json_pack("{s:s}", "id", id);
+		if (part == NULL)
+			cfeed_serve_oom();
+		if (req->feed.ended[i])
+			json_object_set_new(part, "closed", json_true());
+		if (req->feed.parents[i] >= 0)
+		{
+			snprintf(id, sizeof(id), "%d", req->feed.parents[i]);
+			json_object_set_new(part, "startsAfterPartition", json_string(id));
+		}
+		json_array_append_new(parts, part);
 	}
 	obj = json_pack("{s:s, s:o, s:b, s:b}", "token", req->feed.token,
 					"partitions", parts, "stream", 1, "exactlyOnce", once);

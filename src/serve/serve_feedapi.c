@@ -357,12 +357,20 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 
 	/*
 	 * Nothing from the beginning: nothing up to the head seen at look-up
-	 * (an earlier snapshot) is readable, so the position is that head.
+	 * (an earlier snapshot) is readable, so the position is that head.  A
+	 * partition that ended has its end at that head: a read that returned
+	 * all it could leaves nothing readable below it (the rest are changes
+	 * the gateway's role may not read), so the position is its end.
 	 */
-	if (rows == 0 && !c->known)
+	if ((rows == 0 && !c->known) ||
+		(!req->rounds && req->feed.ended[shard_index(req, c->shard)] && sent == rows &&
+		 rows < limit && (!c->known || c->epoch == req->feed.epoch)))
 	{
+		long long	end = req->feed.heads[shard_index(req, c->shard)];
+
+		if (!c->known || c->number < end)
+			c->number = end;
 		c->known = true;
-		c->number = req->feed.heads[shard_index(req, c->shard)];
 		c->epoch = req->feed.epoch;
 	}
 	return rows;
@@ -376,6 +384,7 @@ static void
 start_request(PGconn **conn, ServeReq *req)
 {
 	ServeCursor *c;
+	int			i;
 	long long	head;
 	long long	asked_epoch;
 
@@ -396,15 +405,33 @@ start_request(PGconn **conn, ServeReq *req)
 		return;
 	if (req->kind == REQ_SSE && req->all_shards && !cfeed_sse_start(conn, req))
 		return;
+	c = &req->cursors[0];
+	i = shard_index(req, c->shard);
+	head = req->feed.heads[i];
+	if (req->kind == REQ_SSE && !req->all_shards && req->feed.ended[i] && c->known &&
+		c->epoch == req->feed.epoch && c->number >= head)
+	{
+		req->status = 204;		/* the end of a closed partition: done */
+		return;
+	}
 	req->status = 200;
 	if (req->kind == REQ_SSE)
 	{
 		cfeed_stream_position(req);
 		return;					/* the stream reads from the hub or catches up */
 	}
-	c = &req->cursors[0];
-	head = req->feed.heads[shard_index(req, c->shard)];
 	asked_epoch = c->epoch;
+
+	/*
+	 * A partition that ended never grows: a stream of it is answered as a
+	 * page, the next fetch goes on from its cursor, and a page at its end,
+	 * without events, tells the consumer that it is done.
+	 */
+	if (req->stream && req->feed.ended[i])
+	{
+		req->stream = false;
+		req->page_size = cfeed_stream_page_limit(req);
+	}
 
 	/*
 	 * A full page below the head is the same whenever it is read, so it may

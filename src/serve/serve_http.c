@@ -364,6 +364,8 @@ request_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	cfeed_stream_release(req);
 	free(req->cursors);
 	free(req->feed.shards);
+	free(req->feed.parents);
+	free(req->feed.ended);
 	free(req->feed.heads);
 	free(req->feed.starts);
 	free(req->last_event_id);

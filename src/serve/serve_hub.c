@@ -25,8 +25,9 @@
  * Reading a shard's new events, and following the feed epoch meanwhile:
  * serve_hub_read.c.
  *
- * The hub also re-checks the shard lists of followed feeds every
- * --refresh-ms: when a feed's FeedAPI token changes, its streams end (a
+ * The hub also re-checks the layouts of followed feeds every
+ * --refresh-ms (serve_layout.c: a shard added, a closed shard that
+ * ended): when a feed's FeedAPI token changes, its streams end (a
  * FeedAPI stream with a final cursor, and the next fetch gets 409; an SSE
  * stream with a final id, from which the browser reconnects and gets the
  * new shards).
@@ -117,53 +118,110 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 }
 
 /*
+ * feed_token
+ *		The token of feed_id's layout (serve_layout.c) from rows [from, to)
+ *		of res (feed, shard, parent, ended; ascending).
+ */
+static void
+feed_token(PGresult *res, int from, int to, int feed_id, char *token, size_t size)
+{
+	int			n = to - from;
+	int		   *shards = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
+	int		   *parents = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
+	bool	   *ended = cfeed_serve_alloc(sizeof(bool) * (n > 0 ? n : 1));
+	bool	   *listed = cfeed_serve_alloc(sizeof(bool) * (n > 0 ? n : 1));
+
+	for (int i = 0; i < n; i++)
+	{
+		shards[i] = atoi(PQgetvalue(res, from + i, 1));
+		parents[i] = PQgetisnull(res, from + i, 2) ? -1 : atoi(PQgetvalue(res, from + i, 2));
+		ended[i] = strcmp(PQgetvalue(res, from + i, 3), "t") == 0;
+	}
+	(void) cfeed_layout_list(feed_id, n, shards, parents, ended, listed, token, size);
+	free(shards);
+	free(parents);
+	free(ended);
+	free(listed);
+}
+
+/*
  * refresh_tokens
- *		Recompute the FeedAPI token of every followed feed; wake everyone
- *		when one changed.  False when the connection is lost.
+ *		Recompute the FeedAPI token of every followed feed (its layout:
+ *		shards added, shards that ended); wake everyone when one changed.
+ *		A token that a request's later look-up brought (cfeed_hub_follow)
+ *		stays.  False when the connection is lost.
  */
 static bool
 refresh_tokens(PGconn *conn)
 {
 	ServeBuf	ids = {0};
 	const char *params[1];
+	char		sql[384];
 	PGresult   *res;
 	bool		changed = false;
+	int			nfeeds = 0;
+	int			size = 0;
+	int		   *feeds = NULL;
+	int			r = 0;
+	long long	begun = cfeed_now_us();
 
-	cfeed_buf_append(&ids, "{", 1);
 	pthread_mutex_lock(&cfeed_hub_lock);
 	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
-		if (h->followers > 0)
-			cfeed_buf_printf(&ids, "%s%d", ids.len > 1 ? "," : "", h->feed_id);
-	pthread_mutex_unlock(&cfeed_hub_lock);
-	cfeed_buf_append(&ids, "}", 1);
-	params[0] = ids.data;
-	res = PQexecParams(conn,
-					   "select f.id, coalesce((select pg_catalog.string_agg(s.shard::text, ',' order by s.shard)"
-					   " from cfeed.shard s where s.feed_id = f.id and s.shard <= 32767), '')"
-					   " from pg_catalog.unnest($1::int[]) f(id)",
-					   1, NULL, params, NULL, NULL, 0);
-	free(ids.data);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
-		return !cfeed_hub_lost(conn, res, "checking shard lists");
-	pthread_mutex_lock(&cfeed_hub_lock);
-	for (int r = 0; r < PQntuples(res); r++)
+		size++;
+	feeds = cfeed_serve_alloc(sizeof(int) * (size > 0 ? size : 1));
+	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
 	{
-		int			feed_id = atoi(PQgetvalue(res, r, 0));
-		char		token[40];
+		int			f = 0;
 
-		cfeed_feedapi_token(feed_id, PQgetvalue(res, r, 1), token, sizeof(token));
-		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
-			if (h->feed_id == feed_id && h->followers > 0 && strcmp(h->token, token) != 0)
-			{
-				snprintf(h->token, sizeof(h->token), "%s", token);
-				changed = true;
-			}
+		while (f < nfeeds && feeds[f] != h->feed_id)
+			f++;
+		if (h->followers > 0 && f == nfeeds)
+			feeds[nfeeds++] = h->feed_id;
 	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
+	cfeed_buf_append(&ids, "{", 1);
+	for (int f = 0; f < nfeeds; f++)
+		cfeed_buf_printf(&ids, "%s%d", f > 0 ? "," : "", feeds[f]);
+	cfeed_buf_append(&ids, "}", 1);
+	params[0] = ids.data;
+	snprintf(sql, sizeof(sql),
+			 "select s.feed_id, s.shard, %s from cfeed.shard s"
+			 " where s.feed_id = any ($1::int[]) and s.shard <= 32767"
+			 " order by s.feed_id, s.shard", SERVE_LAYOUT_COLUMNS);
+	res = PQexecParams(conn, sql, 1, NULL, params, NULL, NULL, 0);
+	free(ids.data);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		free(feeds);
+		return !cfeed_hub_lost(conn, res, "checking shard lists");
+	}
+	for (int f = 0; f < nfeeds; f++)
+	{
+		int			from;
+		char		token[40];
+
+		/* a feed without rows has the token of no shards */
+		for (r = 0; r < PQntuples(res) && atoi(PQgetvalue(res, r, 0)) != feeds[f]; r++)
+			;
+		for (from = r; r < PQntuples(res) && atoi(PQgetvalue(res, r, 0)) == feeds[f]; r++)
+			;
+		feed_token(res, from, r, feeds[f], token, sizeof(token));
+		pthread_mutex_lock(&cfeed_hub_lock);
+		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
+			if (h->feed_id == feeds[f] && h->followers > 0 && strcmp(h->token, token) != 0 &&
+				begun > h->token_us)
+			{
+				snprintf(h->token, sizeof(h->token), "%s", token);
+				h->token_us = begun;
+				changed = true;
+			}
+		pthread_mutex_unlock(&cfeed_hub_lock);
+	}
+	free(feeds);
 	PQclear(res);
 	if (changed)
 	{
-		cfeed_serve_log(LOG_INFO, "hub: the shards of a followed feed changed; ending its streams");
+		cfeed_serve_log(LOG_INFO, "hub: the layout of a followed feed changed; ending its streams");
 		(void) cfeed_hub_wake(false);
 	}
 	return true;

@@ -37,7 +37,8 @@ typedef struct HubShard
 	char		feed[SERVE_NAME_MAX];
 	char		channel[48];
 	char	   *sql;			/* cfeed_feedapi_read_sql of the feed */
-	char		token[40];		/* the feed's FeedAPI token */
+	char		token[40];		/* the feed's FeedAPI token ... */
+	long long	token_us;		/* ... as of a look-up begun then */
 	bool		listened;
 	int			followers;
 	bool		based;			/* the tail is established */

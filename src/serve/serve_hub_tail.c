@@ -252,7 +252,23 @@ cfeed_hub_follow(const ServeFeed *feed, ServeCursor *c)
 		cfeed_hub_shards = h;
 	}
 	if (h->followers++ == 0)
+	{
 		snprintf(h->token, sizeof(h->token), "%s", feed->token);
+		h->token_us = feed->looked_up_us;
+	}
+
+	/*
+	 * The token of the later look-up is the feed's: a stream that looked
+	 * its feed up after the hub last did, and found another layout, ends
+	 * the others (they see the old one); one that looked it up before ends.
+	 */
+	for (HubShard *o = cfeed_hub_shards; o != NULL; o = o->next)
+		if (o->feed_id == feed->feed_id && o->followers > 0 &&
+			strcmp(o->token, feed->token) != 0 && feed->looked_up_us > o->token_us)
+		{
+			snprintf(o->token, sizeof(o->token), "%s", feed->token);
+			o->token_us = feed->looked_up_us;
+		}
 	c->hub = h;
 	pthread_mutex_unlock(&cfeed_hub_lock);
 	cfeed_hub_kick();

@@ -14,6 +14,7 @@
 ServeOptions cfeed_serve_opts;
 atomic_bool cfeed_serve_stopping;
 bool		cfeed_serve_epochs;
+bool		cfeed_serve_layouts;
 
 /*
  * print_serve_help

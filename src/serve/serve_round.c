@@ -27,6 +27,12 @@
  * A group whose sweeps stall with changes pending holds the rounds of the
  * feed's other groups back until it is swept.
  *
+ * Layout (serve_layout.c): a round covers the shards the feed lists; the
+ * children not listed yet (their parents have not ended) count for the
+ * safe end all the same (their sweep groups), and a round never ends past
+ * the first stamp of one of them.  So a stream that takes a child in once
+ * it is listed (its id's times place it) has skipped none of its changes.
+ *
  * Sharing: the database work of rounds must grow with the feed's changes,
  * not with the number of its streams.  So the last query's result is kept
  * per feed: a stream that asks for a round takes a result whose query began
@@ -49,6 +55,14 @@
 #include "serve.h"
 
 #define ROUND_WAIT_LIMIT_US	1000000 /* the longest wait for a query under way */
+
+/* The stamp of a child shard's first change (Unix microseconds), or null. */
+#define FIRST_STAMP_SQL \
+	"case when s.parent is not null then (select" \
+	" (extract(epoch from x.stamped_at) * 1000000)::bigint from cfeed.change x" \
+	" where x.feed_id = t.feed_id and x.shard = t.shard" \
+	" and x.change_sequence_number is not null" \
+	" order by x.change_sequence_number limit 1) end"
 
 /*
  * The last round query of each feed, shared by the feed's all-shards
@@ -97,7 +111,14 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 		bool		pending;	/* changes of its shards wait for a stamp */
 	}		   *groups;
 	long long	idle = SERVE_ROUND_FIRST;	/* before the snapshot */
+	long long	hidden = LLONG_MAX; /* the first stamp of a shard not listed */
 	int			ngroups = 0;
+	char		sql[1024];
+	char		token[40];
+	int		   *shards;
+	int		   *parents;
+	bool	   *ended;
+	bool	   *listed;
 
 	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
 	res = PQexec(*conn, cfeed_serve_epochs ?
@@ -118,21 +139,34 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 	}
 	PQclear(res);
 
-	res = PQexecParams(*conn,
-					   "select s.shard, s.sweep_group, s.head,"
-					   " (extract(epoch from s.last_sweep_time) * 1000000)::bigint, s.pending > 0,"
-					   " (extract(epoch from case when pg_catalog.pg_is_in_recovery() then "
-					   SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint"
-					   " from cfeed.stats s where s.feed_id = $1::int and s.shard <= 32767"
-					   " order by s.shard",
-					   2, NULL, params, NULL, NULL, 0);
+	snprintf(sql, sizeof(sql),
+			 "select t.shard, t.sweep_group, t.head,"
+			 " (extract(epoch from t.last_sweep_time) * 1000000)::bigint, t.pending > 0,"
+			 " (extract(epoch from case when pg_catalog.pg_is_in_recovery() then "
+			 SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint, %s, %s"
+			 " from cfeed.stats t join cfeed.shard s on s.feed_id = t.feed_id and s.shard = t.shard"
+			 " where t.feed_id = $1::int and t.shard <= 32767 order by t.shard",
+			 SERVE_LAYOUT_COLUMNS, cfeed_serve_layouts ? FIRST_STAMP_SQL : "null::bigint");
+	res = PQexecParams(*conn, sql, 2, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
 		cfeed_feed_db_error(conn, req, res);
 		return false;
 	}
 	n = PQntuples(res);
-	r->nshards = n;
+	shards = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
+	parents = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
+	ended = cfeed_serve_alloc(sizeof(bool) * (n > 0 ? n : 1));
+	listed = cfeed_serve_alloc(sizeof(bool) * (n > 0 ? n : 1));
+	for (i = 0; i < n; i++)
+	{
+		shards[i] = atoi(PQgetvalue(res, i, 0));
+		parents[i] = PQgetisnull(res, i, 6) ? -1 : atoi(PQgetvalue(res, i, 6));
+		ended[i] = strcmp(PQgetvalue(res, i, 7), "t") == 0;
+	}
+	(void) cfeed_layout_list(req->feed.feed_id, n, shards, parents, ended, listed,
+							 token, sizeof(token));
+	r->nshards = 0;
 	r->shards = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
 	r->heads = cfeed_serve_alloc(sizeof(long long) * (n > 0 ? n : 1));
 	groups = cfeed_serve_alloc(sizeof(*groups) * (n > 0 ? n : 1));
@@ -142,8 +176,18 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 		long long	last = PQgetisnull(res, i, 3) ? SERVE_ROUND_FIRST :
 			strtoll(PQgetvalue(res, i, 3), NULL, 10);
 
-		r->shards[i] = atoi(PQgetvalue(res, i, 0));
-		r->heads[i] = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		if (listed[i])
+		{
+			r->shards[r->nshards] = shards[i];
+			r->heads[r->nshards++] = strtoll(PQgetvalue(res, i, 2), NULL, 10);
+		}
+		else if (!PQgetisnull(res, i, 8))
+		{
+			long long	first = strtoll(PQgetvalue(res, i, 8), NULL, 10);
+
+			if (first < hidden)
+				hidden = first;
+		}
 		if (!PQgetisnull(res, i, 5))
 			idle = strtoll(PQgetvalue(res, i, 5), NULL, 10);
 		for (g = 0; g < ngroups && groups[g].group != group; g++)
@@ -160,6 +204,10 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 			groups[g].pending = true;
 	}
 	PQclear(res);
+	free(shards);
+	free(parents);
+	free(ended);
+	free(listed);
 	r->safe = n > 0 ? LLONG_MAX : SERVE_ROUND_FIRST;
 	for (g = 0; g < ngroups; g++)
 	{
@@ -170,6 +218,8 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 		if (t < r->safe)
 			r->safe = t;
 	}
+	if (hidden < r->safe)
+		r->safe = hidden;
 	free(groups);
 	return true;
 }

@@ -87,7 +87,9 @@ resume_positions(PGconn **conn, ServeReq *req, long long epoch)
 	char		shard_text[16];
 	char		number_text[24];
 	char		epoch_text[24];
-	const char *params[6] = {feed_text, NULL, NULL, NULL, NULL, NULL};
+	ServeBuf	shards = {0};
+	ServeBuf	starts = {0};
+	const char *params[8] = {feed_text, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	PGresult   *res;
 
 	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
@@ -110,27 +112,34 @@ resume_positions(PGconn **conn, ServeReq *req, long long epoch)
 		snprintf(epoch_text, sizeof(epoch_text), "%lld", id->epoch);
 		params[5] = epoch_text;
 	}
+	for (int i = 0; i < req->ncursors; i++)
+	{
+		cfeed_buf_printf(&shards, "%s%d", i > 0 ? "," : "{", req->cursors[i].shard);
+		cfeed_buf_printf(&starts, "%s%lld", i > 0 ? "," : "{", req->cursors[i].start);
+	}
+	cfeed_buf_append(&shards, "}", 1);
+	cfeed_buf_append(&starts, "}", 1);
+	params[6] = shards.data;
+	params[7] = starts.data;
 	res = PQexecParams(*conn,
 					   "select s.shard, p.n, case when p.n is null or $6::bigint is null then p.n"
 					   " else cfeed.resume_cursor($1::int, s.shard, p.n, $6::bigint) end"
-					   " from cfeed.shard s cross join lateral (select case"
+					   " from rows from (pg_catalog.unnest($7::int[]), pg_catalog.unnest($8::bigint[]))"
+					   " with ordinality s(shard, start, ord)"
+					   " cross join lateral (select case"
 					   "  when s.shard = $4::int then $5::bigint"
 					   "  when s.shard < $4::int then greatest(cfeed.cursor_at($1::int, s.shard, "
-					   SQL_TIME(3) "), s.start_sequence_number)"
+					   SQL_TIME(3) "), s.start)"
 					   "  when $2::bigint is not null then greatest(cfeed.cursor_at($1::int, s.shard, "
-					   SQL_TIME(2) "), s.start_sequence_number)"
+					   SQL_TIME(2) "), s.start)"
 					   "  end as n) p"
-					   " where s.feed_id = $1::int and s.shard <= 32767 order by s.shard",
-					   6, NULL, params, NULL, NULL, 0);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+					   " order by s.ord",
+					   8, NULL, params, NULL, NULL, 0);
+	free(shards.data);
+	free(starts.data);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != req->ncursors)
 	{
 		cfeed_feed_db_error(conn, req, res);
-		return false;
-	}
-	if (PQntuples(res) != req->ncursors)
-	{
-		PQclear(res);
-		cfeed_feedapi_error(req, 503, "unavailable", "the feed's shards changed; retry");
 		return false;
 	}
 	for (int i = 0; i < req->ncursors; i++)

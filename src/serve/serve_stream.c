@@ -11,11 +11,12 @@
  * below the tail, and otherwise suspends the connection in the hub, which
  * resumes it when a followed shard gets new events, when a heartbeat or
  * the stream's end is due, or at shutdown.  A stream ends at its
- * stream=<ms>, at shutdown, and when its feed's shards change (the hub
- * notices): a FeedAPI stream with a final cursor line (the next fetch gets
- * 409), an SSE stream with a final id-only event, from which the browser
- * reconnects and gets the new shards (a shard its Last-Event-ID does not
- * list is read from the beginning).
+ * stream=<ms>, at shutdown, when its feed's layout changes (the hub
+ * notices: serve_layout.c), and, streaming one partition, at the end of a
+ * partition that ended: a FeedAPI stream with a final cursor line (the
+ * next fetch gets 409), an SSE stream with a final id-only event, from which
+ * the browser reconnects and gets the new layout (a reconnect at the end of
+ * a partition that ended gets 204, which ends an EventSource).
  *
  * Positions: a position is "number@epoch" when the database has feed
  * epochs (docs/replication.md), else the number; a number given without an
@@ -56,6 +57,25 @@ heartbeat(ServeReq *req)
 }
 
 /*
+ * at_end
+ *		Whether a single-shard stream has sent its partition to its end, and
+ *		the partition ended (it never grows again: serve_layout.c).  An
+ *		all-shards stream goes on with the others.
+ */
+static bool
+at_end(const ServeReq *req)
+{
+	const ServeCursor *c = &req->cursors[0];
+
+	if (req->all_shards || !c->known || c->epoch != req->feed.epoch)
+		return false;
+	for (int i = 0; i < req->feed.nshards; i++)
+		if (req->feed.shards[i] == c->shard)
+			return req->feed.ended[i] && c->number >= req->feed.heads[i];
+	return false;
+}
+
+/*
  * produce
  *		Fill req->out with what the stream has next.  Returns false when the
  *		request is now suspended (waiting in the hub or for a catch-up read).
@@ -68,7 +88,7 @@ produce(ServeReq *req)
 
 	if (req->closing || atomic_load(&cfeed_serve_stopping) ||
 		(req->deadline_ms > 0 && now >= req->deadline_ms) ||
-		!cfeed_hub_token_current(req))
+		!cfeed_hub_token_current(req) || at_end(req))
 	{
 		if (req->kind == REQ_SSE)
 			cfeed_stream_id_event(req);
