@@ -19,7 +19,7 @@ BEGIN
 	v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id()
 		OR NEW.written_at < pg_catalog.transaction_timestamp();
 	IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL AND NOT v_replica
-	   AND NOT (v_restored AND cfeed._sqled_owner()) THEN
+	   AND NOT (v_restored AND cfeed._sqled_owner()) AND cfeed._may_write(NEW.feed_id) THEN
 		v_start := cfeed._sqled_shard_start(NEW.feed_id, NEW.shard);
 	END IF;
 	IF (NEW.tbl IS NOT NULL OR NEW.op IS NOT NULL OR NEW."row" IS NOT NULL)

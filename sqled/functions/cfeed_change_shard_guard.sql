@@ -10,7 +10,8 @@
 	AS $fn$
 BEGIN
 	IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL
-	   AND pg_catalog.current_setting('session_replication_role') <> 'replica' THEN
+	   AND pg_catalog.current_setting('session_replication_role') <> 'replica'
+	   AND cfeed._may_write(NEW.feed_id) THEN
 		PERFORM cfeed._sqled_shard_start(NEW.feed_id, NEW.shard);
 	END IF;
 	IF NEW.change_sequence_number IS NULL THEN

@@ -16,6 +16,7 @@ BEGIN
 				  DETAIL = pg_catalog.format('Role "%s" has no write grant on feed %s.', CURRENT_USER, publish.feed_id),
 				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_write(%s, role).', publish.feed_id);
 	END IF;
+	PERFORM cfeed._sqled_check_shard(publish.feed_id, publish.shard);	-- 42704, as a function's
 	INSERT INTO cfeed.change (feed_id, shard, change_id)
 	VALUES (publish.feed_id, publish.shard, publish.change_id);
 	RETURN publish.change_id;

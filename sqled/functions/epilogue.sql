@@ -38,11 +38,12 @@ COMMENT ON FUNCTION cfeed._sqled_owner() IS 'internal (SQL edition): whether the
  * until the transaction ends (a shard that goes away takes it in exclusive
  * mode, so it waits for this writer and then sees its change), then looks
  * the shard up with a new snapshot; 23503 when it does not exist.  Returns
- * the shard's start value.  SECURITY DEFINER: writers need no privileges
- * on cfeed.shard_config, and learn only whether the shard they write exists.
+ * the shard's start value.  As the caller, through cfeed._sqled_shard_starts
+ * (the shards of the feeds it may write): the guard asks only for a feed
+ * the writer may write (else the write policy refuses the row).
  */
 CREATE FUNCTION cfeed._sqled_shard_start(feed_id int, shard int) RETURNS bigint
-	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 DECLARE
@@ -50,10 +51,10 @@ DECLARE
 BEGIN
 	PERFORM pg_catalog.pg_advisory_xact_lock_shared(1667655013, _sqled_shard_start.feed_id);
 	SELECT s.start_sequence_number INTO v_start
-	FROM cfeed.shard_config s
+	FROM cfeed._sqled_shard_starts s
 	WHERE s.feed_id = _sqled_shard_start.feed_id AND s.shard = _sqled_shard_start.shard;
 	IF NOT FOUND THEN
-		IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = _sqled_shard_start.feed_id) THEN
+		IF NOT EXISTS (SELECT FROM cfeed._sqled_shard_starts s WHERE s.feed_id = _sqled_shard_start.feed_id) THEN
 			RAISE EXCEPTION 'feed % does not exist', _sqled_shard_start.feed_id
 				USING ERRCODE = '23503',
 					  DETAIL = 'Every change of cfeed.change belongs to a shard of cfeed.shard_config.',
@@ -68,7 +69,6 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_shard_start(int, int) IS 'internal (SQL edition): checks that a written change''s shard exists (23503), holding its feed''s shards lock; returns the shard''s start value';
-REVOKE ALL ON FUNCTION cfeed._sqled_shard_start(int, int) FROM PUBLIC;
 
 /*
  * cfeed._sqled_check_shard: 42704 for an unknown feed or shard.
