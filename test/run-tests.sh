@@ -318,6 +318,7 @@ run_in_root() {
 	rm -rf "$root/build"
 	mkdir -p "$root/build"
 	tar -C "$SRC" --exclude=./.git --exclude=./tmp_check --exclude=./tmp_regress --exclude=./tmp_iso \
+		--exclude=./sqled/tmp_regress --exclude=./sqled/results --exclude=./sqled/log \
 		--exclude=./results --exclude=./output_iso --exclude=./log --exclude='*.o' --exclude='*.so' \
 		--exclude='*.bc' -cf - . | tar -C "$root/build" -xf -
 	if [ -n "$dump_in" ]; then
