@@ -144,6 +144,20 @@ SELECT pg_advisory_lock(1667655014, 0) AS leader_taken_here;
 SELECT pg_advisory_unlock(1667655014, 0) AS released;
 SELECT pg_temp.err($$CALL cfeed.sweep_loop(0, -1, 0, 0, NULL, NULL, NULL)$$);
 
+-- consumer groups and retention (the extension's PL/pgSQL, on the SQL edition's head and cursor_at)
+SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'me') ORDER BY shard;
+SELECT cfeed.checkpoint('g', 1, 0, 'me', 1, cfeed.head(1, 0));
+SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 0, 'me', 1, cfeed.head(1, 0) + 1)$$);
+SELECT shard, owner, behind FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER BY shard;
+SELECT count(*) AS unread FROM cfeed.read_group('g', 1, 1);
+SELECT cfeed.release('g', 1, 'me') AS released;
+UPDATE cfeed.feed SET retention = '1 microsecond' WHERE feed_id = 1;
+SELECT cfeed.apply_retention() AS deleted_unheld;
+SELECT cfeed.drop_group('g', 1) AS dropped;
+SELECT cfeed.apply_retention() > 0 AS deleted;
+SELECT shard, head - 2000000000000000 AS head FROM cfeed.stats WHERE feed_id = 1 ORDER BY shard;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 1;
+
 -- the sweep hint trigger is there, off by default
 SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'cfeed.change'::regclass AND tgname = 'change_sweep_hint';
 
