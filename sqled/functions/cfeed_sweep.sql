@@ -60,10 +60,9 @@ DECLARE
 BEGIN
 	IF v_group IS NULL THEN PERFORM cfeed._null_arg('sweep_group'); END IF;
 	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-		RAISE EXCEPTION 'cfeed.sweep cannot run in a % transaction',
-			pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+		RAISE EXCEPTION 'cfeed cannot sweep in a REPEATABLE READ or SERIALIZABLE transaction'
 			USING ERRCODE = '25000',
-				  DETAIL = 'A sweep numbers on from the heads it sees; a transaction snapshot may not show the latest stamps.',
+				  DETAIL = 'A sweep must see every change committed before it starts, which a transaction snapshot does not.',
 				  HINT = 'Sweep in a READ COMMITTED transaction.';
 	END IF;
 
