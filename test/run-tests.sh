@@ -133,14 +133,15 @@ install_available() {
 # 296 (11 files), dump 11/11", and the totals as "PASSED FAILED" in the
 # variables counts, n_passed, n_failed.
 count_tests() {
-	local log=$1 line total failed i=0 sqled=false label
+	local log=$1 line total failed i=0 sqled= label
 	counts=
 	n_passed=0
 	n_failed=0
 	while read -r line; do
-		# the SQL edition's regression test (sqled/Makefile) has a header of its own
-		if [[ $line == "+++ sqled install-check +++" ]]; then
-			sqled=true
+		# the SQL edition's suites (sqled/Makefile) have headers of their own
+		if [[ $line =~ ^\+\+\+\ sqled\ (isolation\ )?install-check\ \+\+\+$ ]]; then
+			sqled="sqled ${BASH_REMATCH[1]:+isolation}"
+			sqled=${sqled% }
 			continue
 		fi
 		if [[ $line =~ All\ ([0-9]+)\ tests\ passed ]]; then
@@ -152,9 +153,9 @@ count_tests() {
 		else
 			continue
 		fi
-		if $sqled; then
-			label="sqled"
-			sqled=false
+		if [ -n "$sqled" ]; then
+			label=$sqled
+			sqled=
 		else
 			i=$((i + 1))
 			[ "$i" -le 2 ] || continue
@@ -163,7 +164,7 @@ count_tests() {
 		counts+=", $label $((total - failed))/$total"
 		n_passed=$((n_passed + total - failed))
 		n_failed=$((n_failed + failed))
-	done < <(grep -aE '^\+\+\+ sqled install-check \+\+\+$|All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log")
+	done < <(grep -aE '^\+\+\+ sqled (isolation )?install-check \+\+\+$|All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log")
 	line=$(grep -aE '^Files=[0-9]+, Tests=[0-9]+' "$log" | tail -n 1 || true)
 	if [[ $line =~ Files=([0-9]+),\ Tests=([0-9]+) ]]; then
 		# prove's summary: "t/x.pl (Wstat: 256 (exited 1) Tests: 12 Failed: 1)"
@@ -262,7 +263,8 @@ run_local() {
 # servers' logs, and of the TAP tests' logs only those of the failed files.
 show_failures() {
 	local f t
-	for f in sqled/compat-run/regression.diffs regression.diffs output_iso/regression.diffs; do
+	for f in sqled/compat-run/regression.diffs sqled/compat-run/iso/output_iso/regression.diffs regression.diffs \
+		output_iso/regression.diffs; do
 		if [ -s "$f" ]; then
 			echo "===== $f"
 			cat "$f"

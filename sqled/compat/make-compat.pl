@@ -6,11 +6,25 @@
 # file, and none while ECHO is none) and the differences by design of
 # compat/differences.pl applied, into OUTDIR/sql and OUTDIR/expected.
 #
-#   perl compat/make-compat.pl TOPDIR OUTDIR NAME...
+# After "--", isolation specs: test/specs/NAME.spec with the extension's
+# CREATE and DROP EXTENSION replaced by installing and dropping the SQL
+# edition (the script without its BEGIN and COMMIT, read by pg_read_file:
+# the specs run as the bootstrap superuser), into OUTDIR/iso/specs, and
+# test/expected/NAME.out as it is (a spec's output shows no setup).
+#
+#   perl compat/make-compat.pl TOPDIR OUTDIR SCRIPT NAME... [-- SPEC...]
 use strict;
 use warnings;
+use Cwd qw(abs_path);
 
-my ($top, $out, @names) = @ARGV;
+my ($top, $out, $script, @args) = @ARGV;
+my (@names, @specs);
+my $list = \@names;
+for my $a (@args)
+{
+	if ($a eq '--') { $list = \@specs; next; }
+	push @$list, $a;
+}
 
 sub slurp
 {
@@ -66,4 +80,29 @@ for my $name (@names)
 		$expected =~ s/\Q$from\E/$to/g;
 	}
 	spew("$out/expected/$name.out", $expected);
+}
+
+# the isolation specs
+if (@specs)
+{
+	my $body = slurp($script);
+	$body =~ s/^(BEGIN|COMMIT);\n//mg;
+	spew("$out/cfeed-sql-body.sql", $body);
+	my $path = abs_path("$out/cfeed-sql-body.sql");
+	my $install = "DO \$sqled\$ BEGIN IF pg_catalog.to_regnamespace('cfeed') IS NULL THEN "
+	  . "EXECUTE pg_catalog.pg_read_file('$path'); END IF; END \$sqled\$;";
+	my $drop = "SET client_min_messages = warning; DROP SCHEMA IF EXISTS cfeed CASCADE; "
+	  . "DROP EVENT TRIGGER IF EXISTS cfeed_tracked_table_dropped; RESET client_min_messages;";
+	mkdir "$out/iso";
+	mkdir "$out/iso/specs";
+	mkdir "$out/iso/expected";
+	for my $name (@specs)
+	{
+		my $spec = slurp("$top/test/specs/$name.spec");
+		$spec =~ s/CREATE EXTENSION (IF NOT EXISTS )?cfeed;/$install/g;
+		$spec =~ s/DROP EXTENSION (IF EXISTS )?cfeed( CASCADE)?;/$drop/g;
+		die "make-compat.pl: $name.spec still names the extension\n" if $spec =~ /EXTENSION/;
+		spew("$out/iso/specs/$name.spec", $spec);
+		spew("$out/iso/expected/$name.out", slurp("$top/test/expected/$name.out"));
+	}
 }

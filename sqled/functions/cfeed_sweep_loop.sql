@@ -5,7 +5,9 @@
  * edition has no shared memory); returns the changes stamped, the highest
  * lag and the number of sweeps.  One sweep_loop per group at a time: the
  * group's leader lock (session advisory lock, see the epilogue), polled
- * for up to wait_ms; without it, iterations = 0.  A procedure that commits
+ * for up to wait_ms, and then the group's sweep lock for its first sweep,
+ * polled for the rest of wait_ms (src/sweep_sql.c); without them,
+ * iterations = 0.  A procedure that commits
  * can be neither SECURITY DEFINER nor have a SET clause: every name in it
  * is schema-qualified, and cfeed.sweep does the stamping as the owner.
  * Called inside a transaction block, its first COMMIT fails (2D000).  An
@@ -36,6 +38,19 @@ BEGIN
 		v_left := sweep_loop.wait_ms / 1000.0
 			- EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_start);
 		IF v_left <= 0 THEN
+			RETURN;
+		END IF;
+		PERFORM pg_catalog.pg_sleep(LEAST(v_left, 0.01));
+	END LOOP;
+
+	-- and the first sweep's turn: the group's sweep lock, polled for up to
+	-- wait_ms too (a sweep() of another session may hold it); cfeed.sweep
+	-- takes it again in this transaction
+	WHILE NOT pg_catalog.pg_try_advisory_xact_lock(1667655012, sweep_loop.sweep_group) LOOP
+		v_left := sweep_loop.wait_ms / 1000.0
+			- EXTRACT(epoch FROM pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) v_start);
+		IF v_left <= 0 THEN
+			PERFORM pg_catalog.pg_advisory_unlock(1667655014, sweep_loop.sweep_group);
 			RETURN;
 		END IF;
 		PERFORM pg_catalog.pg_sleep(LEAST(v_left, 0.01));
