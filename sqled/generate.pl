@@ -17,7 +17,10 @@
 #    signatures, the privileges and the comments stay the extension's;
 #  - statements naming a function of type internal (a planner support
 #    function, which only C can be): left out, with the SUPPORT clauses
-#    that name it.
+#    that name it; so are pg_extension_config_dump calls (an extension
+#    script's only);
+#  - CREATE EVENT TRIGGER (a superuser's only): made where the role may,
+#    else a warning.
 #
 # FUNCDIR/prologue.sql comes first and FUNCDIR/epilogue.sql last (objects of
 # the SQL edition only: its sweep hint, cfeed.sweep's helpers).  The output
