@@ -93,6 +93,24 @@ clean-client:
 	$(MAKE) -C src/client clean
 .PHONY: client install-client clean-client
 
+# The SQL edition (sqled/, docs/sql-edition.md): its install script, built
+# with the extension, and its regression test on a server that loads no
+# cfeed.so, run by installcheck before the extension's suites.  SQLED=no
+# leaves both out.
+SQLED ?= yes
+ifeq ($(SQLED),yes)
+all: sqled
+installcheck: installcheck-sqled
+clean: clean-sqled
+endif
+sqled:
+	$(MAKE) -C sqled
+installcheck-sqled:
+	$(MAKE) -C sqled check-sqled
+clean-sqled:
+	$(MAKE) -C sqled clean
+.PHONY: sqled installcheck-sqled clean-sqled
+
 # make valgrind-check: the pg_regress and isolation suites against a server
 # run under valgrind memcheck (PostgreSQL's suppressions when the build tree
 # has them, else test/valgrind.supp); prints every error with its stack and

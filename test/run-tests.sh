@@ -133,12 +133,17 @@ install_available() {
 # 296 (11 files), dump 11/11", and the totals as "PASSED FAILED" in the
 # variables counts, n_passed, n_failed.
 count_tests() {
-	local log=$1 line total failed i=0
+	local log=$1 line total failed i=0 sqled= label
 	counts=
 	n_passed=0
 	n_failed=0
 	while read -r line; do
-		i=$((i + 1))
+		# the SQL edition's suites (sqled/Makefile) have headers of their own
+		if [[ $line =~ ^\+\+\+\ sqled\ (isolation\ )?install-check\ \+\+\+$ ]]; then
+			sqled="sqled ${BASH_REMATCH[1]:+isolation}"
+			sqled=${sqled% }
+			continue
+		fi
 		if [[ $line =~ All\ ([0-9]+)\ tests\ passed ]]; then
 			total=${BASH_REMATCH[1]}
 			failed=0
@@ -148,11 +153,18 @@ count_tests() {
 		else
 			continue
 		fi
-		[ "$i" -eq 1 ] && counts+="regress" || counts+=", isolation"
-		counts+=" $((total - failed))/$total"
+		if [ -n "$sqled" ]; then
+			label=$sqled
+			sqled=
+		else
+			i=$((i + 1))
+			[ "$i" -le 2 ] || continue
+			[ "$i" -eq 1 ] && label="regress" || label="isolation"
+		fi
+		counts+=", $label $((total - failed))/$total"
 		n_passed=$((n_passed + total - failed))
 		n_failed=$((n_failed + failed))
-	done < <(grep -aE 'All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log" | head -n 2)
+	done < <(grep -aE '^\+\+\+ sqled (isolation )?install-check \+\+\+$|All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log")
 	line=$(grep -aE '^Files=[0-9]+, Tests=[0-9]+' "$log" | tail -n 1 || true)
 	if [[ $line =~ Files=([0-9]+),\ Tests=([0-9]+) ]]; then
 		# prove's summary: "t/x.pl (Wstat: 256 (exited 1) Tests: 12 Failed: 1)"
@@ -251,13 +263,14 @@ run_local() {
 # servers' logs, and of the TAP tests' logs only those of the failed files.
 show_failures() {
 	local f t
-	for f in regression.diffs output_iso/regression.diffs; do
+	for f in sqled/compat-run/regression.diffs sqled/compat-run/iso/output_iso/regression.diffs regression.diffs \
+		output_iso/regression.diffs; do
 		if [ -s "$f" ]; then
 			echo "===== $f"
 			cat "$f"
 		fi
 	done
-	for f in log/*.log output_iso/log/*.log; do
+	for f in sqled/compat-run/log/*.log log/*.log output_iso/log/*.log; do
 		[ -f "$f" ] || continue
 		echo "===== $f"
 		tail -n 300 "$f"
@@ -307,6 +320,7 @@ run_in_root() {
 	rm -rf "$root/build"
 	mkdir -p "$root/build"
 	tar -C "$SRC" --exclude=./.git --exclude=./tmp_check --exclude=./tmp_regress --exclude=./tmp_iso \
+		--exclude=./sqled/tmp_regress --exclude=./sqled/results --exclude=./sqled/log --exclude=./sqled/compat-run \
 		--exclude=./results --exclude=./output_iso --exclude=./log --exclude='*.o' --exclude='*.so' \
 		--exclude='*.bc' -cf - . | tar -C "$root/build" -xf -
 	if [ -n "$dump_in" ]; then

@@ -1,7 +1,7 @@
 /*
  * src/client/cfeed.c
  *		Entry point of the `cfeed` command: dispatches to the subcommands
- *		(tail, stat, serve) and prints the top-level help and version.  The
+ *		(tail, stat, sweep, serve) and prints the top-level help and version.  The
  *		helpers every subcommand uses are in args.c (usage errors, integer
  *		arguments) and clock.c (timeouts, sleeps).
  */
@@ -26,6 +26,7 @@ print_help(FILE *out)
 			"Usage:\n"
 			"  cfeed tail --feed NAME|ID [OPTION]...   print a feed as JSON lines, long-polling\n"
 			"  cfeed stat [OPTION]...                  print the cfeed.stats view\n"
+			"  cfeed sweep [OPTION]...                 stamp changes in a loop (no background sweeper)\n"
 			"  cfeed serve --tokens FILE [OPTION]...   serve feeds over HTTP (FeedAPI v2, SSE)\n"
 			"  cfeed help [COMMAND]                    show help for a command\n"
 			"\n"
@@ -80,6 +81,8 @@ main(int argc, char **argv)
 			return cfeed_tail_main(2, help_argv);
 		if (strcmp(argv[2], "stat") == 0)
 			return cfeed_stat_main(2, help_argv);
+		if (strcmp(argv[2], "sweep") == 0)
+			return cfeed_sweep_main(2, help_argv);
 		if (strcmp(argv[2], "serve") == 0)
 			return cfeed_serve_main(2, help_argv);
 		cfeed_usage_error(NULL, "unknown command \"%s\"", argv[2]);
@@ -92,6 +95,8 @@ main(int argc, char **argv)
 		return cfeed_tail_main(argc - 1, argv + 1);
 	if (strcmp(command, "stat") == 0)
 		return cfeed_stat_main(argc - 1, argv + 1);
+	if (strcmp(command, "sweep") == 0)
+		return cfeed_sweep_main(argc - 1, argv + 1);
 
 	cfeed_usage_error(NULL, "unknown command \"%s\"", command);
 }

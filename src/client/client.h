@@ -86,9 +86,10 @@ extern bool cfeed_epoch_resume(PGconn *conn, int feed_id, int shard, bool known,
 							   long long *cursor, bool epoch_known, long long *epoch,
 							   bool *rewound, PGresult **failed);
 
-/* tail.c, stat.c, serve.c */
+/* tail.c, stat.c, sweep.c, serve.c */
 extern int	cfeed_tail_main(int argc, char **argv);
 extern int	cfeed_stat_main(int argc, char **argv);
+extern int	cfeed_sweep_main(int argc, char **argv);
 extern int	cfeed_serve_main(int argc, char **argv);
 
 #endif							/* CFEED_CLIENT_H */

@@ -413,7 +413,9 @@ sub finish_bg
 }
 
 # run(%opts): the whole stress run.  Options: name, worker (expect the
-# background sweeper: on/off), seconds.
+# background sweeper: on/off), seconds, sqled (the path of the SQL edition's
+# install script: a server without cfeed.so, the script instead of CREATE
+# EXTENSION), min_changes (the floor, default $MIN_CHANGES).
 sub run
 {
 	my (%opts) = @_;
@@ -421,13 +423,15 @@ sub run
 	my $worker = $opts{worker} ? 'on' : 'off';
 	my $ms = int($seconds * 1000);
 	my $timeout = $seconds + 300;
+	my $min_changes = $opts{min_changes} // $MIN_CHANGES;
+	my $preload = $opts{sqled} ? '' : qq{shared_preload_libraries = 'cfeed'
+cfeed.enable_sweeper = $worker};
 
 	my $node = PostgreSQL::Test::Cluster->new($opts{name});
 	$node->init;
 	$node->append_conf(
 		'postgresql.conf', qq{
-shared_preload_libraries = 'cfeed'
-cfeed.enable_sweeper = $worker
+$preload
 max_connections = 60
 max_worker_processes = 16
 shared_buffers = 128MB
@@ -441,7 +445,18 @@ log_min_messages = warning
 log_min_error_statement = error
 });
 	$node->start;
-	$node->safe_psql('postgres', $SETUP);
+	my $setup = $SETUP;
+	if ($opts{sqled})
+	{
+		$node->command_ok(
+			[
+				'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host,
+				'-p', $node->port, '-d', 'postgres', '-o', '/dev/null', '-f', $opts{sqled}
+			],
+			'the SQL edition installs');
+		$setup =~ s/^CREATE EXTENSION cfeed;\n//m;
+	}
+	$node->safe_psql('postgres', $setup);
 
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	for my $f (keys %SCRIPTS)
@@ -584,7 +599,7 @@ done}
 	note("stamped per shard: $stats");
 	note(sprintf('%d changes stamped from %d committed writer transactions in %.1f s: %.0f changes/s',
 		$total, $writer_tx, $elapsed, $total / $elapsed));
-	cmp_ok($total, '>=', $MIN_CHANGES, "at least $MIN_CHANGES changes stamped");
+	cmp_ok($total, '>=', $min_changes, "at least $min_changes changes stamped");
 
 	$node->stop;
 	return $total;

@@ -1,0 +1,51 @@
+/*
+ * cfeed._change_guard(): BEFORE INSERT on cfeed.change, every row (as
+ * src/guard.c).  Checks the shard (23503, the foreign key of cfeed.change)
+ * holding the feed's shards lock, except in replica mode and for the
+ * owner's restored rows (another writer_xid, or an earlier written_at);
+ * refuses row images (tbl, op, row) from anyone but the owner (42501);
+ * forces writer_xid to the inserting transaction's for unnumbered rows
+ * (the sweep finds changes by it); lets writers number only history, at or
+ * below the shard's start value and from 1 (22023).
+ */
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
+	v_restored bool;
+	v_start bigint;
+BEGIN
+	v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id()
+		OR NEW.written_at < pg_catalog.transaction_timestamp();
+	IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL AND NOT v_replica
+	   AND NOT (v_restored AND cfeed._sqled_owner()) AND cfeed._may_write(NEW.feed_id) THEN
+		v_start := cfeed._sqled_shard_start(NEW.feed_id, NEW.shard);
+	END IF;
+	IF (NEW.tbl IS NOT NULL OR NEW.op IS NOT NULL OR NEW."row" IS NOT NULL)
+	   AND NOT v_replica AND NOT cfeed._sqled_owner() THEN
+		RAISE EXCEPTION 'permission denied to write a row image to feed %', NEW.feed_id
+			USING ERRCODE = '42501',
+				  DETAIL = 'Row images come only from cfeed''s tracking.',
+				  HINT = 'Leave tbl, op and row out of the INSERT; to publish a table''s rows, track it with cfeed.track().';
+	END IF;
+	IF NEW.change_sequence_number IS NULL AND NEW.stamped_at IS NULL AND NOT v_restored THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.change_sequence_number IS NULL OR NOT v_replica THEN
+		NEW.writer_xid := pg_catalog.pg_current_xact_id();
+	END IF;
+	IF NEW.change_sequence_number IS NULL THEN
+		IF NEW.stamped_at IS NOT NULL THEN
+			RAISE EXCEPTION 'stamped_at of a change for shard % of feed % must be null', NEW.shard, NEW.feed_id
+				USING ERRCODE = '22023',
+					  DETAIL = 'The sweeper sets stamped_at when it stamps the change.',
+					  HINT = 'Leave stamped_at out of the INSERT.';
+		END IF;
+		RETURN NEW;
+	END IF;
+	PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number, v_restored);
+	NEW.stamped_at := COALESCE(NEW.stamped_at, pg_catalog.transaction_timestamp());
+	RETURN NEW;
+END
+$fn$;

@@ -1,0 +1,24 @@
+/*
+ * cfeed._change_image_guard(): BEFORE UPDATE on cfeed.change: an UPDATE
+ * that writes a row image (tbl, op, row) is refused (42501) unless logical
+ * replication's apply or a role with the owner's privileges makes it.
+ * Fires for the sweep's stamping UPDATE too, which writes none.
+ */
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF (NEW.tbl IS NOT NULL AND NEW.tbl IS DISTINCT FROM OLD.tbl)
+	   OR (NEW.op IS NOT NULL AND NEW.op IS DISTINCT FROM OLD.op)
+	   OR (NEW."row" IS NOT NULL AND NEW."row" IS DISTINCT FROM OLD."row") THEN
+		IF pg_catalog.current_setting('session_replication_role') <> 'replica'
+		   AND NOT cfeed._sqled_owner() THEN
+			RAISE EXCEPTION 'permission denied to write a row image to feed %', NEW.feed_id
+				USING ERRCODE = '42501',
+					  DETAIL = 'Row images come only from cfeed''s tracking.',
+					  HINT = 'Leave tbl, op and row out of the INSERT; to publish a table''s rows, track it with cfeed.track().';
+		END IF;
+	END IF;
+	RETURN NEW;
+END
+$fn$;

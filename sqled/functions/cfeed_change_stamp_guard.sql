@@ -1,0 +1,33 @@
+/*
+ * cfeed._change_stamp_guard(): BEFORE UPDATE OF feed_id, shard,
+ * change_sequence_number, stamped_at on cfeed.change, for rows already
+ * numbered: a number the sweeper issued stays with its change where it
+ * was stamped (22023); backfilled history may be edited within the
+ * migration range.
+ */
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_start bigint;
+BEGIN
+	IF NEW.feed_id IS NOT DISTINCT FROM OLD.feed_id AND NEW.shard IS NOT DISTINCT FROM OLD.shard
+	   AND NEW.change_sequence_number IS NOT DISTINCT FROM OLD.change_sequence_number
+	   AND NEW.stamped_at IS NOT DISTINCT FROM OLD.stamped_at THEN
+		RETURN NEW;
+	END IF;
+	SELECT s.start_sequence_number INTO v_start FROM cfeed._sqled_shard_starts s
+	WHERE s.feed_id = OLD.feed_id AND s.shard = OLD.shard;
+	IF FOUND AND OLD.change_sequence_number > v_start THEN
+		RAISE EXCEPTION 'change % of shard % of feed % cannot be renumbered or moved',
+			OLD.change_sequence_number, OLD.shard, OLD.feed_id
+			USING ERRCODE = '22023',
+				  DETAIL = 'Its number was issued by the sweeper; feed_id, shard, change_sequence_number and stamped_at of a stamped change are fixed.',
+				  HINT = 'Delete the change instead: its number is never issued again.';
+	END IF;
+	IF NEW.change_sequence_number IS NOT NULL THEN
+		PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number, false);
+	END IF;
+	RETURN NEW;
+END
+$fn$;

@@ -1,0 +1,165 @@
+/*
+ * cfeed.sweep(sweep_group): one sweep of a group now, in the caller's READ
+ * COMMITTED transaction, as the owner of cfeed's tables (SECURITY
+ * DEFINER); one row per shard that got changes.  The design of
+ * src/sweep.c, in SQL:
+ *
+ *  1. begin: the group's sweep lock (transaction advisory lock, see the
+ *     epilogue), then cfeed.shard_config and cfeed.change (ROW EXCLUSIVE:
+ *     a rewrite or TRUNCATE waits for the sweep); each later statement's
+ *     snapshot is taken after the lock, so it sees every stamp of the
+ *     sweeps before; the commit is made synchronous (guarantee 7).
+ *  2. collect, number and write in ONE statement (one snapshot): the
+ *     pending changes of the group's shards that the watermark points at
+ *     and the statement's snapshot sees (committed, or the sweep's own
+ *     transaction's), numbered per shard in change_id order on from the
+ *     shard's head (highest stamped number, deleted head, start value),
+ *     stamped_at the same clock reading for all.  The UPDATE must touch
+ *     every change it numbered (a change deleted or moved meanwhile would
+ *     leave a gap): else 40001 and nothing is stamped.
+ *  3. announce: NOTIFY of each longpoll shard's new head on
+ *     cfeed_<feed_id>_<shard> (sent at commit, with the stamps).
+ *
+ * The watermark (docs/design.md, "The xid watermark") keeps a held xmin
+ * horizon from making every sweep walk the dead entries of the pending
+ * index: after a sweep with snapshot S (taken after the lock, at or before
+ * the stamping statement's), every transaction with xid < S.xmax not in
+ * S.xip had finished, and its committed changes were stamped; the next
+ * sweep looks only at writer_xid in S.xip or >= S.xmax, plus the sweep's
+ * own transaction's xid (its later changes carry it).  It lives in a
+ * session setting (cfeed_sqled.watermark_<group>), which PostgreSQL undoes
+ * when the transaction rolls back, with the group's set of shards: a
+ * shard that joined the group (whose pending changes the group never
+ * looked at) makes the next sweep look at every pending change.  A
+ * session without one (the first sweep) looks at every pending change.
+ * It is a hint only: what the statement's snapshot sees decides.
+ */
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group int := sweep.sweep_group;
+	v_setting text;
+	v_shards text;
+	v_wm text[];
+	v_wm_xmax xid8;
+	v_wm_xip xid8[];
+	v_snap pg_snapshot;
+	v_own xid8;
+	v_now timestamptz;
+	v_expected bigint;
+	v_stamped bigint;
+	v_feeds int[];
+	v_shard_nos int[];
+	v_counts int[];
+	v_lasts bigint[];
+	v_lags bigint[];
+	v_notify bool[];
+	i int;
+BEGIN
+	IF v_group IS NULL THEN PERFORM cfeed._null_arg('sweep_group'); END IF;
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'cfeed cannot sweep in a REPEATABLE READ or SERIALIZABLE transaction'
+			USING ERRCODE = '25000',
+				  DETAIL = 'A sweep must see every change committed before it starts, which a transaction snapshot does not.',
+				  HINT = 'Sweep in a READ COMMITTED transaction.';
+	END IF;
+
+	-- 1. begin
+	PERFORM pg_catalog.pg_advisory_xact_lock(1667655012, v_group);
+	LOCK TABLE cfeed.shard_config IN ACCESS SHARE MODE;
+	LOCK TABLE cfeed.change IN ROW EXCLUSIVE MODE;
+	IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') THEN
+		PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
+	END IF;
+	v_setting := 'cfeed_sqled.watermark_' || pg_catalog.replace(v_group::text, '-', 'm');
+	SELECT pg_catalog.md5(COALESCE(pg_catalog.string_agg(s.feed_id || '.' || s.shard, ','
+														 ORDER BY s.feed_id, s.shard), ''))
+	INTO v_shards
+	FROM cfeed.shard_config s WHERE s.sweep_group = v_group;
+	v_snap := pg_catalog.pg_current_snapshot();
+	v_own := pg_catalog.pg_current_xact_id_if_assigned();
+	v_wm := pg_catalog.string_to_array(pg_catalog.current_setting(v_setting, true), ';');
+	IF v_wm[1] = v_shards THEN
+		v_wm_xmax := v_wm[2]::xid8;
+		v_wm_xip := pg_catalog.string_to_array(v_wm[3], ',')::xid8[];
+	END IF;
+
+	-- 2. collect, number, write
+	v_now := pg_catalog.clock_timestamp();
+	WITH pending AS MATERIALIZED (
+		SELECT c.ctid AS tid, c.feed_id, c.shard, c.change_id
+		FROM cfeed.change c
+		WHERE c.change_sequence_number IS NULL
+		  AND (v_wm_xmax IS NULL OR c.writer_xid >= v_wm_xmax OR c.writer_xid = ANY (v_wm_xip))
+	), batch AS MATERIALIZED (
+		SELECT p.* FROM pending p
+		JOIN cfeed.shard_config s ON s.feed_id = p.feed_id AND s.shard = p.shard
+		WHERE s.sweep_group = v_group
+	), heads AS MATERIALIZED (
+		-- each shard's head once, before the UPDATE adds index entries
+		SELECT s.feed_id, s.shard,
+			   GREATEST((SELECT x.change_sequence_number FROM cfeed.change x
+						 WHERE x.feed_id = s.feed_id AND x.shard = s.shard
+						   AND x.change_sequence_number > s.start_sequence_number
+						 ORDER BY x.change_sequence_number DESC LIMIT 1),
+						s.deleted_head, s.start_sequence_number) AS head
+		FROM (SELECT DISTINCT b.feed_id, b.shard FROM batch b) k
+		JOIN cfeed.shard_config s ON s.feed_id = k.feed_id AND s.shard = k.shard
+	), numbered AS MATERIALIZED (
+		SELECT b.tid,
+			   h.head + pg_catalog.row_number() OVER (PARTITION BY b.feed_id, b.shard
+													  ORDER BY b.change_id, b.tid) AS number
+		FROM batch b JOIN heads h ON h.feed_id = b.feed_id AND h.shard = b.shard
+	), stamped AS (
+		UPDATE cfeed.change c SET change_sequence_number = n.number, stamped_at = v_now
+		FROM numbered n
+		WHERE c.ctid = n.tid AND c.change_sequence_number IS NULL
+		RETURNING c.feed_id, c.shard, c.change_sequence_number, c.written_at
+	), per_shard AS (
+		SELECT st.feed_id, st.shard, pg_catalog.count(*)::int AS n,
+			   pg_catalog.max(st.change_sequence_number) AS last,
+			   GREATEST(pg_catalog.max(EXTRACT(epoch FROM v_now - st.written_at) * 1000), 0)::bigint AS lag
+		FROM stamped st GROUP BY st.feed_id, st.shard
+	)
+	SELECT (SELECT pg_catalog.count(*) FROM numbered), COALESCE(pg_catalog.sum(r.n), 0),
+		   pg_catalog.array_agg(r.feed_id ORDER BY r.feed_id, r.shard),
+		   pg_catalog.array_agg(r.shard ORDER BY r.feed_id, r.shard),
+		   pg_catalog.array_agg(r.n ORDER BY r.feed_id, r.shard),
+		   pg_catalog.array_agg(r.last ORDER BY r.feed_id, r.shard),
+		   pg_catalog.array_agg(r.lag ORDER BY r.feed_id, r.shard),
+		   pg_catalog.array_agg(s.longpoll ORDER BY r.feed_id, r.shard)
+	INTO v_expected, v_stamped, v_feeds, v_shard_nos, v_counts, v_lasts, v_lags, v_notify
+	FROM per_shard r
+	JOIN cfeed.shard_config s ON s.feed_id = r.feed_id AND s.shard = r.shard;
+	IF v_stamped <> v_expected THEN
+		RAISE EXCEPTION 'cfeed.sweep of group % found % pending changes but could stamp only %',
+			v_group, v_expected, v_stamped
+			USING ERRCODE = '40001',
+				  DETAIL = 'Changes were deleted or moved while the sweep ran; stamping the rest would leave a gap.',
+				  HINT = 'Sweep again.';
+	END IF;
+
+	-- the next watermark: this sweep's snapshot, and this transaction
+	PERFORM pg_catalog.set_config(v_setting,
+		v_shards || ';' || pg_catalog.pg_snapshot_xmax(v_snap) || ';'
+		|| COALESCE(pg_catalog.array_to_string(
+			   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(v_snap) x
+					 UNION SELECT v_own WHERE v_own IS NOT NULL), ','), ''),
+		false);
+
+	-- 3. announce
+	FOR i IN 1 .. COALESCE(pg_catalog.array_length(v_feeds, 1), 0) LOOP
+		IF v_notify[i] THEN
+			PERFORM pg_catalog.pg_notify('cfeed_' || v_feeds[i] || '_' || v_shard_nos[i], v_lasts[i]::text);
+		END IF;
+		feed_id := v_feeds[i];
+		shard := v_shard_nos[i];
+		change_count := v_counts[i];
+		last_change_sequence_number := v_lasts[i];
+		lag_ms := v_lags[i];
+		RETURN NEXT;
+	END LOOP;
+END
+$fn$;

@@ -1,0 +1,26 @@
+/*
+ * cfeed.wait(feed_id, shard, cursor, timeout_ms): waits until the shard's
+ * head passes the cursor or the timeout ends, polling the head (the SQL
+ * edition has no shared memory); returns the head.
+ */
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF wait.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF wait.shard IS NULL THEN PERFORM cfeed._null_arg('shard'); END IF;
+	IF wait.cursor IS NULL THEN PERFORM cfeed._null_arg('cursor'); END IF;
+	IF wait.timeout_ms IS NULL THEN PERFORM cfeed._null_arg('timeout_ms'); END IF;
+	IF wait.timeout_ms < 0 THEN
+		RAISE EXCEPTION 'argument "timeout_ms" must not be negative, got %', wait.timeout_ms
+			USING ERRCODE = '22023';
+	END IF;
+	PERFORM cfeed._sqled_check_read(wait.feed_id, 'shard');
+	PERFORM cfeed._sqled_check_shard(wait.feed_id, wait.shard);
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		-- a transaction snapshot never shows a new head: the head now, at once
+		RETURN cfeed.head(wait.feed_id, wait.shard);
+	END IF;
+	RETURN cfeed._sqled_wait_for_head(wait.feed_id, wait.shard, wait.cursor, wait.timeout_ms);
+END
+$fn$;

@@ -1,0 +1,274 @@
+/*
+ * ======================================================================
+ * The SQL edition's own objects (sqled/functions/epilogue.sql)
+ * ======================================================================
+ *
+ * Advisory locks: the C extension tags its locks in a way SQL cannot;
+ * the SQL edition takes the two-key advisory locks (classid = the first
+ * key, objid = the second), in transaction scope:
+ *
+ *   (1667655012 'cfed', sweep_group)  the sweep lock: one sweep of a group at
+ *                                    a time, taken before the sweep's snapshot;
+ *                                    a shard moving between groups takes both
+ *   (1667655013, feed_id)            the feed's shards lock: shared by every
+ *                                    writer of a change, exclusive for a shard
+ *                                    that goes away (instead of a foreign key)
+ *   (1667655014, sweep_group)        the sweep_loop leader lock (session)
+ *
+ * An application that uses two-key advisory locks itself must keep away
+ * from these first keys.
+ */
+
+/*
+ * cfeed._sqled_owner: whether the current user has the privileges of the
+ * owner of cfeed's tables (the extension's owner in the C edition).
+ */
+CREATE FUNCTION cfeed._sqled_owner() RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE
+	AS $fn$
+	SELECT pg_catalog.pg_has_role(c.relowner, 'USAGE')
+	FROM pg_catalog.pg_class c
+	WHERE c.oid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_owner() IS 'internal (SQL edition): whether the current user has the privileges of the owner of cfeed''s tables';
+
+/*
+ * cfeed._sqled_shard_start: a writer's check of its change's shard, the
+ * foreign key of cfeed.change: takes the feed's shards lock in share mode
+ * until the transaction ends (a shard that goes away takes it in exclusive
+ * mode, so it waits for this writer and then sees its change), then looks
+ * the shard up with a new snapshot; 23503 when it does not exist.  Returns
+ * the shard's start value.  As the caller, through cfeed._sqled_shard_starts
+ * (the shards of the feeds it may write): the guard asks only for a feed
+ * the writer may write (else the write policy refuses the row).
+ */
+CREATE FUNCTION cfeed._sqled_shard_start(feed_id int, shard int) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_start bigint;
+BEGIN
+	PERFORM pg_catalog.pg_advisory_xact_lock_shared(1667655013, _sqled_shard_start.feed_id);
+	SELECT s.start_sequence_number INTO v_start
+	FROM cfeed._sqled_shard_starts s
+	WHERE s.feed_id = _sqled_shard_start.feed_id AND s.shard = _sqled_shard_start.shard;
+	IF NOT FOUND THEN
+		IF NOT EXISTS (SELECT FROM cfeed._sqled_shard_starts s WHERE s.feed_id = _sqled_shard_start.feed_id) THEN
+			RAISE EXCEPTION 'feed % does not exist', _sqled_shard_start.feed_id
+				USING ERRCODE = '23503',
+					  DETAIL = 'Every change of cfeed.change belongs to a shard of cfeed.shard_config.',
+					  HINT = 'Create it with cfeed.create_feed().';
+		END IF;
+		RAISE EXCEPTION 'shard % of feed % does not exist', _sqled_shard_start.shard, _sqled_shard_start.feed_id
+			USING ERRCODE = '23503',
+				  DETAIL = 'Every change of cfeed.change belongs to a shard of cfeed.shard_config.',
+				  HINT = 'Shards are numbered from 0; add one by inserting into cfeed.shard.';
+	END IF;
+	RETURN v_start;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_shard_start(int, int) IS 'internal (SQL edition): checks that a written change''s shard exists (23503), holding its feed''s shards lock; returns the shard''s start value';
+
+/*
+ * cfeed._sqled_check_shard: 42704 for an unknown feed or shard.
+ */
+CREATE FUNCTION cfeed._sqled_check_shard(feed_id int, shard int) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF EXISTS (SELECT FROM cfeed.shard_config s
+			   WHERE s.feed_id = _sqled_check_shard.feed_id AND s.shard = _sqled_check_shard.shard) THEN
+		RETURN;
+	END IF;
+	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = _sqled_check_shard.feed_id) THEN
+		RAISE EXCEPTION 'feed % does not exist', feed_id
+			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
+	END IF;
+	RAISE EXCEPTION 'shard % of feed % does not exist', shard, feed_id
+		USING ERRCODE = '42704', HINT = 'Shards are numbered from 0; add one by inserting into cfeed.shard.';
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_shard(int, int) IS 'internal (SQL edition): raises 42704 for an unknown feed or shard';
+
+/*
+ * cfeed._sqled_check_read: what the C read functions check first: SELECT
+ * on a table of cfeed (42501, as for a query of it), and a read grant of
+ * the feed (42501), as the caller.
+ */
+CREATE FUNCTION cfeed._sqled_check_read(feed_id int, relname text) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NOT pg_catalog.has_table_privilege(pg_catalog.format('cfeed.%I', relname), 'SELECT') THEN
+		RAISE EXCEPTION 'permission denied for table %', relname USING ERRCODE = '42501';
+	END IF;
+	IF NOT cfeed._may_read(feed_id) THEN
+		RAISE EXCEPTION 'permission denied for feed %', feed_id
+			USING ERRCODE = '42501',
+				  DETAIL = pg_catalog.format('Role "%s" has no read grant on feed %s.', CURRENT_USER, feed_id),
+				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_read(%s, role).', feed_id);
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_read(int, text) IS 'internal (SQL edition): 42501 unless the current user may SELECT the table of cfeed and read the feed';
+
+/*
+ * cfeed._sqled_head: a shard's head as of a new snapshot (the statement's
+ * own in a function called from a STABLE one), through cfeed.shard (the
+ * caller's privileges and read grants apply); null for a shard that is
+ * not there.
+ */
+CREATE FUNCTION cfeed._sqled_head(feed_id int, shard int) RETURNS bigint
+	LANGUAGE sql VOLATILE PARALLEL SAFE
+	AS $fn$
+	SELECT s.last_change_sequence_number FROM cfeed.shard s
+	WHERE s.feed_id OPERATOR(pg_catalog.=) $1 AND s.shard OPERATOR(pg_catalog.=) $2
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_head(int, int) IS 'internal (SQL edition): a shard''s head as of a new snapshot';
+
+/*
+ * cfeed._sqled_wait_for_head: sleep until a shard's head passes cursor or
+ * timeout_ms elapses, re-reading it with a new snapshot every
+ * cfeed.poll_interval milliseconds (default 10; the SQL edition has no
+ * shared memory to sleep on); returns the last head seen.  Refused in
+ * REPEATABLE READ and SERIALIZABLE, whose snapshot would never show it.
+ */
+CREATE FUNCTION cfeed._sqled_wait_for_head(feed_id int, shard int, cursor bigint, timeout_ms int)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_end timestamptz := pg_catalog.clock_timestamp()
+		+ pg_catalog.make_interval(secs => timeout_ms / 1000.0);
+	v_poll double precision := COALESCE(NULLIF(pg_catalog.current_setting('cfeed.poll_interval', true), '')::int, 10)
+		/ 1000.0;
+	v_head bigint;
+	v_left double precision;
+BEGIN
+	LOOP
+		v_head := cfeed._sqled_head(feed_id, shard);
+		IF v_head IS NULL THEN
+			RAISE EXCEPTION 'shard % of feed % was dropped while waiting', shard, feed_id
+				USING ERRCODE = '42704';
+		END IF;
+		v_left := EXTRACT(epoch FROM v_end - pg_catalog.clock_timestamp());
+		EXIT WHEN v_head > cursor OR v_left <= 0;
+		PERFORM pg_catalog.pg_sleep(LEAST(v_poll, v_left));
+	END LOOP;
+	RETURN v_head;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_wait_for_head(int, int, bigint, int) IS 'internal (SQL edition): polls a shard''s head until it passes the cursor or the time is up';
+
+/*
+ * The caller's own read and write grants.  Views run with their owner's
+ * privileges while current_user stays the caller's: a role sees only the
+ * grants it holds or has the privileges of, and needs no privilege on the
+ * grants tables (cfeed._may_read and cfeed._may_write read these).
+ */
+CREATE VIEW cfeed._sqled_read_grants AS
+	SELECT g.feed_id FROM cfeed.read_grant g
+	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
+	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
+COMMENT ON VIEW cfeed._sqled_read_grants IS 'internal (SQL edition): the feeds the current user holds a read grant of (null: every feed)';
+GRANT SELECT ON cfeed._sqled_read_grants TO PUBLIC;
+
+CREATE VIEW cfeed._sqled_write_grants AS
+	SELECT g.feed_id FROM cfeed.write_grant g
+	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
+	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
+COMMENT ON VIEW cfeed._sqled_write_grants IS 'internal (SQL edition): the feeds the current user holds a write grant of (null: every feed)';
+GRANT SELECT ON cfeed._sqled_write_grants TO PUBLIC;
+
+/*
+ * cfeed._sqled_privileged: superuser, BYPASSRLS or the privileges of the
+ * owner of cfeed's tables: reads and writes every feed.
+ */
+CREATE FUNCTION cfeed._sqled_privileged() RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE
+	AS $fn$
+	SELECT COALESCE((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
+					 WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER), false)
+		OR cfeed._sqled_owner()
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_privileged() IS 'internal (SQL edition): whether the current user reads and writes every feed (superuser, BYPASSRLS, the owner''s privileges)';
+
+/*
+ * cfeed._sqled_check_number: a writer-set change_sequence_number (history,
+ * as src/guard.c): at or below the shard's start value and from 1 (22023
+ * otherwise), except the owner's restored rows.  Nothing to check for a
+ * missing shard (reported before, or not checked: replica mode).
+ */
+CREATE FUNCTION cfeed._sqled_check_number(feed_id int, shard int, number bigint, restored bool)
+	RETURNS void
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_start bigint;
+BEGIN
+	IF restored AND cfeed._sqled_owner() THEN
+		RETURN;
+	END IF;
+	SELECT s.start_sequence_number INTO v_start FROM cfeed._sqled_shard_starts s
+	WHERE s.feed_id = _sqled_check_number.feed_id AND s.shard = _sqled_check_number.shard;
+	IF NOT FOUND THEN
+		RETURN;
+	END IF;
+	IF number > v_start THEN
+		RAISE EXCEPTION 'change_sequence_number % is outside the migration range of shard % of feed %',
+			number, shard, feed_id
+			USING ERRCODE = '22023',
+				  DETAIL = pg_catalog.format('Numbers above the shard''s start value %s are assigned by the sweeper.', v_start),
+				  HINT = pg_catalog.format('Leave change_sequence_number null, or backfill history at numbers at or below %s.', v_start);
+	END IF;
+	IF number < 1 THEN
+		RAISE EXCEPTION 'change_sequence_number % is below the migration range of shard % of feed %',
+			number, shard, feed_id
+			USING ERRCODE = '22023',
+				  DETAIL = 'History is numbered from 1 up to the shard''s start value.',
+				  HINT = 'Number history rows from 1, or leave change_sequence_number null.';
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_number(int, int, bigint, bool) IS 'internal (SQL edition): refuses (22023) a writer-set number outside its shard''s migration range';
+
+/*
+ * The start values of the shards the current user may write (for the
+ * guards' number checks), whatever its privileges on cfeed.shard_config.
+ */
+CREATE VIEW cfeed._sqled_shard_starts AS
+	SELECT s.feed_id, s.shard, s.start_sequence_number FROM cfeed.shard_config s
+	WHERE cfeed._may_write(s.feed_id);
+COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write';
+GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
+
+/*
+ * Sweep hints: a commit that wrote changes can wake `cfeed sweep` (and
+ * cfeed.sweep_loop's waits) at once with a NOTIFY on channel cfeed_sweep,
+ * one per INSERT statement (PostgreSQL folds a transaction's equal
+ * notifications into one).  Off by default: every notifying commit takes
+ * PostgreSQL's notification lock, which serializes the commits of all
+ * notifying transactions of the cluster; without hints a sweeper polls.
+ * Turn on with ALTER TABLE cfeed.change ENABLE TRIGGER change_sweep_hint.
+ */
+CREATE FUNCTION cfeed._sqled_sweep_hint() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM pg_catalog.pg_notify('cfeed_sweep', '');
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_sweep_hint() IS 'internal (SQL edition): NOTIFY cfeed_sweep after an INSERT into cfeed.change (trigger change_sweep_hint, off by default)';
+REVOKE ALL ON FUNCTION cfeed._sqled_sweep_hint() FROM PUBLIC;
+CREATE TRIGGER change_sweep_hint AFTER INSERT ON cfeed.change
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._sqled_sweep_hint();
+ALTER TABLE cfeed.change DISABLE TRIGGER change_sweep_hint;
+
+COMMIT;

@@ -1,0 +1,206 @@
+-- The SQL edition of cfeed (sqled/, docs/sql-edition.md) on a server that
+-- never loads cfeed.so.  Numbers are shown relative to the start value.
+SET client_min_messages = warning;
+
+-- install: the script the Makefile names, quietly, in one transaction
+\getenv script SQLED_SCRIPT_PATH
+\set ECHO none
+\o /dev/null
+\i :script
+\o
+\set ECHO all
+\set SHOW_CONTEXT never
+
+-- err(sql): runs a statement and shows "SQLSTATE: message", or "ok"
+CREATE FUNCTION pg_temp.err(cmd text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE cmd;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- no C function, and cfeed.so is not loaded
+SELECT count(*) AS c_functions FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+WHERE p.pronamespace = 'cfeed'::regnamespace AND l.lanname = 'c';
+SELECT count(*) AS cfeed_settings FROM pg_settings WHERE name LIKE 'cfeed.%';
+
+-- the catalogs of the C edition
+SELECT c.relname, c.relkind FROM pg_class c
+WHERE c.relnamespace = 'cfeed'::regnamespace AND c.relkind IN ('r', 'v', 'S')
+ORDER BY c.relname;
+
+-- create_feed: feeds and shards; errors as the C edition's
+SELECT cfeed.create_feed('orders', 4) AS orders, cfeed.create_feed('audit') AS audit,
+	   cfeed.create_feed('seven', 7) AS seven;
+SELECT feed_id, shard, sweep_group, longpoll, last_change_sequence_number - 2000000000000000 AS head
+FROM cfeed.shard ORDER BY feed_id, shard;
+SELECT pg_temp.err($$SELECT cfeed.create_feed('orders')$$);
+SELECT pg_temp.err($$SELECT cfeed.create_feed('x', feed_id => 1)$$);
+SELECT pg_temp.err($$SELECT cfeed.create_feed('bad name')$$);
+SELECT pg_temp.err($$SELECT cfeed.create_feed('x', 0)$$);
+SELECT pg_temp.err($$SELECT cfeed.create_feed(NULL)$$);
+
+-- shard_for: FNV-1a 32 of the UTF-8 bytes modulo the shard count, the C
+-- edition's numbers (expected/publish.out has the same sum)
+SELECT sum(i * cfeed.shard_for(3, 'key-' || i)) FROM generate_series(1, 1000) i;
+SELECT cfeed.shard_for(1, 'customer-42') AS ascii, cfeed.shard_for(1, 'héllo') AS utf8,
+	   cfeed.shard_for(1, '') AS empty;
+SELECT pg_temp.err($$SELECT cfeed.shard_for(99, 'k')$$);
+SELECT pg_temp.err($$SELECT cfeed.shard_for(1, NULL)$$);
+
+-- writing: publish and the INSERT pattern; a missing shard fails at the INSERT
+SELECT cfeed.publish(1, 0, 10) AS p1, cfeed.publish(1, 0, 11) AS p2, cfeed.publish(1, 1, 12) AS p3;
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, 13), (1, 2, 14);
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 4, 15)$$);
+SELECT pg_temp.err($$SELECT cfeed.publish(77, 0)$$);
+-- writers number only history (the migration range), from 1
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 16, 2000000000000005)$$);
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 16, 0)$$);
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, stamped_at) VALUES (1, 0, 16, now())$$);
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 3, 9, 7);
+
+-- nothing is stamped before a sweep
+SELECT * FROM cfeed.read(1, 0, 2000000000000000);
+
+-- sweep: per shard, gapless from the head, in change_id order
+SELECT feed_id, shard, change_count, last_change_sequence_number - 2000000000000000 AS last
+FROM cfeed.sweep() ORDER BY feed_id, shard;
+SELECT feed_id, shard, change_id, change_sequence_number - 2000000000000000 AS n
+FROM cfeed.change WHERE change_sequence_number > 2000000000000000 ORDER BY feed_id, shard, n;
+-- an idle sweep stamps nothing
+SELECT count(*) FROM cfeed.sweep();
+
+-- reading: from the beginning (history first), after a cursor, max_count, head
+SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(1, 3);
+SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(1, 0, 2000000000000001);
+SELECT count(*) FROM cfeed.read(1, 0, NULL, 1);
+SELECT count(*) FROM cfeed.read(1, 0, NULL, 0);
+SELECT cfeed.head(1, 0) - 2000000000000000 AS head0, cfeed.head(1, 3) - 2000000000000000 AS head3;
+SELECT pg_temp.err($$SELECT cfeed.read(1, 9)$$);
+SELECT pg_temp.err($$SELECT cfeed.read(1, 0, NULL, -1)$$);
+SELECT pg_temp.err($$SELECT cfeed.head(1, NULL)$$);
+SELECT cfeed.channel(1, 2);
+
+-- cursor_at: before everything, after everything
+SELECT cfeed.cursor_at(1, 0, now() - interval '1 day') - 2000000000000000 AS past,
+	   cfeed.cursor_at(1, 0, now() + interval '1 day') - 2000000000000000 AS future;
+
+-- wait: returns the head at once when it is past the cursor, else after the timeout
+SELECT cfeed.wait(1, 0, 2000000000000001, 0) - 2000000000000000 AS passed;
+SELECT cfeed.wait(1, 0, 2000000000000003, 50) - 2000000000000000 AS timed_out;
+SELECT count(*) FROM cfeed.read(1, 0, 2000000000000003, 10, 50);
+
+-- a sweep's own transaction: its changes after the sweep are stamped by the next
+BEGIN;
+SELECT cfeed.publish(1, 1, 20) AS published;
+SELECT shard, change_count FROM cfeed.sweep();
+SELECT txid_current() IS NOT NULL AS other_xid;
+SELECT cfeed.publish(1, 1, 21) AS published;
+COMMIT;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+
+-- a rolled-back change is never stamped, and takes no number
+BEGIN;
+SELECT cfeed.publish(1, 1, 22) AS published;
+ROLLBACK;
+SELECT cfeed.publish(1, 1, 23) AS published;
+SELECT shard, change_count, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(1, 1);
+
+-- a shard that joins the group is swept, whatever the session's watermark
+UPDATE cfeed.shard SET sweep_group = 1 WHERE feed_id = 2 AND shard = 0;
+SELECT cfeed.publish(2, 0, 30) AS published;
+SELECT count(*) AS group0 FROM cfeed.sweep(0);
+SELECT cfeed.publish(1, 0, 31) AS published;
+SELECT count(*) AS group0 FROM cfeed.sweep(0);
+UPDATE cfeed.shard SET sweep_group = 0 WHERE feed_id = 2 AND shard = 0;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(0);
+
+-- a deleted head's number is never issued again
+DELETE FROM cfeed.change WHERE feed_id = 1 AND shard = 2;
+SELECT cfeed.publish(1, 2, 40) AS published;
+SELECT shard, last_change_sequence_number - 2000000000000000 AS last FROM cfeed.sweep();
+
+-- stamped changes keep their numbers; a shard with changes stays
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = change_sequence_number + 100
+WHERE feed_id = 1 AND shard = 0 AND change_id = 10$$);
+SELECT pg_temp.err($$DELETE FROM cfeed.shard WHERE feed_id = 1 AND shard = 1$$);
+
+-- sweeping needs READ COMMITTED
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
+ROLLBACK;
+
+-- sweep_loop: sweeps and commits
+SELECT cfeed.publish(1, 3, 50) AS published;
+CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL) \gset
+SELECT :change_count AS change_count, :max_lag_ms >= 0 AS lag_ok, :iterations AS iterations;
+CALL cfeed.sweep_loop(0, 0, 30, 10, NULL, NULL, NULL) \gset
+SELECT :change_count AS change_count, :iterations > 1 AS several;
+-- one sweep_loop per group: another session's holds the group's leader lock
+SELECT pg_advisory_lock(1667655014, 0) AS leader_taken_here;
+\! psql -X -q -At -d sqled_regression -c 'CALL cfeed.sweep_loop(0, 20, 0, 0, NULL, NULL, NULL)'
+SELECT pg_advisory_unlock(1667655014, 0) AS released;
+SELECT pg_temp.err($$CALL cfeed.sweep_loop(0, -1, 0, 0, NULL, NULL, NULL)$$);
+
+-- consumer groups and retention (the extension's PL/pgSQL, on the SQL edition's head and cursor_at)
+SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'me') ORDER BY shard;
+SELECT cfeed.checkpoint('g', 1, 0, 'me', 1, cfeed.head(1, 0));
+SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 0, 'me', 1, cfeed.head(1, 0) + 1)$$);
+SELECT shard, owner, behind FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER BY shard;
+SELECT count(*) AS unread FROM cfeed.read_group('g', 1, 1);
+SELECT cfeed.release('g', 1, 'me') AS released;
+UPDATE cfeed.feed SET retention = '1 microsecond' WHERE feed_id = 1;
+SELECT cfeed.apply_retention() AS deleted_unheld;
+SELECT cfeed.drop_group('g', 1) AS dropped;
+SELECT cfeed.apply_retention() > 0 AS deleted;
+SELECT shard, head - 2000000000000000 AS head FROM cfeed.stats WHERE feed_id = 1 ORDER BY shard;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 1;
+
+-- the sweep hint trigger is there, off by default
+SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'cfeed.change'::regclass AND tgname = 'change_sweep_hint';
+
+-- what the SQL edition does not do yet: 0A000
+CREATE TABLE sqled_t (id int PRIMARY KEY);
+SELECT pg_temp.err($$SELECT cfeed.track('sqled_t', 1)$$);
+SELECT pg_temp.err($$SELECT cfeed.epoch()$$);
+
+-- roles: a reader and a writer of feed 1, and a role with nothing
+CREATE ROLE sqled_reader;
+CREATE ROLE sqled_writer;
+CREATE ROLE sqled_nobody;
+GRANT SELECT ON cfeed.change, cfeed.shard TO sqled_reader, sqled_nobody;
+GRANT INSERT ON cfeed.change TO sqled_writer, sqled_nobody;
+GRANT USAGE ON SEQUENCE cfeed.change_id TO sqled_writer, sqled_nobody;
+SELECT cfeed.grant_read(1, 'sqled_reader');
+SELECT cfeed.grant_write(1, 'sqled_writer');
+SET ROLE sqled_writer;
+SELECT cfeed.publish(1, 0, 60) AS published;
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, 61);
+SELECT pg_temp.err($$SELECT cfeed.publish(2, 0, 62)$$);
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, 0, 63)$$);
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, op) VALUES (1, 0, 64, 'insert')$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
+RESET ROLE;
+SELECT count(*) FROM cfeed.sweep();
+SET ROLE sqled_reader;
+SELECT change_id FROM cfeed.read(1, 0, 2000000000000004);
+SELECT cfeed.head(1, 0) - 2000000000000000 AS head;
+SELECT count(*) AS feed2_rows FROM cfeed.change WHERE feed_id = 2;
+SELECT pg_temp.err($$SELECT cfeed.read(2, 0)$$);
+SELECT pg_temp.err($$SELECT cfeed.publish(1, 0)$$);
+RESET ROLE;
+SET ROLE sqled_nobody;
+SELECT pg_temp.err($$SELECT cfeed.read(1, 0)$$);
+SELECT count(*) AS visible FROM cfeed.change;
+SELECT count(*) AS shards FROM cfeed.shard;
+SELECT pg_temp.err($$SELECT cfeed.publish(1, 0)$$);
+RESET ROLE;
+
+-- uninstall leaves nothing behind
+DROP TABLE sqled_t;
+DROP SCHEMA cfeed CASCADE;
+DROP EVENT TRIGGER IF EXISTS cfeed_tracked_table_dropped;
+DROP ROLE sqled_reader, sqled_writer, sqled_nobody;
+SELECT count(*) AS left_over FROM pg_proc WHERE proname LIKE '%sqled%';
