@@ -175,10 +175,14 @@ my $sse_text = '';
 my $sse = start_stream($sse_url, $token, \$sse_text, Accept => 'text/event-stream');
 my $sse_reconnects = 0;
 
-# An SSE connection that ended (the layout changed, or the gateway ended
-# it) is replaced by one resuming from its last id, as an EventSource does.
-sub sse_follow
+# Collect what the tail and the SSE client printed (IPC::Run reads their
+# pipes only when pumped); an SSE connection that ended (the layout
+# changed, or the gateway ended it) is replaced by one resuming from its
+# last id, as an EventSource does.
+sub pump_consumers
 {
+	$tail->pump_nb if $tail->pumpable;
+	$sse->pump_nb if $sse->pumpable;
 	return if $sse->pumpable;
 	$sse->finish;
 	push @sse_texts, $sse_text;
@@ -203,7 +207,7 @@ my @splits;
 for my $split ([ 4, $WRITE_SECONDS / 3 ], [ 8, 2 * $WRITE_SECONDS / 3 ])
 {
 	my ($shards, $at) = @$split;
-	while (time - $t0 < $at) { usleep(50_000); sse_follow(); }
+	while (time - $t0 < $at) { usleep(50_000); pump_consumers(); }
 	my $before = time;
 	my $children = $node->safe_psql($db, "SELECT string_agg(shard || '<' || parent, ' ' ORDER BY shard)
 		FROM cfeed.reshard(1, $shards)");
@@ -211,7 +215,7 @@ for my $split ([ 4, $WRITE_SECONDS / 3 ], [ 8, 2 * $WRITE_SECONDS / 3 ])
 	note(sprintf('split to %d new shards at %.1f s took %.0f ms: %s',
 			$shards, $before - $t0, 1000 * (time - $before), $children));
 }
-while ($pgbench->pumpable) { usleep(100_000); sse_follow(); }
+while ($pgbench->pumpable) { $pgbench->pump_nb; usleep(100_000); pump_consumers(); }
 $pgbench->finish;
 is($? >> 8, 0, 'pgbench: every writer ran to the end');
 unlike($pb_out . $pb_err, qr/aborted|ERROR/, 'no writer saw an error across the splits');
@@ -301,7 +305,7 @@ my $want_lines = $committed;
 my $deadline = time + 60;
 while (time < $deadline && (() = $tail_out =~ /\n/g) < $want_lines)
 {
-	$tail->pump_nb;
+	pump_consumers();
 	usleep(100_000);
 }
 $tail->kill_kill;
@@ -314,7 +318,7 @@ my $sse_count = sub { scalar(() = join('', @sse_texts, $sse_text) =~ /^data:/mg)
 while (time < $deadline && $sse_count->() < $committed)
 {
 	usleep(100_000);
-	sse_follow();
+	pump_consumers();
 }
 $sse->kill_kill;
 push @sse_texts, $sse_text;
