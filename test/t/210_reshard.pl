@@ -160,35 +160,34 @@ $node->safe_psql($db, q{SELECT cfeed.shard_for(1, 'p1')});	# the command works b
 my %owner;
 start_named_call(\%owner, $node, $db, $_, "CALL consume('$_', 2000, 200)") for @OWNERS;
 
-my ($tail_out, $tail_err) = ('', '');
+# The tail and the SSE clients write to files: a pipe that the test reads
+# only now and then would slow them down (backpressure), not test them.
+my $tail_file = "$dir/tail.out";
+my $tail_err = '';
 my $tail = IPC::Run::start(
 	[ cfeed_binary(), 'tail', '--dbname', $node->connstr($db), '--feed', 'orders',
 	  '--from', 'beginning', '--wait-ms', 500 ],
-	'>', \$tail_out, '2>', \$tail_err);
+	'>', $tail_file, '2>', \$tail_err);
 
 my $token = 'reshard-0123456789abcdef';
 write_tokens("$dir/tokens", "$token orders reader");
 my $gw = start_gateway(dsn => $node->connstr($db), tokens => "$dir/tokens");
 my $sse_url = "$gw->{url}/feeds/orders?cursor=_first";
-my @sse_texts;	# the text of each SSE connection, in order
-my $sse_text = '';
-my $sse = start_stream($sse_url, $token, \$sse_text, Accept => 'text/event-stream');
+my @sse_files = ("$dir/sse.0");	# each SSE connection's text, in order
+my $sse = start_stream($sse_url, $token, $sse_files[-1], Accept => 'text/event-stream');
 my $sse_reconnects = 0;
 
-# Collect what the tail and the SSE client printed (IPC::Run reads their
-# pipes only when pumped); an SSE connection that ended (the layout
-# changed, or the gateway ended it) is replaced by one resuming from its
-# last id, as an EventSource does.
+# An SSE connection that ended (the layout changed, or the gateway ended
+# it) is replaced by one resuming from its last id, as an EventSource does.
+sub file_text { return -e $_[0] ? slurp_file($_[0]) : '' }
+
 sub pump_consumers
 {
-	$tail->pump_nb if $tail->pumpable;
-	$sse->pump_nb if $sse->pumpable;
 	return if $sse->pumpable;
 	$sse->finish;
-	push @sse_texts, $sse_text;
-	my (undef, $last_id) = sse_events($sse_text);
-	$sse_text = '';
-	$sse = start_stream($sse_url, $token, \$sse_text, Accept => 'text/event-stream',
+	my (undef, $last_id) = sse_events(file_text($sse_files[-1]));
+	push @sse_files, "$dir/sse." . scalar(@sse_files);
+	$sse = start_stream($sse_url, $token, $sse_files[-1], Accept => 'text/event-stream',
 		defined $last_id ? ('Last-Event-ID' => $last_id) : ());
 	$sse_reconnects++;
 	return;
@@ -303,29 +302,29 @@ is($node->safe_psql($db, 'SELECT count(DISTINCT owner) FROM processed'), scalar(
 # cfeed tail: every line printed once the head is reached.
 my $want_lines = $committed;
 my $deadline = time + 60;
-while (time < $deadline && (() = $tail_out =~ /\n/g) < $want_lines)
+my $tail_lines = sub { scalar(() = file_text($tail_file) =~ /\n/g) };
+while (time < $deadline && $tail_lines->() < $want_lines)
 {
 	pump_consumers();
-	usleep(100_000);
+	usleep(300_000);
 }
 $tail->kill_kill;
 is($tail_err =~ /error|gap/i ? $tail_err : '', '', 'cfeed tail: no error, no gap');
-check_consumer('cfeed tail', map { decode_json($_)->{change_id} } grep { /\S/ } split /\n/, $tail_out);
+check_consumer('cfeed tail', map { decode_json($_)->{change_id} } grep { /\S/ } split /\n/, file_text($tail_file));
 
 # SSE: every change once, across its reconnections.
 $deadline = time + 60;
-my $sse_count = sub { scalar(() = join('', @sse_texts, $sse_text) =~ /^data:/mg) };
+my $sse_count = sub { scalar(() = join('', map { file_text($_) } @sse_files) =~ /^data:/mg) };
 while (time < $deadline && $sse_count->() < $committed)
 {
-	usleep(100_000);
+	usleep(300_000);
 	pump_consumers();
 }
 $sse->kill_kill;
-push @sse_texts, $sse_text;
 my @sse_ids;
-for my $text (@sse_texts)
+for my $file (@sse_files)
 {
-	my ($events) = sse_events($text);
+	my ($events) = sse_events(file_text($file));
 	push @sse_ids, map { $_->{data}{change_id} } @$events;
 }
 check_consumer("SSE all-shards stream ($sse_reconnects reconnections)", @sse_ids);
