@@ -76,6 +76,7 @@ step open_writer.sh 20
 step read_access.sh 300000 5 8 3
 step serve.sh 10000 10 1000
 step wide.sh 10000
+step reshard.sh 30 8
 runtime=$(( $(date +%s) - began ))
 
 
