@@ -103,24 +103,14 @@ END \$\$;
 
 # --- writers -----------------------------------------------------------------
 my $dir = PostgreSQL::Test::Utils::tempdir();
-my %script = (
+# Each script: a random key, its row locked first, one in five rolled back.
+my %body = (
 	publish => <<'EOS',
-\set k random(1, 200)
-\set a random(0, 4)
-BEGIN;
 UPDATE kv SET v = v + 1 WHERE k = 'p' || :k;
 INSERT INTO truth (change_id, k, v)
 SELECT cfeed.publish(1, cfeed.shard_for(1, kv.k)), kv.k, kv.v FROM kv WHERE kv.k = 'p' || :k;
-\if :a = 0
-ROLLBACK;
-\else
-COMMIT;
-\endif
 EOS
 	insert => <<'EOS',
-\set k random(1, 200)
-\set a random(0, 4)
-BEGIN;
 UPDATE kv SET v = v + 1 WHERE k = 'p' || :k;
 WITH c AS (
 	INSERT INTO cfeed.change (feed_id, shard, change_id)
@@ -128,24 +118,15 @@ WITH c AS (
 	RETURNING change_id)
 INSERT INTO truth (change_id, k, v)
 SELECT c.change_id, kv.k, kv.v FROM c, kv WHERE kv.k = 'p' || :k;
-\if :a = 0
-ROLLBACK;
-\else
-COMMIT;
-\endif
 EOS
 	tracked => <<'EOS',
-\set k random(1, 200)
-\set a random(0, 4)
-BEGIN;
 UPDATE acct SET v = v + 1 WHERE k = 't' || :k;
-\if :a = 0
-ROLLBACK;
-\else
-COMMIT;
-\endif
 EOS
 );
+my %script = map {
+	$_ => "\\set k random(1, $KEYS)\n\\set a random(0, 4)\nBEGIN;\n$body{$_}"
+	  . "\\if :a = 0\nROLLBACK;\n\\else\nCOMMIT;\n\\endif\n"
+} keys %body;
 my @pgbench_files;
 for my $name (sort keys %script)
 {
