@@ -99,10 +99,10 @@ check_new_start(TriggerData *trigdata)
  *		closed FOR EACH ROW on cfeed.shard_config (enabled always): a new
  *		shard's start value must be in range (check_new_start); a shard
  *		closed or opened again, or added open, waits for the writers of its
- *		feed; a
- *		shard that goes away waits for the direct writers of changes to its feed (the
- *		lock of cfeed_shard_locked, in exclusive mode) and, outside replica
- *		mode, is refused (23503) while changes of it exist; a shard that moves to
+ *		feed; a shard that goes away waits for the direct writers of
+ *		changes to its feed (the lock of cfeed_shard_locked, in exclusive
+ *		mode) and, outside replica mode, is refused (23503) while changes
+ *		of it exist; a shard that moves to
  *		another sweep group waits for the sweeps of both groups and keeps
  *		them waiting until this transaction ends (the sweep locks); and every
  *		backend forgets its shard counts and sweep watermarks when this
@@ -146,11 +146,10 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 	/*
 	 * A shard closed (or opened again), or added open, changes where the
 	 * feed's keys go: it waits for the writers that placed changes by the
-	 * layout before (shards.c), as a shard that goes away does; a shard
-	 * added by hand to a resharded feed would otherwise move keys among the
-	 * children under writers that placed them by the children alone.  (A
-	 * new feed's shards, and cfeed.reshard's children, find the lock free
-	 * or held by their own transaction.)
+	 * layout before (shards.c), as a shard that goes away does.  One added
+	 * by hand to a resharded feed moves keys among its children.  (A new
+	 * feed's shards, and cfeed.reshard's children, find the lock free or
+	 * held by their own transaction.)
 	 */
 	if (closed_changed || (TRIGGER_FIRED_BY_INSERT(ev) && !shard_closed(trigdata, false)))
 		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
