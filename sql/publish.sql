@@ -160,8 +160,9 @@ SELECT cfeed.publish(2, 5, 204), cfeed.publish(2, 0, 205);
 SELECT pg_temp.guard_calls() - :calls_before AS sql_inserts;
 COMMIT;
 SELECT pg_temp.err($$SELECT cfeed.publish(2, 1, 206)$$);
--- a shard added in this transaction is published to at once (directly: the
--- transaction's own shards are its feed's), and forgotten if it rolls back
+-- a shard added in this transaction is published to at once (by the INSERT:
+-- since 1.9 adding an open shard holds the feed's shards lock in exclusive
+-- mode, as closing one does), and forgotten if it rolls back
 BEGIN;
 INSERT INTO cfeed.shard (feed_id, shard) VALUES (3, 7);
 SELECT pg_temp.guard_calls() AS calls_before \gset

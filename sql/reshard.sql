@@ -137,7 +137,47 @@ SELECT * FROM cfeed.reshard(2, 3);
 RESET ROLE;
 SELECT shard, parent, closed FROM cfeed.shard WHERE feed_id = 2 ORDER BY shard;
 
+
+-- a role without a write grant on a feed takes no lock of it: shard_for
+-- answers without locking (such a role cannot keep the feed from being
+-- resharded), while a writer of the feed locks it
+CREATE ROLE regress_rs_writer;
+GRANT INSERT ON cfeed.change TO regress_rs_writer;
+SELECT cfeed.grant_write(2, 'regress_rs_writer');
+BEGIN;
+SET LOCAL ROLE regress_rs_user;
+SELECT cfeed.shard_for(2, 'x') AS no_grant_shard;
+SELECT count(*) AS no_grant_locks FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 25448 AND classid = 2 AND pid = pg_backend_pid();
+ROLLBACK;
+BEGIN;
+SET LOCAL ROLE regress_rs_writer;
+SELECT cfeed.shard_for(2, 'x') AS writer_shard;
+SELECT count(*) AS writer_locks FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 25448 AND classid = 2 AND pid = pg_backend_pid();
+ROLLBACK;
+-- a writer of feed 2 learns nothing of feed 1's shards: the same 42501 for
+-- a closed, an open and a missing shard, a missing feed, and history rows
+-- (as cfeed.publish's); on its own feed, a closed shard is refused (55000)
+SET ROLE regress_rs_writer;
+SELECT cmd, pg_temp.err(cmd) FROM (VALUES
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 0, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 13, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 99, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, 0, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (1, 0, 1, 1)$$),
+  ($$SELECT cfeed.publish(1, 0, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, 0, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, 99, 1)$$),
+  ($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, cfeed.shard_for(2, 'x'), 1)$$)
+) AS t(cmd);
+RESET ROLE;
+DELETE FROM cfeed.change WHERE feed_id = 2;
+
 DROP TABLE public.rs_t;
+SELECT cfeed.revoke_write(2, 'regress_rs_writer');
+REVOKE INSERT ON cfeed.change FROM regress_rs_writer;
+DROP ROLE regress_rs_writer;
 REVOKE :"owner" FROM regress_rs_admin;
 DROP ROLE regress_rs_admin;
 REVOKE SELECT ON cfeed.shard FROM regress_rs_user, regress_rs_granted;

@@ -229,6 +229,7 @@ extern void cfeed_shard_check(int32 feed_id, int32 shard);
 
 /* direct.c: heap and index writes of cfeed.change */
 extern bool cfeed_direct_ok(Relation rel, CmdType cmd);
+extern bool cfeed_insert_needs_grant(Relation rel);
 extern void cfeed_direct_insert(Relation rel, TupleTableSlot *slot);
 extern bool cfeed_direct_update(Relation rel, ItemPointer tid,
 								TupleTableSlot *newslot, Snapshot snapshot);

@@ -328,6 +328,55 @@ rls_direct_ok(Relation rel, CmdType cmd)
 }
 
 /*
+ * cfeed_insert_needs_grant
+ *		Whether row-level security on rel (cfeed.change) refuses the current
+ *		user's INSERT of a change to a feed it may not write: the policies
+ *		apply to the user, and either a restrictive policy for PUBLIC for
+ *		INSERT checks cfeed._may_write(feed_id) (change_write in a database
+ *		that had policies of its own before 1.4), or every permissive one
+ *		does (change_write).  change_guard (guard.c) then refuses such a
+ *		row first, with cfeed.publish's error, before its shard check says
+ *		anything of the feed's shards; with a permissive policy of a DBA's
+ *		own, the policies decide, after it.
+ */
+bool
+cfeed_insert_needs_grant(Relation rel)
+{
+	RowSecurityDesc *rsdesc = rel->rd_rsdesc;
+	bool		every_permissive = true;
+	ListCell   *lc;
+
+	if (rsdesc == NULL ||
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED)
+		return false;
+	foreach(lc, rsdesc->policies)
+	{
+		RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
+		Expr	   *check;
+		Datum	   *roles;
+		int			nroles;
+		int			i;
+
+		if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
+			continue;
+		check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
+		if (policy->permissive)
+		{
+			every_permissive &= is_write_check(check);
+			continue;
+		}
+		if (!is_write_check(check))
+			continue;
+		deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
+						  TYPALIGN_INT, &roles, NULL, &nroles);
+		for (i = 0; i < nroles; i++)
+			if (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC)
+				return true;
+	}
+	return every_permissive;
+}
+
+/*
  * cfeed_direct_ok
  *		Whether the current user's cmd (INSERT or UPDATE of the columns the
  *		callers set) on rel, cfeed.change, can be done directly with the

@@ -163,10 +163,10 @@ cfeed_publish(PG_FUNCTION_ARGS)
  * cfeed_shard_for
  *		SQL: cfeed.shard_for(feed_id, key) returns int: the first open shard
  *		plus FNV-1a 32 of the key's UTF-8 bytes modulo the number of open
- *		shards.  Where the transaction can write, the feed's shards lock is
- *		held from here until it ends (cfeed_shard_of_key), so that a change
- *		placed by this shard is not refused by a reshard committed between
- *		this call and its INSERT.
+ *		shards.  Where the transaction can write and the current user may
+ *		write the feed, the feed's shards lock is held from here until it
+ *		ends (cfeed_shard_of_key), so that a change placed by this shard is
+ *		not refused by a reshard committed between this call and its INSERT.
  */
 Datum
 cfeed_shard_for(PG_FUNCTION_ARGS)

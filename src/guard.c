@@ -67,6 +67,17 @@
  *	  an UPDATE): 23503 for a missing feed or shard, none in replica mode,
  *	  where it does not fire (an ORIGIN trigger, as a foreign key's is).
  *
+ *	  A role without a write grant on the row's feed, whom the policy
+ *	  change_write would refuse after the BEFORE triggers, is refused
+ *	  first, with cfeed.publish's 42501 (cfeed_insert_needs_grant,
+ *	  direct.c): whether the shard is open, closed or missing, the row
+ *	  tells it nothing, and it takes no lock of the feed's.
+ *
+ *	  The extension owner's restored rows skip the shard check, the closed
+ *	  shard's refusal included, on purpose: a restore copies a closed
+ *	  shard's changes, written before it closed, into a cfeed.shard_config
+ *	  that already says it is closed.
+ *
  *	  Locking: a guard runs inside the writer's INSERT or UPDATE and reads
  *	  cfeed.shard_config with a fresh snapshot (the shard check: SnapshotSelf,
  *	  shards.c); the shard check holds the feed's shards lock in share mode
@@ -324,6 +335,15 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 					!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId())) ||
 		(!written_null && DatumGetTimestampTz(written) < GetCurrentTransactionStartTimestamp());
 
+	/*
+	 * A role the policies would refuse for want of a write grant on the feed
+	 * is refused first, as cfeed.publish refuses it (42501): it learns
+	 * nothing of the feed's shards (closed, missing, their numbering) and
+	 * takes no lock of the feed.
+	 */
+	if (!feed_null && !cfeed_may_write_feed(feed_id) &&
+		cfeed_insert_needs_grant(trigdata->tg_relation))
+		cfeed_check_write(feed_id);
 	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
 	if (trigdata->tg_trigger->tgqual == NULL && !feed_null && !shard_null)
 		check_shard(feed_id, shard, restored_row);

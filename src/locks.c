@@ -16,8 +16,9 @@
  *	   shards		(db, feed_id, 0, 0x6368)		transaction: a feed's set of
  *													shards and its layout, share
  *													for a writer, exclusive for
- *													a shard that goes away or
- *													closes (reshard.c)
+ *													a shard that goes away,
+ *													closes, opens or is added
+ *													open (reshard.c)
  *	   number		(db, relid, 0, 0x6369)			transaction: giving a tracked
  *													table its number
  *
@@ -139,7 +140,9 @@ cfeed_shards_lock(int32 feed_id, LOCKMODE lockmode)
  *		then (WaitForLockers, a wait for each one's end, which the deadlock
  *		detector and pg_blocking_pids see) and try again.  Gives up at
  *		deadline: false when the lock was still held then, or the error of
- *		lock_timeout (55P03), set to the time left, during a wait.  Writers
+ *		lock_timeout (55P03), set to the time left, during a wait (the
+ *		caller makes a positive lock_timeout of the session the deadline
+ *		when it comes first).  Writers
  *		that keep the lock held without a gap until deadline (a new one
  *		always in progress) keep it from this transaction.
  */

@@ -20,7 +20,8 @@
  *	  commit after it.  It is taken without joining the lock's queue
  *	  (cfeed_shards_lock_exclusive waits for the transactions that hold
  *	  it, then tries again), so that writers never queue behind a reshard
- *	  waiting for a long transaction; 55P03 after wait_ms.  The guard
+ *	  waiting for a long transaction; 55P03 after wait_ms, or after the
+ *	  session's lock_timeout when it is positive and smaller.  The guard
  *	  trigger of shard_config (shard_guard.c) sends the invalidation that
  *	  makes every backend route by the new layout after the commit.
  *
@@ -34,6 +35,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/proc.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/timestamp.h"
@@ -82,14 +84,17 @@ lock_context(void *arg)
  * lock_shards
  *		Take the feed's shards lock in exclusive mode until the transaction
  *		ends, waiting up to wait_ms for the transactions that hold it in
- *		share mode (cfeed_shards_lock_exclusive); 55P03 when they did not
- *		let go in time, whether the time ran out between two waits or
- *		during one.
+ *		share mode (cfeed_shards_lock_exclusive), or up to the session's
+ *		lock_timeout when it is positive and smaller (the waits for one
+ *		lock, however many, take no longer than a lock_timeout); 55P03 when
+ *		they did not let go in time, whether the time ran out between two
+ *		waits or during one.
  */
 static void
 lock_shards(int32 feed_id, int32 wait_ms)
 {
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
+	int32		limit_ms = (LockTimeout > 0 && LockTimeout < wait_ms) ? LockTimeout : wait_ms;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), limit_ms);
 	ErrorContextCallback context;
 	volatile bool locked = false;
 	MemoryContext cxt = CurrentMemoryContext;
@@ -124,8 +129,11 @@ lock_shards(int32 feed_id, int32 wait_ms)
 	if (!locked)
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-				 errmsg("could not lock the shards of feed %d within %d ms", feed_id, wait_ms),
+				 errmsg("could not lock the shards of feed %d within %d ms", feed_id, limit_ms),
 				 errdetail("Transactions that wrote to the feed held its shards lock all that time: resharding waits until the writers that placed changes by the current shards have ended."),
+				 limit_ms < wait_ms ?
+				 errhint("The session's lock_timeout (%d ms) is below wait_ms (%d ms) and bounds the wait: raise it, or end the long transactions that wrote to the feed.",
+						 limit_ms, wait_ms) :
 				 errhint("Try again, with a larger wait_ms, or end the long transactions that wrote to the feed.")));
 }
 

@@ -6,7 +6,8 @@
  *	  a shard row that goes away (DELETE, or UPDATE of its key) takes the
  *	  feed's shards lock in exclusive mode and is refused (23503) while the
  *	  shard has changes outside replica mode; a shard closed (or opened
- *	  again) takes it in exclusive mode too; a shard moved to another sweep
+ *	  again), and a shard added open, take it in exclusive mode too (each
+ *	  changes where the feed's keys go); a shard moved to another sweep
  *	  group takes both groups' sweep locks; a new shard's start value is
  *	  checked; TRUNCATE is refused unless cfeed.change is empty.  Every
  *	  change to the set of shards sends an invalidation of shard_config,
@@ -97,10 +98,11 @@ check_new_start(TriggerData *trigdata)
  *		BEFORE INSERT OR DELETE OR UPDATE OF feed_id, shard, sweep_group,
  *		closed FOR EACH ROW on cfeed.shard_config (enabled always): a new
  *		shard's start value must be in range (check_new_start); a shard
- *		closed or opened again waits for the direct writers of its feed; a
- *		shard that goes away waits for the direct writers of changes to its feed (the
- *		lock of cfeed_shard_locked, in exclusive mode) and, outside replica
- *		mode, is refused (23503) while changes of it exist; a shard that moves to
+ *		closed or opened again, or added open, waits for the writers of its
+ *		feed; a shard that goes away waits for the direct writers of
+ *		changes to its feed (the lock of cfeed_shard_locked, in exclusive
+ *		mode) and, outside replica mode, is refused (23503) while changes
+ *		of it exist; a shard that moves to
  *		another sweep group waits for the sweeps of both groups and keeps
  *		them waiting until this transaction ends (the sweep locks); and every
  *		backend forgets its shard counts and sweep watermarks when this
@@ -142,11 +144,14 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		return PointerGetDatum(trigdata->tg_newtuple);
 
 	/*
-	 * A shard closed (or opened again) changes where the feed's keys go:
-	 * it waits for the writers that placed changes by the layout before
-	 * (shards.c), as a shard that goes away does.
+	 * A shard closed (or opened again), or added open, changes where the
+	 * feed's keys go: it waits for the writers that placed changes by the
+	 * layout before (shards.c), as a shard that goes away does.  One added
+	 * by hand to a resharded feed moves keys among its children.  (A new
+	 * feed's shards, and cfeed.reshard's children, find the lock free or
+	 * held by their own transaction.)
 	 */
-	if (closed_changed)
+	if (closed_changed || (TRIGGER_FIRED_BY_INSERT(ev) && !shard_closed(trigdata, false)))
 		(void) cfeed_shards_lock(shard_column(trigdata, Anum_shard_feed_id, false),
 								 AccessExclusiveLock);
 

@@ -78,24 +78,29 @@
  *
  * Resharding: the same lock keeps a feed's layout while a writer that
  * placed a change by it is in progress.  cfeed.reshard takes it in
- * exclusive mode (and the guard trigger for a shard closed by hand), so
+ * exclusive mode (and the guard trigger for a shard closed, opened or
+ * added open by hand: each changes where keys go), so
  * it commits after every change placed by the old layout, and every change
  * placed after it commits after it, by the new layout (its invalidation is
  * seen at 3).  A closed shard is refused at 1 or, for a shard this backend
  * did not know, by the SQL path's check.  A key's shard given to SQL
  * (cfeed.shard_for, the tracked SQL path) is chosen under the lock too,
- * where the transaction can write (cfeed_shard_of_key), so that the
- * INSERT that follows is not refused by a reshard committed in between;
- * where it cannot (read-only, a hot standby, parallel mode) nothing is
- * locked and the shard is the layout's as of the last invalidation.
+ * where the transaction can write and the current user may write the feed
+ * (cfeed_shard_of_key), so that the INSERT that follows is not refused by
+ * a reshard committed in between; elsewhere (read-only, a hot standby,
+ * parallel mode, a role without a write grant on the feed) nothing is
+ * locked and the shard is the layout's as of the last invalidation.  A
+ * role that may not write the feed cannot hold its lock, by shard_for or
+ * by an INSERT (change_guard checks the grant first, guard.c), and so
+ * cannot keep the feed from being resharded.
  *
  * Locking protocol, in short: a writer of a change (direct, or an INSERT's
- * check, or cfeed.shard_for where it can write) holds its feed's shards
- * lock (locks.c) in share mode until its transaction ends; a transaction
- * that takes a shard away or closes one holds it in exclusive mode; a
- * transaction that moves a shard between sweep groups holds both groups'
- * sweep locks.  The layouts are cached per backend (cache.h) until
- * shard_config's next invalidation.
+ * check, or cfeed.shard_for where it can write the feed) holds its feed's
+ * shards lock (locks.c) in share mode until its transaction ends; a
+ * transaction that takes a shard away, closes or opens one, or adds an
+ * open one holds it in exclusive mode; a transaction that moves a shard
+ * between sweep groups holds both groups' sweep locks.  The layouts are
+ * cached per backend (cache.h) until shard_config's next invalidation.
  *
  *-------------------------------------------------------------------------
  */
@@ -315,8 +320,9 @@ shard_counts_invalidate(Oid relid)
 
 /*
  * cfeed_shards_guarded
- *		Whether cfeed.shard_config has its guard trigger, always enabled; without it the shard counts are not cached and the direct
- *		path is not taken.
+ *		Whether cfeed.shard_config has its guard trigger, always enabled;
+ *		without it the shard counts are not cached and the direct path is
+ *		not taken.
  */
 bool
 cfeed_shards_guarded(void)
@@ -422,17 +428,20 @@ shards_locked(int32 feed_id, uint64 gen)
  *		by the feed's layout as of the last committed change to its shards,
  *		under the feed's shards lock in share mode, held until the
  *		transaction ends, where it can be taken (the transaction can write:
- *		not read-only, as on a standby, not in parallel mode; the guard
- *		trigger is there; this transaction does not change the feed's shards
- *		itself), so that the layout stays the one the key was placed by
- *		until the change commits.  Errors as cfeed_check_layout.
+ *		not read-only, as on a standby, not in parallel mode; the current
+ *		user may write the feed, so that no other role can keep the feed
+ *		from being resharded; the guard trigger is there; this transaction
+ *		does not change the feed's shards itself), so that the layout stays
+ *		the one the key was placed by until the change commits.  Errors as
+ *		cfeed_check_layout.
  */
 int32
 cfeed_shard_of_key(int32 feed_id, const char *key, int keylen)
 {
 	uint64		gen;
 
-	if (!XactReadOnly && !IsInParallelMode() && cfeed_shards_guarded())
+	if (!XactReadOnly && !IsInParallelMode() && cfeed_may_write_feed(feed_id) &&
+		cfeed_shards_guarded())
 	{
 		int32		shard = cfeed_shard_locked(feed_id, key, keylen, -1);
 
