@@ -274,6 +274,26 @@ cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
 }
 
 /*
+ * cfeed_shard_has_after
+ *		Whether cfeed.change holds a stamped change of the shard numbered
+ *		above bound as of the snapshot (one probe of change_sequence_idx).
+ */
+bool
+cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot)
+{
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
+	int64		number;
+	bool		found;
+
+	found = head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
+					   F_INT8GT, bound, ForwardScanDirection, &number, NULL);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * cfeed_shard_has_pending
  *		Whether cfeed.change holds an unstamped change of the shard as of the
  *		snapshot (change_pending_idx, whose entries are the backlog a sweep
