@@ -214,3 +214,14 @@ RESET ROLE;
 DROP TABLE public.gr_secret;
 DROP OWNED BY regress_gr_member;
 DROP ROLE regress_gr_member;
+
+-- children inserted by hand (a logical subscriber's step 1, docs/replication.md)
+-- get the groups' leases too, at their start; a shard without a parent none
+SELECT cfeed.create_feed('byhand', 1);
+SELECT count(cfeed.publish(6, 0)) FROM generate_series(1, 2);
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('h', 6, 'a');
+INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent)
+VALUES (6, 1, 0, true, 0), (6, 2, 0, true, 0);
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (6, 3);
+SELECT shard, owner, epoch, cursor - 2000000000000000 AS at FROM cfeed.lease
+WHERE group_name = 'h' AND feed_id = 6 ORDER BY shard;

@@ -22,12 +22,10 @@
  *	  it, then tries again), so that writers never queue behind a reshard
  *	  waiting for a long transaction; 55P03 after wait_ms.  The guard
  *	  trigger of shard_config (shard_guard.c) sends the invalidation that
- *	  makes every backend route by the new layout after the commit.
- *
- *	  Consumer groups: in the same transaction, every group with a lease
- *	  on a parent gets a free lease on each child at the child's start
- *	  (write_layout), which cfeed.acquire hands out once the group has
- *	  consumed the parent (docs/consumer-groups.md, "Splits").
+ *	  makes every backend route by the new layout after the commit; its
+ *	  trigger shard_config_child_leases gives the consumer groups that read
+ *	  a parent their leases on its children (docs/consumer-groups.md,
+ *	  "Splits").
  *
  *-------------------------------------------------------------------------
  */
@@ -163,17 +161,8 @@ check_children(int32 feed_id, const CfeedLayout *layout, int32 shards)
 /*
  * write_layout
  *		Close the open shards f .. n-1 and create the children n .. n+k-1,
- *		each with its parent's sweep group and longpoll, and a free lease
- *		on each child at its start for every consumer group with a lease on
- *		its parent (inside SPI, as the caller: the guard trigger fires for
- *		every row).  The group reads the parent to its end and then the
- *		child from its start (cfeed.acquire hands the child out once the
- *		parent is consumed), whatever start_at its members pass and however
- *		many splits happen before they call again; retention, which keeps
- *		every change after a lease's cursor, keeps the child's changes for
- *		it meanwhile.  A group whose first leases commit while the feed is
- *		resharded gets them on the children at its next acquire, as a new
- *		group.
+ *		each with its parent's sweep group and longpoll (inside SPI, as the
+ *		caller: the guard trigger fires for every row).
  */
 static void
 write_layout(int32 feed_id, const CfeedLayout *layout, int32 shards)
@@ -200,14 +189,6 @@ write_layout(int32 feed_id, const CfeedLayout *layout, int32 shards)
 	if (SPI_processed != (uint64) shards)
 		elog(ERROR, "cfeed.reshard created " UINT64_FORMAT " shards of feed %d, not %d",
 			 SPI_processed, feed_id, shards);
-	cfeed_spi_exec("INSERT INTO cfeed.lease (group_name, feed_id, shard, owner, cursor, epoch, expires_at)"
-				   " SELECT l.group_name, c.feed_id, c.shard, NULL, c.start_sequence_number, 0, NULL"
-				   " FROM cfeed.shard_config c"
-				   " JOIN cfeed.lease l ON l.feed_id OPERATOR(pg_catalog.=) c.feed_id"
-				   "  AND l.shard OPERATOR(pg_catalog.=) c.parent"
-				   " WHERE c.feed_id OPERATOR(pg_catalog.=) $1 AND c.shard OPERATOR(pg_catalog.>=) $3"
-				   " ORDER BY l.group_name, c.shard",
-				   4, types, values, NULL, SPI_OK_INSERT);
 }
 
 /*

@@ -210,6 +210,41 @@ COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key:
 /* ---- consumer groups follow splits ---- */
 
 /*
+ * A child shard (a row of shard_config with a parent: cfeed.reshard's, or
+ * one a logical subscriber's operator inserts, docs/replication.md) gets,
+ * in the transaction that creates it, a free lease at its start (owner
+ * null, epoch 0, as acquire's new leases) for every group with a lease on
+ * its parent.  The group reads the parent to its end and then the child
+ * from its start (acquire hands the child out once the parent is
+ * consumed), whatever start_at its members pass and however many splits
+ * happen before they call again; retention, which keeps every change
+ * after a lease's cursor, keeps the child's changes for it meanwhile.  A
+ * group whose first leases commit while the feed is resharded gets its
+ * leases on the children at its next acquire, as a new group.  The
+ * extension owner's: a member may not write leases of groups it is not
+ * in; only the owner inserts into shard_config.
+ */
+CREATE FUNCTION cfeed._child_leases() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	INSERT INTO cfeed.lease (group_name, feed_id, shard, owner, cursor, epoch, expires_at)
+	SELECT l.group_name, c.feed_id, c.shard, NULL, c.start_sequence_number, 0, NULL
+	FROM new_shards c
+	JOIN cfeed.lease l ON l.feed_id = c.feed_id AND l.shard = c.parent
+	ORDER BY l.group_name, c.feed_id, c.shard
+	ON CONFLICT DO NOTHING;
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._child_leases() IS 'internal: trigger of shard_config: a new child shard gets a free lease at its start for every group with a lease on its parent';
+REVOKE ALL ON FUNCTION cfeed._child_leases() FROM PUBLIC;
+CREATE TRIGGER shard_config_child_leases AFTER INSERT ON cfeed.shard_config
+	REFERENCING NEW TABLE AS new_shards
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._child_leases();
+
+/*
  * cfeed._read_to_end (src/splits.c): whether a cursor has read a closed
  * shard to its end: no change after it, and no unstamped change left on
  * the shard (ended: its head can never grow).  The head may be a number
@@ -262,8 +297,9 @@ COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the group''s l
  * out again once the parent is consumed again.
  *
  * The groups that had a lease on a parent got theirs on its children
- * from cfeed.reshard, at the children's start (whatever start_at their
- * members pass, and however many splits happen between two calls).  The
+ * when the children were created (cfeed._child_leases), at the
+ * children's start (whatever start_at their members pass, and however
+ * many splits happen between two calls).  The
  * leases acquire creates are a new group's, or a group's that began
  * while the feed was resharded: every shard at start_at (a time before
  * the split gives a cursor in the parent and the child's beginning, a
