@@ -220,9 +220,9 @@ COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key:
  * happen before they call again; retention, which keeps every change
  * after a lease's cursor, keeps the child's changes for it meanwhile.  A
  * group whose first leases commit while the feed is resharded gets its
- * leases on the children at its next acquire, as a new group.  The
- * extension owner's: a member may not write leases of groups it is not
- * in; only the owner inserts into shard_config.
+ * leases on the children at its next acquire, as a new group.  SECURITY
+ * DEFINER: whoever may create a shard gives the groups their leases on
+ * it, whatever its own privileges on cfeed.lease and its read policy.
  */
 CREATE FUNCTION cfeed._child_leases() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
