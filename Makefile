@@ -38,7 +38,8 @@ OBJS = \
 	src/epoch.o \
 	src/change_id.o \
 	src/dead_letters.o \
-	src/reshard.o
+	src/reshard.o \
+	src/splits.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

@@ -142,3 +142,86 @@ DELETE FROM cfeed.change WHERE feed_id = 2 AND shard = 0 AND change_sequence_num
 SELECT cfeed.head(2, 0) - 2000000000000000 AS head;
 SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000002);
 SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('h', 2, 'x');
+
+
+-- two splits between two calls of a member that passes start_at (as cfeed
+-- tail --group --from does on every call): reshard gave the group leases on
+-- the children, and on theirs, at their starts, so no change is skipped
+SELECT cfeed.create_feed('twice', 1);
+SELECT count(cfeed.publish(3, 0)) FROM generate_series(1, 3);
+SELECT pg_temp.stamped();
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('t', 3, 'a');
+SELECT count(*) FROM cfeed.reshard(3, 2);
+SELECT count(cfeed.publish(3, s)) FROM generate_series(1, 2) s, generate_series(1, 2);
+SELECT pg_temp.stamped();
+SELECT count(*) FROM cfeed.reshard(3, 4);
+SELECT count(cfeed.publish(3, s)) FROM generate_series(3, 6) s, generate_series(1, 2);
+SELECT pg_temp.stamped();
+SELECT l.shard, l.owner, l.epoch, l.cursor - s.start_sequence_number AS at
+FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
+WHERE l.group_name = 't' AND l.feed_id = 3 ORDER BY l.shard;
+SELECT array_agg(shard ORDER BY shard) AS a
+FROM cfeed.acquire('t', 3, 'a', start_at => clock_timestamp());
+SELECT l.shard, l.cursor - s.start_sequence_number AS at
+FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
+WHERE l.group_name = 't' AND l.feed_id = 3 ORDER BY l.shard;
+
+-- retention keeps a child's changes for the groups that read its parent,
+-- before any member called acquire after the split: r has 2 changes of
+-- shard 0 and the 3 of each child to read
+SELECT cfeed.create_feed('kept', 1);
+SELECT count(cfeed.publish(4, 0)) FROM generate_series(1, 3);
+SELECT pg_temp.stamped();
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('r', 4, 'a');
+SELECT cfeed.checkpoint('r', 4, 0, 'a', 1, 2000000000000001);
+SELECT count(*) FROM cfeed.reshard(4, 2);
+SELECT count(cfeed.publish(4, s)) FROM generate_series(1, 2) s, generate_series(1, 3);
+SELECT pg_temp.stamped();
+UPDATE cfeed.feed SET retention = interval '10 milliseconds' WHERE feed_id = 4;
+SELECT pg_sleep(0.05);
+SELECT cfeed._apply_retention() AS deleted;
+SELECT shard, count(*) AS left FROM cfeed.change WHERE feed_id = 4 GROUP BY shard ORDER BY shard;
+SELECT l.shard, l.cursor - s.start_sequence_number AS at
+FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
+WHERE l.group_name = 'r' AND l.feed_id = 4 ORDER BY l.shard;
+
+-- a member that may not read some changes of a parent (the read policy
+-- hides the changes of a table it may not SELECT) does not decide that its
+-- group consumed it: the children stay parked until the group's cursor is
+-- past every change of the parent
+SELECT cfeed.create_feed('hidden', 1);
+CREATE TABLE public.gr_secret (id int PRIMARY KEY, v text);
+SELECT cfeed.track('public.gr_secret', 5);
+SELECT count(cfeed.publish(5, 0)) FROM generate_series(1, 2);
+INSERT INTO public.gr_secret VALUES (1, 'x');
+SELECT pg_temp.stamped();
+CREATE ROLE regress_gr_member;
+GRANT SELECT ON cfeed.change, cfeed.row_image, cfeed.shard, cfeed.feed TO regress_gr_member;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cfeed.lease TO regress_gr_member;
+SELECT cfeed.grant_read(5, 'regress_gr_member');
+SET ROLE regress_gr_member;
+SELECT count(*) AS seen FROM cfeed.change WHERE feed_id = 5;
+SELECT array_agg(shard ORDER BY shard) AS m FROM cfeed.acquire('s', 5, 'm');
+SELECT cfeed.checkpoint('s', 5, 0, 'm', 1, 2000000000000002);
+RESET ROLE;
+SELECT count(*) FROM cfeed.reshard(5, 2);
+SET ROLE regress_gr_member;
+SELECT cfeed._read_to_end(5, 0, 2000000000000002) AS read_to_end,
+	   cfeed._read_to_end(5, 0, 2000000000000003) AS read_to_end_3,
+	   cfeed._read_to_end(1, 0, 2000000000000003) AS other_feed;
+SELECT array_agg(shard ORDER BY shard) AS m FROM cfeed.acquire('s', 5, 'm');
+RESET ROLE;
+DROP TABLE public.gr_secret;
+DROP OWNED BY regress_gr_member;
+DROP ROLE regress_gr_member;
+
+-- children inserted by hand (a logical subscriber's step 1, docs/replication.md)
+-- get the groups' leases too, at their start; a shard without a parent none
+SELECT cfeed.create_feed('byhand', 1);
+SELECT count(cfeed.publish(6, 0)) FROM generate_series(1, 2);
+SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('h', 6, 'a');
+INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent)
+VALUES (6, 1, 0, true, 0), (6, 2, 0, true, 0);
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (6, 3);
+SELECT shard, owner, epoch, cursor - 2000000000000000 AS at FROM cfeed.lease
+WHERE group_name = 'h' AND feed_id = 6 ORDER BY shard;

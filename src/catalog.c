@@ -36,6 +36,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/xid8.h"
 
 #include "cache.h"
 #include "cfeed.h"
@@ -274,17 +275,36 @@ cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
 }
 
 /*
- * cfeed_shard_has_pending
- *		Whether cfeed.change holds an unstamped change of the shard as of the
- *		snapshot (change_pending_idx, whose entries are the backlog a sweep
- *		reads: all of them are looked at, since it is not ordered by shard).
+ * cfeed_shard_has_after
+ *		Whether cfeed.change holds a stamped change of the shard numbered
+ *		above bound as of the snapshot (one probe of change_sequence_idx).
  */
 bool
-cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot)
+cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot)
 {
 	Relation	rel = cfeed_table_open("change", AccessShareLock);
-	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
-	SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, 0, NULL);
+	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
+	int64		number;
+	bool		found;
+
+	found = head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
+					   F_INT8GT, bound, ForwardScanDirection, &number, NULL);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * pending_scan
+ *		Look through change_pending_idx (all of it, or with a key on
+ *		writer_xid that writer's entries only) for an unstamped change of
+ *		the shard as of the snapshot; its writer in *writer.
+ */
+static bool
+pending_scan(Relation rel, Oid pending, Snapshot snapshot, int32 feed_id, int32 shard,
+			 int nkeys, ScanKey keys, FullTransactionId *writer)
+{
+	SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, nkeys, keys);
 	TupleDesc	desc = RelationGetDescr(rel);
 	HeapTuple	tup;
 	bool		found = false;
@@ -296,11 +316,61 @@ cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot)
 		CHECK_FOR_INTERRUPTS();
 		found = DatumGetInt32(heap_getattr(tup, Anum_change_feed_id, desc, &isnull)) == feed_id &&
 			DatumGetInt32(heap_getattr(tup, Anum_change_shard, desc, &isnull)) == shard;
+		if (found)
+			*writer = DatumGetFullTransactionId(heap_getattr(tup, Anum_change_writer_xid,
+															 desc, &isnull));
 	}
 	systable_endscan(scan);
+	return found;
+}
+
+/*
+ * cfeed_shard_pending_writer
+ *		Whether cfeed.change holds an unstamped change of the shard as of the
+ *		snapshot, and the writer of one in *writer (invalid when none).
+ *		change_pending_idx, whose entries are the backlog a sweep reads, is
+ *		not ordered by shard: all of it may have to be looked at.  With a
+ *		valid *writer (the one a previous call found), that writer's
+ *		entries are probed first: while it still has a change of the shard
+ *		pending, which is the common case for a caller that polls, the
+ *		answer costs one probe.
+ */
+bool
+cfeed_shard_pending_writer(int32 feed_id, int32 shard, Snapshot snapshot,
+						   FullTransactionId *writer)
+{
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+	bool		found = false;
+
+	if (FullTransactionIdIsValid(*writer))
+	{
+		ScanKeyData key;
+
+		ScanKeyInit(&key, Anum_change_writer_xid, BTEqualStrategyNumber, F_XID8EQ,
+					FullTransactionIdGetDatum(*writer));
+		found = pending_scan(rel, pending, snapshot, feed_id, shard, 1, &key, writer);
+	}
+	if (!found)
+		found = pending_scan(rel, pending, snapshot, feed_id, shard, 0, NULL, writer);
+	if (!found)
+		*writer = InvalidFullTransactionId;
 	UnlockRelationOid(pending, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
+}
+
+/*
+ * cfeed_shard_has_pending
+ *		Whether cfeed.change holds an unstamped change of the shard as of the
+ *		snapshot (cfeed_shard_pending_writer).
+ */
+bool
+cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot)
+{
+	FullTransactionId writer = InvalidFullTransactionId;
+
+	return cfeed_shard_pending_writer(feed_id, shard, snapshot, &writer);
 }
 
 /*

@@ -157,6 +157,9 @@ extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 								const char *detail);
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
+extern bool cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot);
+extern bool cfeed_shard_pending_writer(int32 feed_id, int32 shard, Snapshot snapshot,
+									   FullTransactionId *writer);
 extern bool cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot);
 extern bool cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum,
 							   const char *attname, Datum *value);

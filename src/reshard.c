@@ -23,7 +23,10 @@
  *	  waiting for a long transaction; 55P03 after wait_ms, or after the
  *	  session's lock_timeout when it is positive and smaller.  The guard
  *	  trigger of shard_config (shard_guard.c) sends the invalidation that
- *	  makes every backend route by the new layout after the commit.
+ *	  makes every backend route by the new layout after the commit; its
+ *	  trigger shard_config_child_leases gives the consumer groups that read
+ *	  a parent their leases on its children (docs/consumer-groups.md,
+ *	  "Splits").
  *
  *-------------------------------------------------------------------------
  */

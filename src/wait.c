@@ -102,13 +102,15 @@ snapshot_behind(void)
  *		Whether a closed shard has ended: no unstamped change is left on it
  *		(fresh snapshot), so its head can never grow again.  Reads its head
  *		into *sh again, after that snapshot: a sweep may have stamped its
- *		last changes since *sh was read.
+ *		last changes since *sh was read.  *writer is the writer of a pending
+ *		change the previous call found, probed first (one index probe per
+ *		wake-up while it is still pending, instead of a scan of the backlog).
  */
 static bool
-shard_ended(CfeedShard *sh)
+shard_ended(CfeedShard *sh, FullTransactionId *writer)
 {
 	Snapshot	snapshot = cfeed_fresh_snapshot();
-	bool		ended = !cfeed_shard_has_pending(sh->feed_id, sh->shard, snapshot);
+	bool		ended = !cfeed_shard_pending_writer(sh->feed_id, sh->shard, snapshot, writer);
 
 	UnregisterSnapshot(snapshot);
 	if (ended && !cfeed_shard_fetch(sh->feed_id, sh->shard, NULL, true, sh))
@@ -137,6 +139,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
 	XLogRecPtr	conflict = InvalidXLogRecPtr;
 	TimestampTz conflict_seen = 0;
+	FullTransactionId pending_writer = InvalidFullTransactionId;
 	CfeedShard	sh;
 
 	if (cv != NULL)
@@ -152,7 +155,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 					 errmsg("shard %d of feed %d was dropped while waiting", shard, feed_id)));
 		if (sh.last_number > cursor)
 			break;
-		if (sh.closed && shard_ended(&sh))
+		if (sh.closed && shard_ended(&sh, &pending_writer))
 			break;
 		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)

@@ -210,29 +210,73 @@ COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key:
 /* ---- consumer groups follow splits ---- */
 
 /*
- * cfeed._consumed: whether a group has consumed a shard: the shard is
- * ended (closed, nothing unstamped left on it: its head can never grow)
- * and the group's lease on it has its cursor at the head, or no change
- * after its cursor (the head may be a number whose change was deleted,
- * which no member can read and checkpoint).  A child of a shard is handed
- * to an owner only once the group has consumed the parent, and a consumed
- * shard holds no lease any more (cfeed.acquire).  Lookups by primary key
- * and one probe of change_sequence_idx; the caller's privileges.
+ * A child shard (a row of shard_config with a parent: cfeed.reshard's, or
+ * one a logical subscriber's operator inserts, docs/replication.md) gets,
+ * in the transaction that creates it, a free lease at its start (owner
+ * null, epoch 0, as acquire's new leases) for every group with a lease on
+ * its parent.  The group reads the parent to its end and then the child
+ * from its start (acquire hands the child out once the parent is
+ * consumed), whatever start_at its members pass and however many splits
+ * happen before they call again; retention, which keeps every change
+ * after a lease's cursor, keeps the child's changes for it meanwhile.  A
+ * group whose first leases commit while the feed is resharded gets its
+ * leases on the children at its next acquire, as a new group.  SECURITY
+ * DEFINER: whoever may create a shard gives the groups their leases on
+ * it, whatever its own privileges on cfeed.lease and its read policy.
+ */
+CREATE FUNCTION cfeed._child_leases() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	INSERT INTO cfeed.lease (group_name, feed_id, shard, owner, cursor, epoch, expires_at)
+	SELECT l.group_name, c.feed_id, c.shard, NULL, c.start_sequence_number, 0, NULL
+	FROM new_shards c
+	JOIN cfeed.lease l ON l.feed_id = c.feed_id AND l.shard = c.parent
+	ORDER BY l.group_name, c.feed_id, c.shard
+	ON CONFLICT DO NOTHING;
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._child_leases() IS 'internal: trigger of shard_config: a new child shard gets a free lease at its start for every group with a lease on its parent';
+REVOKE ALL ON FUNCTION cfeed._child_leases() FROM PUBLIC;
+CREATE TRIGGER shard_config_child_leases AFTER INSERT ON cfeed.shard_config
+	REFERENCING NEW TABLE AS new_shards
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._child_leases();
+
+/*
+ * cfeed._read_to_end (src/splits.c): whether a cursor has read a closed
+ * shard to its end: no change after it, and no unstamped change left on
+ * the shard (ended: its head can never grow).  The head may be a number
+ * whose change was deleted, which no member can read and checkpoint, so
+ * it is "no change after the cursor", over every change of the shard: a
+ * member that may not see some of them (the read policy of cfeed.change)
+ * must not decide the group consumed the shard early.  Answers only that
+ * boolean, for a feed the caller may read (null otherwise); the scan of
+ * the unstamped changes comes last, when the rest says yes.
+ */
+CREATE FUNCTION cfeed._read_to_end(feed_id int, shard int, cursor bigint) RETURNS bool
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_read_to_end';
+COMMENT ON FUNCTION cfeed._read_to_end(int, int, bigint) IS 'internal: the shard is closed, has no change after cursor and nothing unstamped left (null for a feed the caller may not read)';
+
+/*
+ * cfeed._consumed: whether a group has consumed a shard: its lease on it
+ * has read the closed shard to its end (cfeed._read_to_end).  A child of
+ * a shard is handed to an owner only once the group has consumed the
+ * parent, and a consumed shard holds no lease any more (cfeed.acquire).
+ * One lookup of the lease by primary key, with the caller's privileges.
  */
 CREATE FUNCTION cfeed._consumed(group_name text, feed_id int, shard int) RETURNS bool
 	LANGUAGE sql STABLE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 	SELECT EXISTS (
-		SELECT FROM cfeed.shard s
-		JOIN cfeed.lease l ON l.group_name = $1 AND l.feed_id = s.feed_id AND l.shard = s.shard
-		WHERE s.feed_id = $2 AND s.shard = $3 AND s.ended
-		  AND (l.cursor >= s.last_change_sequence_number
-			   OR NOT EXISTS (SELECT FROM cfeed.change c
-							  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
-								AND c.change_sequence_number > l.cursor)))
+		SELECT FROM cfeed.lease l
+		WHERE l.group_name = $1 AND l.feed_id = $2 AND l.shard = $3
+		  AND cfeed._read_to_end(l.feed_id, l.shard, l.cursor))
 $fn$;
-COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is ended and the group''s cursor on it is at its head, or has no change after it (cfeed.acquire)';
+COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the group''s lease on the shard has read the closed shard to its end (cfeed.acquire)';
 
 /*
  * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
@@ -252,12 +296,14 @@ COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the shard is e
  * too: its holder's next checkpoint is refused, and the child is handed
  * out again once the parent is consumed again.
  *
- * A child's new lease starts at the child's beginning, whatever start_at,
- * when the group already had a lease on its parent: the group reads the
- * parent to its end first, and the child goes on from there.  (A new
- * group positions every shard at start_at: a time before the split gives
- * a cursor in the parent and the child's beginning, a later one the
- * parent's head and a cursor in the child.)
+ * The groups that had a lease on a parent got theirs on its children
+ * when the children were created (cfeed._child_leases), at the
+ * children's start (whatever start_at their members pass, and however
+ * many splits happen between two calls).  The
+ * leases acquire creates are a new group's, or a group's that began
+ * while the feed was resharded: every shard at start_at (a time before
+ * the split gives a cursor in the parent and the child's beginning, a
+ * later one the parent's head and a cursor in the child).
  *
  * The parked shards are found by one scan of the feed's closed shards and
  * children (none on a feed never resharded), with a lookup of the leases
@@ -306,15 +352,11 @@ BEGIN
 	v_expires := v_now + pg_catalog.make_interval(secs => acquire.ttl_ms / 1000.0);
 
 	-- Missing leases: free, positioned just before the first change to
-	-- read; a child's from its beginning when the group reads its parent.
+	-- read.
 	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
 								  expires_at, updated_at)
 	SELECT v_group, s.feed_id, s.shard, NULL,
-		   CASE WHEN acquire.start_at IS NULL
-					 OR (s.parent IS NOT NULL
-						 AND EXISTS (SELECT FROM cfeed.lease p
-									 WHERE p.group_name = v_group AND p.feed_id = s.feed_id
-									   AND p.shard = s.parent)) THEN
+		   CASE WHEN acquire.start_at IS NULL THEN
 				COALESCE((SELECT GREATEST(c.change_sequence_number, -9223372036854775807) - 1
 						  FROM cfeed.change c
 						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard

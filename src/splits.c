@@ -1,0 +1,57 @@
+/*-------------------------------------------------------------------------
+ *
+ * splits.c
+ *	  cfeed._read_to_end: whether a cursor has read a closed shard to its
+ *	  end, for cfeed._consumed (consumer groups across splits,
+ *	  docs/consumer-groups.md "Splits").
+ *
+ *	  The answer depends on every change of the shard, also those the
+ *	  caller may not read (the read policy of cfeed.change hides the
+ *	  changes of tables it may not SELECT): a member that does not see a
+ *	  parent's last changes must not decide that its group consumed the
+ *	  parent, and hand the children out before those changes are read.  So
+ *	  the shard is probed by direct index access, below the policy, for a
+ *	  caller that may read the feed, and only a boolean comes out.
+ *
+ *	  The cheap tests come first: the shard is closed (shard_config), no
+ *	  stamped change is after the cursor (one probe of change_sequence_idx;
+ *	  not "the cursor is at the head": the head may be a number whose
+ *	  change was deleted, which no member can read and checkpoint), and
+ *	  only then the scan of the unstamped changes (change_pending_idx, not
+ *	  ordered by shard), all in the statement's snapshot.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "utils/snapmgr.h"
+
+#include "cfeed.h"
+
+PG_FUNCTION_INFO_V1(cfeed_read_to_end);
+
+/*
+ * cfeed_read_to_end
+ *		SQL: cfeed._read_to_end(feed_id int, shard int, cursor bigint)
+ *		returns bool (strict): whether the shard is closed, has no change
+ *		after cursor and no unstamped change left (its head can never grow
+ *		again); null when the caller may not read the feed, false for a
+ *		shard that does not exist.
+ */
+Datum
+cfeed_read_to_end(PG_FUNCTION_ARGS)
+{
+	int32		feed_id = PG_GETARG_INT32(0);
+	int32		shard = PG_GETARG_INT32(1);
+	int64		cursor = PG_GETARG_INT64(2);
+	Snapshot	snapshot = GetActiveSnapshot();
+	CfeedShard	sh;
+
+	if (!cfeed_may_read_feed(feed_id))
+		PG_RETURN_NULL();
+	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed ||
+		cfeed_shard_has_after(feed_id, shard, cursor, snapshot))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(!cfeed_shard_has_pending(feed_id, shard, snapshot));
+}
