@@ -43,8 +43,11 @@ COMMENT ON FUNCTION cfeed._sqled_owner() IS 'internal (SQL edition): whether the
  * the shard up with a new snapshot; 23503 when it does not exist, 55000
  * when it is closed (cfeed.reshard, which holds the lock in exclusive mode
  * until it commits: a change placed by the layout before is committed
- * before the shard closes, and one placed after sees it closed).  Returns
- * the shard's start value.  As the caller, through cfeed._sqled_shard_starts
+ * before the shard closes, and one placed after sees it closed).  In
+ * REPEATABLE READ and SERIALIZABLE the snapshot may predate the close, so
+ * the shard's row is locked FOR SHARE first (cfeed._sqled_shard_current):
+ * 40001 when it changed since the snapshot.  Returns the shard's start
+ * value.  As the caller, through cfeed._sqled_shard_starts
  * (the shards of the feeds it may write): the guard asks only for a feed
  * the writer may write (else the write policy refuses the row).
  */
@@ -57,6 +60,9 @@ DECLARE
 	v_closed bool;
 BEGIN
 	PERFORM pg_catalog.pg_advisory_xact_lock_shared(1667655013, _sqled_shard_start.feed_id);
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		PERFORM cfeed._sqled_shard_current(_sqled_shard_start.feed_id, _sqled_shard_start.shard);
+	END IF;
 	SELECT s.start_sequence_number, s.closed INTO v_start, v_closed
 	FROM cfeed._sqled_shard_starts s
 	WHERE s.feed_id = _sqled_shard_start.feed_id AND s.shard = _sqled_shard_start.shard;
@@ -79,6 +85,28 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_shard_start(int, int) IS 'internal (SQL edition): checks that a written change''s shard exists (23503) and is open (55000), holding its feed''s shards lock; returns the shard''s start value';
+
+/*
+ * cfeed._sqled_shard_current: in REPEATABLE READ or SERIALIZABLE, 40001
+ * when a shard's row was changed (closed by cfeed.reshard, deleted) by a
+ * transaction the snapshot does not see: the row is locked FOR SHARE
+ * until the transaction ends, which PostgreSQL refuses for a row updated
+ * after the snapshot (and waits for an update in progress).  SECURITY
+ * DEFINER: writers have no privilege on cfeed.shard_config; called by the
+ * writers' check for feeds they may write (any role may also hold the
+ * feed's shards lock, an advisory lock, see above).
+ */
+CREATE FUNCTION cfeed._sqled_shard_current(feed_id int, shard int) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM FROM cfeed.shard_config s
+	WHERE s.feed_id = _sqled_shard_current.feed_id AND s.shard = _sqled_shard_current.shard
+	FOR SHARE;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_shard_current(int, int) IS 'internal (SQL edition): locks a shard''s row FOR SHARE: 40001 in REPEATABLE READ or SERIALIZABLE when it changed after the snapshot';
 
 /*
  * cfeed._sqled_shard_closed: 55000 for a write to a closed shard, as
