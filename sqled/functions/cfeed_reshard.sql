@@ -12,8 +12,9 @@
  * lock's holders without joining its queue, reshard waits in the queue
  * (lock_timeout wait_ms, the only wait SQL has that ends when the holders
  * end): while it waits, the feed's new writers queue behind it, up to
- * wait_ms; 55P03 after wait_ms (wait_ms 0: no wait).  The layout is read again once the
- * lock is held (READ COMMITTED: each statement's snapshot is new).  The
+ * wait_ms; 55P03 after wait_ms (wait_ms 0: no wait).  The layout is read
+ * again once the lock is held (READ COMMITTED: each statement's snapshot
+ * is new).  The
  * extension's owner's and superusers' only (the owner of cfeed's tables
  * in the SQL edition), checked here too for a role granted EXECUTE.
  */
