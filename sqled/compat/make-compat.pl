@@ -6,11 +6,13 @@
 # file, and none while ECHO is none) and the differences by design of
 # compat/differences.pl applied, into OUTDIR/sql and OUTDIR/expected.
 #
-# After "--", isolation specs: test/specs/NAME.spec with the extension's
+# After "--", isolation specs: test/specs/NAME.spec (or the SQL edition's
+# own, sqled/specs/NAME.spec with sqled/expected/NAME.out) with the extension's
 # CREATE and DROP EXTENSION replaced by installing and dropping the SQL
 # edition (the script without its BEGIN and COMMIT, read by pg_read_file:
 # the specs run as the bootstrap superuser), into OUTDIR/iso/specs, and
-# test/expected/NAME.out as it is (a spec's output shows no setup).
+# test/expected/NAME.out with the differences of compat/differences.pl
+# under "NAME.spec" applied (a spec's output shows no setup).
 #
 #   perl compat/make-compat.pl TOPDIR OUTDIR SCRIPT NAME... [-- SPEC...]
 use strict;
@@ -98,11 +100,21 @@ if (@specs)
 	mkdir "$out/iso/expected";
 	for my $name (@specs)
 	{
-		my $spec = slurp("$top/test/specs/$name.spec");
+		# the SQL edition's own specs (sqled/specs, expected output in
+		# sqled/expected) or the extension's
+		my $own = -e "$top/sqled/specs/$name.spec";
+		my $spec = slurp($own ? "$top/sqled/specs/$name.spec" : "$top/test/specs/$name.spec");
 		$spec =~ s/CREATE EXTENSION (IF NOT EXISTS )?cfeed;/$install/g;
 		$spec =~ s/DROP EXTENSION (IF EXISTS )?cfeed( CASCADE)?;/$drop/g;
 		die "make-compat.pl: $name.spec still names the extension\n" if $spec =~ /EXTENSION/;
 		spew("$out/iso/specs/$name.spec", $spec);
-		spew("$out/iso/expected/$name.out", slurp("$top/test/expected/$name.out"));
+		my $expected = slurp($own ? "$top/sqled/expected/$name.out" : "$top/test/expected/$name.out");
+		for my $d (@{ $differences{"$name.spec"} // [] })
+		{
+			my ($from, $to) = @$d;
+			$expected =~ s/\Q$from\E/$to/g
+			  or die "make-compat.pl: a difference of $name.spec is not in its expected output\n";
+		}
+		spew("$out/iso/expected/$name.out", $expected);
 	}
 }

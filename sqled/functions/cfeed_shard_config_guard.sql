@@ -1,7 +1,9 @@
 /*
  * cfeed._shard_config_guard(): BEFORE INSERT OR DELETE OR UPDATE OF
- * feed_id, shard, sweep_group on cfeed.shard_config (src/shard_guard.c):
- * a new shard's start value must be in range; a shard that goes away
+ * feed_id, shard, sweep_group, closed on cfeed.shard_config
+ * (src/shard_guard.c): a new shard's start value must be in range; a shard
+ * closed or opened again (where keys go changes) waits for the writers of
+ * its feed (their shards lock, in exclusive mode); a shard that goes away
  * waits for the writers of its feed (their shards lock, in exclusive mode)
  * and, outside replica mode, is refused (23503) while changes of it exist,
  * as seen by a new snapshot taken once the lock is held; a shard that
@@ -25,6 +27,9 @@ BEGIN
 					  HINT = 'Leave last_change_sequence_number to its default, 2000000000000000.';
 		END IF;
 		RETURN NEW;
+	END IF;
+	IF TG_OP = 'UPDATE' AND NEW.closed IS DISTINCT FROM OLD.closed THEN
+		PERFORM pg_catalog.pg_advisory_xact_lock(1667655013, OLD.feed_id);
 	END IF;
 	IF TG_OP = 'DELETE' OR NEW.feed_id IS DISTINCT FROM OLD.feed_id OR NEW.shard IS DISTINCT FROM OLD.shard THEN
 		PERFORM pg_catalog.pg_advisory_xact_lock(1667655013, OLD.feed_id);

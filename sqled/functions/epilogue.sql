@@ -11,8 +11,11 @@
  *                                    a time, taken before the sweep's snapshot;
  *                                    a shard moving between groups takes both
  *   (1667655013, feed_id)            the feed's shards lock: shared by every
- *                                    writer of a change, exclusive for a shard
- *                                    that goes away (instead of a foreign key)
+ *                                    writer of a change (and by shard_for where
+ *                                    the transaction can write), exclusive for
+ *                                    a shard that goes away (instead of a
+ *                                    foreign key), is closed or opened, and for
+ *                                    cfeed.reshard
  *   (1667655014, sweep_group)        the sweep_loop leader lock (session)
  *
  * An application that uses two-key advisory locks itself must keep away
@@ -37,8 +40,14 @@ COMMENT ON FUNCTION cfeed._sqled_owner() IS 'internal (SQL edition): whether the
  * foreign key of cfeed.change: takes the feed's shards lock in share mode
  * until the transaction ends (a shard that goes away takes it in exclusive
  * mode, so it waits for this writer and then sees its change), then looks
- * the shard up with a new snapshot; 23503 when it does not exist.  Returns
- * the shard's start value.  As the caller, through cfeed._sqled_shard_starts
+ * the shard up with a new snapshot; 23503 when it does not exist, 55000
+ * when it is closed (cfeed.reshard, which holds the lock in exclusive mode
+ * until it commits: a change placed by the layout before is committed
+ * before the shard closes, and one placed after sees it closed).  In
+ * REPEATABLE READ and SERIALIZABLE the snapshot may predate the close, so
+ * the shard's row is locked FOR SHARE first (cfeed._sqled_shard_current):
+ * 40001 when it changed since the snapshot.  Returns the shard's start
+ * value.  As the caller, through cfeed._sqled_shard_starts
  * (the shards of the feeds it may write): the guard asks only for a feed
  * the writer may write (else the write policy refuses the row).
  */
@@ -48,9 +57,13 @@ CREATE FUNCTION cfeed._sqled_shard_start(feed_id int, shard int) RETURNS bigint
 	AS $fn$
 DECLARE
 	v_start bigint;
+	v_closed bool;
 BEGIN
 	PERFORM pg_catalog.pg_advisory_xact_lock_shared(1667655013, _sqled_shard_start.feed_id);
-	SELECT s.start_sequence_number INTO v_start
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		PERFORM cfeed._sqled_shard_current(_sqled_shard_start.feed_id, _sqled_shard_start.shard);
+	END IF;
+	SELECT s.start_sequence_number, s.closed INTO v_start, v_closed
 	FROM cfeed._sqled_shard_starts s
 	WHERE s.feed_id = _sqled_shard_start.feed_id AND s.shard = _sqled_shard_start.shard;
 	IF NOT FOUND THEN
@@ -65,10 +78,105 @@ BEGIN
 				  DETAIL = 'Every change of cfeed.change belongs to a shard of cfeed.shard_config.',
 				  HINT = 'Shards are numbered from 0; add one by inserting into cfeed.shard.';
 	END IF;
+	IF v_closed THEN
+		PERFORM cfeed._sqled_shard_closed(_sqled_shard_start.feed_id, _sqled_shard_start.shard);
+	END IF;
 	RETURN v_start;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._sqled_shard_start(int, int) IS 'internal (SQL edition): checks that a written change''s shard exists (23503), holding its feed''s shards lock; returns the shard''s start value';
+COMMENT ON FUNCTION cfeed._sqled_shard_start(int, int) IS 'internal (SQL edition): checks that a written change''s shard exists (23503) and is open (55000), holding its feed''s shards lock; returns the shard''s start value';
+
+/*
+ * cfeed._sqled_shard_current: in REPEATABLE READ or SERIALIZABLE, 40001
+ * when a shard's row was changed (closed by cfeed.reshard, deleted) by a
+ * transaction the snapshot does not see: the row is locked FOR SHARE
+ * until the transaction ends, which PostgreSQL refuses for a row updated
+ * after the snapshot (and waits for an update in progress).  SECURITY
+ * DEFINER: writers have no privilege on cfeed.shard_config; called by the
+ * writers' check for feeds they may write (any role may also hold the
+ * feed's shards lock, an advisory lock, see above).
+ */
+CREATE FUNCTION cfeed._sqled_shard_current(feed_id int, shard int) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM FROM cfeed.shard_config s
+	WHERE s.feed_id = _sqled_shard_current.feed_id AND s.shard = _sqled_shard_current.shard
+	FOR SHARE;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_shard_current(int, int) IS 'internal (SQL edition): locks a shard''s row FOR SHARE: 40001 in REPEATABLE READ or SERIALIZABLE when it changed after the snapshot';
+
+/*
+ * cfeed._sqled_shard_closed: 55000 for a write to a closed shard, as
+ * src/shards.c words it.
+ */
+CREATE FUNCTION cfeed._sqled_shard_closed(feed_id int, shard int) RETURNS void
+	LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	RAISE EXCEPTION 'shard % of feed % is closed', shard, feed_id
+		USING ERRCODE = '55000',
+			  DETAIL = 'cfeed.reshard() closed it: its changes go on in its children.',
+			  HINT = pg_catalog.format('Place the change with cfeed.shard_for(%s, key).', feed_id);
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_shard_closed(int, int) IS 'internal (SQL edition): raises 55000 for a write to a closed shard';
+
+/*
+ * cfeed._sqled_layout: a feed's layout as src/shards.c reads it, with a new
+ * snapshot (VOLATILE, also when called from a STABLE function): its shard
+ * count, highest shard, lowest open shard and highest closed one (null
+ * when there is none); with lock, first the feed's shards lock in share
+ * mode until the transaction ends, so that the layout read is the one the
+ * transaction's writes are checked against (cfeed.shard_for where the
+ * transaction can write).  For cfeed.shard_for (SECURITY DEFINER) and
+ * cfeed.reshard (the owner's) only.
+ */
+CREATE FUNCTION cfeed._sqled_layout(feed_id int, lock bool,
+									OUT shard_count int, OUT max_shard int, OUT first_open int, OUT max_closed int)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF _sqled_layout.lock THEN
+		PERFORM pg_catalog.pg_advisory_xact_lock_shared(1667655013, _sqled_layout.feed_id);
+	END IF;
+	SELECT pg_catalog.count(*)::int, pg_catalog.max(s.shard),
+		   pg_catalog.min(s.shard) FILTER (WHERE NOT s.closed),
+		   pg_catalog.max(s.shard) FILTER (WHERE s.closed)
+	INTO shard_count, max_shard, first_open, max_closed
+	FROM cfeed.shard_config s WHERE s.feed_id = _sqled_layout.feed_id;
+	IF shard_count = 0 THEN
+		RAISE EXCEPTION USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().',
+			MESSAGE = pg_catalog.format(CASE WHEN EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = _sqled_layout.feed_id)
+											 THEN 'feed %s has no shards' ELSE 'feed %s does not exist' END,
+										_sqled_layout.feed_id);
+	END IF;
+	IF max_shard <> shard_count - 1 THEN
+		RAISE EXCEPTION 'shards of feed % are not numbered 0..%', _sqled_layout.feed_id, shard_count - 1
+			USING ERRCODE = '55000',
+				  DETAIL = pg_catalog.format('The feed has %s shards, the highest being %s.', shard_count, max_shard),
+				  HINT = 'cfeed.shard_for() needs contiguous shard numbers starting at 0.';
+	END IF;
+	IF first_open IS NULL THEN
+		RAISE EXCEPTION 'feed % has no open shard', _sqled_layout.feed_id
+			USING ERRCODE = '55000',
+				  DETAIL = pg_catalog.format('All of its %s shards are closed.', shard_count),
+				  HINT = 'Open its highest shards again (cfeed.shard_config.closed), or create new ones.';
+	END IF;
+	IF max_closed > first_open THEN
+		RAISE EXCEPTION 'the open shards of feed % are not its highest', _sqled_layout.feed_id
+			USING ERRCODE = '55000',
+				  DETAIL = pg_catalog.format('Shard %s is closed and shard %s is open.', max_closed, first_open),
+				  HINT = 'cfeed.shard_for() routes keys to the highest shards, those above the closed ones.';
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_layout(int, bool) IS 'internal (SQL edition): a feed''s layout with a new snapshot, optionally under its shards lock in share mode; the errors of a layout cfeed.shard_for cannot route by';
+REVOKE ALL ON FUNCTION cfeed._sqled_layout(int, bool) FROM PUBLIC;
 
 /*
  * cfeed._sqled_check_shard: 42704 for an unknown feed or shard.
@@ -131,7 +239,9 @@ COMMENT ON FUNCTION cfeed._sqled_head(int, int) IS 'internal (SQL edition): a sh
 
 /*
  * cfeed._sqled_wait_for_head: sleep until a shard's head passes cursor or
- * timeout_ms elapses, re-reading it with a new snapshot every
+ * timeout_ms elapses, or the shard has ended (closed, nothing left to
+ * stamp: no change will come, src/wait.c), re-reading it with a new
+ * snapshot (the head and ended in one) every
  * cfeed.poll_interval milliseconds (default 10; the SQL edition has no
  * shared memory to sleep on); returns the last head seen.  Refused in
  * REPEATABLE READ and SERIALIZABLE, whose snapshot would never show it.
@@ -147,22 +257,25 @@ DECLARE
 	v_poll double precision := COALESCE(NULLIF(pg_catalog.current_setting('cfeed.poll_interval', true), '')::int, 10)
 		/ 1000.0;
 	v_head bigint;
+	v_ended bool;
 	v_left double precision;
 BEGIN
 	LOOP
-		v_head := cfeed._sqled_head(feed_id, shard);
-		IF v_head IS NULL THEN
+		SELECT s.last_change_sequence_number, s.ended INTO v_head, v_ended
+		FROM cfeed.shard s
+		WHERE s.feed_id = _sqled_wait_for_head.feed_id AND s.shard = _sqled_wait_for_head.shard;
+		IF NOT FOUND THEN
 			RAISE EXCEPTION 'shard % of feed % was dropped while waiting', shard, feed_id
 				USING ERRCODE = '42704';
 		END IF;
 		v_left := EXTRACT(epoch FROM v_end - pg_catalog.clock_timestamp());
-		EXIT WHEN v_head > cursor OR v_left <= 0;
+		EXIT WHEN v_head > cursor OR v_ended OR v_left <= 0;
 		PERFORM pg_catalog.pg_sleep(LEAST(v_poll, v_left));
 	END LOOP;
 	RETURN v_head;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._sqled_wait_for_head(int, int, bigint, int) IS 'internal (SQL edition): polls a shard''s head until it passes the cursor or the time is up';
+COMMENT ON FUNCTION cfeed._sqled_wait_for_head(int, int, bigint, int) IS 'internal (SQL edition): polls a shard''s head until it passes the cursor, the shard has ended or the time is up';
 
 /*
  * The caller's own read and write grants.  Views run with their owner's
@@ -242,9 +355,9 @@ COMMENT ON FUNCTION cfeed._sqled_check_number(int, int, bigint, bool) IS 'intern
  * guards' number checks), whatever its privileges on cfeed.shard_config.
  */
 CREATE VIEW cfeed._sqled_shard_starts AS
-	SELECT s.feed_id, s.shard, s.start_sequence_number FROM cfeed.shard_config s
+	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s
 	WHERE cfeed._may_write(s.feed_id);
-COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write';
+COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
 
 /*

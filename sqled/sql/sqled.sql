@@ -198,6 +198,55 @@ SELECT count(*) AS shards FROM cfeed.shard;
 SELECT pg_temp.err($$SELECT cfeed.publish(1, 0)$$);
 RESET ROLE;
 
+-- resharding (sql/reshard.sql runs on the SQL edition too, with these
+-- differences): the feed's shards lock is the advisory lock (1667655013,
+-- feed_id), shared by a writer and by shard_for where it can write
+SELECT cfeed.create_feed('sqled_rs', 1) AS rs_feed \gset
+BEGIN;
+SELECT cfeed.publish(:rs_feed, 0) > 0 AS wrote;
+SELECT mode, granted FROM pg_locks
+WHERE locktype = 'advisory' AND classid = 1667655013 AND objid = :rs_feed AND objsubid = 2
+  AND pid = pg_backend_pid();
+ROLLBACK;
+BEGIN;
+SELECT cfeed.shard_for(:rs_feed, 'x');
+SELECT mode AS shard_for_lock FROM pg_locks
+WHERE locktype = 'advisory' AND classid = 1667655013 AND objid = :rs_feed AND objsubid = 2
+  AND pid = pg_backend_pid();
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT cfeed.shard_for(:rs_feed, 'x');
+SELECT count(*) AS read_only_locks FROM pg_locks
+WHERE locktype = 'advisory' AND classid = 1667655013 AND pid = pg_backend_pid();
+ROLLBACK;
+-- reshard holds it in exclusive mode until it commits
+BEGIN;
+SELECT * FROM cfeed.reshard(:rs_feed, 2, 0);
+SELECT mode AS reshard_lock FROM pg_locks
+WHERE locktype = 'advisory' AND classid = 1667655013 AND objid = :rs_feed AND objsubid = 2
+  AND pid = pg_backend_pid() ORDER BY mode;
+ROLLBACK;
+-- only the owner of cfeed's tables and roles with its privileges reshard
+-- (the SQL edition's extension owner), whatever EXECUTE grants
+CREATE ROLE sqled_rs_granted;
+CREATE ROLE sqled_rs_admin;
+GRANT EXECUTE ON FUNCTION cfeed.reshard(int, int, int) TO sqled_rs_granted;
+SELECT c.relowner::regrole::text AS owner FROM pg_class c WHERE c.oid = 'cfeed.change'::regclass \gset
+GRANT :"owner" TO sqled_rs_admin;
+SET ROLE sqled_rs_granted;
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.reshard(%s, 2)$$, :rs_feed)) AS granted_execute;
+RESET ROLE;
+SET ROLE sqled_rs_admin;
+SELECT * FROM cfeed.reshard(:rs_feed, 2);
+RESET ROLE;
+SELECT shard, parent, closed, ended FROM cfeed.shard WHERE feed_id = :rs_feed ORDER BY shard;
+-- an UPDATE moving a change to a closed shard is refused too
+SELECT cfeed.publish(:rs_feed, 1, 70) AS on_child;
+SELECT pg_temp.err(format($$UPDATE cfeed.change SET shard = 0 WHERE feed_id = %s AND change_id = 70$$, :rs_feed)) AS moved_to_closed;
+REVOKE :"owner" FROM sqled_rs_admin;
+REVOKE EXECUTE ON FUNCTION cfeed.reshard(int, int, int) FROM sqled_rs_granted;
+DROP ROLE sqled_rs_granted, sqled_rs_admin;
+
 -- uninstall leaves nothing behind
 DROP TABLE sqled_t;
 DROP SCHEMA cfeed CASCADE;
