@@ -1,8 +1,11 @@
 /*
  * cfeed._change_guard(): BEFORE INSERT on cfeed.change, every row (as
- * src/guard.c).  Checks the shard (23503, the foreign key of cfeed.change)
- * holding the feed's shards lock, except in replica mode and for the
- * owner's restored rows (another writer_xid, or an earlier written_at);
+ * src/guard.c).  Refuses first a row of a feed the caller may not write,
+ * with cfeed.publish's 42501, whatever its shard (the policy change_write
+ * would refuse it after; the row tells such a role nothing of the feed's
+ * shards, and it takes no lock of the feed's).  Checks the shard (23503,
+ * the foreign key of cfeed.change) holding the feed's shards lock, except
+ * in replica mode and for the owner's restored rows (another writer_xid, or an earlier written_at);
  * refuses row images (tbl, op, row) from anyone but the owner (42501);
  * forces writer_xid to the inserting transaction's for unnumbered rows
  * (the sweep finds changes by it); lets writers number only history, at or
@@ -18,8 +21,14 @@ DECLARE
 BEGIN
 	v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id()
 		OR NEW.written_at < pg_catalog.transaction_timestamp();
+	IF NEW.feed_id IS NOT NULL AND NOT v_replica AND NOT cfeed._may_write(NEW.feed_id) THEN
+		RAISE EXCEPTION 'permission denied to write feed %', NEW.feed_id
+			USING ERRCODE = '42501',
+				  DETAIL = pg_catalog.format('Role "%s" has no write grant on feed %s.', CURRENT_USER, NEW.feed_id),
+				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_write(%s, role).', NEW.feed_id);
+	END IF;
 	IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL AND NOT v_replica
-	   AND NOT (v_restored AND cfeed._sqled_owner()) AND cfeed._may_write(NEW.feed_id) THEN
+	   AND NOT (v_restored AND cfeed._sqled_owner()) THEN
 		v_start := cfeed._sqled_shard_start(NEW.feed_id, NEW.shard);
 	END IF;
 	IF (NEW.tbl IS NOT NULL OR NEW.op IS NOT NULL OR NEW."row" IS NOT NULL)

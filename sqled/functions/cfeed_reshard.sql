@@ -12,7 +12,8 @@
  * lock's holders without joining its queue, reshard waits in the queue
  * (lock_timeout wait_ms, the only wait SQL has that ends when the holders
  * end): while it waits, the feed's new writers queue behind it, up to
- * wait_ms; 55P03 after wait_ms (wait_ms 0: no wait).  The layout is read
+ * wait_ms; 55P03 after wait_ms (wait_ms 0: no wait), or after the
+ * session's lock_timeout when it is positive and smaller.  The layout is read
  * again once the lock is held (READ COMMITTED: each statement's snapshot
  * is new).  The
  * extension's owner's and superusers' only (the owner of cfeed's tables
@@ -28,6 +29,8 @@ DECLARE
 	v_layout record;
 	v_open int;
 	v_timeout text := pg_catalog.current_setting('lock_timeout');
+	v_session_ms int := (SELECT g.setting::int FROM pg_catalog.pg_settings g WHERE g.name = 'lock_timeout');
+	v_limit_ms int;
 	v_locked bool := true;
 	v_count bigint;
 	i int;
@@ -44,6 +47,7 @@ BEGIN
 			USING ERRCODE = '42501',
 				  DETAIL = 'Only superusers and roles with the privileges of the extension''s owner change a feed''s shards.';
 	END IF;
+	v_limit_ms := CASE WHEN v_session_ms > 0 AND v_session_ms < reshard.wait_ms THEN v_session_ms ELSE reshard.wait_ms END;
 	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
 		RAISE EXCEPTION 'cfeed.reshard() cannot run in a REPEATABLE READ or SERIALIZABLE transaction'
 			USING ERRCODE = '25000',
@@ -79,11 +83,12 @@ BEGIN
 		EXIT WHEN i = 2;
 
 		-- the feed's shards lock in exclusive mode, waited for up to wait_ms
+		-- (or the session's lock_timeout when it is positive and smaller)
 		IF reshard.wait_ms = 0 THEN
 			v_locked := pg_catalog.pg_try_advisory_xact_lock(1667655013, v_feed);
 		ELSE
 			BEGIN
-				PERFORM pg_catalog.set_config('lock_timeout', reshard.wait_ms::text, true);
+				PERFORM pg_catalog.set_config('lock_timeout', v_limit_ms::text, true);
 				PERFORM pg_catalog.pg_advisory_xact_lock(1667655013, v_feed);
 				PERFORM pg_catalog.set_config('lock_timeout', v_timeout, true);
 			EXCEPTION WHEN lock_not_available THEN
@@ -91,10 +96,13 @@ BEGIN
 			END;
 		END IF;
 		IF NOT v_locked THEN
-			RAISE EXCEPTION 'could not lock the shards of feed % within % ms', v_feed, reshard.wait_ms
+			RAISE EXCEPTION 'could not lock the shards of feed % within % ms', v_feed, v_limit_ms
 				USING ERRCODE = '55P03',
 					  DETAIL = 'Transactions that wrote to the feed held its shards lock all that time: resharding waits until the writers that placed changes by the current shards have ended.',
-					  HINT = 'Try again, with a larger wait_ms, or end the long transactions that wrote to the feed.';
+					  HINT = CASE WHEN v_limit_ms < reshard.wait_ms
+								  THEN pg_catalog.format('The session''s lock_timeout (%s ms) is below wait_ms (%s ms) and bounds the wait: raise it, or end the long transactions that wrote to the feed.',
+														 v_limit_ms, reshard.wait_ms)
+								  ELSE 'Try again, with a larger wait_ms, or end the long transactions that wrote to the feed.' END;
 		END IF;
 	END LOOP;
 

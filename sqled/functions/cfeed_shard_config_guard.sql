@@ -2,8 +2,8 @@
  * cfeed._shard_config_guard(): BEFORE INSERT OR DELETE OR UPDATE OF
  * feed_id, shard, sweep_group, closed on cfeed.shard_config
  * (src/shard_guard.c): a new shard's start value must be in range; a shard
- * closed or opened again (where keys go changes) waits for the writers of
- * its feed (their shards lock, in exclusive mode); a shard that goes away
+ * closed or opened again, or added open (where keys go changes), waits for
+ * the writers of its feed (their shards lock, in exclusive mode); a shard that goes away
  * waits for the writers of its feed (their shards lock, in exclusive mode)
  * and, outside replica mode, is refused (23503) while changes of it exist,
  * as seen by a new snapshot taken once the lock is held; a shard that
@@ -25,6 +25,9 @@ BEGIN
 				USING ERRCODE = '22023',
 					  DETAIL = 'A shard starts at 0 to 9223372036854775806: its numbers are issued above the start, and history is numbered from 1 up to it.',
 					  HINT = 'Leave last_change_sequence_number to its default, 2000000000000000.';
+		END IF;
+		IF NOT NEW.closed THEN
+			PERFORM pg_catalog.pg_advisory_xact_lock(1667655013, NEW.feed_id);
 		END IF;
 		RETURN NEW;
 	END IF;

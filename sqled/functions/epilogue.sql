@@ -132,12 +132,14 @@ COMMENT ON FUNCTION cfeed._sqled_shard_closed(int, int) IS 'internal (SQL editio
  * when there is none); with lock, first the feed's shards lock in share
  * mode until the transaction ends, so that the layout read is the one the
  * transaction's writes are checked against (cfeed.shard_for where the
- * transaction can write).  For cfeed.shard_for (SECURITY DEFINER) and
- * cfeed.reshard (the owner's) only.
+ * transaction can write and the caller may write the feed).  For
+ * cfeed.shard_for, which has the caller's privileges, and cfeed.reshard:
+ * SECURITY DEFINER, and any role's (the layout is no secret, and any role
+ * can take an advisory lock).
  */
 CREATE FUNCTION cfeed._sqled_layout(feed_id int, lock bool,
 									OUT shard_count int, OUT max_shard int, OUT first_open int, OUT max_closed int)
-	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
@@ -176,7 +178,30 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_layout(int, bool) IS 'internal (SQL edition): a feed''s layout with a new snapshot, optionally under its shards lock in share mode; the errors of a layout cfeed.shard_for cannot route by';
-REVOKE ALL ON FUNCTION cfeed._sqled_layout(int, bool) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cfeed._sqled_layout(int, bool) TO PUBLIC;
+
+/*
+ * cfeed._sqled_read_to_end: cfeed._read_to_end's answer for a caller that
+ * may read the feed (cfeed._read_to_end checks that first, as the caller),
+ * looked up below the read policy (SECURITY DEFINER): the shard is closed,
+ * no stamped change is after cursor (not "the cursor is at the head": the
+ * head may be a number whose change was deleted) and no unstamped change
+ * is left.  Only a boolean comes out; any role may call it, as it may
+ * cfeed.shard_for (whether a closed shard has changes after a number is
+ * all it tells of a feed).
+ */
+CREATE FUNCTION cfeed._sqled_read_to_end(feed_id int, shard int, cursor bigint) RETURNS bool
+	LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT EXISTS (SELECT FROM cfeed.shard_config s
+				   WHERE s.feed_id OPERATOR(pg_catalog.=) $1 AND s.shard OPERATOR(pg_catalog.=) $2 AND s.closed)
+	   AND NOT EXISTS (SELECT FROM cfeed.change c
+					   WHERE c.feed_id OPERATOR(pg_catalog.=) $1 AND c.shard OPERATOR(pg_catalog.=) $2
+						 AND (c.change_sequence_number OPERATOR(pg_catalog.>) $3
+							  OR c.change_sequence_number IS NULL))
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_read_to_end(int, int, bigint) IS 'internal (SQL edition): cfeed._read_to_end below the read policy, for a caller that may read the feed';
 
 /*
  * cfeed._sqled_check_shard: 42704 for an unknown feed or shard.

@@ -243,6 +243,47 @@ SELECT shard, parent, closed, ended FROM cfeed.shard WHERE feed_id = :rs_feed OR
 -- an UPDATE moving a change to a closed shard is refused too
 SELECT cfeed.publish(:rs_feed, 1, 70) AS on_child;
 SELECT pg_temp.err(format($$UPDATE cfeed.change SET shard = 0 WHERE feed_id = %s AND change_id = 70$$, :rs_feed)) AS moved_to_closed;
+-- a role without a write grant on the feed takes no lock of it with
+-- shard_for, and its INSERT is refused first, as by cfeed.publish (42501),
+-- whatever the shard; a writer of the feed locks it, and is refused a
+-- closed shard (55000)
+SELECT cfeed.grant_write(:rs_feed, 'sqled_writer');
+SET ROLE sqled_nobody;
+BEGIN;
+SELECT cfeed.shard_for(:rs_feed, 'x') AS no_grant_shard;
+SELECT count(*) AS no_grant_locks FROM pg_locks
+WHERE locktype = 'advisory' AND classid = 1667655013 AND pid = pg_backend_pid();
+ROLLBACK;
+SELECT pg_temp.err(format($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (%s, 0, 71)$$, :rs_feed)) AS closed_no_grant;
+SELECT pg_temp.err(format($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (%s, 99, 71)$$, :rs_feed)) AS missing_no_grant;
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (99, 0, 71)$$) AS missing_feed_no_grant;
+RESET ROLE;
+SET ROLE sqled_writer;
+BEGIN;
+SELECT cfeed.shard_for(:rs_feed, 'x') AS writer_shard;
+SELECT mode AS writer_lock FROM pg_locks
+WHERE locktype = 'advisory' AND classid = 1667655013 AND objid = :rs_feed AND objsubid = 2
+  AND pid = pg_backend_pid();
+ROLLBACK;
+SELECT pg_temp.err(format($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (%s, 0, 71)$$, :rs_feed)) AS closed_writer;
+RESET ROLE;
+SELECT cfeed.revoke_write(:rs_feed, 'sqled_writer');
+-- cfeed._read_to_end looks below the read policy: an unstamped change of a
+-- table the reader may not SELECT (the owner's restored row in the closed
+-- shard) keeps the shard from its end; null for a feed it may not read
+INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row", written_at)
+VALUES (:rs_feed, 0, 72, 'sqled_t'::regclass::oid::int, 'insert', '{"id": 1}', now() - interval '1 day');
+SELECT cfeed.grant_read(:rs_feed, 'sqled_reader');
+SET ROLE sqled_reader;
+SELECT count(*) AS seen FROM cfeed.change WHERE feed_id = :rs_feed AND shard = 0;
+SELECT cfeed._read_to_end(:rs_feed, 0, 0) AS hidden_pending,
+	   cfeed._read_to_end(2, 0, 0) AS no_grant;
+RESET ROLE;
+DELETE FROM cfeed.change WHERE feed_id = :rs_feed AND change_id = 72;
+SET ROLE sqled_reader;
+SELECT cfeed._read_to_end(:rs_feed, 0, 0) AS read_to_end;
+RESET ROLE;
+SELECT cfeed.revoke_read(:rs_feed, 'sqled_reader');
 REVOKE :"owner" FROM sqled_rs_admin;
 REVOKE EXECUTE ON FUNCTION cfeed.reshard(int, int, int) FROM sqled_rs_granted;
 DROP ROLE sqled_rs_granted, sqled_rs_admin;
