@@ -268,16 +268,26 @@ ROLLBACK;
 SELECT pg_temp.err(format($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (%s, 0, 71)$$, :rs_feed)) AS closed_writer;
 RESET ROLE;
 SELECT cfeed.revoke_write(:rs_feed, 'sqled_writer');
--- cfeed._read_to_end looks below the read policy: an unstamped change of a
--- table the reader may not SELECT (the owner's restored row in the closed
--- shard) keeps the shard from its end; null for a feed it may not read
-INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row", written_at)
-VALUES (:rs_feed, 0, 72, 'sqled_t'::regclass::oid::int, 'insert', '{"id": 1}', now() - interval '1 day');
+-- cfeed._read_to_end looks below the read policy: a stamped change after
+-- the cursor, or an unstamped one, of a table the reader may not SELECT
+-- (the owner's restored rows in the closed shard) keeps the shard from its
+-- end; null for a feed it may not read
+INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row", written_at,
+						  change_sequence_number, stamped_at)
+VALUES (:rs_feed, 0, 72, 'sqled_t'::regclass::oid::int, 'insert', '{"id": 1}', now() - interval '1 day',
+		2000000000000001, now() - interval '1 day');
 SELECT cfeed.grant_read(:rs_feed, 'sqled_reader');
 SET ROLE sqled_reader;
 SELECT count(*) AS seen FROM cfeed.change WHERE feed_id = :rs_feed AND shard = 0;
-SELECT cfeed._read_to_end(:rs_feed, 0, 0) AS hidden_pending,
+SELECT cfeed._read_to_end(:rs_feed, 0, 0) AS hidden_stamped,
+	   cfeed._read_to_end(:rs_feed, 0, 2000000000000001) AS after_it,
 	   cfeed._read_to_end(2, 0, 0) AS no_grant;
+RESET ROLE;
+DELETE FROM cfeed.change WHERE feed_id = :rs_feed AND change_id = 72;
+INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row", written_at)
+VALUES (:rs_feed, 0, 72, 'sqled_t'::regclass::oid::int, 'insert', '{"id": 1}', now() - interval '1 day');
+SET ROLE sqled_reader;
+SELECT cfeed._read_to_end(:rs_feed, 0, 2000000000000001) AS hidden_pending;
 RESET ROLE;
 DELETE FROM cfeed.change WHERE feed_id = :rs_feed AND change_id = 72;
 SET ROLE sqled_reader;
