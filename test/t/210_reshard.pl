@@ -164,6 +164,8 @@ sub file_text { return -e $_[0] ? slurp_file($_[0]) : '' }
 
 sub pump_consumers
 {
+	# its stderr is a pipe: read it, or the ended client stays pumpable
+	eval { $sse->pump_nb } if $sse->pumpable;
 	return if $sse->pumpable;
 	$sse->finish;
 	my (undef, $last_id) = sse_events(file_text($sse_files[-1]));
