@@ -273,6 +273,39 @@ is_write_check(Expr *expr)
 }
 
 /*
+ * for_insert
+ *		Whether the policy applies to INSERT; if so, *check is the check it
+ *		puts on a new row (its WITH CHECK, else its USING; NULL for none).
+ */
+static bool
+for_insert(RowSecurityPolicy *policy, Expr **check)
+{
+	if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
+		return false;
+	*check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
+	return true;
+}
+
+/*
+ * for_public
+ *		Whether the policy applies to PUBLIC (so to every role).
+ */
+static bool
+for_public(RowSecurityPolicy *policy)
+{
+	Datum	   *roles;
+	int			nroles;
+	int			i;
+
+	deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
+					  TYPALIGN_INT, &roles, NULL, &nroles);
+	for (i = 0; i < nroles; i++)
+		if (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC)
+			return true;
+	return false;
+}
+
+/*
  * rls_direct_ok
  *		On a relation with row-level security enabled: whether
  *		the current user's cmd (an INSERT or UPDATE without RETURNING) is, as
@@ -300,13 +333,9 @@ rls_direct_ok(Relation rel, CmdType cmd)
 		{
 			RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
 			Expr	   *check;
-			Datum	   *roles;
-			int			nroles;
-			int			i;
 
-			if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
+			if (!for_insert(policy, &check))
 				continue;
-			check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
 			if (!policy->permissive)
 			{
 				if (is_write_check(check))
@@ -316,10 +345,7 @@ rls_direct_ok(Relation rel, CmdType cmd)
 			}
 			if (!is_true_const(check) && !is_write_check(check))
 				continue;
-			deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
-							  TYPALIGN_INT, &roles, NULL, &nroles);
-			for (i = 0; i < nroles; i++)
-				allowed |= (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC);
+			allowed |= for_public(policy);
 		}
 		if (allowed && !restricted)
 			return true;
@@ -353,25 +379,16 @@ cfeed_insert_needs_grant(Relation rel)
 	{
 		RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
 		Expr	   *check;
-		Datum	   *roles;
-		int			nroles;
-		int			i;
 
-		if (policy->polcmd != '*' && policy->polcmd != ACL_INSERT_CHR)
+		if (!for_insert(policy, &check))
 			continue;
-		check = policy->with_check_qual != NULL ? policy->with_check_qual : policy->qual;
 		if (policy->permissive)
 		{
 			every_permissive &= is_write_check(check);
 			continue;
 		}
-		if (!is_write_check(check))
-			continue;
-		deconstruct_array(policy->roles, OIDOID, sizeof(Oid), true,
-						  TYPALIGN_INT, &roles, NULL, &nroles);
-		for (i = 0; i < nroles; i++)
-			if (DatumGetObjectId(roles[i]) == ACL_ID_PUBLIC)
-				return true;
+		if (is_write_check(check) && for_public(policy))
+			return true;
 	}
 	return every_permissive;
 }
