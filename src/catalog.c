@@ -253,28 +253,6 @@ head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32
 }
 
 /*
- * cfeed_shard_has_changes
- *		Whether cfeed.change holds a change of the shard as of the snapshot:
- *		a stamped one (one probe of change_sequence_idx), or a pending one
- *		(change_pending_idx, whose entries are the backlog a sweep reads: all
- *		of them are looked at, since it is not ordered by shard).
- */
-bool
-cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
-{
-	Relation	rel = cfeed_table_open("change", AccessShareLock);
-	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
-	int64		number;
-	bool		found;
-
-	found = head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
-					   F_INT8GE, PG_INT64_MIN, ForwardScanDirection, &number, NULL);
-	index_close(index, AccessShareLock);
-	table_close(rel, AccessShareLock);
-	return found || cfeed_shard_has_pending(feed_id, shard, snapshot);
-}
-
-/*
  * cfeed_shard_has_after
  *		Whether cfeed.change holds a stamped change of the shard numbered
  *		above bound as of the snapshot (one probe of change_sequence_idx).
@@ -292,6 +270,21 @@ cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
+}
+
+/*
+ * cfeed_shard_has_changes
+ *		Whether cfeed.change holds a change of the shard as of the snapshot:
+ *		a stamped one (one probe of change_sequence_idx: every number is
+ *		above PG_INT64_MIN), or a pending one (change_pending_idx, whose
+ *		entries are the backlog a sweep reads: all of them are looked at,
+ *		since it is not ordered by shard).
+ */
+bool
+cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
+{
+	return cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot) ||
+		cfeed_shard_has_pending(feed_id, shard, snapshot);
 }
 
 /*
