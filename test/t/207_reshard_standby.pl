@@ -44,7 +44,7 @@ unlike($old_routes, qr/[2-5]/, 'before the reshard keys go to shards 0 and 1');
 $primary->safe_psql('postgres', 'SELECT count(*) FROM cfeed.reshard(1, 4)');
 ok($primary->poll_query_until('postgres',
 	'SELECT bool_and(ended) FROM cfeed.shard WHERE feed_id = 1 AND closed'), 'the primary\'s parents ended');
-$primary->wait_for_replay_catchup($standby);
+$primary->wait_for_catchup($standby);
 
 my $layout = $primary->safe_psql('postgres', $LAYOUT);
 like($layout, qr{^0/-/t/t/\d+,1/-/t/t/\d+,2/0/f/f/\d+,3/1/f/f/\d+,4/0/f/f/\d+,5/1/f/f/\d+$}, 'the primary\'s layout');
@@ -85,7 +85,7 @@ $session->quit;
 
 # Failover: the promoted standby routes writes to the children and refuses
 # writes to the closed parents.
-$primary->wait_for_replay_catchup($standby);
+$primary->wait_for_catchup($standby);
 $primary->stop('immediate');
 $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'not promoted';
