@@ -43,7 +43,8 @@ stats()
 {
 	awk -v w="$1" '$1 == w { print $2 }' "$BENCH_DIR/lat" | sort -g |
 		awk '{ v[NR] = $1 } END { if (NR == 0) { print "0 0 0 0"; exit }
-			printf "%d %.2f %.2f %.2f\n", NR, v[int((NR + 1) / 2)], v[int(NR * 0.99) > 0 ? int(NR * 0.99) : 1], v[NR] }'
+			p = int(NR * 0.99); if (p < 1) p = 1
+			printf "%d %.2f %.2f %.2f\n", NR, v[int((NR + 1) / 2)], v[p], v[NR] }'
 }
 read -r n_near p50_near p99_near max_near <<< "$(stats near)"
 read -r n_far p50_far p99_far max_far <<< "$(stats far)"
