@@ -13,6 +13,7 @@ OBJS = \
 	src/sweep_sql.o \
 	src/sweep_report.o \
 	src/stamp.o \
+	src/ranges.o \
 	src/watermark.o \
 	src/read.o \
 	src/wait.o \

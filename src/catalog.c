@@ -32,6 +32,7 @@
 #include "storage/lmgr.h"
 #include "storage/sinval.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -391,7 +392,8 @@ cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum, const char *attnam
  *		floor_number, or floor_number (the shard's: its start value, or the
  *		highest number whose change was deleted while it was the head).  Read
  *		from change_sequence_idx, whose high end never holds dead entries:
- *		stamped rows are not updated, and retention never deletes the head.
+ *		stamped rows are not updated, and retention never deletes the head;
+ *		for a shard stored in ranges, from its last cfeed.stamp row.
  *
  *		With a hint above the start (the head a sweep of this backend left),
  *		a forward probe from the hint settles it when it finds the hint and
@@ -402,15 +404,21 @@ cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum, const char *attnam
  *		to the backward probe; a wrong hint costs time, never correctness.
  */
 int64
-cfeed_shard_head(int32 feed_id, int32 shard, int64 floor_number, int64 hint,
-				 Snapshot snapshot)
+cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot)
 {
-	Relation	rel = cfeed_table_open("change", AccessShareLock);
-	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
+	int32		feed_id = sh->feed_id;
+	int32		shard = sh->shard;
+	int64		floor_number = sh->floor_number;
+	Relation	rel;
+	Relation	index;
 	int64		head = floor_number;
 	int64		first;
 	bool		more;
 
+	if (sh->ranges)
+		return Max(floor_number, cfeed_ranges_head(feed_id, shard, snapshot));
+	rel = cfeed_table_open("change", AccessShareLock);
+	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
 	if (hint > floor_number &&
 		head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
 				   F_INT8GE, hint, ForwardScanDirection, &first, &more) &&
@@ -474,6 +482,8 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 			? DatumGetInt32(d) : -1;
 		out->closed = cfeed_shard_column(desc, tup, Anum_shard_closed, "closed", &d) &&
 			DatumGetBool(d);
+		out->ranges = cfeed_shard_column(desc, tup, Anum_shard_storage, "storage", &d) &&
+			strcmp(TextDatumGetCString(d), "ranges") == 0;
 		out->last_number = out->floor_number;
 	}
 	systable_endscan(scan);
@@ -481,7 +491,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	table_close(rel, AccessShareLock);
 
 	if (found && with_head)
-		out->last_number = cfeed_shard_head(feed_id, shard, out->floor_number, 0, snapshot);
+		out->last_number = cfeed_shard_head(out, 0, snapshot);
 	if (own_snapshot)
 		UnregisterSnapshot(snapshot);
 	return found;

@@ -41,6 +41,7 @@
 #define Anum_shard_deleted_head		6
 #define Anum_shard_parent			7	/* 1.9 */
 #define Anum_shard_closed			8	/* 1.9 */
+#define Anum_shard_storage			9	/* 1.9 */
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
@@ -69,6 +70,7 @@ typedef struct CfeedShard
 								 * a higher deleted head (deleted_head) */
 	int32		parent;			/* the shard it continues, -1 when none */
 	bool		closed;			/* receives no change any more */
+	bool		ranges;			/* storage 'ranges': numbered by cfeed.stamp rows */
 } CfeedShard;
 
 /* What one sweep did to one shard. */
@@ -108,6 +110,7 @@ extern int	cfeed_poll_interval;
 extern int	cfeed_sweep_delay;
 extern int	cfeed_retention_interval;
 extern int	cfeed_sweep_synchronous_commit;
+extern int	cfeed_default_storage;
 
 /* settings.c: cfeed.sweep_synchronous_commit's levels */
 typedef enum CfeedSyncCommit
@@ -118,6 +121,13 @@ typedef enum CfeedSyncCommit
 	CFEED_SYNC_REMOTE_APPLY
 } CfeedSyncCommit;
 extern const struct config_enum_entry cfeed_sync_commit_options[];
+
+/* settings.c: cfeed.default_storage's values (shard_config.storage) */
+typedef enum CfeedStorage
+{
+	CFEED_STORAGE_ROWS,
+	CFEED_STORAGE_RANGES
+} CfeedStorage;
 
 /* schema.c: what this database's version of cfeed's schema has */
 typedef enum CfeedSchemaFeature
@@ -148,8 +158,7 @@ extern Oid	cfeed_relid_locked(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_table_open(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_index_open(const char *relname, LOCKMODE lockmode);
 extern Oid	cfeed_extension_owner(void);
-extern int64 cfeed_shard_head(int32 feed_id, int32 shard, int64 floor_number,
-							   int64 hint, Snapshot snapshot);
+extern int64 cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot);
 extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 							  bool with_head, CfeedShard *out);
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
@@ -177,6 +186,7 @@ typedef struct CfeedPendingChange
 	TimestampTz written_at;
 	FullTransactionId writer_xid;
 	int64		number;			/* assigned sequence number */
+	bool		ranges;			/* of a shard stored in ranges */
 } CfeedPendingChange;
 
 /* sweep.c */
@@ -196,6 +206,26 @@ extern void cfeed_watermark_probes(CfeedGroupWatermark *gw,
 								   void *arg);
 extern void cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 									const FullTransactionId *left, int nleft);
+
+/* A sweep group's stored mark (ranges.c): writer_xids >= xmax or in xip are unstamped. */
+typedef struct CfeedMark
+{
+	FullTransactionId xmax;
+	int			nxip;
+	FullTransactionId *xip;		/* sorted, unique */
+} CfeedMark;
+extern void cfeed_sort_fxids(FullTransactionId *xids, int *n);
+extern void cfeed_watermark_set(CfeedGroupWatermark *gw, const CfeedMark *mark);
+extern bool cfeed_watermark_covers(CfeedGroupWatermark *gw, FullTransactionId xid);
+extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
+
+/* ranges.c: storage in ranges */
+extern int64 cfeed_ranges_head(int32 feed_id, int32 shard, Snapshot snapshot);
+extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
+extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark);
+extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);
+extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
+									 Snapshot snapshot);
 
 /* stamp.c: a sweep's write step */
 extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,

@@ -49,10 +49,32 @@
 	"WHERE c.feed_id = $1 AND c.shard = $2 AND c.change_sequence_number > $3 " \
 	"ORDER BY c.change_sequence_number LIMIT $4"
 
+/*
+ * A range shard's read looks up a page of stamped changes, $1 numbers, $2
+ * change_ids, $3 writer_xids, $4 stamped_at, of feed $5 and shard $6.
+ */
+#define READ_PAGE_FROM \
+	"ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), " \
+	"pg_catalog.unnest($4)) AS u(n, id, x, t) JOIN cfeed.change c " \
+	"ON c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL"
+#define READ_PAGE_WHERE "WHERE c.feed_id = $5 AND c.shard = $6 ORDER BY u.n"
+
+/* Stamped changes looked up by one plan of a range read, at most. */
+#define RANGE_PAGE_MAX				1000
+
+/* One function's plans: for shards stored in rows and in ranges. */
+typedef struct ReadPlans
+{
+	SPIPlanPtr	rows;
+	SPIPlanPtr	ranges;
+} ReadPlans;
+
 /* read()'s and read_rows()'s plans, kept for the backend's life (cache.h) */
-static SPIPlanPtr read_plan = NULL;
-static SPIPlanPtr read_rows_plan = NULL;
-static SPIPlanPtr read_rows_plan_regclass = NULL;	/* tbl still a regclass */
+static ReadPlans read_plans = {NULL, NULL};
+static ReadPlans read_rows_plans = {NULL, NULL};
+static ReadPlans read_rows_plans_regclass = {NULL, NULL};	/* tbl still a regclass */
+
+static Snapshot read_snapshot(void);
 
 PG_FUNCTION_INFO_V1(cfeed_read);
 PG_FUNCTION_INFO_V1(cfeed_read_rows);
@@ -60,25 +82,19 @@ PG_FUNCTION_INFO_V1(cfeed_head);
 PG_FUNCTION_INFO_V1(cfeed_cursor_at);
 
 /*
- * run_read
- *		Execute a read plan (prepared from sql on first use) into the
- *		tuplestore; returns the row count.
+ * run_plan
+ *		Execute a read plan (prepared from sql on first use) with its
+ *		parameters into the tuplestore; returns the row count.
  */
 static uint64
-run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
-		 int32 feed_id, int32 shard, int64 cursor, int64 max_count)
+run_plan(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
+		 int nparams, Oid *types, Datum *values)
 {
-	ParamListInfo params = makeParamList(4);
+	ParamListInfo params = makeParamList(nparams);
 	int			rc;
 	int			i;
-	Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
-	Datum		values[4];
 
-	values[0] = Int32GetDatum(feed_id);
-	values[1] = Int32GetDatum(shard);
-	values[2] = Int64GetDatum(cursor);
-	values[3] = Int64GetDatum(max_count);
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < nparams; i++)
 	{
 		params->params[i].value = values[i];
 		params->params[i].isnull = false;
@@ -86,12 +102,164 @@ run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 		params->params[i].ptype = types[i];
 	}
 
-	(void) cfeed_spi_plan(plan, sql, 4, types);
+	(void) cfeed_spi_plan(plan, sql, nparams, types);
 
 	rc = cfeed_spi_execute_into(*plan, params, store);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "cfeed.read: select failed: %s", SPI_result_code_string(rc));
 	return SPI_processed;
+}
+
+/*
+ * run_read
+ *		A shard stored in rows: the range after the cursor, one plan.
+ */
+static uint64
+run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
+		 int32 feed_id, int32 shard, int64 cursor, int64 max_count)
+{
+	Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8OID};
+	Datum		values[4];
+
+	values[0] = Int32GetDatum(feed_id);
+	values[1] = Int32GetDatum(shard);
+	values[2] = Int64GetDatum(cursor);
+	values[3] = Int64GetDatum(max_count);
+	return run_plan(plan, sql, store, 4, types, values);
+}
+
+/* The stamped changes of a range shard one read plan looks up at once. */
+typedef struct RangePage
+{
+	int			n;
+	int			size;
+	Datum	   *numbers;
+	Datum	   *ids;
+	Datum	   *xids;
+	Datum	   *times;
+} RangePage;
+
+/*
+ * run_range_page
+ *		Look the page's changes up in cfeed.change with the read plan of a
+ *		range shard (its rows the caller may see, in number order) into the
+ *		tuplestore; returns the row count and empties the page.
+ */
+static uint64
+run_range_page(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
+			   int32 feed_id, int32 shard, RangePage *page)
+{
+	Oid			types[6] = {INT8ARRAYOID, INT8ARRAYOID, XID8ARRAYOID, TIMESTAMPTZARRAYOID,
+	INT4OID, INT4OID};
+	Datum		values[6];
+	uint64		n;
+
+	if (page->n == 0)
+		return 0;
+	values[0] = PointerGetDatum(construct_array(page->numbers, page->n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[1] = PointerGetDatum(construct_array(page->ids, page->n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[2] = PointerGetDatum(construct_array(page->xids, page->n, XID8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[3] = PointerGetDatum(construct_array(page->times, page->n, TIMESTAMPTZOID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[4] = Int32GetDatum(feed_id);
+	values[5] = Int32GetDatum(shard);
+	n = run_plan(plan, sql, store, 6, types, values);
+	page->n = 0;
+	return n;
+}
+
+/*
+ * run_read_ranges
+ *		A shard stored in ranges: its cfeed.stamp rows after the cursor, in
+ *		number order, give pages of (number, change_id, writer_xid,
+ *		stamped_at) that the plan looks up in cfeed.change with the caller's
+ *		privileges, until max_count rows came back or the stamps end (a
+ *		change deleted, or hidden by row-level security, leaves a page
+ *		short, and the next page makes up for it).  The stamps are read with
+ *		the snapshot head and cursor_at read with; a change they number
+ *		committed before its stamp, so the plan's later snapshot sees it.
+ */
+static uint64
+run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
+				int32 feed_id, int32 shard, int64 cursor, int64 max_count)
+{
+	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
+	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
+	Snapshot	snapshot = read_snapshot();
+	TupleDesc	desc = RelationGetDescr(rel);
+	SysScanDesc scan;
+	ScanKeyData keys[3];
+	HeapTuple	tup;
+	RangePage	page;
+	uint64		got = 0;
+
+	page.n = 0;
+	page.size = (int) Min(max_count, RANGE_PAGE_MAX);
+	page.numbers = palloc(sizeof(Datum) * page.size);
+	page.ids = palloc(sizeof(Datum) * page.size);
+	page.xids = palloc(sizeof(Datum) * page.size);
+	page.times = palloc(sizeof(Datum) * page.size);
+	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
+	ScanKeyInit(&keys[2], 4, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(cursor));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
+	while (got < (uint64) max_count &&
+		   HeapTupleIsValid(tup = systable_getnext_ordered(scan, ForwardScanDirection)))
+	{
+		bool		isnull;
+		int64		first = DatumGetInt64(heap_getattr(tup, 3, desc, &isnull));
+		Datum		at = heap_getattr(tup, 5, desc, &isnull);
+		Datum	   *ids;
+		Datum	   *xids;
+		int			count;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, 6, desc, &isnull)),
+						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &ids, NULL, &count);
+		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, 7, desc, &isnull)),
+						  XID8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &xids, NULL, &count);
+		for (i = 0; i < count && got < (uint64) max_count; i++)
+		{
+			int64		number = first + i;
+
+			if (number <= cursor)
+				continue;
+			page.numbers[page.n] = Int64GetDatum(number);
+			page.ids[page.n] = ids[i];
+			page.xids[page.n] = xids[i];
+			page.times[page.n] = at;
+			/* a full page: as many as are still wanted, or RANGE_PAGE_MAX */
+			if (++page.n == (int) Min(max_count - got, page.size))
+				got += run_range_page(plan, sql, store, feed_id, shard, &page);
+		}
+	}
+	if (got < (uint64) max_count)
+		got += run_range_page(plan, sql, store, feed_id, shard, &page);
+	systable_endscan_ordered(scan);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return got;
+}
+
+/*
+ * read_shard
+ *		Read a shard after the cursor with the plans of its storage.
+ */
+static uint64
+read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, CfeedShard *sh,
+		   Tuplestorestate *store, int64 cursor, int64 max_count)
+{
+	if (sh->ranges)
+		return run_read_ranges(&plans->ranges, ranges_sql, store, sh->feed_id, sh->shard,
+							   cursor, max_count);
+	return run_read(&plans->rows, rows_sql, store, sh->feed_id, sh->shard, cursor, max_count);
 }
 
 /*
@@ -101,7 +269,8 @@ run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
  *		read again.
  */
 static Datum
-read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
+read_common(FunctionCallInfo fcinfo, ReadPlans *plans, const char *rows_sql,
+			const char *ranges_sql)
 {
 	int			spi_level;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
@@ -140,7 +309,7 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 
 	spi_level = cfeed_spi_connect();
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (run_read(plan, sql, rsinfo->setResult, feed_id, shard, cursor, max_count) == 0 &&
+	if (read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo->setResult, cursor, max_count) == 0 &&
 		wait_ms > 0)
 	{
 		/*
@@ -152,7 +321,7 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
 		{
 			cfeed_check_read(feed_id);
-			(void) run_read(plan, sql, rsinfo->setResult, feed_id, shard, cursor, max_count);
+			(void) read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo->setResult, cursor, max_count);
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);
@@ -168,9 +337,10 @@ read_common(FunctionCallInfo fcinfo, SPIPlanPtr *plan, const char *sql)
 Datum
 cfeed_read(PG_FUNCTION_ARGS)
 {
-	return read_common(fcinfo, &read_plan,
+	return read_common(fcinfo, &read_plans,
 					   "SELECT c.change_sequence_number, c.change_id, c.stamped_at "
-					   "FROM cfeed.change c " READ_RANGE);
+					   "FROM cfeed.change c " READ_RANGE,
+					   "SELECT u.n, c.change_id, u.t FROM " READ_PAGE_FROM " " READ_PAGE_WHERE);
 }
 
 /*
@@ -184,21 +354,24 @@ cfeed_read(PG_FUNCTION_ARGS)
  *		for a change without one of its own (OFFSET 0 keeps it a subquery,
  *		whose outer-only condition becomes a one-time filter).
  */
-#define READ_ROWS(tbl) \
-	"SELECT c.change_sequence_number, c.change_id, c.stamped_at, " \
+#define READ_ROWS(number, at, from, tbl, where) \
+	"SELECT " number ", c.change_id, " at ", " \
 	"COALESCE(" tbl ", i.tbl), COALESCE(c.op, i.op), COALESCE(c.\"row\", i.\"row\") " \
-	"FROM cfeed.change c LEFT JOIN LATERAL (" \
+	"FROM " from " LEFT JOIN LATERAL (" \
 	"SELECT i.tbl, i.op, i.\"row\" FROM cfeed.row_image i " \
 	"WHERE c.op IS NULL AND i.change_id = c.change_id AND i.feed_id = c.feed_id " \
-	"OFFSET 0) i ON true " READ_RANGE
+	"OFFSET 0) i ON true " where
+#define READ_ROWS_PLANS(tbl) \
+	READ_ROWS("c.change_sequence_number", "c.stamped_at", "cfeed.change c", tbl, READ_RANGE), \
+	READ_ROWS("u.n", "u.t", READ_PAGE_FROM, tbl, READ_PAGE_WHERE)
 
 Datum
 cfeed_read_rows(PG_FUNCTION_ARGS)
 {
 	/* tbl is a table's number (table_numbers.c), or not yet updated a regclass */
 	if (cfeed_schema_has(CFEED_SCHEMA_TABLE_NUMBERS))
-		return read_common(fcinfo, &read_rows_plan, READ_ROWS("cfeed._tracked_table(c.tbl)"));
-	return read_common(fcinfo, &read_rows_plan_regclass, READ_ROWS("c.tbl"));
+		return read_common(fcinfo, &read_rows_plans, READ_ROWS_PLANS("cfeed._tracked_table(c.tbl)"));
+	return read_common(fcinfo, &read_rows_plans_regclass, READ_ROWS_PLANS("c.tbl"));
 }
 
 /*
@@ -331,7 +504,8 @@ history_cursor_at(CfeedShard *sh, TimestampTz at)
  * cfeed_cursor_at
  *		SQL: cfeed.cursor_at(feed_id, shard, at) returns bigint: the highest
  *		number stamped before `at` (binary search over the stamped range,
- *		whose stamped_at never decreases), or the start value when none was.
+ *		whose stamped_at never decreases; for a range shard, its stamps
+ *		back from the head), or the start value when none was.
  */
 Datum
 cfeed_cursor_at(PG_FUNCTION_ARGS)
@@ -359,6 +533,12 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("shard %d of feed %d does not exist", sh.shard, sh.feed_id),
 				 errdetail("It was deleted while cfeed.cursor_at ran.")));
+	if (sh.ranges)
+	{
+		lo = cfeed_ranges_cursor_at(sh.feed_id, sh.shard, at, snapshot);
+		UnregisterSnapshot(snapshot);
+		PG_RETURN_INT64(Max(lo, sh.start_number));
+	}
 	heap = cfeed_table_open("change", AccessShareLock);
 	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
 

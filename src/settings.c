@@ -28,6 +28,7 @@ int			cfeed_poll_interval = 10;
 int			cfeed_sweep_delay = 0;
 int			cfeed_retention_interval = 10000;
 int			cfeed_sweep_synchronous_commit = CFEED_SYNC_ON;
+int			cfeed_default_storage = CFEED_STORAGE_ROWS;
 
 /* synchronous_commit levels a stamping transaction may use (never off). */
 const struct config_enum_entry cfeed_sync_commit_options[] = {
@@ -35,6 +36,13 @@ const struct config_enum_entry cfeed_sync_commit_options[] = {
 	{"remote_write", CFEED_SYNC_REMOTE_WRITE, false},
 	{"on", CFEED_SYNC_ON, false},
 	{"remote_apply", CFEED_SYNC_REMOTE_APPLY, false},
+	{NULL, 0, false}
+};
+
+/* How a new shard's changes are numbered (shard_config.storage's default). */
+static const struct config_enum_entry cfeed_storage_options[] = {
+	{"rows", CFEED_STORAGE_ROWS, false},
+	{"ranges", CFEED_STORAGE_RANGES, false},
 	{NULL, 0, false}
 };
 
@@ -94,6 +102,13 @@ cfeed_define_settings(bool preload)
 							 &cfeed_sweep_synchronous_commit,
 							 CFEED_SYNC_ON, cfeed_sync_commit_options,
 							 PGC_SUSET, 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("cfeed.default_storage",
+							 "Sets how the changes of new shards are numbered.",
+							 "rows: a sweep updates each change's row with its number; ranges: a sweep appends one cfeed.stamp row per shard, and a change's row is never updated.",
+							 &cfeed_default_storage,
+							 CFEED_STORAGE_ROWS, cfeed_storage_options,
+							 PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 	DefineCustomIntVariable("cfeed.poll_interval",
 							"Sets how often a waiting reader re-reads a shard's head when no sweeper can wake it.",

@@ -134,11 +134,19 @@ typedef struct ShardEntry
 	int32		held;			/* changes left pending: out of numbers */
 } ShardEntry;
 
+/* A writer with a change of a range shard, while the batch is cut. */
+typedef struct RangeWriter
+{
+	FullTransactionId xid;		/* hash key */
+	bool		in_batch;		/* has a change in the batch */
+} RangeWriter;
+
 /* One sweep in progress, from step to step (in the sweep's memory context). */
 typedef struct SweepState
 {
 	int32		sweep_group;
 	CfeedGroupWatermark *watermark;
+	bool		marked;			/* the group has a mark: it has range shards */
 	Snapshot	snapshot;
 	Relation	changerel;		/* cfeed.change, locked until commit */
 	Relation	pending_index;	/* change_pending_idx, while collecting */
@@ -214,11 +222,15 @@ compare_shard_change(const void *a, const void *b)
  *		TABLE) or a TRUNCATE waits for the sweep, and one that committed
  *		before is in its snapshot.  Then the invalidations that came are read
  *		(a shard moved to another group resets the watermarks), and the
- *		watermark is looked at.
+ *		watermark is looked at.  A group with range shards has a stored mark
+ *		(ranges.c), read with the sweep's snapshot, which is then its
+ *		watermark: the record of which range changes are stamped.
  */
 static void
 sweep_begin(SweepState *s, int32 sweep_group)
 {
+	CfeedMark	mark;
+
 	Assert(cfeed_sweep_lock_held(sweep_group));
 	memset(s, 0, sizeof(SweepState));
 	s->sweep_group = sweep_group;
@@ -227,6 +239,11 @@ sweep_begin(SweepState *s, int32 sweep_group)
 	AcceptInvalidationMessages();
 	s->watermark = cfeed_watermark_get(sweep_group);
 	s->snapshot = RegisterSnapshot(GetLatestSnapshot());
+	if (cfeed_mark_load(sweep_group, s->snapshot, &mark))
+	{
+		s->marked = true;
+		cfeed_watermark_set(s->watermark, &mark);
+	}
 }
 
 /*
@@ -293,8 +310,7 @@ shard_entry(SweepState *s, int32 feed_id, int32 shard)
 	if (e->in_group)
 	{
 		e->hint = head_hint(feed_id, shard);
-		e->shard.last_number = cfeed_shard_head(feed_id, shard, e->shard.floor_number,
-												e->hint->head, s->snapshot);
+		e->shard.last_number = cfeed_shard_head(&e->shard, e->hint->head, s->snapshot);
 		Assert(e->shard.last_number >= e->shard.floor_number);
 		e->hint->head = e->shard.last_number;
 	}
@@ -310,14 +326,44 @@ shard_entry(SweepState *s, int32 feed_id, int32 shard)
  *		one would pass 2^63 - 1).  Its writer_xid stays in the watermark, so
  *		a later sweep finds it again; the shard is reported (sweep_announce,
  *		cfeed_sweep_report_exhausted), and the group's other shards are
- *		stamped as ever.
+ *		stamped as ever.  A range shard's change fails the sweep instead:
+ *		its writer's other changes would be stamped twice.
  */
 static void
 hold_change(SweepState *s, ShardEntry *e, const CfeedPendingChange *c)
 {
+	/* a range change held back would leave its transaction half stamped */
+	if (c->ranges)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("shard %d of feed %d has run out of sequence numbers", c->shard, c->feed_id),
+				 errdetail("Its next number would pass 9223372036854775807."),
+				 errhint("The shard is stored in ranges, so its sweep group cannot be swept until its changes are deleted.")));
 	if (e->held++ == 0)
 		s->nexhausted++;
 	s->held[s->nheld++] = c->writer_xid;
+}
+
+/*
+ * range_change_unstamped
+ *		Whether a change of a range shard is one to stamp now: its writer is
+ *		not stamped as of the group's mark, and is not this sweep's own
+ *		transaction (whose xid stays in the proposed mark: it may write more
+ *		after the sweep).  A range shard whose group has no mark would be
+ *		numbered twice: refused.
+ */
+static bool
+range_change_unstamped(SweepState *s, const CfeedPendingChange *c)
+{
+	if (!s->marked)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("sweep group %d has a shard stored in ranges but no sweep mark", s->sweep_group),
+				 errdetail("Shard %d of feed %d is stored in ranges.", c->shard, c->feed_id),
+				 errhint("A row of cfeed.sweep_mark was deleted by hand; restore it from a backup.")));
+	if (FullTransactionIdEquals(c->writer_xid, GetTopFullTransactionIdIfAny()))
+		return false;
+	return cfeed_watermark_covers(s->watermark, c->writer_xid);
 }
 
 /*
@@ -352,12 +398,63 @@ sweep_collect(SweepState *s)
 
 		if (!e->in_group)
 			continue;
+		s->changes[i].ranges = e->shard.ranges;
+		if (e->shard.ranges && !range_change_unstamped(s, &s->changes[i]))
+			continue;
 		if (e->shard.last_number == PG_INT64_MAX)
 			hold_change(s, e, &s->changes[i]);
 		else
 			s->changes[n++] = s->changes[i];
 	}
 	s->nchanges = n;
+}
+
+/*
+ * cut_whole_writers
+ *		A writer with a range change is stamped whole or not at all: its xid
+ *		leaves the mark once, so the cut never splits it.  Each cut-off
+ *		change of a writer that has a range change and a change in the batch
+ *		joins the batch.  (The batch stays closed under "committed before the
+ *		other began": such a writer's changes all follow the other's.)
+ */
+static void
+cut_whole_writers(SweepState *s)
+{
+	HASHCTL		ctl;
+	HTAB	   *writers;
+	RangeWriter *w;
+	bool		found;
+	int			i;
+
+	ctl.keysize = sizeof(FullTransactionId);
+	ctl.entrysize = sizeof(RangeWriter);
+	ctl.hcxt = CurrentMemoryContext;
+	writers = hash_create("cfeed sweep range writers", 64, &ctl,
+						  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (i = 0; i < s->ncollected; i++)
+		if (s->changes[i].ranges)
+		{
+			w = hash_search(writers, &s->changes[i].writer_xid, HASH_ENTER, &found);
+			if (!found)
+				w->in_batch = false;
+		}
+	if (hash_get_num_entries(writers) == 0)
+		return;
+	for (i = 0; i < s->nbatch; i++)
+		if ((w = hash_search(writers, &s->changes[i].writer_xid, HASH_FIND, NULL)) != NULL)
+			w->in_batch = true;
+	for (i = s->nbatch; i < s->ncollected; i++)
+	{
+		w = hash_search(writers, &s->changes[i].writer_xid, HASH_FIND, NULL);
+		if (w != NULL && w->in_batch)
+		{
+			CfeedPendingChange tmp = s->changes[s->nbatch];
+
+			s->changes[s->nbatch++] = s->changes[i];
+			s->changes[i] = tmp;
+		}
+	}
+	s->nchanges = s->nbatch;
 }
 
 /*
@@ -378,6 +475,8 @@ sweep_cut(SweepState *s)
 	/* what is cut off never precedes the batch: the lowest change_ids go first */
 	Assert(s->nbatch == s->ncollected || s->nbatch == 0 ||
 		   s->changes[s->nbatch - 1].change_id <= s->changes[s->nbatch].change_id);
+	if (s->nbatch < s->ncollected)
+		cut_whole_writers(s);
 }
 
 /*
@@ -442,6 +541,45 @@ sweep_number(SweepState *s)
 		s->changes[n++].number = next;
 	}
 	s->nchanges = n;
+}
+
+/*
+ * sweep_write
+ *		The write step: a new feed epoch first if this is the first stamp on
+ *		this timeline; the numbers of row shards' changes into their rows
+ *		(stamp.c), those of range shards' as cfeed.stamp rows (ranges.c), in
+ *		the order of the number step; and the group's new mark, its proposed
+ *		watermark, when it has one.  The commit is forced synchronous.
+ */
+static void
+sweep_write(SweepState *s)
+{
+	CfeedPendingChange *ranged = palloc(sizeof(CfeedPendingChange) * s->nchanges);
+	int			nrows = 0;
+	int			nranged = 0;
+	int			i;
+
+	for (i = 0; i < s->nchanges; i++)
+	{
+		if (s->changes[i].ranges)
+			ranged[nranged++] = s->changes[i];
+		else
+			s->changes[nrows++] = s->changes[i];
+	}
+	cfeed_epoch_begin();
+	if (nrows > 0)
+		cfeed_stamp(s->changerel, s->changes, nrows, s->now, s->snapshot);
+	if (nranged > 0)
+		cfeed_ranges_stamp(ranged, nranged, s->now);
+	if (s->marked)
+	{
+		CfeedMark	mark;
+
+		cfeed_watermark_proposal(s->watermark, &mark);
+		cfeed_mark_store(s->sweep_group, &mark);
+	}
+	cfeed_stamp_commit_level();
+	pfree(ranged);
 }
 
 /*
@@ -560,11 +698,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 		sweep_number(&s);
 	sweep_propose(&s);
 	if (s.nchanges > 0)
-	{
-		cfeed_epoch_begin();
-		cfeed_stamp(s.changerel, s.changes, s.nchanges, s.now, s.snapshot);
-		cfeed_stamp_commit_level();
-	}
+		sweep_write(&s);
 	UnregisterSnapshot(s.snapshot);
 	table_close(s.changerel, NoLock);
 

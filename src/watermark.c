@@ -27,8 +27,10 @@
  * either; its xid is probed alone until it ends.  Changes a sweep leaves for
  * a later one (its batch cut) keep their xids in the watermark, and so does
  * the sweep's own transaction, which may publish more after it.  Beyond
- * WATERMARK_MAX_XIDS xids the watermark falls back to a range from the
- * lowest.
+ * WATERMARK_MAX_XIDS xids the probes fall back to a range from the lowest.
+ * A group with range shards reads its watermark from its stored mark at
+ * every sweep instead (ranges.c), and there it is the record of what is
+ * stamped, not a hint.
  *
  * Lifetime
  * --------
@@ -256,6 +258,77 @@ compare_fxid(const void *a, const void *b)
 }
 
 /*
+ * cfeed_sort_fxids
+ *		Sort full xids[0..*n-1] and remove duplicates (*n becomes their
+ *		number).
+ */
+void
+cfeed_sort_fxids(FullTransactionId *xids, int *n)
+{
+	int			i;
+	int			j = 0;
+
+	if (*n <= 1)
+		return;
+	qsort(xids, *n, sizeof(FullTransactionId), compare_fxid);
+	for (i = 1; i < *n; i++)
+		if (!FullTransactionIdEquals(xids[i], xids[j]))
+			xids[++j] = xids[i];
+	*n = j + 1;
+	/* sorted and unique: the probes go up the index, each xid once */
+	for (i = 1; i < *n; i++)
+		Assert(FullTransactionIdPrecedes(xids[i - 1], xids[i]));
+}
+
+/*
+ * cfeed_watermark_set
+ *		Make a sweep group's stored mark (ranges.c) its committed watermark,
+ *		exactly: a group with range shards reads its mark at every sweep.
+ */
+void
+cfeed_watermark_set(CfeedGroupWatermark *gw, const CfeedMark *mark)
+{
+	Watermark	w;
+
+	Assert(cfeed_sweep_lock_held(gw->sweep_group));
+	w.xmax = mark->xmax;
+	w.nxip = mark->nxip;
+	w.xip = mark->xip;
+	watermark_copy(&gw->committed, &w);
+	gw->valid = true;
+}
+
+/*
+ * cfeed_watermark_covers
+ *		Whether the committed watermark points at xid (it is in xip, or at or
+ *		above xmax): for a group's mark, whether a range change of that
+ *		writer is still to be stamped.
+ */
+bool
+cfeed_watermark_covers(CfeedGroupWatermark *gw, FullTransactionId xid)
+{
+	Assert(gw->valid);
+	if (FullTransactionIdFollowsOrEquals(xid, gw->committed.xmax))
+		return true;
+	return bsearch(&xid, gw->committed.xip, gw->committed.nxip,
+				   sizeof(FullTransactionId), compare_fxid) != NULL;
+}
+
+/*
+ * cfeed_watermark_proposal
+ *		The watermark the sweep proposed (cfeed_watermark_propose), for its
+ *		group's mark: xip points into the proposal.
+ */
+void
+cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark)
+{
+	Assert(gw->proposed_valid);
+	mark->xmax = gw->proposed.xmax;
+	mark->nxip = gw->proposed.nxip;
+	mark->xip = gw->proposed.xip;
+}
+
+/*
  * cfeed_watermark_probes
  *		Call probe(key, arg) for each scan of change_pending_idx the sweep
  *		must make: writer_xid >= xmax and = each xid of the watermark, or one
@@ -274,8 +347,14 @@ cfeed_watermark_probes(CfeedGroupWatermark *gw,
 		probe(NULL, arg);
 		return;
 	}
-	/* beyond WATERMARK_MAX_XIDS a proposal falls back to a range */
-	Assert(gw->committed.nxip <= WATERMARK_MAX_XIDS);
+	if (gw->committed.nxip > WATERMARK_MAX_XIDS)
+	{
+		/* too many to probe one by one: scan from the lowest instead */
+		ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
+					FullTransactionIdGetDatum(gw->committed.xip[0]));
+		probe(&key, arg);
+		return;
+	}
 	ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
 				FullTransactionIdGetDatum(gw->committed.xmax));
 	probe(&key, arg);
@@ -320,31 +399,10 @@ cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 	own = GetTopFullTransactionIdIfAny();
 	if (FullTransactionIdIsValid(own) && FullTransactionIdPrecedes(own, w.xmax))
 		xip[nxip++] = own;
-	qsort(xip, nxip, sizeof(FullTransactionId), compare_fxid);
-	/* deduplicate */
-	if (nxip > 1)
-	{
-		int			j = 0;
-
-		for (i = 1; i < nxip; i++)
-			if (!FullTransactionIdEquals(xip[i], xip[j]))
-				xip[++j] = xip[i];
-		nxip = j + 1;
-	}
-	/* sorted and unique: the probes go up the index, each xid once */
-	for (i = 1; i < nxip; i++)
-		Assert(FullTransactionIdPrecedes(xip[i - 1], xip[i]));
+	cfeed_sort_fxids(xip, &nxip);
 
 	w.nxip = nxip;
 	w.xip = xip;
-	if (nxip > WATERMARK_MAX_XIDS)
-	{
-		/* too many to probe one by one: scan from the lowest instead */
-		if (FullTransactionIdPrecedes(xip[0], w.xmax))
-			w.xmax = xip[0];
-		w.nxip = 0;
-	}
-
 	watermark_copy(&gw->proposed, &w);
 	gw->proposed_valid = true;
 	gw->proposed_subid = GetCurrentSubTransactionId();

@@ -1,0 +1,295 @@
+/*-------------------------------------------------------------------------
+ *
+ * ranges.c
+ *	  Storage in ranges: the shards whose storage is 'ranges' are numbered
+ *	  by appending cfeed.stamp rows, and a change's row is written once, by
+ *	  its writer, and never updated (docs/design.md, "Storage in ranges").
+ *
+ *	  cfeed.stamp (feed_id, shard, first_number, last_number, stamped_at,
+ *	  change_ids, writer_xids): change_ids[i] is number first_number + i - 1.
+ *	  Its primary key (feed_id, shard, last_number) serves a shard's head (the
+ *	  last row) and a read from cursor N (the rows whose last_number > N); a
+ *	  change's row is then found in change_pending_idx (writer_xid,
+ *	  change_id), where a range change stays.
+ *
+ *	  Which range changes are stamped cannot be read off their rows, so each
+ *	  sweep group with range shards keeps a mark, cfeed.sweep_mark: the
+ *	  proposed watermark of its last stamping sweep (watermark.c), stored in
+ *	  the same transaction as its stamps.  A range change is stamped exactly
+ *	  when its writer_xid is below the mark's xmax and not in its xip; a
+ *	  sweep stamps the committed ones of the others, and stores its own
+ *	  proposal (the xids of the changes it left, and its own, in xip).  The
+ *	  mark carries the system identifier: its xids mean nothing in another
+ *	  cluster.
+ *
+ *	  Locking: the caller of the mark's and the stamps' functions holds the
+ *	  group's sweep lock (sweep.c); the head is read with the caller's
+ *	  snapshot, under ACCESS SHARE.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/timestamp.h"
+#include "utils/xid8.h"
+
+#include "cfeed.h"
+
+/* Columns of cfeed.stamp and cfeed.sweep_mark. */
+#define Anum_stamp_feed_id			1
+#define Anum_stamp_shard			2
+#define Anum_stamp_last_number		4
+#define Anum_stamp_stamped_at		5
+#define Anum_mark_sweep_group		1
+#define Anum_mark_xmax				2
+#define Anum_mark_xip				3
+#define Anum_mark_system_identifier	4
+
+/* At most this many changes in one cfeed.stamp row. */
+#define STAMP_ROW_MAX				4096
+
+/* The sweep's statements, kept for the backend's life (cache.h) */
+static SPIPlanPtr stamp_insert_plan = NULL;
+static SPIPlanPtr mark_store_plan = NULL;
+
+/*
+ * cfeed_ranges_head
+ *		A range shard's highest stamped number as of the snapshot, or
+ *		PG_INT64_MIN when it has no stamp (one backward probe of cfeed.stamp's
+ *		primary key).
+ */
+int64
+cfeed_ranges_head(int32 feed_id, int32 shard, Snapshot snapshot)
+{
+	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
+	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tup;
+	int64		head = PG_INT64_MIN;
+
+	ScanKeyInit(&keys[0], Anum_stamp_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_stamp_shard, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(shard));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+	tup = systable_getnext_ordered(scan, BackwardScanDirection);
+	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+
+		head = DatumGetInt64(heap_getattr(tup, Anum_stamp_last_number,
+										  RelationGetDescr(rel), &isnull));
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return head;
+}
+
+/*
+ * cfeed_mark_load
+ *		The latest mark of a sweep group as of the snapshot, into *mark
+ *		(xip palloc'd, sorted); false when the group has none (no range
+ *		shard).  A mark made in another cluster (a restored dump, a
+ *		pg_upgrade'd cluster) is refused: its xids are not this cluster's.
+ */
+bool
+cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
+{
+	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
+	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
+	SysScanDesc scan;
+	ScanKeyData key;
+	HeapTuple	tup;
+	bool		found;
+
+	ScanKeyInit(&key, Anum_mark_sweep_group, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(sweep_group));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 1, &key);
+	tup = systable_getnext_ordered(scan, BackwardScanDirection);
+	found = HeapTupleIsValid(tup);
+	if (found)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		ArrayType  *xip;
+		Datum	   *elems;
+		int			i;
+
+		if ((uint64) DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull)) !=
+			GetSystemIdentifier())
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the sweep mark of sweep group %d was made in another database cluster", sweep_group),
+					 errdetail("Shards stored in ranges were restored or upgraded from another cluster, whose transaction ids mean nothing here."),
+					 errhint("Restore such feeds with pg_dump into a database whose feeds are stored in rows, or see the \"Storage in ranges\" section of the operations guide.")));
+		mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
+		xip = DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull));
+		deconstruct_array(xip, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
+						  TYPALIGN_DOUBLE, &elems, NULL, &mark->nxip);
+		mark->xip = palloc(sizeof(FullTransactionId) * Max(mark->nxip, 1));
+		for (i = 0; i < mark->nxip; i++)
+			mark->xip[i] = DatumGetFullTransactionId(elems[i]);
+		cfeed_sort_fxids(mark->xip, &mark->nxip);
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * xid_array
+ *		An xid8[] of n full xids.
+ */
+static Datum
+xid_array(const FullTransactionId *xids, int n)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elems[i] = FullTransactionIdGetDatum(xids[i]);
+	return PointerGetDatum(construct_array(elems, n, XID8OID, sizeof(FullTransactionId),
+										   FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/*
+ * cfeed_mark_store
+ *		Make *mark the group's latest mark, in the sweep's transaction: the
+ *		group's older marks are deleted.
+ */
+void
+cfeed_mark_store(int32 sweep_group, const CfeedMark *mark)
+{
+	Oid			types[4] = {INT4OID, XID8OID, XID8ARRAYOID, INT8OID};
+	Datum		values[4];
+	int			spi_level = cfeed_spi_connect();
+
+	values[0] = Int32GetDatum(sweep_group);
+	values[1] = FullTransactionIdGetDatum(mark->xmax);
+	values[2] = xid_array(mark->xip, mark->nxip);
+	values[3] = Int64GetDatum((int64) GetSystemIdentifier());
+	(void) cfeed_spi_plan(&mark_store_plan,
+						  "WITH gone AS (DELETE FROM cfeed.sweep_mark WHERE sweep_group = $1) "
+						  "INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier) "
+						  "VALUES ($1, $2, $3, $4)", 4, types);
+	(void) cfeed_spi_run(&mark_store_plan, values, SPI_OK_INSERT, "storing the sweep mark");
+	cfeed_spi_finish(spi_level);
+}
+
+/*
+ * insert_stamp
+ *		One cfeed.stamp row: changes[0..n-1], of one shard, numbered
+ *		consecutively.
+ */
+static void
+insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
+{
+	Oid			types[7] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
+	INT8ARRAYOID, XID8ARRAYOID};
+	Datum		values[7];
+	Datum	   *ids = palloc(sizeof(Datum) * n);
+	FullTransactionId *xids = palloc(sizeof(FullTransactionId) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		Assert(changes[i].number == changes[0].number + i);
+		ids[i] = Int64GetDatum(changes[i].change_id);
+		xids[i] = changes[i].writer_xid;
+	}
+	values[0] = Int32GetDatum(changes[0].feed_id);
+	values[1] = Int32GetDatum(changes[0].shard);
+	values[2] = Int64GetDatum(changes[0].number);
+	values[3] = Int64GetDatum(changes[n - 1].number);
+	values[4] = TimestampTzGetDatum(now);
+	values[5] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[6] = xid_array(xids, n);
+	(void) cfeed_spi_plan(&stamp_insert_plan,
+						  "INSERT INTO cfeed.stamp (feed_id, shard, first_number, last_number, "
+						  "stamped_at, change_ids, writer_xids) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+						  7, types);
+	(void) cfeed_spi_run(&stamp_insert_plan, values, SPI_OK_INSERT, "inserting a stamp");
+	pfree(ids);
+	pfree(xids);
+}
+
+/*
+ * cfeed_ranges_stamp
+ *		The write step for range shards: changes[0..n-1], ordered by shard
+ *		and number, become cfeed.stamp rows of at most STAMP_ROW_MAX changes
+ *		of one shard each.  Runs as the extension's owner (the sweep).
+ */
+void
+cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
+{
+	int			spi_level = cfeed_spi_connect();
+	int			start = 0;
+
+	while (start < n)
+	{
+		int			end = start + 1;
+
+		CHECK_FOR_INTERRUPTS();
+		while (end < n && end - start < STAMP_ROW_MAX &&
+			   changes[end].feed_id == changes[start].feed_id &&
+			   changes[end].shard == changes[start].shard)
+			end++;
+		insert_stamp(&changes[start], end - start, now);
+		start = end;
+	}
+	cfeed_spi_finish(spi_level);
+}
+
+/*
+ * cfeed_ranges_cursor_at
+ *		cursor_at for a range shard: the last number of its last stamp made
+ *		before `at` as of the snapshot, or PG_INT64_MIN when none was.  The
+ *		stamps' stamped_at never decrease with their numbers, so the scan
+ *		goes back from the head and stops at the first such stamp.
+ */
+int64
+cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at, Snapshot snapshot)
+{
+	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
+	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	HeapTuple	tup;
+	int64		cursor = PG_INT64_MIN;
+
+	ScanKeyInit(&keys[0], Anum_stamp_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_stamp_shard, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(shard));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+	while (HeapTupleIsValid(tup = systable_getnext_ordered(scan, BackwardScanDirection)))
+	{
+		bool		isnull;
+
+		CHECK_FOR_INTERRUPTS();
+		if (DatumGetTimestampTz(heap_getattr(tup, Anum_stamp_stamped_at, desc, &isnull)) < at)
+		{
+			cursor = DatumGetInt64(heap_getattr(tup, Anum_stamp_last_number, desc, &isnull));
+			break;
+		}
+	}
+	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return cursor;
+}
