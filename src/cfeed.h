@@ -138,6 +138,7 @@ typedef enum CfeedSchemaFeature
 	CFEED_SCHEMA_WRITE_GRANTS,	/* cfeed.write_grant: per-feed write access */
 	CFEED_SCHEMA_CHANGE_ID_TIMELINE,	/* change ids moved on new timelines */
 	CFEED_SCHEMA_TABLE_NUMBERS,	/* cfeed.tracked_table: cfeed.change.tbl a number */
+	CFEED_SCHEMA_RANGES,		/* cfeed.stamp, cfeed.sweep_mark: storage in ranges */
 	CFEED_SCHEMA_FEATURES
 } CfeedSchemaFeature;
 extern Oid	cfeed_schema_relid(CfeedSchemaFeature feature);

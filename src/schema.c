@@ -47,6 +47,7 @@ static const CfeedSchemaObject schema_objects[] = {
 	[CFEED_SCHEMA_WRITE_GRANTS] = {"1.8", "write_grant", NULL},
 	[CFEED_SCHEMA_CHANGE_ID_TIMELINE] = {"1.8", "change_id_timeline", NULL},
 	[CFEED_SCHEMA_TABLE_NUMBERS] = {"1.8", "tracked_table", NULL},
+	[CFEED_SCHEMA_RANGES] = {"1.9", "sweep_mark", NULL},
 };
 
 StaticAssertDecl(lengthof(schema_objects) == CFEED_SCHEMA_FEATURES,

@@ -239,7 +239,8 @@ sweep_begin(SweepState *s, int32 sweep_group)
 	AcceptInvalidationMessages();
 	s->watermark = cfeed_watermark_get(sweep_group);
 	s->snapshot = RegisterSnapshot(GetLatestSnapshot());
-	if (cfeed_mark_load(sweep_group, s->snapshot, &mark))
+	if (cfeed_schema_has(CFEED_SCHEMA_RANGES) &&
+		cfeed_mark_load(sweep_group, s->snapshot, &mark))
 	{
 		s->marked = true;
 		cfeed_watermark_set(s->watermark, &mark);

@@ -596,6 +596,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION cfeed._shard_config_storage() FROM PUBLIC;
+COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group and open; the first range shard of a sweep group makes its mark';
 CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group, closed
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
@@ -640,3 +641,40 @@ SELECT * FROM (
 WHERE cfeed._may_read(s.feed_id);
 ALTER VIEW cfeed.shard SET (security_barrier = true);
 COMMENT ON COLUMN cfeed.shard.storage IS 'rows or ranges: how the shard''s changes are numbered (cfeed.default_storage when it was created)';
+
+/*
+ * cfeed.stats: a range shard's pending changes are those its group's mark
+ * has not stamped (writer_xid at or above next_xid, or in running), found
+ * through change_pending_idx; a row shard's, those without a number.
+ */
+CREATE OR REPLACE VIEW cfeed.stats AS
+	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
+		   s.last_change_sequence_number AS head, s.last_sweep_time,
+		   COALESCE(p.pending, 0) AS pending,
+		   pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_written_at AS oldest_pending_age,
+		   cfeed._retention_held_by(s.feed_id, s.shard) AS retention_held_by
+	FROM cfeed.shard s
+	JOIN cfeed.feed f ON f.feed_id OPERATOR(pg_catalog.=) s.feed_id
+	LEFT JOIN (SELECT c.feed_id, c.shard, pg_catalog.count(*) AS pending,
+					  pg_catalog.min(c.written_at) AS oldest_written_at
+			   FROM cfeed.change c
+			   JOIN cfeed.shard_config sc
+				 ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id AND sc.shard OPERATOR(pg_catalog.=) c.shard
+			   WHERE c.change_sequence_number IS NULL AND sc.storage OPERATOR(pg_catalog.=) 'rows'
+			   GROUP BY c.feed_id, c.shard
+			   UNION ALL
+			   SELECT c.feed_id, c.shard, pg_catalog.count(*), pg_catalog.min(c.written_at)
+			   FROM (SELECT DISTINCT ON (m.sweep_group) m.sweep_group, m.next_xid, m.running
+					 FROM cfeed.sweep_mark m ORDER BY m.sweep_group, m.next_xid DESC) m
+			   CROSS JOIN LATERAL (
+					SELECT x.feed_id, x.shard, x.written_at FROM cfeed.change x
+					WHERE x.writer_xid OPERATOR(pg_catalog.>=) m.next_xid AND x.change_sequence_number IS NULL
+					UNION ALL
+					SELECT x.feed_id, x.shard, x.written_at FROM cfeed.change x
+					WHERE x.writer_xid OPERATOR(pg_catalog.=) ANY (m.running) AND x.change_sequence_number IS NULL) c
+			   JOIN cfeed.shard_config sc
+				 ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id AND sc.shard OPERATOR(pg_catalog.=) c.shard
+			   WHERE sc.storage OPERATOR(pg_catalog.=) 'ranges' AND sc.sweep_group OPERATOR(pg_catalog.=) m.sweep_group
+			   GROUP BY c.feed_id, c.shard) p
+		   ON p.feed_id OPERATOR(pg_catalog.=) s.feed_id AND p.shard OPERATOR(pg_catalog.=) s.shard;
+ALTER VIEW cfeed.stats SET (security_barrier = true);

@@ -1,0 +1,161 @@
+-- ranges: shards stored in ranges (cfeed.default_storage = ranges).  A change's
+-- row is written once and never updated; a sweep appends cfeed.stamp rows and
+-- its group's mark.  Numbers, reads, heads, cursors and errors are the same as
+-- for shards stored in rows; a transaction is stamped whole, once.
+\i test/regress_setup.sql
+
+-- numbered(f, s): a shard's changes as read() returns them, relative to their bases
+CREATE FUNCTION pg_temp.numbered(f int, s int) RETURNS TABLE (id bigint, n bigint)
+LANGUAGE sql AS $$
+	SELECT change_id - 1000000000000000, change_sequence_number - 2000000000000000
+	FROM cfeed.read(f, s, NULL, 1000, 0)
+$$;
+-- stamps(): the stamp rows, relative to their bases
+CREATE FUNCTION pg_temp.stamps() RETURNS TABLE (feed_id int, shard int, first bigint, last bigint, ids bigint[])
+LANGUAGE sql AS $$
+	SELECT feed_id, shard, first_number - 2000000000000000, last_number - 2000000000000000,
+		   ARRAY(SELECT i - 1000000000000000 FROM unnest(change_ids) i)
+	FROM cfeed.stamp ORDER BY feed_id, shard, last_number
+$$;
+
+-- the setting: rows by default; a shard's storage is fixed when it is created
+SHOW cfeed.default_storage;
+SELECT pg_temp.err($$SET cfeed.default_storage = 'heap'$$);
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('ranged', 2);
+SELECT cfeed.create_feed('ranged-other-group', 1, sweep_group => 1);
+RESET cfeed.default_storage;
+SELECT cfeed.create_feed('rowed', 1);
+SELECT feed_id, shard, storage, last_change_sequence_number - 2000000000000000 AS head
+FROM cfeed.shard ORDER BY feed_id, shard;
+-- each group with a range shard has a mark, made when its first one was created
+SELECT sweep_group, cardinality(running) AS running FROM cfeed.sweep_mark ORDER BY sweep_group;
+
+-- writes: publish and the INSERT pattern; nothing is updated when stamped
+SELECT count(cfeed.publish(1, 0)) FROM generate_series(1, 3);
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 1, nextval('cfeed.change_id'));
+SELECT count(cfeed.publish(3, 0)) FROM generate_series(1, 2);
+SELECT cfeed.publish(2, 0) - 1000000000000000 AS other_group_id;
+CREATE TEMP TABLE before_sweep AS SELECT ctid AS tid, change_id FROM cfeed.change;
+SELECT feed_id, shard, change_count, last_change_sequence_number - 2000000000000000 AS last
+FROM cfeed.sweep() ORDER BY feed_id, shard;
+SELECT * FROM pg_temp.stamps();
+-- the range changes' rows are as written (same ctid, no number); the row feed's are stamped
+SELECT c.feed_id, count(*) AS changes, count(*) FILTER (WHERE b.tid = c.ctid) AS untouched,
+	   count(c.change_sequence_number) AS numbered
+FROM cfeed.change c JOIN before_sweep b USING (change_id) GROUP BY c.feed_id ORDER BY c.feed_id;
+-- reads, heads, the view
+SELECT * FROM pg_temp.numbered(1, 0);
+SELECT * FROM pg_temp.numbered(1, 1);
+SELECT change_sequence_number - 2000000000000000 AS n FROM cfeed.read(1, 0, 2000000000000001, 10, 0);
+SELECT change_sequence_number - 2000000000000000 AS n FROM cfeed.read(1, 0, 2000000000000000, 2, 0);
+SELECT count(*) FROM cfeed.read(1, 0, 2000000000000003, 10, 0);
+SELECT cfeed.head(1, 0) - 2000000000000000 AS head_0, cfeed.head(1, 1) - 2000000000000000 AS head_1;
+SELECT feed_id, shard, last_change_sequence_number - 2000000000000000 AS head,
+	   last_sweep_time = (SELECT max(stamped_at) FROM cfeed.stamp t WHERE t.feed_id = s.feed_id AND t.shard = s.shard) AS sweep_time
+FROM cfeed.shard s WHERE storage = 'ranges' ORDER BY feed_id, shard;
+-- group 1's change waits for group 1's sweep, which stamps it once
+SELECT * FROM pg_temp.numbered(2, 0);
+SELECT change_count FROM cfeed.sweep(1);
+SELECT * FROM pg_temp.numbered(2, 0);
+-- a second sweep finds nothing: stamped changes are not stamped again
+SELECT count(*) FROM cfeed.sweep();
+SELECT count(*) FROM cfeed.sweep(1);
+SELECT count(*) AS stamp_rows FROM cfeed.stamp;
+
+-- read_rows gives the same numbers; the join pattern joins against read()
+SELECT change_sequence_number - 2000000000000000 AS n, op, tbl FROM cfeed.read_rows(1, 0, NULL, 10, 0);
+CREATE TABLE orders (change_id bigint PRIMARY KEY, item text);
+INSERT INTO orders SELECT cfeed.publish(1, 1), 'item ' || i FROM generate_series(1, 3) i;
+SELECT count(*) FROM cfeed.sweep();
+SELECT r.change_sequence_number - 2000000000000000 AS n, o.item
+FROM cfeed.read(1, 1, 2000000000000001, 100, 0) r JOIN orders o USING (change_id)
+ORDER BY r.change_sequence_number;
+
+-- one transaction across a range shard and a row shard, with a savepoint rolled
+-- back and an aborted transaction: each committed change is numbered once
+BEGIN;
+SELECT cfeed.publish(1, 0) IS NOT NULL AS a;
+SAVEPOINT s;
+SELECT cfeed.publish(1, 0) IS NOT NULL AS rolled_back;
+ROLLBACK TO SAVEPOINT s;
+SELECT cfeed.publish(3, 0) IS NOT NULL AS b;
+SELECT cfeed.publish(1, 0) IS NOT NULL AS c;
+COMMIT;
+BEGIN;
+SELECT cfeed.publish(1, 0) IS NOT NULL AS aborted;
+ROLLBACK;
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY feed_id, shard;
+SELECT n FROM pg_temp.numbered(1, 0);
+SELECT count(*) AS unnumbered_rows_left FROM cfeed.change c
+WHERE c.feed_id = 1 AND NOT EXISTS (SELECT FROM cfeed.stamp t WHERE c.change_id = ANY (t.change_ids));
+
+-- a sweep does not stamp its own transaction's range changes: they may grow
+-- after it; the next sweep stamps all of them, once
+BEGIN;
+SELECT cfeed.publish(1, 0) IS NOT NULL AS own_1;
+SELECT count(*) AS stamped_by_own_sweep FROM cfeed.sweep();
+SELECT cfeed.publish(1, 0) IS NOT NULL AS own_2;
+COMMIT;
+SELECT feed_id, shard, change_count FROM cfeed.sweep();
+SELECT n FROM pg_temp.numbered(1, 0) WHERE n > 5;
+
+-- a batch cut never splits a writer with range changes: the batch takes
+-- the rest of its changes, and the next sweep the other writers'
+SET cfeed.sweep_batch_size = 2;
+BEGIN;
+SELECT count(cfeed.publish(1, 1)) FROM generate_series(1, 3);
+COMMIT;
+SELECT count(cfeed.publish(3, 0)) FROM generate_series(1, 3);
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY feed_id, shard;
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY feed_id, shard;
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY feed_id, shard;
+RESET cfeed.sweep_batch_size;
+SELECT count(*) AS changes, count(DISTINCT n) AS numbers, max(n) - min(n) + 1 AS span
+FROM pg_temp.numbered(1, 1);
+
+-- cursor_at: the last number of the last stamp before the time
+SELECT cfeed.cursor_at(1, 0, '-infinity') - 2000000000000000 AS before_all,
+	   cfeed.cursor_at(1, 0, 'infinity') = cfeed.head(1, 0) AS after_all;
+SELECT cfeed.cursor_at(1, 0, t.stamped_at) = t.first_number - 1 AS at_a_stamp
+FROM cfeed.stamp t WHERE feed_id = 1 AND shard = 0 ORDER BY last_number DESC LIMIT 1;
+
+-- wait and read(wait_ms) return at once when there is something to read
+SELECT cfeed.wait(1, 0, 2000000000000000, 10000) - 2000000000000000 AS waited;
+SELECT count(*) FROM cfeed.read(1, 0, 2000000000000000, 1, 10000);
+
+-- a reader sees only what its grant allows: the same errors as for rows
+CREATE ROLE ranges_nobody LOGIN;
+SET ROLE ranges_nobody;
+SELECT pg_temp.err('SELECT * FROM cfeed.read(1, 0, NULL, 10, 0)');
+SELECT pg_temp.err('SELECT * FROM cfeed.stamp');
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep_mark');
+RESET ROLE;
+DROP ROLE ranges_nobody;
+
+-- what a range shard refuses: another storage, another sweep group, closing
+-- (resharding); its changes keep the guards of every change
+SELECT pg_temp.err($$UPDATE cfeed.shard_config SET storage = 'rows' WHERE feed_id = 1 AND shard = 0$$);
+SELECT pg_temp.err($$UPDATE cfeed.shard SET sweep_group = 1 WHERE feed_id = 1 AND shard = 0$$);
+SELECT pg_temp.err($$SELECT * FROM cfeed.reshard(1, 4)$$);
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 7, 1)$$);
+-- a shard of a row feed may still move; a row feed added by hand in storage ranges
+SELECT pg_temp.err($$UPDATE cfeed.shard SET sweep_group = 1 WHERE feed_id = 3 AND shard = 0$$);
+INSERT INTO cfeed.feed (feed_id, name) VALUES (9, 'by-hand');
+INSERT INTO cfeed.shard_config (feed_id, shard, storage) VALUES (9, 0, 'ranges');
+SELECT pg_temp.err($$INSERT INTO cfeed.shard_config (feed_id, shard, storage) VALUES (9, 1, 'heap')$$);
+SELECT cfeed.publish(9, 0) IS NOT NULL AS by_hand;
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY feed_id, shard;
+
+-- a group whose mark is gone refuses to sweep rather than number twice
+BEGIN;
+DELETE FROM cfeed.sweep_mark WHERE sweep_group = 1;
+SELECT cfeed.publish(2, 0) IS NOT NULL AS x;
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(1)');
+ROLLBACK;
+
+-- cfeed.stats counts what is still to be stamped, not every range change
+SELECT cfeed.publish(1, 1) IS NOT NULL AS pending_one;
+SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;
+SELECT count(*) FROM cfeed.sweep();
+SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;
