@@ -154,6 +154,17 @@ SELECT cfeed.publish(2, 0) IS NOT NULL AS x;
 SELECT pg_temp.err('SELECT * FROM cfeed.sweep(1)');
 ROLLBACK;
 
+-- a feed created and written in one transaction: its changes are stamped
+-- once (the creating transaction's xid is at or above the first mark's
+-- next_xid, and is looked at once)
+BEGIN;
+SET LOCAL cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('made-and-written', 1, feed_id => 11, sweep_group => 2);
+SELECT count(cfeed.publish(11, 0)) FROM generate_series(1, 3);
+COMMIT;
+SELECT change_count FROM cfeed.sweep(2);
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(11, 0);
+
 -- cfeed.stats counts what is still to be stamped, not every range change
 SELECT cfeed.publish(1, 1) IS NOT NULL AS pending_one;
 SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;

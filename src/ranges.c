@@ -125,6 +125,7 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 		bool		isnull;
 		ArrayType  *xip;
 		Datum	   *elems;
+		int			nelems;
 		int			i;
 
 		if ((uint64) DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull)) !=
@@ -137,10 +138,13 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 		mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
 		xip = DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull));
 		deconstruct_array(xip, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
-						  TYPALIGN_DOUBLE, &elems, NULL, &mark->nxip);
-		mark->xip = palloc(sizeof(FullTransactionId) * Max(mark->nxip, 1));
-		for (i = 0; i < mark->nxip; i++)
-			mark->xip[i] = DatumGetFullTransactionId(elems[i]);
+						  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+		mark->xip = palloc(sizeof(FullTransactionId) * Max(nelems, 1));
+		mark->nxip = 0;
+		/* xip holds xids below xmax only: each xid is probed once */
+		for (i = 0; i < nelems; i++)
+			if (FullTransactionIdPrecedes(DatumGetFullTransactionId(elems[i]), mark->xmax))
+				mark->xip[mark->nxip++] = DatumGetFullTransactionId(elems[i]);
 		cfeed_sort_fxids(mark->xip, &mark->nxip);
 	}
 	systable_endscan_ordered(scan);

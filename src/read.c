@@ -256,10 +256,18 @@ static uint64
 read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, CfeedShard *sh,
 		   Tuplestorestate *store, int64 cursor, int64 max_count)
 {
-	if (sh->ranges)
-		return run_read_ranges(&plans->ranges, ranges_sql, store, sh->feed_id, sh->shard,
-							   cursor, max_count);
-	return run_read(&plans->rows, rows_sql, store, sh->feed_id, sh->shard, cursor, max_count);
+	uint64		got = 0;
+
+	/*
+	 * A range shard's history (numbers at or below its start value, in its
+	 * migration range) is numbered in its rows: it comes first.
+	 */
+	if (!sh->ranges || cursor < sh->start_number)
+		got = run_read(&plans->rows, rows_sql, store, sh->feed_id, sh->shard, cursor, max_count);
+	if (sh->ranges && got < (uint64) max_count)
+		got += run_read_ranges(&plans->ranges, ranges_sql, store, sh->feed_id, sh->shard,
+							   cursor, max_count - got);
+	return got;
 }
 
 /*
@@ -537,7 +545,7 @@ cfeed_cursor_at(PG_FUNCTION_ARGS)
 	{
 		lo = cfeed_ranges_cursor_at(sh.feed_id, sh.shard, at, snapshot);
 		UnregisterSnapshot(snapshot);
-		PG_RETURN_INT64(Max(lo, sh.start_number));
+		PG_RETURN_INT64(lo > sh.start_number ? lo : history_cursor_at(&sh, at));
 	}
 	heap = cfeed_table_open("change", AccessShareLock);
 	index = cfeed_index_open("change_sequence_idx", AccessShareLock);

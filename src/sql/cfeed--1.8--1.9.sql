@@ -362,6 +362,10 @@ BEGIN
 						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
 							AND c.change_sequence_number IS NOT NULL
 						  ORDER BY c.change_sequence_number LIMIT 1),
+						 (SELECT t.first_number - 1
+						  FROM cfeed.stamp t
+						  WHERE s.storage = 'ranges' AND t.feed_id = s.feed_id AND t.shard = s.shard
+						  ORDER BY t.last_number LIMIT 1),
 						 s.last_change_sequence_number)
 		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
 		   0, NULL, v_now
@@ -559,7 +563,8 @@ REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
  * group's mark is refused.  The first range shard of a group gives the
  * group its first mark, the snapshot of the statement that creates it (no
  * range change of the group can be visible to it) with the creating
- * transaction's own xid, which may write to the new shard, in xip.
+ * transaction's own xid, which may write to the new shard, in xip when it
+ * is below xmax (xip holds only xids below xmax: each is looked at once).
  */
 CREATE FUNCTION cfeed._shard_config_storage() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -586,7 +591,10 @@ BEGIN
 	IF NEW.storage = 'ranges' THEN
 		INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier)
 		SELECT NEW.sweep_group, pg_catalog.pg_snapshot_xmax(s),
-			   ARRAY(SELECT pg_catalog.pg_snapshot_xip(s)) OPERATOR(pg_catalog.||) pg_catalog.pg_current_xact_id(),
+			   ARRAY(SELECT pg_catalog.pg_snapshot_xip(s)
+					 UNION ALL
+					 SELECT x FROM pg_catalog.pg_current_xact_id() x
+					 WHERE x OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)),
 			   (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
 		FROM pg_catalog.pg_current_snapshot() s
 		WHERE NOT EXISTS (SELECT FROM cfeed.sweep_mark m WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
