@@ -154,6 +154,31 @@ SELECT cfeed.publish(2, 0) IS NOT NULL AS x;
 SELECT pg_temp.err('SELECT * FROM cfeed.sweep(1)');
 ROLLBACK;
 
+-- retention deletes whole stamps and their changes, oldest first: never the
+-- head's stamp, nor what a consumer group has not read
+UPDATE cfeed.feed SET retention = '1 hour' WHERE feed_id = 1;
+UPDATE cfeed.stamp SET stamped_at = stamped_at - interval '2 hours' WHERE feed_id = 1;
+SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('keep', 1, 'c') ORDER BY shard;
+SELECT cfeed.checkpoint('keep', 1, 1, 'c', 1, 2000000000000004);
+SELECT count(*) AS changes_before, (SELECT count(*) FROM cfeed.stamp WHERE feed_id = 1) AS stamps_before
+FROM cfeed.change WHERE feed_id = 1;
+SELECT cfeed.apply_retention() AS deleted;
+SELECT shard, first - 0 AS first, last FROM pg_temp.stamps() WHERE feed_id = 1 ORDER BY shard, last;
+SELECT shard, count(*) AS changes FROM cfeed.change WHERE feed_id = 1 GROUP BY shard ORDER BY shard;
+SELECT n FROM pg_temp.numbered(1, 0);
+SELECT n FROM pg_temp.numbered(1, 1);
+SELECT cfeed.head(1, 0) - 2000000000000000 AS head_0, cfeed.head(1, 1) - 2000000000000000 AS head_1;
+-- what the group still reads is kept; once it has read on, retention follows
+SELECT cfeed.checkpoint('keep', 1, 1, 'c', 1, 2000000000000007);
+SELECT cfeed.apply_retention() AS deleted;
+SELECT shard, first - 0 AS first, last FROM pg_temp.stamps() WHERE feed_id = 1 ORDER BY shard, last;
+SELECT cfeed.drop_group('keep', 1);
+SELECT cfeed.apply_retention() AS deleted;
+SELECT shard, first - 0 AS first, last FROM pg_temp.stamps() WHERE feed_id = 1 ORDER BY shard, last;
+SELECT n FROM pg_temp.numbered(1, 0);
+SELECT cfeed.head(1, 0) - 2000000000000000 AS head_0;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 1;
+
 -- a feed created and written in one transaction: its changes are stamped
 -- once (the creating transaction's xid is at or above the first mark's
 -- next_xid, and is looked at once)

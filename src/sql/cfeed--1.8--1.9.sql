@@ -686,3 +686,154 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 			   GROUP BY c.feed_id, c.shard) p
 		   ON p.feed_id OPERATOR(pg_catalog.=) s.feed_id AND p.shard OPERATOR(pg_catalog.=) s.shard;
 ALTER VIEW cfeed.stats SET (security_barrier = true);
+
+/*
+ * cfeed.consumer_lag: a range shard's oldest unread change was stamped by
+ * its first stamp after the cursor.
+ */
+CREATE OR REPLACE VIEW cfeed.consumer_lag AS
+	SELECT v.group_name, v.feed_id, v.shard, v.owner, v.epoch, v.cursor, v.head, v.behind,
+		   v.oldest_unread_age, v.expires_at,
+		   f.change_sequence_number AS failing, f.attempts, f.last_error, f.retry_at,
+		   (SELECT pg_catalog.count(*) FROM cfeed.failed_change d
+			WHERE d.group_name OPERATOR(pg_catalog.=) v.group_name
+			  AND d.feed_id OPERATOR(pg_catalog.=) v.feed_id AND d.shard OPERATOR(pg_catalog.=) v.shard
+			  AND d.dead_lettered_at IS NOT NULL) AS dead_letters
+	FROM (
+		SELECT l.group_name, s.feed_id, s.shard, l.owner, l.epoch, l.cursor,
+			   s.last_change_sequence_number AS head,
+			   cfeed._behind(s.last_change_sequence_number, l.cursor) AS behind,
+			   CASE WHEN COALESCE(u.stamped_at, t.stamped_at) IS NOT NULL
+					THEN GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) COALESCE(u.stamped_at, t.stamped_at),
+								  interval '0')
+			   END AS oldest_unread_age,
+			   l.expires_at
+		FROM cfeed.shard s
+		CROSS JOIN LATERAL (
+			SELECT x.group_name, x.owner, x.epoch, x.cursor, x.expires_at
+			FROM cfeed.lease x
+			WHERE x.feed_id OPERATOR(pg_catalog.=) s.feed_id AND x.shard OPERATOR(pg_catalog.=) s.shard
+			OFFSET 0) l	-- not pulled up: the view's shards stay the outer side
+		LEFT JOIN LATERAL (
+			SELECT COALESCE(c.stamped_at, c.written_at) AS stamped_at
+			FROM cfeed.change c
+			WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+			  AND c.change_sequence_number OPERATOR(pg_catalog.>) l.cursor
+			ORDER BY c.change_sequence_number
+			LIMIT 1) u ON true
+		LEFT JOIN LATERAL (
+			SELECT y.stamped_at
+			FROM cfeed.stamp y
+			WHERE s.storage OPERATOR(pg_catalog.=) 'ranges'
+			  AND y.feed_id OPERATOR(pg_catalog.=) s.feed_id AND y.shard OPERATOR(pg_catalog.=) s.shard
+			  AND y.last_number OPERATOR(pg_catalog.>) l.cursor
+			ORDER BY y.last_number
+			LIMIT 1) t ON true) v
+	LEFT JOIN LATERAL (
+		SELECT x.change_sequence_number, x.attempts, x.last_error, x.retry_at
+		FROM cfeed.failed_change x
+		WHERE x.group_name OPERATOR(pg_catalog.=) v.group_name
+		  AND x.feed_id OPERATOR(pg_catalog.=) v.feed_id AND x.shard OPERATOR(pg_catalog.=) v.shard
+		  AND x.change_sequence_number OPERATOR(pg_catalog.>) v.cursor AND x.dead_lettered_at IS NULL
+		ORDER BY x.change_sequence_number
+		LIMIT 1) f ON true;
+ALTER VIEW cfeed.consumer_lag SET (security_barrier = true);
+
+/*
+ * Retention on a range shard deletes whole stamps, oldest first, and their
+ * changes: those entirely below the limit (the cutoff's cursor, the
+ * groups' cursors, the first dead letter, and never the head), stamped
+ * before the cutoff.  Its history (numbered rows at or below its start
+ * value) goes first, as on any shard.
+ */
+CREATE OR REPLACE FUNCTION cfeed._apply_retention(max_rows int DEFAULT 10000, ignore_leases bool DEFAULT false)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	r record;
+	v_deleted bigint := 0;
+	v_count bigint;
+	v_cutoff timestamptz;
+	v_first bigint;
+	v_first_at timestamptz;
+	v_limit bigint;
+BEGIN
+	IF max_rows IS NULL THEN PERFORM cfeed._null_arg('max_rows'); END IF;
+	IF ignore_leases IS NULL THEN PERFORM cfeed._null_arg('ignore_leases'); END IF;
+	IF max_rows <= 0 THEN
+		RAISE EXCEPTION 'argument "max_rows" must be positive, got %', max_rows USING ERRCODE = '22023';
+	END IF;
+
+	FOR r IN
+		SELECT s.feed_id, s.shard, s.storage, s.last_change_sequence_number AS head, f.retention,
+			   (SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
+				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held,
+			   (SELECT GREATEST(d.change_sequence_number, -9223372036854775807) - 1
+				FROM cfeed.failed_change d
+				WHERE d.feed_id = s.feed_id AND d.shard = s.shard AND d.dead_lettered_at IS NOT NULL
+				ORDER BY d.change_sequence_number LIMIT 1) AS dead
+		FROM cfeed.feed f JOIN cfeed.shard s ON s.feed_id = f.feed_id
+		WHERE f.retention IS NOT NULL
+		ORDER BY s.feed_id, s.shard
+	LOOP
+		EXIT WHEN v_deleted >= max_rows;
+		v_cutoff := pg_catalog.now() - r.retention;
+
+		-- The oldest change left: anything to do at all?
+		SELECT c.change_sequence_number, COALESCE(c.stamped_at, c.written_at)
+		INTO v_first, v_first_at
+		FROM cfeed.change c
+		WHERE c.feed_id = r.feed_id AND c.shard = r.shard AND c.change_sequence_number IS NOT NULL
+		ORDER BY c.change_sequence_number LIMIT 1;
+		IF r.storage = 'ranges' AND v_first IS NULL THEN
+			-- whole stamps, oldest first, each with its changes; never the head's
+			SELECT t.first_number, t.stamped_at INTO v_first, v_first_at
+			FROM cfeed.stamp t
+			WHERE t.feed_id = r.feed_id AND t.shard = r.shard
+			ORDER BY t.last_number LIMIT 1;
+			CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
+				OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
+			v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
+							 CASE WHEN ignore_leases THEN NULL ELSE r.held END, r.dead);
+			WITH gone AS (
+				DELETE FROM cfeed.stamp t
+				WHERE t.feed_id = r.feed_id AND t.shard = r.shard
+				  AND t.last_number IN (
+						SELECT w.last_number
+						FROM (SELECT x.last_number, x.last_number - x.first_number + 1 AS n,
+									 pg_catalog.sum(x.last_number - x.first_number + 1)
+										 OVER (ORDER BY x.last_number) AS upto
+							  FROM cfeed.stamp x
+							  WHERE x.feed_id = r.feed_id AND x.shard = r.shard
+								AND x.last_number <= v_limit AND x.stamped_at < v_cutoff) w
+						WHERE w.upto - w.n < max_rows - v_deleted)
+				RETURNING t.change_ids, t.writer_xids)
+			DELETE FROM cfeed.change c
+			USING gone g, ROWS FROM (pg_catalog.unnest(g.change_ids), pg_catalog.unnest(g.writer_xids)) AS u(id, x)
+			WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL;
+			GET DIAGNOSTICS v_count = ROW_COUNT;
+			v_deleted := v_deleted + v_count;
+			CONTINUE;
+		END IF;
+		CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
+			OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
+
+		v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
+						 CASE WHEN ignore_leases THEN NULL ELSE r.held END, r.dead);
+		-- Numbers above the start value are gapless, so this range bounds the batch;
+		-- the age test keeps young backfilled rows of the migration range.
+		v_limit := LEAST(v_limit::pg_catalog.numeric,
+						 v_first::pg_catalog.numeric + (max_rows - v_deleted) - 1)::bigint;
+		DELETE FROM cfeed.change c
+		WHERE c.feed_id = r.feed_id AND c.shard = r.shard
+		  AND c.change_sequence_number BETWEEN v_first AND v_limit
+		  AND COALESCE(c.stamped_at, c.written_at) < v_cutoff;
+		GET DIAGNOSTICS v_count = ROW_COUNT;
+		v_deleted := v_deleted + v_count;
+	END LOOP;
+	RETURN v_deleted;
+END
+$fn$;
+
