@@ -162,9 +162,11 @@ SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('keep', 1, 
 SELECT cfeed.checkpoint('keep', 1, 1, 'c', 1, 2000000000000004);
 SELECT count(*) AS changes_before, (SELECT count(*) FROM cfeed.stamp WHERE feed_id = 1) AS stamps_before
 FROM cfeed.change WHERE feed_id = 1;
+SELECT shard, retention_held_by FROM cfeed.stats WHERE feed_id = 1 ORDER BY shard;
 SELECT cfeed.apply_retention() AS deleted;
 SELECT shard, first - 0 AS first, last FROM pg_temp.stamps() WHERE feed_id = 1 ORDER BY shard, last;
 SELECT shard, count(*) AS changes FROM cfeed.change WHERE feed_id = 1 GROUP BY shard ORDER BY shard;
+SELECT shard, retention_held_by FROM cfeed.stats WHERE feed_id = 1 ORDER BY shard;
 SELECT n FROM pg_temp.numbered(1, 0);
 SELECT n FROM pg_temp.numbered(1, 1);
 SELECT cfeed.head(1, 0) - 2000000000000000 AS head_0, cfeed.head(1, 1) - 2000000000000000 AS head_1;

@@ -264,13 +264,13 @@ run_local() {
 show_failures() {
 	local f t
 	for f in sqled/compat-run/regression.diffs sqled/compat-run/iso/output_iso/regression.diffs regression.diffs \
-		output_iso/regression.diffs; do
+		output_iso/regression.diffs ranges-run/regression.diffs ranges-run/iso/regression.diffs; do
 		if [ -s "$f" ]; then
 			echo "===== $f"
 			cat "$f"
 		fi
 	done
-	for f in sqled/compat-run/log/*.log log/*.log output_iso/log/*.log; do
+	for f in sqled/compat-run/log/*.log log/*.log output_iso/log/*.log ranges-run/log/*.log ranges-run/iso/log/*.log; do
 		[ -f "$f" ] || continue
 		echo "===== $f"
 		tail -n 300 "$f"
@@ -321,6 +321,7 @@ run_in_root() {
 	mkdir -p "$root/build"
 	tar -C "$SRC" --exclude=./.git --exclude=./tmp_check --exclude=./tmp_regress --exclude=./tmp_iso \
 		--exclude=./sqled/tmp_regress --exclude=./sqled/results --exclude=./sqled/log --exclude=./sqled/compat-run \
+		--exclude=./ranges-run \
 		--exclude=./results --exclude=./output_iso --exclude=./log --exclude='*.o' --exclude='*.so' \
 		--exclude='*.bc' -cf - . | tar -C "$root/build" -xf -
 	if [ -n "$dump_in" ]; then

@@ -837,3 +837,43 @@ BEGIN
 END
 $fn$;
 
+
+/*
+ * The group holding retention back: on a range shard, the oldest stamp
+ * after its cursor (retention deletes whole stamps, never the head's).
+ */
+CREATE OR REPLACE FUNCTION cfeed._retention_held_by(feed_id int, shard int) RETURNS text
+	LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT l.group_name
+	FROM (SELECT h.group_name, h.cursor
+		  FROM ((SELECT x.group_name, x.cursor FROM cfeed.lease x
+				 WHERE x.feed_id = $1 AND x.shard = $2
+				 ORDER BY x.cursor, x.group_name LIMIT 1)
+				UNION ALL
+				(SELECT d.group_name, GREATEST(d.change_sequence_number, -9223372036854775807) - 1
+				 FROM cfeed.failed_change d
+				 WHERE d.feed_id = $1 AND d.shard = $2 AND d.dead_lettered_at IS NOT NULL
+				 ORDER BY d.change_sequence_number, d.group_name LIMIT 1)) h
+		  ORDER BY h.cursor, h.group_name LIMIT 1) l,
+		 cfeed.shard s, cfeed.feed f,
+		 LATERAL (SELECT v.last, v.stamped_at
+				  FROM ((SELECT c.change_sequence_number AS last,
+								COALESCE(c.stamped_at, c.written_at) AS stamped_at
+						 FROM cfeed.change c
+						 WHERE c.feed_id = $1 AND c.shard = $2
+						   AND c.change_sequence_number > l.cursor
+						 ORDER BY c.change_sequence_number LIMIT 1)
+						UNION ALL
+						(SELECT t.last_number, t.stamped_at
+						 FROM cfeed.stamp t
+						 WHERE s.storage = 'ranges' AND t.feed_id = $1 AND t.shard = $2
+						   AND t.last_number > l.cursor
+						 ORDER BY t.last_number LIMIT 1)) v
+				  ORDER BY v.last LIMIT 1) u
+	WHERE s.feed_id = $1 AND s.shard = $2 AND f.feed_id = $1
+	  AND f.retention IS NOT NULL
+	  AND u.last < s.last_change_sequence_number
+	  AND u.stamped_at < now() - f.retention
+$fn$;
