@@ -16,6 +16,9 @@
 #             (PgQ in row 1b's shape)
 #   two       BEGIN, the app row, a row of a second plain table, COMMIT
 #             (two plain rows in the seed's shape: no cfeed at all)
+#   rinsert, rpublish
+#             insert and publish to a feed stored in ranges (its changes
+#             numbered by cfeed.stamp rows, never updated)
 # each also pipelined (NAME_p: the same between \startpipeline and
 # \endpipeline, one round trip), and alone, publish and pgqin as one
 # autocommit statement (NAME_1); and, beside: alone while a wal2json slot
@@ -40,6 +43,7 @@ QUERY_MODE=${QUERY_MODE:-extended}
 BENCH_EXTRA_CONF="$LOGICAL_CONF" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
+	-c "SET cfeed.default_storage = ranges" -c "SELECT cfeed.create_feed('bench_ranges', 4)" \
 	-c "CREATE TABLE app (id bigserial PRIMARY KEY, payload text, change_id bigint)" \
 	-c "CREATE TABLE app2 (id bigserial PRIMARY KEY, payload text, change_id bigint)" >/dev/null
 app="INSERT INTO app (payload, change_id) VALUES ('hello', %s);"
@@ -61,7 +65,12 @@ shapes()
 	shapes two "$(printf "$app" NULL)" "INSERT INTO app2 (payload) VALUES ('hello');"
 	sql_file alone_1.sql '\set s random(0, 3)' "$(printf "$app" NULL)"
 	sql_file publish_1.sql '\set s random(0, 3)' "$(printf "$app" "cfeed.publish(1, :s)")"
+	shapes rinsert "$(printf "$app" "nextval('cfeed.change_id')")" \
+		"INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, :s, currval('cfeed.change_id'));"
+	shapes rpublish "$(printf "$app" "cfeed.publish(2, :s)")"
+	sql_file rpublish_1.sql '\set s random(0, 3)' "$(printf "$app" "cfeed.publish(2, :s)")"
 	variants="alone alone_p alone_1 insert insert_p publish publish_p publish_1 two unswept"
+	variants="$variants rinsert rinsert_p rpublish rpublish_p rpublish_1 runswept"
 	if have_pgq; then
 		psqlc -c "CREATE EXTENSION pgq" -c "SELECT pgq.create_queue('q')" >/dev/null
 		shapes pgq "$(printf "$app" NULL)" "SELECT pgq.insert_event('q', 'app', 'hello');"
@@ -97,9 +106,9 @@ for round in $(seq 1 "$ROUNDS"); do
 			read -r t c w l m < <(run alone)
 			stop_bg drain
 			psqlc -c "SELECT pg_drop_replication_slot('w')" >/dev/null
-		elif [ "$v" = unswept ]; then
+		elif [ "$v" = unswept ] || [ "$v" = runswept ]; then
 			sweeper off
-			read -r t c w l m < <(run publish)
+			read -r t c w l m < <(run "${v%unswept}publish")
 			sweeper on
 			swept
 		else
@@ -129,7 +138,7 @@ what() { echo "$(figures "$1")tps, p99 $(mid "$1" p99) ms, max $(mid "$1" max) m
 has() { [[ " $variants " == *" $1 "* ]]; }
 for v in $variants; do
 	base=alone${v#"${v%_[p1]}"}
-	case $v in w2j | unswept) base=alone;; esac
+	case $v in w2j | unswept | runswept) base=alone;; esac
 	! has "$base" || echo "$v: $(what "$v"); median per round $(per "$v" "$base")× $base in TPS, $(per "$v" "$base" cpu)× its server CPU, $(per "$v" "$base" wal)× its WAL per transaction"
 done
 peers=
@@ -159,9 +168,20 @@ row insert_p pgq_p 1a "the same pipelined"
 row publish pgqin 1b "app row + cfeed.publish() in its INSERT (BEGIN, INSERT, COMMIT), not pipelined"
 row publish_p pgqin_p 1b "the same pipelined"
 row publish_1 pgqin_1 1b "app row + cfeed.publish() in one autocommit statement"
-if has publish && has unswept; then
-	stamp=$(for round in $(seq 1 "$ROUNDS"); do echo "${wal[publish,$round]} - ${wal[unswept,$round]}" | bc; done | median)
-	result "1e. WAL of the stamp per change, $CLIENTS writers (publish(), one change per transaction)" "≤ 40 B" "$stamp B" \
-		"publish() with the sweeper on $(mid publish wal) B per transaction, paused $(mid unswept wal) B; the app row alone $(mid alone wal) B" \
+# stamp PUBLISH UNSWEPT LABEL: row 1e for one storage
+stamp()
+{
+	local stamp
+	has "$1" && has "$2" || return 0
+	stamp=$(for round in $(seq 1 "$ROUNDS"); do echo "${wal[$1,$round]} - ${wal[$2,$round]}" | bc; done | median)
+	result "1e. WAL of the stamp per change, $CLIENTS writers (publish(), one change per transaction)$3" "≤ 40 B" "$stamp B" \
+		"publish() with the sweeper on $(mid "$1" wal) B per transaction, paused $(mid "$2" wal) B; the app row alone $(mid alone wal) B" \
 		"$stamp B" "$(yesno "$stamp <= 40")"
-fi
+}
+stamp publish unswept
+row rinsert pgq 1a "the seed's pattern, a feed stored in ranges, not pipelined"
+row rinsert_p pgq_p 1a "the same pipelined"
+row rpublish pgqin 1b "app row + cfeed.publish() in its INSERT, a feed stored in ranges, not pipelined"
+row rpublish_p pgqin_p 1b "the same pipelined"
+row rpublish_1 pgqin_1 1b "app row + cfeed.publish() in one autocommit statement, a feed stored in ranges"
+stamp rpublish runswept ", a feed stored in ranges"

@@ -58,6 +58,29 @@ CREATE SCHEMA stress;
 CREATE TABLE stress.shard_start AS
 	SELECT feed_id, shard, last_change_sequence_number AS start FROM cfeed.shard;
 
+-- Every stamped change with its number: from its row (storage rows), or
+-- from its stamp (storage ranges, where cfeed.stamp exists).
+DO $$
+BEGIN
+	IF to_regclass('cfeed.stamp') IS NULL THEN
+		CREATE VIEW stress.numbered AS
+			SELECT feed_id, shard, change_id, change_sequence_number, stamped_at
+			FROM cfeed.change WHERE change_sequence_number IS NOT NULL;
+	ELSE
+		CREATE VIEW stress.numbered AS
+			SELECT feed_id, shard, change_id, change_sequence_number, stamped_at
+			FROM cfeed.change WHERE change_sequence_number IS NOT NULL
+			UNION ALL
+			SELECT t.feed_id, t.shard, u.id, t.first_number + u.o - 1, t.stamped_at
+			FROM cfeed.stamp t, unnest(t.change_ids) WITH ORDINALITY AS u(id, o);
+	END IF;
+END $$;
+-- The committed changes no sweep has numbered yet.
+CREATE VIEW stress.unstamped AS
+	SELECT c.feed_id, c.shard, c.change_id FROM cfeed.change c
+	WHERE NOT EXISTS (SELECT FROM stress.numbered n
+					  WHERE n.change_id = c.change_id AND n.feed_id = c.feed_id AND n.shard = c.shard);
+
 -- The truth: one row per committed change (rolled back with its writer).
 -- snap is the writer's snapshot from the statement that drew the change_id
 -- (or an earlier one); long marks changes of writers that kept an xid for
@@ -198,7 +221,7 @@ BEGIN
 			JOIN verified v USING (feed_id, shard)
 			CROSS JOIN LATERAL (
 				SELECT count(*) AS n, max(c.change_sequence_number) AS mx
-				FROM cfeed.change c
+				FROM stress.numbered c
 				WHERE c.feed_id = s.feed_id AND c.shard = s.shard
 				  AND c.change_sequence_number > v.upto) x
 		LOOP
@@ -278,14 +301,14 @@ SQL
 my @FINAL_CHECKS = (
 	[
 		'no change left unstamped',
-		'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL'
+		'SELECT count(*) FROM stress.unstamped'
 	],
 	[
 		'every shard is numbered start+1..start+n, no gap, no duplicate',
 		q{SELECT count(*) FROM (
 			SELECT s.feed_id, s.shard
 			FROM stress.shard_start s
-			LEFT JOIN cfeed.change c USING (feed_id, shard)
+			LEFT JOIN stress.numbered c USING (feed_id, shard)
 			GROUP BY s.feed_id, s.shard, s.start
 			HAVING count(c.change_sequence_number) <> count(DISTINCT c.change_sequence_number)
 				OR coalesce(min(c.change_sequence_number), s.start + 1) <> s.start + 1
@@ -295,13 +318,13 @@ my @FINAL_CHECKS = (
 		'last_change_sequence_number equals the highest stamped number',
 		q{SELECT count(*) FROM cfeed.shard s JOIN stress.shard_start st USING (feed_id, shard)
 		  WHERE s.last_change_sequence_number <> coalesce(
-			(SELECT max(change_sequence_number) FROM cfeed.change c
+			(SELECT max(change_sequence_number) FROM stress.numbered c
 			 WHERE c.feed_id = s.feed_id AND c.shard = s.shard), st.start)}
 	],
 	[
 		'stamped changes that were never committed (rolled back, or twice)',
 		q{SELECT count(*) FROM (
-			SELECT change_id, feed_id, shard, count(*) FROM cfeed.change GROUP BY 1, 2, 3
+			SELECT change_id, feed_id, shard, count(*) FROM stress.numbered GROUP BY 1, 2, 3
 			EXCEPT ALL
 			SELECT change_id, feed_id, shard, 1 FROM stress.committed) x}
 	],
@@ -310,14 +333,13 @@ my @FINAL_CHECKS = (
 		q{SELECT count(*) FROM (
 			SELECT change_id, feed_id, shard FROM stress.committed
 			EXCEPT ALL
-			SELECT change_id, feed_id, shard FROM cfeed.change
-			WHERE change_sequence_number IS NOT NULL) x}
+			SELECT change_id, feed_id, shard FROM stress.numbered) x}
 	],
 	[
 		'within one sweep, numbers follow change_id order',
 		q{SELECT count(*) FROM (
 			SELECT change_id < lag(change_id) OVER w AS inverted
-			FROM cfeed.change
+			FROM stress.numbered
 			WINDOW w AS (PARTITION BY feed_id, shard, stamped_at ORDER BY change_sequence_number)) x
 		  WHERE inverted}
 	],
@@ -346,7 +368,7 @@ CREATE TEMP TABLE o AS
 SELECT s.feed_id, s.shard, s.change_id, s.xid::text::bigint AS xid, s.long, s.snap,
 	   pg_snapshot_xmax(s.snap)::text::bigint AS sxmax,
 	   c.change_sequence_number AS csn
-FROM stress.committed s JOIN cfeed.change c USING (feed_id, shard, change_id);
+FROM stress.committed s JOIN stress.numbered c USING (feed_id, shard, change_id);
 CREATE TEMP TABLE longxid AS SELECT DISTINCT xid FROM o WHERE long;
 ALTER TABLE o ADD COLUMN m bigint;
 UPDATE o SET m = coalesce(
@@ -426,6 +448,7 @@ sub run
 	my $min_changes = $opts{min_changes} // $MIN_CHANGES;
 	my $preload = $opts{sqled} ? '' : qq{shared_preload_libraries = 'cfeed'
 cfeed.enable_sweeper = $worker};
+	$preload .= "\ncfeed.default_storage = $opts{storage}" if $opts{storage};
 
 	my $node = PostgreSQL::Test::Cluster->new($opts{name});
 	$node->init;
@@ -561,8 +584,7 @@ done}
 			'CALL cfeed.sweep_loop(0, 1000, 0, 0, null, null, null)');
 		$node->safe_psql('postgres',
 			'CALL cfeed.sweep_loop(1, 1000, 0, 0, null, null, null)');
-		$pending = $node->safe_psql('postgres',
-			'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NULL');
+		$pending = $node->safe_psql('postgres', 'SELECT count(*) FROM stress.unstamped');
 		last if $pending == 0;
 		usleep(50_000);
 	}
@@ -592,8 +614,7 @@ done}
 		q{SELECT string_agg(format('feed %s shard %s: %s', s.feed_id, s.shard,
 			s.last_change_sequence_number - st.start), ', ' ORDER BY s.feed_id, s.shard)
 		  FROM cfeed.shard s JOIN stress.shard_start st USING (feed_id, shard)});
-	my $total = $node->safe_psql('postgres',
-		'SELECT count(*) FROM cfeed.change WHERE change_sequence_number IS NOT NULL');
+	my $total = $node->safe_psql('postgres', 'SELECT count(*) FROM stress.numbered');
 	my $writer_tx = $node->safe_psql('postgres',
 		'SELECT count(DISTINCT xid) FROM stress.committed');
 	note("stamped per shard: $stats");
