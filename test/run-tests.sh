@@ -191,9 +191,9 @@ elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 run_local() {
 	local m=$1 PGBIN status=0 dump_status=0 started=$SECONDS log version copt pg_packages=()
 	# CFEED_PGBIN: a server built here (test/matrix/cassert.sh) instead of
-	# Debian's packages
+	# Debian's packages (and without pg_cron: test/t/113_sqled_cron.pl skips)
 	PGBIN=${CFEED_PGBIN:-/usr/lib/postgresql/$m/bin}
-	[ -n "${CFEED_PGBIN:-}" ] || pg_packages=("postgresql-$m" "postgresql-server-dev-$m" libpq-dev)
+	[ -n "${CFEED_PGBIN:-}" ] || pg_packages=("postgresql-$m" "postgresql-server-dev-$m" libpq-dev "postgresql-$m-cron")
 	export PATH="$PGBIN:$PATH"
 	# The expected files were made in C.UTF-8 (UTF8 encoding, code point
 	# order): the throwaway servers use it whatever this shell's locale.
