@@ -192,6 +192,15 @@ COMMIT;
 SELECT change_count FROM cfeed.sweep(2);
 SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(11, 0);
 
+-- a mark made in another cluster (a restored dump, pg_upgrade) is refused;
+-- after pg_upgrade, which keeps transaction ids, the marks are adopted
+BEGIN;
+UPDATE cfeed.sweep_mark SET system_identifier = 1 WHERE sweep_group = 2;
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(2)');
+UPDATE cfeed.sweep_mark SET system_identifier = (SELECT system_identifier FROM pg_control_system());
+SELECT count(*) FROM cfeed.sweep(2);
+ROLLBACK;
+
 -- cfeed.stats counts what is still to be stamped, not every range change
 SELECT cfeed.publish(1, 1) IS NOT NULL AS pending_one;
 SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;

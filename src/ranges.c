@@ -98,46 +98,57 @@ cfeed_ranges_head(int32 feed_id, int32 shard, Snapshot snapshot)
 }
 
 /*
+ * foreign_mark
+ *		A mark made in another cluster (a dump restored here, a pg_upgrade'd
+ *		cluster): its xids are not this cluster's.  Refused.
+ */
+static void
+foreign_mark(int32 sweep_group)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("a sweep mark of sweep group %d was made in another database cluster", sweep_group),
+			 errdetail("Its transaction ids are another cluster's: the group's shards stored in ranges were restored from a dump, or the cluster was upgraded with pg_upgrade."),
+			 errhint("After pg_upgrade, which keeps transaction ids, adopt the marks (docs/operations.md, \"Storage in ranges\"); a dump of feeds stored in ranges cannot be restored yet.")));
+}
+
+/*
  * cfeed_mark_load
  *		The latest mark of a sweep group as of the snapshot, into *mark
- *		(xip palloc'd, sorted); false when the group has none (no range
- *		shard).  A mark made in another cluster (a restored dump, a
- *		pg_upgrade'd cluster) is refused: its xids are not this cluster's.
+ *		(xip palloc'd, sorted, below xmax); false when the group has none
+ *		(no range shard).  Every mark of the group must be this cluster's
+ *		(foreign_mark).
  */
 bool
 cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 {
 	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
 	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
 	SysScanDesc scan;
 	ScanKeyData key;
 	HeapTuple	tup;
-	bool		found;
+	bool		found = false;
 
 	ScanKeyInit(&key, Anum_mark_sweep_group, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(sweep_group));
 	scan = systable_beginscan_ordered(rel, index, snapshot, 1, &key);
-	tup = systable_getnext_ordered(scan, BackwardScanDirection);
-	found = HeapTupleIsValid(tup);
-	if (found)
+	while (HeapTupleIsValid(tup = systable_getnext_ordered(scan, BackwardScanDirection)))
 	{
-		TupleDesc	desc = RelationGetDescr(rel);
 		bool		isnull;
-		ArrayType  *xip;
 		Datum	   *elems;
 		int			nelems;
 		int			i;
 
 		if ((uint64) DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull)) !=
 			GetSystemIdentifier())
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("the sweep mark of sweep group %d was made in another database cluster", sweep_group),
-					 errdetail("Shards stored in ranges were restored or upgraded from another cluster, whose transaction ids mean nothing here."),
-					 errhint("Restore such feeds with pg_dump into a database whose feeds are stored in rows, or see the \"Storage in ranges\" section of the operations guide.")));
+			foreign_mark(sweep_group);
+		if (found)
+			continue;			/* an older one: only checked */
+		found = true;
 		mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
-		xip = DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull));
-		deconstruct_array(xip, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
+		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
+						  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
 						  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
 		mark->xip = palloc(sizeof(FullTransactionId) * Max(nelems, 1));
 		mark->nxip = 0;
