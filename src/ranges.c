@@ -183,14 +183,14 @@ xid_array(const FullTransactionId *xids, int n)
 /*
  * cfeed_mark_store
  *		Make *mark the group's latest mark, in the sweep's transaction: the
- *		group's older marks are deleted.
+ *		group's older marks are deleted.  The caller is connected to SPI
+ *		(cfeed_spi_connect).
  */
 void
 cfeed_mark_store(int32 sweep_group, const CfeedMark *mark)
 {
 	Oid			types[4] = {INT4OID, XID8OID, XID8ARRAYOID, INT8OID};
 	Datum		values[4];
-	int			spi_level = cfeed_spi_connect();
 
 	values[0] = Int32GetDatum(sweep_group);
 	values[1] = FullTransactionIdGetDatum(mark->xmax);
@@ -201,7 +201,6 @@ cfeed_mark_store(int32 sweep_group, const CfeedMark *mark)
 						  "INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier) "
 						  "VALUES ($1, $2, $3, $4)", 4, types);
 	(void) cfeed_spi_run(&mark_store_plan, values, SPI_OK_INSERT, "storing the sweep mark");
-	cfeed_spi_finish(spi_level);
 }
 
 /*
@@ -246,12 +245,12 @@ insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
  * cfeed_ranges_stamp
  *		The write step for range shards: changes[0..n-1], ordered by shard
  *		and number, become cfeed.stamp rows of at most STAMP_ROW_MAX changes
- *		of one shard each.  Runs as the extension's owner (the sweep).
+ *		of one shard each.  Runs as the extension's owner (the sweep),
+ *		connected to SPI (cfeed_spi_connect).
  */
 void
 cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 {
-	int			spi_level = cfeed_spi_connect();
 	int			start = 0;
 
 	while (start < n)
@@ -266,7 +265,6 @@ cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 		insert_stamp(&changes[start], end - start, now);
 		start = end;
 	}
-	cfeed_spi_finish(spi_level);
 }
 
 /*

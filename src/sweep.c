@@ -570,15 +570,19 @@ sweep_write(SweepState *s)
 	cfeed_epoch_begin();
 	if (nrows > 0)
 		cfeed_stamp(s->changerel, s->changes, nrows, s->now, s->snapshot);
-	if (nranged > 0)
-		cfeed_ranges_stamp(ranged, nranged, s->now);
 	if (s->marked)
 	{
 		CfeedMark	mark;
+		int			spi_level = cfeed_spi_connect();
 
+		if (nranged > 0)
+			cfeed_ranges_stamp(ranged, nranged, s->now);
 		cfeed_watermark_proposal(s->watermark, &mark);
 		cfeed_mark_store(s->sweep_group, &mark);
+		cfeed_spi_finish(spi_level);
 	}
+	else
+		Assert(nranged == 0);	/* range_change_unstamped refused it */
 	cfeed_stamp_commit_level();
 	pfree(ranged);
 }
