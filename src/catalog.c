@@ -416,7 +416,9 @@ cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot)
 	bool		more;
 
 	if (sh->ranges)
-		return Max(floor_number, cfeed_ranges_head(feed_id, shard, snapshot));
+		return Max(floor_number, cfeed_ranges_head(feed_id, shard,
+												   hint > floor_number ? hint : PG_INT64_MIN,
+												   snapshot));
 	rel = cfeed_table_open("change", AccessShareLock);
 	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
 	if (hint > floor_number &&

@@ -221,7 +221,7 @@ extern bool cfeed_watermark_covers(CfeedGroupWatermark *gw, FullTransactionId xi
 extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 
 /* ranges.c: storage in ranges */
-extern int64 cfeed_ranges_head(int32 feed_id, int32 shard, Snapshot snapshot);
+extern int64 cfeed_ranges_head(int32 feed_id, int32 shard, int64 hint, Snapshot snapshot);
 extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
 extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark);
 extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);
