@@ -216,7 +216,7 @@ typedef struct CfeedMark
 	FullTransactionId *xip;		/* sorted, unique */
 } CfeedMark;
 extern void cfeed_sort_fxids(FullTransactionId *xids, int *n);
-extern void cfeed_watermark_set(CfeedGroupWatermark *gw, const CfeedMark *mark);
+extern void cfeed_watermark_adopt(CfeedGroupWatermark *gw, const CfeedMark *mark);
 extern bool cfeed_watermark_covers(CfeedGroupWatermark *gw, FullTransactionId xid);
 extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 

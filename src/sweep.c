@@ -243,7 +243,7 @@ sweep_begin(SweepState *s, int32 sweep_group)
 		cfeed_mark_load(sweep_group, s->snapshot, &mark))
 	{
 		s->marked = true;
-		cfeed_watermark_set(s->watermark, &mark);
+		cfeed_watermark_adopt(s->watermark, &mark);
 	}
 }
 
@@ -549,8 +549,10 @@ sweep_number(SweepState *s)
  *		The write step: a new feed epoch first if this is the first stamp on
  *		this timeline; the numbers of row shards' changes into their rows
  *		(stamp.c), those of range shards' as cfeed.stamp rows (ranges.c), in
- *		the order of the number step; and the group's new mark, its proposed
- *		watermark, when it has one.  The commit is forced synchronous.
+ *		the order of the number step; and, when it stamped a range change,
+ *		the group's new mark, its proposed watermark (a sweep that stamped
+ *		none leaves the stored mark as it is: still true, if older).  The
+ *		commit is forced synchronous.
  */
 static void
 sweep_write(SweepState *s)
@@ -570,19 +572,17 @@ sweep_write(SweepState *s)
 	cfeed_epoch_begin();
 	if (nrows > 0)
 		cfeed_stamp(s->changerel, s->changes, nrows, s->now, s->snapshot);
-	if (s->marked)
+	if (nranged > 0)
 	{
 		CfeedMark	mark;
 		int			spi_level = cfeed_spi_connect();
 
-		if (nranged > 0)
-			cfeed_ranges_stamp(ranged, nranged, s->now);
+		Assert(s->marked);		/* else range_change_unstamped refused it */
+		cfeed_ranges_stamp(ranged, nranged, s->now);
 		cfeed_watermark_proposal(s->watermark, &mark);
 		cfeed_mark_store(s->sweep_group, &mark);
 		cfeed_spi_finish(spi_level);
 	}
-	else
-		Assert(nranged == 0);	/* range_change_unstamped refused it */
 	cfeed_stamp_commit_level();
 	pfree(ranged);
 }

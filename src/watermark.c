@@ -66,12 +66,17 @@
 /* Beyond this many xids a watermark falls back to a plain range. */
 #define WATERMARK_MAX_XIDS			4096
 
-/* An xid watermark: look at writer_xid in xip[] or >= xmax. */
+/*
+ * An xid watermark: look at writer_xid in xip[] or >= xmax.  version: the
+ * next_xid of the group's stored mark it descends from (ranges.c), else
+ * invalid.
+ */
 typedef struct Watermark
 {
 	FullTransactionId xmax;
 	int			nxip;
 	FullTransactionId *xip;		/* sorted */
+	FullTransactionId version;
 } Watermark;
 
 /* Per sweep group: the committed watermark and one awaiting commit. */
@@ -98,6 +103,7 @@ watermark_copy(Watermark *dst, const Watermark *src)
 	if (dst->xip)
 		pfree(dst->xip);
 	dst->xmax = src->xmax;
+	dst->version = src->version;
 	dst->nxip = src->nxip;
 	dst->xip = NULL;
 	if (src->nxip > 0)
@@ -281,17 +287,23 @@ cfeed_sort_fxids(FullTransactionId *xids, int *n)
 }
 
 /*
- * cfeed_watermark_set
- *		Make a sweep group's stored mark (ranges.c) its committed watermark,
- *		exactly: a group with range shards reads its mark at every sweep.
+ * cfeed_watermark_adopt
+ *		A sweep group with range shards: its stored mark (ranges.c), read
+ *		by this sweep, becomes its committed watermark, exactly, unless the
+ *		committed one descends from that same mark (no sweep has stored a
+ *		mark since this backend read it): then it is the newer of the two,
+ *		and as exact, since the sweeps it came from stamped no range change.
  */
 void
-cfeed_watermark_set(CfeedGroupWatermark *gw, const CfeedMark *mark)
+cfeed_watermark_adopt(CfeedGroupWatermark *gw, const CfeedMark *mark)
 {
 	Watermark	w;
 
 	Assert(cfeed_sweep_lock_held(gw->sweep_group));
+	if (gw->valid && FullTransactionIdEquals(gw->committed.version, mark->xmax))
+		return;
 	w.xmax = mark->xmax;
+	w.version = mark->xmax;
 	w.nxip = mark->nxip;
 	w.xip = mark->xip;
 	watermark_copy(&gw->committed, &w);
@@ -316,8 +328,9 @@ cfeed_watermark_covers(CfeedGroupWatermark *gw, FullTransactionId xid)
 
 /*
  * cfeed_watermark_proposal
- *		The watermark the sweep proposed (cfeed_watermark_propose), for its
- *		group's mark: xip points into the proposal.
+ *		The watermark the sweep proposed (cfeed_watermark_propose), to be
+ *		stored as its group's mark: xip points into the proposal, which from
+ *		now on descends from that mark.
  */
 void
 cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark)
@@ -326,6 +339,7 @@ cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark)
 	mark->xmax = gw->proposed.xmax;
 	mark->nxip = gw->proposed.nxip;
 	mark->xip = gw->proposed.xip;
+	gw->proposed.version = gw->proposed.xmax;
 }
 
 /*
@@ -403,6 +417,7 @@ cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 
 	w.nxip = nxip;
 	w.xip = xip;
+	w.version = gw->valid ? gw->committed.version : InvalidFullTransactionId;
 	watermark_copy(&gw->proposed, &w);
 	gw->proposed_valid = true;
 	gw->proposed_subid = GetCurrentSubTransactionId();

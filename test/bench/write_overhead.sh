@@ -18,8 +18,8 @@
 #             (two plain rows in the seed's shape: no cfeed at all)
 #   rinsert, rpublish
 #             insert and publish to a feed stored in ranges (its changes
-#             numbered by cfeed.stamp rows, never updated), in sweep group
-#             1, so that group 0's sweeps keep no mark
+#             numbered by cfeed.stamp rows, never updated), in the same
+#             sweep group
 # each also pipelined (NAME_p: the same between \startpipeline and
 # \endpipeline, one round trip), and alone, publish and pgqin as one
 # autocommit statement (NAME_1); and, beside: alone while a wal2json slot
@@ -44,7 +44,7 @@ QUERY_MODE=${QUERY_MODE:-extended}
 BENCH_EXTRA_CONF="$LOGICAL_CONF" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
-	-c "SET cfeed.default_storage = ranges" -c "SELECT cfeed.create_feed('bench_ranges', 4, sweep_group => 1)" \
+	-c "SET cfeed.default_storage = ranges" -c "SELECT cfeed.create_feed('bench_ranges', 4)" \
 	-c "CREATE TABLE app (id bigserial PRIMARY KEY, payload text, change_id bigint)" \
 	-c "CREATE TABLE app2 (id bigserial PRIMARY KEY, payload text, change_id bigint)" >/dev/null
 app="INSERT INTO app (payload, change_id) VALUES ('hello', %s);"
