@@ -352,7 +352,7 @@ BEGIN
 	v_expires := v_now + pg_catalog.make_interval(secs => acquire.ttl_ms / 1000.0);
 
 	-- Missing leases: free, positioned just before the first change to
-	-- read.
+	-- read (on a range shard, its first stamped one, as read() gives it).
 	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
 								  expires_at, updated_at)
 	SELECT v_group, s.feed_id, s.shard, NULL,
@@ -362,10 +362,9 @@ BEGIN
 						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
 							AND c.change_sequence_number IS NOT NULL
 						  ORDER BY c.change_sequence_number LIMIT 1),
-						 (SELECT t.first_number - 1
-						  FROM cfeed.stamp t
-						  WHERE s.storage = 'ranges' AND t.feed_id = s.feed_id AND t.shard = s.shard
-						  ORDER BY t.last_number LIMIT 1),
+						 (SELECT GREATEST(r.change_sequence_number, -9223372036854775807) - 1
+						  FROM cfeed.read(s.feed_id, s.shard, NULL, 1, 0) r
+						  WHERE s.storage = 'ranges'),
 						 s.last_change_sequence_number)
 		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
 		   0, NULL, v_now
