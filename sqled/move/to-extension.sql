@@ -30,6 +30,7 @@
  */
 \set ON_ERROR_STOP 1
 BEGIN;
+SET LOCAL search_path = pg_catalog, pg_temp;
 SET LOCAL client_min_messages = warning;
 SET LOCAL check_function_bodies = false;
 

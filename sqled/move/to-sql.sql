@@ -38,6 +38,7 @@
 \set owner :USER
 \endif
 BEGIN;
+SET LOCAL search_path = pg_catalog, pg_temp;
 SET LOCAL client_min_messages = warning;
 
 -- 1. check

@@ -1,5 +1,5 @@
 
-# test/t/114_sqled_move.pl
+# test/t/115_sqled_move.pl
 #
 # Moving a database between the editions (sqled/move/, docs/sql-edition.md,
 # "Moving between the editions") on a server with cfeed.so preloaded.  The
@@ -276,7 +276,7 @@ like($err, qr/only a superuser may move cfeed to the C extension/, '... and is t
 $node->safe_psql('app', q{CREATE VIEW public.my_changes AS SELECT change_id FROM cfeed.change});
 ($rc, $err) = run_script('postgres', $to_ext);
 isnt($rc, 0, 'a move fails while an object of the database\'s own depends on the SQL edition');
-like($err, qr/objects outside the SQL edition depend on it\nDETAIL:  Dependent objects: view my_changes\./,
+like($err, qr/objects outside the SQL edition depend on it\nDETAIL:  Dependent objects: view public\.my_changes\./,
 	'... naming it');
 $node->safe_psql('app', q{DROP VIEW public.my_changes});
 is($node->safe_psql('app', $STATE), $before, 'the refused moves changed nothing');
