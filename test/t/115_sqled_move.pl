@@ -9,8 +9,9 @@
 # a dead letter, read and write grants, a privilege granted on a function,
 # stamped and pending changes, moves to the C extension, back, and again:
 #
-#  - a move between editions whose catalogs differ, or by a role that may
-#    not make the other edition, fails and changes nothing;
+#  - a move between editions whose catalogs differ, by a role that may not
+#    make the other edition, while a view of the database's own depends on
+#    the SQL edition, or with a tracked table, fails and changes nothing;
 #  - every row of every catalog (numbers, stamped_at, written_at, heads and
 #    deleted heads, parents and closed shards, leases, dead letters, grants,
 #    epochs) and the change_id sequence's position are the same after a
@@ -180,6 +181,7 @@ my $STATE = q{
 		UNION ALL SELECT format('failed_change %s', d) FROM cfeed.failed_change d
 		UNION ALL SELECT format('read_grant %s', g) FROM cfeed.read_grant g
 		UNION ALL SELECT format('write_grant %s', g) FROM cfeed.write_grant g
+		UNION ALL SELECT format('tracked_table %s', t) FROM cfeed.tracked_table t
 		UNION ALL SELECT format('epoch %s', e) FROM cfeed.epoch e
 		UNION ALL SELECT format('epoch_head %s', e) FROM cfeed.epoch_head e
 		UNION ALL SELECT format('change_id %s %s', s.last_value, s.is_called) FROM cfeed.change_id s
@@ -321,6 +323,13 @@ is($node->safe_psql('app', qq{
 
 # ---- C extension -> SQL edition, owned by app_owner ----
 sweeper(0);
+# tracking is not in the SQL edition: a tracked table stops the move, its
+# number (kept after untrack) moves
+$node->safe_psql('app', q{CREATE TABLE public.items (id int PRIMARY KEY); SELECT cfeed.track('public.items', 1)});
+($rc, $err) = run_script('postgres', $to_sql, owner => 'app_owner');
+isnt($rc, 0, 'a tracked table keeps the database from moving to the SQL edition');
+like($err, qr/a table is tracked by cfeed/, '... and says so');
+$node->safe_psql('app', q{SELECT cfeed.untrack('public.items')});
 sql_as('writer', q{INSERT INTO truth SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 3) g});
 $node->safe_psql('app', q{INSERT INTO truth SELECT cfeed.publish(2, 1)});
 $before = $node->safe_psql('app', $STATE);
