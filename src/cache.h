@@ -31,6 +31,11 @@
  *	 head hints			sweep.c: per shard, the head this backend's last
  *						sweep left.  Backend.  Never dropped: a hint, checked
  *						against change_sequence_idx at every use.
+ *	 extension member	sweep.c (member_change): the OID of the cfeed.change
+ *						a sweep of this backend found to be a member of
+ *						extension cfeed.  Backend.  Never dropped: compared
+ *						with the OID each sweep locks, and looked up again
+ *						when they differ (a move between the editions).
  *	 tracked relations	track_trigger.c: per relation a tracking trigger
  *						fired on, its feed, key columns and output functions,
  *						change_id column and tracked root.  Backend.  An entry

@@ -26,7 +26,8 @@
  * ----------------------------------------
  *	 begin		take the group's sweep lock, switch to the extension's
  *				owner, lock cfeed.shard_config and cfeed.change, read the
- *				invalidations, take the snapshot
+ *				invalidations, check that cfeed.change is still the
+ *				extension's (a move to the SQL edition), take the snapshot
  *	 collect	the pending changes the watermark points at, visible to the
  *				snapshot, of shards that are in the group as of it
  *	 cut		at most cfeed.sweep_batch_size of them, the lowest change_ids
@@ -98,7 +99,10 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
 #include "commands/async.h"
+#include "commands/extension.h"
 #include "common/int.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -166,6 +170,9 @@ typedef struct SweepState
 /* HeadHint by (feed_id, shard): each shard's head as this backend's last sweep left it (cache.h) */
 static HTAB *head_hints = NULL;
 
+/* The cfeed.change this backend found to be the extension's (cache.h) */
+static Oid	member_change = InvalidOid;
+
 /*
  * head_hint
  *		The hint entry of a shard (head 0 when new), for cfeed_shard_head.
@@ -213,6 +220,33 @@ compare_shard_change(const void *a, const void *b)
 }
 
 /*
+ * check_extension_member
+ *		Fail (55000) unless cfeed.change, locked by the caller, is a member of
+ *		extension cfeed.  A sweep that waited for its locks while the
+ *		database moved to the SQL edition (sqled/move/) finds the name taken
+ *		by the SQL edition's table, which the SQL edition's sweeps number
+ *		under a lock of their own: it must not stamp it.  Looked up once per
+ *		OID of cfeed.change.
+ */
+static void
+check_extension_member(Oid changerel)
+{
+	Oid			extension;
+
+	if (changerel == member_change)
+		return;
+	extension = get_extension_oid("cfeed", true);
+	if (!OidIsValid(extension) ||
+		getExtensionOfObject(RelationRelationId, changerel) != extension)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cfeed.change is not a table of extension cfeed"),
+				 errdetail("The database moved to the SQL edition of cfeed while this sweep waited for its locks."),
+				 errhint("The SQL edition's cfeed.sweep sweeps it now.")));
+	member_change = changerel;
+}
+
+/*
  * sweep_begin
  *		The begin step, once the caller holds the sweep lock and runs as the
  *		extension's owner.  cfeed.change stays locked until the sweep's
@@ -237,6 +271,7 @@ sweep_begin(SweepState *s, int32 sweep_group)
 	(void) cfeed_relid_locked("shard_config", AccessShareLock);
 	s->changerel = cfeed_table_open("change", RowExclusiveLock);
 	AcceptInvalidationMessages();
+	check_extension_member(RelationGetRelid(s->changerel));
 	s->watermark = cfeed_watermark_get(sweep_group);
 	s->snapshot = RegisterSnapshot(GetLatestSnapshot());
 	if (cfeed_schema_has(CFEED_SCHEMA_RANGES) &&

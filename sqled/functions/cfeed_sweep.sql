@@ -6,7 +6,8 @@
  *
  *  1. begin: the group's sweep lock (transaction advisory lock, see the
  *     epilogue), then cfeed.shard_config and cfeed.change (ROW EXCLUSIVE:
- *     a rewrite or TRUNCATE waits for the sweep); each later statement's
+ *     a rewrite or TRUNCATE waits for the sweep), and 55000 if those are
+ *     the C extension's now (a move, sqled/move/); each later statement's
  *     snapshot is taken after the lock, so it sees every stamp of the
  *     sweeps before; the commit is made synchronous (guarantee 7).
  *  2. collect, number and write in ONE statement (one snapshot): the
@@ -70,6 +71,15 @@ BEGIN
 	PERFORM pg_catalog.pg_advisory_xact_lock(1667655012, v_group);
 	LOCK TABLE cfeed.shard_config IN ACCESS SHARE MODE;
 	LOCK TABLE cfeed.change IN ROW EXCLUSIVE MODE;
+	IF pg_catalog.to_regprocedure('cfeed._sqled_owner()') IS NULL THEN
+		-- the tables locked are the C extension's: the database moved while
+		-- this sweep waited (sqled/move/), and the extension's sweeps number
+		-- them under a lock of their own
+		RAISE EXCEPTION 'cfeed is not the SQL edition any more'
+			USING ERRCODE = '55000',
+				  DETAIL = 'The database moved to the C extension while this sweep waited for its locks.',
+				  HINT = 'The extension''s background sweeper sweeps it now.';
+	END IF;
 	IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') THEN
 		PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);
 	END IF;
