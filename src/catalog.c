@@ -216,27 +216,32 @@ cfeed_extension_owner(void)
 }
 
 /*
- * head_probe
- *		First stamped number of a shard in direction dir among those
- *		compared with bound by strategy (as of the snapshot), in *number;
- *		with second, whether a second one follows.  Returns whether there was
- *		one.
+ * cfeed_number_probe
+ *		First number of a shard in direction dir among those compared with
+ *		bound by strategy (as of the snapshot), in *number; with second,
+ *		whether a second one follows.  Returns whether there was one.  index
+ *		is on (feed_id, shard, number) of rel, whose first two columns are
+ *		feed_id and shard and whose column number_att the number:
+ *		change_sequence_idx of cfeed.change, or stamp_pkey of cfeed.stamp
+ *		(the last number of each stamp).
  */
-static bool
-head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32 shard,
-		   StrategyNumber strategy, RegProcedure proc, int64 bound,
-		   ScanDirection dir, int64 *number, bool *second)
+bool
+cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32 shard,
+				   AttrNumber number_att, StrategyNumber strategy, RegProcedure proc,
+				   int64 bound, ScanDirection dir, int64 *number, bool *second)
 {
 	SysScanDesc scan;
 	ScanKeyData keys[3];
 	HeapTuple	tup;
 	bool		found;
 
+	StaticAssertStmt(Anum_change_feed_id == 1 && Anum_change_shard == 2,
+					 "cfeed.change and cfeed.stamp begin with feed_id and shard");
 	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], Anum_change_sequence, strategy, proc, Int64GetDatum(bound));
+	ScanKeyInit(&keys[2], number_att, strategy, proc, Int64GetDatum(bound));
 	scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
 	tup = systable_getnext_ordered(scan, dir);
 	found = HeapTupleIsValid(tup);
@@ -244,8 +249,7 @@ head_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32
 	{
 		bool		isnull;
 
-		*number = DatumGetInt64(heap_getattr(tup, Anum_change_sequence,
-											 RelationGetDescr(rel), &isnull));
+		*number = DatumGetInt64(heap_getattr(tup, number_att, RelationGetDescr(rel), &isnull));
 		if (second != NULL)
 			*second = HeapTupleIsValid(systable_getnext_ordered(scan, dir));
 	}
@@ -266,8 +270,9 @@ cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot
 	int64		number;
 	bool		found;
 
-	found = head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
-					   F_INT8GT, bound, ForwardScanDirection, &number, NULL);
+	found = cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_change_sequence,
+							   BTGreaterStrategyNumber, F_INT8GT, bound, ForwardScanDirection,
+							   &number, NULL);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
@@ -422,13 +427,15 @@ cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot)
 	rel = cfeed_table_open("change", AccessShareLock);
 	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
 	if (hint > floor_number &&
-		head_probe(rel, index, snapshot, feed_id, shard, BTGreaterEqualStrategyNumber,
-				   F_INT8GE, hint, ForwardScanDirection, &first, &more) &&
+		cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_change_sequence,
+						   BTGreaterEqualStrategyNumber, F_INT8GE, hint, ForwardScanDirection,
+						   &first, &more) &&
 		first == hint && !more)
 		head = hint;
 	else
-		(void) head_probe(rel, index, snapshot, feed_id, shard, BTGreaterStrategyNumber,
-						  F_INT8GT, floor_number, BackwardScanDirection, &head, NULL);
+		(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_change_sequence,
+								  BTGreaterStrategyNumber, F_INT8GT, floor_number,
+								  BackwardScanDirection, &head, NULL);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	/* numbering goes on from the floor or above, never below it */

@@ -63,47 +63,6 @@ static SPIPlanPtr stamp_insert_plan = NULL;
 static SPIPlanPtr mark_store_plan = NULL;
 
 /*
- * stamp_probe
- *		The last_number of a range shard's first stamp in direction dir among
- *		those compared with bound by strategy (as of the snapshot), in
- *		*number; with second, whether a second one follows.  Returns whether
- *		there was one.
- */
-static bool
-stamp_probe(int32 feed_id, int32 shard, Snapshot snapshot, StrategyNumber strategy,
-			RegProcedure proc, int64 bound, ScanDirection dir, int64 *number, bool *second)
-{
-	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
-	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
-	SysScanDesc scan;
-	ScanKeyData keys[3];
-	HeapTuple	tup;
-	bool		found;
-
-	ScanKeyInit(&keys[0], Anum_stamp_feed_id, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(feed_id));
-	ScanKeyInit(&keys[1], Anum_stamp_shard, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], Anum_stamp_last_number, strategy, proc, Int64GetDatum(bound));
-	scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
-	tup = systable_getnext_ordered(scan, dir);
-	found = HeapTupleIsValid(tup);
-	if (found)
-	{
-		bool		isnull;
-
-		*number = DatumGetInt64(heap_getattr(tup, Anum_stamp_last_number,
-											 RelationGetDescr(rel), &isnull));
-		if (second != NULL)
-			*second = HeapTupleIsValid(systable_getnext_ordered(scan, dir));
-	}
-	systable_endscan_ordered(scan);
-	index_close(index, AccessShareLock);
-	table_close(rel, AccessShareLock);
-	return found;
-}
-
-/*
  * cfeed_ranges_head
  *		A range shard's highest stamped number as of the snapshot, or
  *		PG_INT64_MIN when it has no stamp.  With a hint (the head a sweep of
@@ -114,17 +73,24 @@ stamp_probe(int32 feed_id, int32 shard, Snapshot snapshot, StrategyNumber strate
 int64
 cfeed_ranges_head(int32 feed_id, int32 shard, int64 hint, Snapshot snapshot)
 {
+	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
+	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
 	int64		head = PG_INT64_MIN;
 	int64		first;
 	bool		more;
 
 	if (hint > PG_INT64_MIN &&
-		stamp_probe(feed_id, shard, snapshot, BTGreaterEqualStrategyNumber, F_INT8GE, hint,
-					ForwardScanDirection, &first, &more) &&
+		cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_stamp_last_number,
+						   BTGreaterEqualStrategyNumber, F_INT8GE, hint, ForwardScanDirection,
+						   &first, &more) &&
 		first == hint && !more)
-		return hint;
-	(void) stamp_probe(feed_id, shard, snapshot, BTGreaterStrategyNumber, F_INT8GT, PG_INT64_MIN,
-					   BackwardScanDirection, &head, NULL);
+		head = hint;
+	else
+		(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_stamp_last_number,
+								  BTGreaterStrategyNumber, F_INT8GT, PG_INT64_MIN,
+								  BackwardScanDirection, &head, NULL);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
 	return head;
 }
 

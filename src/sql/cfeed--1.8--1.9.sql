@@ -89,18 +89,75 @@ COMMENT ON COLUMN cfeed.shard_config.parent IS 'the shard this shard continues (
 COMMENT ON COLUMN cfeed.shard_config.closed IS 'the shard receives no change any more (cfeed.reshard closed it)';
 
 /*
- * The view gains parent, closed and ended at the end (CREATE OR REPLACE
- * keeps its defaults, triggers, grants and comments; it resets its
+ * Stamps in ranges (docs/design.md, "Storage in ranges").  A shard's
+ * storage is 'rows' (each change's row is updated with its number) or
+ * 'ranges' (a change's row is written once by its writer and never
+ * updated: a sweep appends one cfeed.stamp row per shard it numbers,
+ * holding the range of numbers and the change_ids in number order).  New
+ * shards take cfeed.default_storage; a resharded shard's children take
+ * their parent's.  A shard's storage is fixed when it is created.
+ */
+ALTER TABLE cfeed.shard_config ADD COLUMN storage text NOT NULL DEFAULT 'rows'
+	CONSTRAINT shard_config_storage_check CHECK (storage OPERATOR(pg_catalog.=) ANY (ARRAY['rows', 'ranges']));
+ALTER TABLE cfeed.shard_config ALTER COLUMN storage
+	SET DEFAULT COALESCE(pg_catalog.current_setting('cfeed.default_storage', true), 'rows');
+COMMENT ON COLUMN cfeed.shard_config.storage IS 'rows: a sweep numbers a change by updating its row; ranges: by appending a cfeed.stamp row (fixed at creation, from cfeed.default_storage)';
+
+/*
+ * The pending index also finds a range change from its stamp: a range
+ * change stays in it (its number is never written into its row), and its
+ * stamp keeps each change's writer_xid beside its change_id.
+ */
+DROP INDEX cfeed.change_pending_idx;
+CREATE INDEX change_pending_idx ON cfeed.change (writer_xid, change_id) WHERE change_sequence_number IS NULL;
+
+CREATE TABLE cfeed.stamp (
+	feed_id int NOT NULL,
+	shard int NOT NULL,
+	first_number bigint NOT NULL,
+	last_number bigint NOT NULL,
+	stamped_at timestamptz NOT NULL,
+	change_ids bigint[] NOT NULL,
+	writer_xids xid8[] NOT NULL,
+	PRIMARY KEY (feed_id, shard, last_number)
+);
+COMMENT ON TABLE cfeed.stamp IS 'the numbers of the changes of shards stored in ranges: change_ids[i] is number first_number + i - 1, written by writer_xids[i]';
+-- (no CHECK of the arrays' lengths: the sweep alone writes stamps, and a
+-- CHECK's expression is read anew by every INSERT, a tenth of a sweep's time)
+SELECT pg_catalog.pg_extension_config_dump('cfeed.stamp', '');
+REVOKE ALL ON cfeed.stamp FROM PUBLIC;
+
+/*
+ * A sweep group's mark: the snapshot of its last sweep, with the xids of
+ * the changes it left.  A range change is stamped exactly when its
+ * writer_xid is below xmax and not in xip of its group's latest mark.
+ */
+CREATE TABLE cfeed.sweep_mark (
+	sweep_group int NOT NULL,
+	next_xid xid8 NOT NULL,
+	running xid8[] NOT NULL,
+	system_identifier bigint NOT NULL,
+	made_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (sweep_group, next_xid)
+);
+COMMENT ON TABLE cfeed.sweep_mark IS 'internal: per sweep group with range shards, which writer_xids its sweeps have stamped (those below next_xid and not in running)';
+SELECT pg_catalog.pg_extension_config_dump('cfeed.sweep_mark', '');
+REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
+
+/*
+ * The view gains parent, closed, ended and storage at the end (CREATE OR
+ * REPLACE keeps its defaults, triggers, grants and comments; it resets its
  * options, so security_barrier is set again).  ended is evaluated for a
  * closed shard only: the pending changes of a closed shard can only
- * become fewer, and no others come.
+ * become fewer, and no others come.  A range shard's head is its last
+ * stamp's last number.
  */
 CREATE OR REPLACE VIEW cfeed.shard AS
 SELECT * FROM (
 	SELECT s.feed_id, s.shard, s.sweep_group, s.longpoll,
-		   GREATEST(h.change_sequence_number, s.deleted_head, s.start_sequence_number)
+		   GREATEST(h.change_sequence_number, r.last_number, s.deleted_head, s.start_sequence_number)
 			   AS last_change_sequence_number,
-		   h.stamped_at AS last_sweep_time,
+		   COALESCE(r.stamped_at, h.stamped_at) AS last_sweep_time,
 		   s.start_sequence_number,
 		   s.parent,
 		   s.closed,
@@ -109,7 +166,8 @@ SELECT * FROM (
 				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
 				  AND p.shard OPERATOR(pg_catalog.=) s.shard
 				  AND p.change_sequence_number IS NULL)
-			   ELSE false END AS ended
+			   ELSE false END AS ended,
+		   s.storage
 	FROM cfeed.shard_config s
 	LEFT JOIN LATERAL (
 		SELECT c.change_sequence_number, c.stamped_at
@@ -118,9 +176,18 @@ SELECT * FROM (
 		  AND c.shard OPERATOR(pg_catalog.=) s.shard
 		  AND c.change_sequence_number OPERATOR(pg_catalog.>) s.start_sequence_number
 		ORDER BY c.change_sequence_number DESC
-		LIMIT 1) h ON true) s
+		LIMIT 1) h ON true
+	LEFT JOIN LATERAL (
+		SELECT t.last_number, t.stamped_at
+		FROM cfeed.stamp t
+		WHERE s.storage OPERATOR(pg_catalog.=) 'ranges'
+		  AND t.feed_id OPERATOR(pg_catalog.=) s.feed_id
+		  AND t.shard OPERATOR(pg_catalog.=) s.shard
+		ORDER BY t.last_number DESC
+		LIMIT 1) r ON true) s
 WHERE cfeed._may_read(s.feed_id);
 ALTER VIEW cfeed.shard SET (security_barrier = true);
+COMMENT ON COLUMN cfeed.shard.storage IS 'rows or ranges: how the shard''s changes are numbered (cfeed.default_storage when it was created)';
 COMMENT ON COLUMN cfeed.shard.parent IS 'the shard this shard continues: read the parent to its end (ended) before this one; null for an original shard';
 COMMENT ON COLUMN cfeed.shard.closed IS 'the shard receives no change any more (cfeed.reshard closed it); cfeed.shard_for routes to the open shards only';
 COMMENT ON COLUMN cfeed.shard.ended IS 'closed and no unstamped change left: last_change_sequence_number can never grow again';
@@ -499,62 +566,6 @@ END
 $fn$;
 
 /*
- * Stamps in ranges (docs/design.md, "Storage in ranges").  A shard's
- * storage is 'rows' (each change's row is updated with its number) or
- * 'ranges' (a change's row is written once by its writer and never
- * updated: a sweep appends one cfeed.stamp row per shard it numbers,
- * holding the range of numbers and the change_ids in number order).  New
- * shards take cfeed.default_storage; a resharded shard's children take
- * their parent's.  A shard's storage is fixed when it is created.
- */
-ALTER TABLE cfeed.shard_config ADD COLUMN storage text NOT NULL DEFAULT 'rows'
-	CONSTRAINT shard_config_storage_check CHECK (storage OPERATOR(pg_catalog.=) ANY (ARRAY['rows', 'ranges']));
-ALTER TABLE cfeed.shard_config ALTER COLUMN storage
-	SET DEFAULT COALESCE(pg_catalog.current_setting('cfeed.default_storage', true), 'rows');
-COMMENT ON COLUMN cfeed.shard_config.storage IS 'rows: a sweep numbers a change by updating its row; ranges: by appending a cfeed.stamp row (fixed at creation, from cfeed.default_storage)';
-
-/*
- * The pending index also finds a range change from its stamp: a range
- * change stays in it (its number is never written into its row), and its
- * stamp keeps each change's writer_xid beside its change_id.
- */
-DROP INDEX cfeed.change_pending_idx;
-CREATE INDEX change_pending_idx ON cfeed.change (writer_xid, change_id) WHERE change_sequence_number IS NULL;
-
-CREATE TABLE cfeed.stamp (
-	feed_id int NOT NULL,
-	shard int NOT NULL,
-	first_number bigint NOT NULL,
-	last_number bigint NOT NULL,
-	stamped_at timestamptz NOT NULL,
-	change_ids bigint[] NOT NULL,
-	writer_xids xid8[] NOT NULL,
-	PRIMARY KEY (feed_id, shard, last_number)
-);
-COMMENT ON TABLE cfeed.stamp IS 'the numbers of the changes of shards stored in ranges: change_ids[i] is number first_number + i - 1, written by writer_xids[i]';
--- (no CHECK of the arrays' lengths: the sweep alone writes stamps, and a
--- CHECK's expression is read anew by every INSERT, a tenth of a sweep's time)
-SELECT pg_catalog.pg_extension_config_dump('cfeed.stamp', '');
-REVOKE ALL ON cfeed.stamp FROM PUBLIC;
-
-/*
- * A sweep group's mark: the snapshot of its last sweep, with the xids of
- * the changes it left.  A range change is stamped exactly when its
- * writer_xid is below xmax and not in xip of its group's latest mark.
- */
-CREATE TABLE cfeed.sweep_mark (
-	sweep_group int NOT NULL,
-	next_xid xid8 NOT NULL,
-	running xid8[] NOT NULL,
-	system_identifier bigint NOT NULL,
-	made_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	PRIMARY KEY (sweep_group, next_xid)
-);
-COMMENT ON TABLE cfeed.sweep_mark IS 'internal: per sweep group with range shards, which writer_xids its sweeps have stamped (those below next_xid and not in running)';
-SELECT pg_catalog.pg_extension_config_dump('cfeed.sweep_mark', '');
-REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
-
-/*
  * A range shard's storage is fixed, and so is its sweep group: the group's
  * mark says which of its changes are stamped, so moving it to another
  * group's mark is refused.  The first range shard of a group gives the
@@ -606,46 +617,6 @@ CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_gr
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
-/*
- * The view: a range shard's head is its last stamp's last number; storage
- * is added at the end.
- */
-CREATE OR REPLACE VIEW cfeed.shard AS
-SELECT * FROM (
-	SELECT s.feed_id, s.shard, s.sweep_group, s.longpoll,
-		   GREATEST(h.change_sequence_number, r.last_number, s.deleted_head, s.start_sequence_number)
-			   AS last_change_sequence_number,
-		   COALESCE(r.stamped_at, h.stamped_at) AS last_sweep_time,
-		   s.start_sequence_number,
-		   s.parent,
-		   s.closed,
-		   CASE WHEN s.closed THEN NOT EXISTS (
-				SELECT FROM cfeed.change p
-				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-				  AND p.shard OPERATOR(pg_catalog.=) s.shard
-				  AND p.change_sequence_number IS NULL)
-			   ELSE false END AS ended,
-		   s.storage
-	FROM cfeed.shard_config s
-	LEFT JOIN LATERAL (
-		SELECT c.change_sequence_number, c.stamped_at
-		FROM cfeed.change c
-		WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id
-		  AND c.shard OPERATOR(pg_catalog.=) s.shard
-		  AND c.change_sequence_number OPERATOR(pg_catalog.>) s.start_sequence_number
-		ORDER BY c.change_sequence_number DESC
-		LIMIT 1) h ON true
-	LEFT JOIN LATERAL (
-		SELECT t.last_number, t.stamped_at
-		FROM cfeed.stamp t
-		WHERE s.storage OPERATOR(pg_catalog.=) 'ranges'
-		  AND t.feed_id OPERATOR(pg_catalog.=) s.feed_id
-		  AND t.shard OPERATOR(pg_catalog.=) s.shard
-		ORDER BY t.last_number DESC
-		LIMIT 1) r ON true) s
-WHERE cfeed._may_read(s.feed_id);
-ALTER VIEW cfeed.shard SET (security_barrier = true);
-COMMENT ON COLUMN cfeed.shard.storage IS 'rows or ranges: how the shard''s changes are numbered (cfeed.default_storage when it was created)';
 
 /*
  * cfeed.stats: a range shard's pending changes are those its group's mark
