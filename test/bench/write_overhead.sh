@@ -35,13 +35,15 @@
 # per transaction less unswept's, in the same round (one change per
 # transaction).  VARIANTS (env) runs only those listed (the baselines of
 # the rows printed must be among them).
+# SWEEP_DELAY (env, ms): cfeed.sweep_delay for the run (default 0).
 # Usage: bash test/bench/write_overhead.sh [seconds] [clients] [rounds]
 . "$(dirname "$0")/lib.sh"
 SECS=${1:-5}
 CLIENTS=${2:-8}
 ROUNDS=${3:-3}
 QUERY_MODE=${QUERY_MODE:-extended}
-BENCH_EXTRA_CONF="$LOGICAL_CONF" bench_start
+BENCH_EXTRA_CONF="$LOGICAL_CONF
+cfeed.sweep_delay = ${SWEEP_DELAY:-0}" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
 	-c "SET cfeed.default_storage = ranges" -c "SELECT cfeed.create_feed('bench_ranges', 4)" \
