@@ -206,3 +206,53 @@ SELECT cfeed.publish(1, 1) IS NOT NULL AS pending_one;
 SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;
 SELECT count(*) FROM cfeed.sweep();
 SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;
+
+-- a group's first range shard: the committed changes its row shards have
+-- not had stamped yet are still stamped (the first mark points at their
+-- writers), once
+SELECT cfeed.create_feed('rows-first', 1, feed_id => 20, sweep_group => 5);
+SELECT count(cfeed.publish(20, 0)) FROM generate_series(1, 2);
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('ranges-later', 1, feed_id => 21, sweep_group => 5);
+RESET cfeed.default_storage;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT count(*) AS unstamped FROM cfeed.change WHERE feed_id = 20 AND change_sequence_number IS NULL;
+
+-- a row shard moved into a group with a mark: its unstamped changes are
+-- stamped by its new group, once
+SELECT cfeed.create_feed('rows-moving', 1, feed_id => 22, sweep_group => 6);
+SELECT count(cfeed.publish(22, 0)) FROM generate_series(1, 2);
+SELECT cfeed.publish(21, 0) IS NOT NULL AS in_group_5;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+UPDATE cfeed.shard SET sweep_group = 5 WHERE feed_id = 22;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT count(*) AS unstamped FROM cfeed.change WHERE feed_id = 22 AND change_sequence_number IS NULL;
+
+-- a transaction that wrote to a range shard and to a row shard out of
+-- numbers fails its group's sweep, rather than have its range change
+-- stamped at every sweep (its xid stays in the mark)
+INSERT INTO cfeed.shard (feed_id, shard, sweep_group, last_change_sequence_number)
+VALUES (20, 1, 5, 9223372036854775806);
+SELECT cfeed.publish(20, 1) IS NOT NULL AS last_number;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+BEGIN;
+SELECT cfeed.publish(20, 1) IS NOT NULL AS out_of_numbers, cfeed.publish(21, 0) IS NOT NULL AS ranged;
+COMMIT;
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(5)');
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(5)');
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(21, 0);
+DELETE FROM cfeed.change WHERE feed_id = 20 AND shard = 1 AND change_sequence_number IS NULL;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(21, 0);
+
+-- a consumer group of a range feed, for a member with no privilege on
+-- cfeed.stamp: acquire starts at the first change it may read
+CREATE ROLE ranges_member;
+GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.feed TO ranges_member;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cfeed.lease TO ranges_member;
+SELECT cfeed.grant_read(21, 'ranges_member');
+SET ROLE ranges_member;
+SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('m', 21, 'a');
+RESET ROLE;
+DROP OWNED BY ranges_member;
+DROP ROLE ranges_member;

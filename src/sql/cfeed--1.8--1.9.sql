@@ -362,10 +362,9 @@ BEGIN
 						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
 							AND c.change_sequence_number IS NOT NULL
 						  ORDER BY c.change_sequence_number LIMIT 1),
-						 (SELECT t.first_number - 1
-						  FROM cfeed.stamp t
-						  WHERE s.storage = 'ranges' AND t.feed_id = s.feed_id AND t.shard = s.shard
-						  ORDER BY t.last_number LIMIT 1),
+						 (SELECT GREATEST(r.change_sequence_number, -9223372036854775807) - 1
+						  FROM cfeed.read(s.feed_id, s.shard, NULL, 1, 0) r
+						  WHERE s.storage = 'ranges'),
 						 s.last_change_sequence_number)
 		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
 		   0, NULL, v_now
@@ -586,6 +585,19 @@ BEGIN
 				USING ERRCODE = '0A000',
 					  DETAIL = 'Resharding a feed stored in ranges is not built yet.';
 		END IF;
+		IF NEW.sweep_group IS DISTINCT FROM OLD.sweep_group THEN
+			-- a row shard joins a group with a mark: its unstamped changes'
+			-- writers are the mark's to look at (the guard trigger holds
+			-- both groups' sweep locks)
+			UPDATE cfeed.sweep_mark m
+			SET running = m.running OPERATOR(pg_catalog.||) ARRAY(
+				SELECT DISTINCT c.writer_xid FROM cfeed.change c
+				WHERE c.feed_id OPERATOR(pg_catalog.=) OLD.feed_id
+				  AND c.shard OPERATOR(pg_catalog.=) OLD.shard
+				  AND c.change_sequence_number IS NULL
+				  AND c.writer_xid OPERATOR(pg_catalog.<) m.next_xid)
+			WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group;
+		END IF;
 		RETURN NEW;
 	END IF;
 	IF NEW.storage = 'ranges' THEN
@@ -594,7 +606,18 @@ BEGIN
 			   ARRAY(SELECT pg_catalog.pg_snapshot_xip(s)
 					 UNION ALL
 					 SELECT x FROM pg_catalog.pg_current_xact_id() x
-					 WHERE x OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)),
+					 WHERE x OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)
+					 UNION
+					 -- the group's row shards' unstamped changes, as of
+					 -- the same snapshot: the mark is the group's
+					 -- watermark from now on
+					 SELECT c.writer_xid FROM cfeed.change c
+					 JOIN cfeed.shard_config sc
+					   ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id
+					  AND sc.shard OPERATOR(pg_catalog.=) c.shard
+					 WHERE c.change_sequence_number IS NULL
+					   AND sc.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group
+					   AND c.writer_xid OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)),
 			   (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
 		FROM pg_catalog.pg_current_snapshot() s
 		WHERE NOT EXISTS (SELECT FROM cfeed.sweep_mark m WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
