@@ -564,6 +564,11 @@ REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
  * range change of the group can be visible to it) with the creating
  * transaction's own xid, which may write to the new shard, in xip when it
  * is below xmax (xip holds only xids below xmax: each is looked at once).
+ * The mark is the group's whole watermark, its row shards' too: the first
+ * one also holds the writers of the row shards' unstamped changes as of
+ * its snapshot, and a row shard moved into a group with a mark adds its
+ * unstamped changes' writers to it; otherwise no sweep of the group would
+ * look at those changes again.
  */
 CREATE FUNCTION cfeed._shard_config_storage() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -608,15 +613,16 @@ BEGIN
 					 SELECT x FROM pg_catalog.pg_current_xact_id() x
 					 WHERE x OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)
 					 UNION
-					 -- the group's row shards' unstamped changes, as of
-					 -- the same snapshot: the mark is the group's
-					 -- watermark from now on
+					 -- the unstamped changes of row shards, as of the same
+					 -- snapshot: the mark is the group's watermark from now
+					 -- on.  Every group's: a shard moving into this one
+					 -- while the mark is made does not see the mark
 					 SELECT c.writer_xid FROM cfeed.change c
 					 JOIN cfeed.shard_config sc
 					   ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id
 					  AND sc.shard OPERATOR(pg_catalog.=) c.shard
 					 WHERE c.change_sequence_number IS NULL
-					   AND sc.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group
+					   AND sc.storage OPERATOR(pg_catalog.=) 'rows'
 					   AND c.writer_xid OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)),
 			   (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
 		FROM pg_catalog.pg_current_snapshot() s
