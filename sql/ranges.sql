@@ -256,3 +256,14 @@ SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('m', 21, 'a
 RESET ROLE;
 DROP OWNED BY ranges_member;
 DROP ROLE ranges_member;
+
+-- one change_id written twice to a shard by one transaction: two changes,
+-- numbered once each, and read once each (the stamp's lookup of a change_id
+-- finds both rows)
+BEGIN;
+SELECT cfeed.publish(21, 0, 777) AS twice, cfeed.publish(21, 0, 777) AS again;
+COMMIT;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 10, 0);
+SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id, op FROM cfeed.read_rows(21, 0, cfeed.head(21, 0) - 2, 10, 0);
+SELECT count(*) AS one_row FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 1, 0);
