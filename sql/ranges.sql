@@ -267,3 +267,21 @@ SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
 SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 10, 0);
 SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id, op FROM cfeed.read_rows(21, 0, cfeed.head(21, 0) - 2, 10, 0);
 SELECT count(*) AS one_row FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 1, 0);
+
+-- stamps deleted by hand, or truncated: their numbers are never issued again
+-- (the shard's floor keeps the highest, as for deleted changes)
+SELECT cfeed.head(21, 0) AS head_before \gset
+DELETE FROM cfeed.stamp WHERE feed_id = 21 AND last_number = :head_before;
+SELECT cfeed.head(21, 0) = :head_before AS head_kept;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS after_delete;
+SELECT feed_id, shard, change_count, last_change_sequence_number = :head_before + 1 AS next_number
+FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT cfeed.head(21, 0) AS head_before \gset
+TRUNCATE cfeed.stamp;
+SELECT cfeed.head(21, 0) = :head_before AS head_kept;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS after_truncate;
+SELECT feed_id, shard, change_count, last_change_sequence_number = :head_before + 1 AS next_number
+FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.err('TRUNCATE cfeed.stamp');
+ROLLBACK;

@@ -236,6 +236,9 @@ sweep_begin(SweepState *s, int32 sweep_group)
 	s->sweep_group = sweep_group;
 	(void) cfeed_relid_locked("shard_config", AccessShareLock);
 	s->changerel = cfeed_table_open("change", RowExclusiveLock);
+	/* and cfeed.stamp, whose TRUNCATE records the range shards' heads */
+	if (cfeed_schema_has(CFEED_SCHEMA_RANGES))
+		(void) cfeed_relid_locked("stamp", RowExclusiveLock);
 	AcceptInvalidationMessages();
 	s->watermark = cfeed_watermark_get(sweep_group);
 	s->snapshot = RegisterSnapshot(GetLatestSnapshot());

@@ -639,6 +639,63 @@ CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_gr
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
 /*
+ * A range shard's numbers are its stamps': a stamp deleted or truncated by
+ * hand must not let its numbers be issued again.  As for cfeed.change
+ * (1.4: _change_deleted, _change_truncated), the shard's floor,
+ * deleted_head, keeps the highest number deleted while it was the head.
+ * Retention keeps the head's stamp, so its deletes change nothing.  A sweep
+ * locks cfeed.stamp before its snapshot (sweep.c), so a TRUNCATE waits for
+ * it, and one that committed before is in its snapshot.
+ */
+CREATE FUNCTION cfeed._stamp_deleted() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	UPDATE cfeed.shard_config s
+	SET deleted_head = GREATEST(s.deleted_head, d.top)
+	FROM (SELECT o.feed_id, o.shard, max(o.last_number) AS top
+		  FROM cfeed_deleted_stamps o
+		  GROUP BY o.feed_id, o.shard) d
+	WHERE s.feed_id = d.feed_id AND s.shard = d.shard
+	  AND d.top > GREATEST(s.start_sequence_number, s.deleted_head)
+	  AND NOT EXISTS (SELECT FROM cfeed.stamp t
+					  WHERE t.feed_id = d.feed_id AND t.shard = d.shard
+						AND t.last_number > d.top);
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._stamp_deleted() IS 'internal: remembers the last number of a deleted head stamp, so that it is never issued again';
+REVOKE ALL ON FUNCTION cfeed._stamp_deleted() FROM PUBLIC;
+CREATE TRIGGER stamp_deleted AFTER DELETE ON cfeed.stamp
+	REFERENCING OLD TABLE AS cfeed_deleted_stamps
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._stamp_deleted();
+ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_deleted;
+CREATE OR REPLACE FUNCTION cfeed._change_truncated() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'cfeed.% can only be truncated in a READ COMMITTED transaction', TG_TABLE_NAME
+			USING ERRCODE = '25000',
+				  DETAIL = 'TRUNCATE records each shard''s head, so that no number is issued again; a transaction snapshot can miss the latest stamps.',
+				  HINT = 'Run TRUNCATE in its own READ COMMITTED transaction.';
+	END IF;
+	UPDATE cfeed.shard_config s
+	SET deleted_head = h.last_change_sequence_number
+	FROM cfeed.shard h
+	WHERE h.feed_id = s.feed_id AND h.shard = s.shard
+	  AND h.last_change_sequence_number > GREATEST(s.start_sequence_number, s.deleted_head);
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._change_truncated() IS 'internal: remembers every shard''s head before TRUNCATE of cfeed.change or cfeed.stamp, so that no number is issued again';
+CREATE TRIGGER stamp_truncated BEFORE TRUNCATE ON cfeed.stamp
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._change_truncated();
+ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
+
+/*
  * The view: a range shard's head is its last stamp's last number; storage
  * is added at the end.
  */
