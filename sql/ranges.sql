@@ -285,3 +285,20 @@ FROM cfeed.sweep(5) ORDER BY feed_id, shard;
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.err('TRUNCATE cfeed.stamp');
 ROLLBACK;
+
+-- retention deletes a range shard's stamped changes, not another shard's
+-- change with the same change_id and writer
+SELECT cfeed.drop_group('m', 21);
+BEGIN;
+SELECT cfeed.publish(21, 0, 888) AS shared_id, cfeed.publish(1, 0, 888) AS same_id_other_feed;
+COMMIT;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(0) ORDER BY feed_id, shard;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS newer;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+UPDATE cfeed.feed SET retention = '1 hour' WHERE feed_id = 21;
+UPDATE cfeed.stamp SET stamped_at = stamped_at - interval '2 hours' WHERE feed_id = 21 AND last_number < cfeed.head(21, 0);
+SELECT cfeed.apply_retention() > 0 AS deleted;
+SELECT count(*) AS feed_21_888 FROM cfeed.read(21, 0, NULL, 1000, 0) WHERE change_id = 888;
+SELECT count(*) AS feed_1_888 FROM cfeed.read(1, 0, NULL, 1000, 0) WHERE change_id = 888;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 21;

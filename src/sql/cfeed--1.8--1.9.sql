@@ -898,7 +898,8 @@ BEGIN
 				RETURNING t.change_ids, t.writer_xids)
 			DELETE FROM cfeed.change c
 			USING gone g, ROWS FROM (pg_catalog.unnest(g.change_ids), pg_catalog.unnest(g.writer_xids)) AS u(id, x)
-			WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL;
+			WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL
+			  AND c.feed_id = r.feed_id AND c.shard = r.shard;
 			GET DIAGNOSTICS v_count = ROW_COUNT;
 			v_deleted := v_deleted + v_count;
 			CONTINUE;
