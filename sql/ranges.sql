@@ -302,3 +302,15 @@ SELECT cfeed.apply_retention() > 0 AS deleted;
 SELECT count(*) AS feed_21_888 FROM cfeed.read(21, 0, NULL, 1000, 0) WHERE change_id = 888;
 SELECT count(*) AS feed_1_888 FROM cfeed.read(1, 0, NULL, 1000, 0) WHERE change_id = 888;
 UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 21;
+
+-- an unnumbered change named by a stamp or a mark keeps its keys: no move out
+-- of or into a range shard, no new change_id or writer_xid, no move into
+-- another group with a mark; a row change may still move within its group
+SELECT cfeed.publish(21, 0, 901) AS ranged, cfeed.publish(20, 0, 902) AS rowed, cfeed.publish(3, 0, 903) AS rowed_group_0;
+SELECT pg_temp.err($$UPDATE cfeed.change SET shard = 1, feed_id = 20 WHERE change_id = 901$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_id = 904 WHERE change_id = 901$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 21 WHERE change_id = 902$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET writer_xid = '3' WHERE change_id = 902$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 20 WHERE change_id = 903$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 22 WHERE change_id = 902$$);
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;

@@ -639,6 +639,50 @@ CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_gr
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
 /*
+ * A range change's stamp names it by (feed_id, shard, change_id,
+ * writer_xid), and its group's mark says by its writer_xid whether it is
+ * stamped: an UPDATE of those columns of an unnumbered change would lose a
+ * stamped change or stamp it again.  So a change of a range shard keeps
+ * them, a change cannot move into a range shard, no unnumbered change's
+ * writer_xid changes, and one moving into a sweep group with a mark stays
+ * in its own group (the mark would not point at its writer).  (Even an
+ * unstamped range change may not move: a sweep stamping it at that moment
+ * names its old shard, and no row lock tells it.)  Fires after
+ * change_shard_guard (by name), so a missing shard is 23503 first; in
+ * origin mode only, as the other guards of an UPDATE.
+ */
+CREATE FUNCTION cfeed._change_ranges_guard() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NEW.writer_xid IS DISTINCT FROM OLD.writer_xid
+	   OR EXISTS (SELECT FROM cfeed.shard_config s
+				  WHERE s.storage = 'ranges'
+					AND ((s.feed_id = OLD.feed_id AND s.shard = OLD.shard)
+						 OR (s.feed_id = NEW.feed_id AND s.shard = NEW.shard)))
+	   OR EXISTS (SELECT FROM cfeed.shard_config o, cfeed.shard_config n, cfeed.sweep_mark m
+				  WHERE o.feed_id = OLD.feed_id AND o.shard = OLD.shard
+					AND n.feed_id = NEW.feed_id AND n.shard = NEW.shard
+					AND n.sweep_group <> o.sweep_group AND m.sweep_group = n.sweep_group) THEN
+		RAISE EXCEPTION 'change % of shard % of feed % cannot be moved or re-keyed', OLD.change_id, OLD.shard, OLD.feed_id
+			USING ERRCODE = '0A000',
+				  DETAIL = 'A change of a shard stored in ranges, or moving into one or into another sweep group with such a shard, keeps its feed_id, shard, change_id and writer_xid: its stamp and its group''s mark name it by them.',
+				  HINT = 'Delete the change and publish a new one.';
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._change_ranges_guard() IS 'internal: refuses an UPDATE that moves or re-keys an unnumbered change its stamp or its group''s mark names';
+REVOKE ALL ON FUNCTION cfeed._change_ranges_guard() FROM PUBLIC;
+CREATE TRIGGER change_stamped_keys_guard BEFORE UPDATE OF feed_id, shard, change_id, writer_xid ON cfeed.change
+	FOR EACH ROW
+	WHEN (OLD.change_sequence_number IS NULL
+		  AND (NEW.feed_id IS DISTINCT FROM OLD.feed_id OR NEW.shard IS DISTINCT FROM OLD.shard
+			   OR NEW.change_id IS DISTINCT FROM OLD.change_id OR NEW.writer_xid IS DISTINCT FROM OLD.writer_xid))
+	EXECUTE FUNCTION cfeed._change_ranges_guard();
+
+/*
  * A range shard's numbers are its stamps': a stamp deleted or truncated by
  * hand must not let its numbers be issued again.  As for cfeed.change
  * (1.4: _change_deleted, _change_truncated), the shard's floor,
