@@ -314,3 +314,14 @@ SELECT pg_temp.err($$UPDATE cfeed.change SET writer_xid = '3' WHERE change_id = 
 SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 20 WHERE change_id = 903$$);
 SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 22 WHERE change_id = 902$$);
 SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+
+-- a transaction that swept (or moved a shard between groups) cannot be
+-- prepared: it would hold the group's sweep lock until COMMIT PREPARED
+BEGIN;
+SELECT count(*) FROM cfeed.sweep(5);
+PREPARE TRANSACTION 'swept';
+ROLLBACK PREPARED 'swept';
+BEGIN;
+UPDATE cfeed.shard SET sweep_group = 6 WHERE feed_id = 22;
+PREPARE TRANSACTION 'moved';
+ROLLBACK PREPARED 'moved';
