@@ -218,15 +218,25 @@ RESET cfeed.default_storage;
 SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
 SELECT count(*) AS unstamped FROM cfeed.change WHERE feed_id = 20 AND change_sequence_number IS NULL;
 
--- a row shard moved into a group with a mark: its unstamped changes are
--- stamped by its new group, once
+-- a row shard with unstamped changes cannot move into a group with a mark:
+-- the mark does not point at their writers, and may not (one of them has a
+-- range change the group stamped); swept first, in the same transaction, it
+-- moves, and its later changes are stamped by its new group, once
 SELECT cfeed.create_feed('rows-moving', 1, feed_id => 22, sweep_group => 6);
 SELECT count(cfeed.publish(22, 0)) FROM generate_series(1, 2);
-SELECT cfeed.publish(21, 0) IS NOT NULL AS in_group_5;
+BEGIN;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS in_group_5, cfeed.publish(22, 0) IS NOT NULL AS in_group_6;
+COMMIT;
 SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT pg_temp.err($$UPDATE cfeed.shard SET sweep_group = 5 WHERE feed_id = 22$$);
+BEGIN;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(6) ORDER BY feed_id, shard;
 UPDATE cfeed.shard SET sweep_group = 5 WHERE feed_id = 22;
+COMMIT;
+SELECT cfeed.publish(22, 0) IS NOT NULL AS moved;
 SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
 SELECT count(*) AS unstamped FROM cfeed.change WHERE feed_id = 22 AND change_sequence_number IS NULL;
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(21, 0);
 
 -- a transaction that wrote to a range shard and to a row shard out of
 -- numbers fails its group's sweep, rather than have its range change

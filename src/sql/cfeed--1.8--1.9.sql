@@ -566,9 +566,10 @@ REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
  * is below xmax (xip holds only xids below xmax: each is looked at once).
  * The mark is the group's whole watermark, its row shards' too: the first
  * one also holds the writers of the row shards' unstamped changes as of
- * its snapshot, and a row shard moved into a group with a mark adds its
- * unstamped changes' writers to it; otherwise no sweep of the group would
- * look at those changes again.
+ * its snapshot, and a row shard with unstamped changes may not move into
+ * a group with a mark (in READ COMMITTED, the only isolation level where
+ * the check sees every change committed before the sweep locks); otherwise
+ * no sweep of the group would look at those changes again.
  */
 CREATE FUNCTION cfeed._shard_config_storage() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -590,18 +591,23 @@ BEGIN
 				USING ERRCODE = '0A000',
 					  DETAIL = 'Resharding a feed stored in ranges is not built yet.';
 		END IF;
-		IF NEW.sweep_group IS DISTINCT FROM OLD.sweep_group THEN
-			-- a row shard joins a group with a mark: its unstamped changes'
-			-- writers are the mark's to look at (the guard trigger holds
-			-- both groups' sweep locks)
-			UPDATE cfeed.sweep_mark m
-			SET running = m.running OPERATOR(pg_catalog.||) ARRAY(
-				SELECT DISTINCT c.writer_xid FROM cfeed.change c
-				WHERE c.feed_id OPERATOR(pg_catalog.=) OLD.feed_id
-				  AND c.shard OPERATOR(pg_catalog.=) OLD.shard
-				  AND c.change_sequence_number IS NULL
-				  AND c.writer_xid OPERATOR(pg_catalog.<) m.next_xid)
-			WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group;
+		IF NEW.sweep_group IS DISTINCT FROM OLD.sweep_group
+		   AND EXISTS (SELECT FROM cfeed.sweep_mark m
+					   WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
+		   AND (pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+				OR EXISTS (SELECT FROM cfeed.change c
+						   WHERE c.feed_id OPERATOR(pg_catalog.=) OLD.feed_id
+							 AND c.shard OPERATOR(pg_catalog.=) OLD.shard
+							 AND c.change_sequence_number IS NULL)) THEN
+			-- a row shard joins a group with a mark: the mark does not point
+			-- at the writers of its committed unstamped changes (and may
+			-- not: one with a stamped range change in the group would be
+			-- stamped again).  The guard trigger holds both groups' sweep
+			-- locks, and this statement's snapshot is taken after them.
+			RAISE EXCEPTION 'shard % of feed % cannot move to sweep group % while it has unstamped changes', OLD.shard, OLD.feed_id, NEW.sweep_group
+				USING ERRCODE = '55000',
+					  DETAIL = pg_catalog.format('Sweep group %s has a shard stored in ranges: its mark records which writers are stamped.', NEW.sweep_group),
+					  HINT = pg_catalog.format('Sweep group %s in the same READ COMMITTED transaction first (SELECT cfeed.sweep(%s)), then move the shard.', OLD.sweep_group, OLD.sweep_group);
 		END IF;
 		RETURN NEW;
 	END IF;
