@@ -206,3 +206,132 @@ SELECT cfeed.publish(1, 1) IS NOT NULL AS pending_one;
 SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;
 SELECT count(*) FROM cfeed.sweep();
 SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (1, 2) ORDER BY feed_id, shard;
+
+-- a group's first range shard: the committed changes its row shards have
+-- not had stamped yet are still stamped (the first mark points at their
+-- writers), once
+SELECT cfeed.create_feed('rows-first', 1, feed_id => 20, sweep_group => 5);
+SELECT count(cfeed.publish(20, 0)) FROM generate_series(1, 2);
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('ranges-later', 1, feed_id => 21, sweep_group => 5);
+RESET cfeed.default_storage;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT count(*) AS unstamped FROM cfeed.change WHERE feed_id = 20 AND change_sequence_number IS NULL;
+
+-- a row shard with unstamped changes cannot move into a group with a mark:
+-- the mark does not point at their writers, and may not (one of them has a
+-- range change the group stamped); swept first, in the same transaction, it
+-- moves, and its later changes are stamped by its new group, once
+SELECT cfeed.create_feed('rows-moving', 1, feed_id => 22, sweep_group => 6);
+SELECT count(cfeed.publish(22, 0)) FROM generate_series(1, 2);
+BEGIN;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS in_group_5, cfeed.publish(22, 0) IS NOT NULL AS in_group_6;
+COMMIT;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT pg_temp.err($$UPDATE cfeed.shard SET sweep_group = 5 WHERE feed_id = 22$$);
+BEGIN;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(6) ORDER BY feed_id, shard;
+UPDATE cfeed.shard SET sweep_group = 5 WHERE feed_id = 22;
+COMMIT;
+SELECT cfeed.publish(22, 0) IS NOT NULL AS moved;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT count(*) AS unstamped FROM cfeed.change WHERE feed_id = 22 AND change_sequence_number IS NULL;
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(21, 0);
+
+-- a transaction that wrote to a range shard and to a row shard out of
+-- numbers fails its group's sweep, rather than have its range change
+-- stamped at every sweep (its xid stays in the mark)
+INSERT INTO cfeed.shard (feed_id, shard, sweep_group, last_change_sequence_number)
+VALUES (20, 1, 5, 9223372036854775806);
+SELECT cfeed.publish(20, 1) IS NOT NULL AS last_number;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+BEGIN;
+SELECT cfeed.publish(20, 1) IS NOT NULL AS out_of_numbers, cfeed.publish(21, 0) IS NOT NULL AS ranged;
+COMMIT;
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(5)');
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(5)');
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(21, 0);
+DELETE FROM cfeed.change WHERE feed_id = 20 AND shard = 1 AND change_sequence_number IS NULL;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT count(*) AS changes, count(DISTINCT id) AS ids FROM pg_temp.numbered(21, 0);
+
+-- a consumer group of a range feed, for a member with no privilege on
+-- cfeed.stamp: acquire starts at the first change it may read
+CREATE ROLE ranges_member;
+GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.feed TO ranges_member;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cfeed.lease TO ranges_member;
+SELECT cfeed.grant_read(21, 'ranges_member');
+SET ROLE ranges_member;
+SELECT shard, cursor - 2000000000000000 AS cursor FROM cfeed.acquire('m', 21, 'a');
+RESET ROLE;
+DROP OWNED BY ranges_member;
+DROP ROLE ranges_member;
+
+-- one change_id written twice to a shard by one transaction: two changes,
+-- numbered once each, and read once each (the stamp's lookup of a change_id
+-- finds both rows)
+BEGIN;
+SELECT cfeed.publish(21, 0, 777) AS twice, cfeed.publish(21, 0, 777) AS again;
+COMMIT;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 10, 0);
+SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id, op FROM cfeed.read_rows(21, 0, cfeed.head(21, 0) - 2, 10, 0);
+SELECT count(*) AS one_row FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 1, 0);
+
+-- stamps deleted by hand, or truncated: their numbers are never issued again
+-- (the shard's floor keeps the highest, as for deleted changes)
+SELECT cfeed.head(21, 0) AS head_before \gset
+DELETE FROM cfeed.stamp WHERE feed_id = 21 AND last_number = :head_before;
+SELECT cfeed.head(21, 0) = :head_before AS head_kept;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS after_delete;
+SELECT feed_id, shard, change_count, last_change_sequence_number = :head_before + 1 AS next_number
+FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT cfeed.head(21, 0) AS head_before \gset
+TRUNCATE cfeed.stamp;
+SELECT cfeed.head(21, 0) = :head_before AS head_kept;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS after_truncate;
+SELECT feed_id, shard, change_count, last_change_sequence_number = :head_before + 1 AS next_number
+FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.err('TRUNCATE cfeed.stamp');
+ROLLBACK;
+
+-- retention deletes a range shard's stamped changes, not another shard's
+-- change with the same change_id and writer
+SELECT cfeed.drop_group('m', 21);
+BEGIN;
+SELECT cfeed.publish(21, 0, 888) AS shared_id, cfeed.publish(1, 0, 888) AS same_id_other_feed;
+COMMIT;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(0) ORDER BY feed_id, shard;
+SELECT cfeed.publish(21, 0) IS NOT NULL AS newer;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+UPDATE cfeed.feed SET retention = '1 hour' WHERE feed_id = 21;
+UPDATE cfeed.stamp SET stamped_at = stamped_at - interval '2 hours' WHERE feed_id = 21 AND last_number < cfeed.head(21, 0);
+SELECT cfeed.apply_retention() > 0 AS deleted;
+SELECT count(*) AS feed_21_888 FROM cfeed.read(21, 0, NULL, 1000, 0) WHERE change_id = 888;
+SELECT count(*) AS feed_1_888 FROM cfeed.read(1, 0, NULL, 1000, 0) WHERE change_id = 888;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 21;
+
+-- an unnumbered change named by a stamp or a mark keeps its keys: no move out
+-- of or into a range shard, no new change_id or writer_xid, no move into
+-- another group with a mark; a row change may still move within its group
+SELECT cfeed.publish(21, 0, 901) AS ranged, cfeed.publish(20, 0, 902) AS rowed, cfeed.publish(3, 0, 903) AS rowed_group_0;
+SELECT pg_temp.err($$UPDATE cfeed.change SET shard = 1, feed_id = 20 WHERE change_id = 901$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_id = 904 WHERE change_id = 901$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 21 WHERE change_id = 902$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET writer_xid = '3' WHERE change_id = 902$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 20 WHERE change_id = 903$$);
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 22 WHERE change_id = 902$$);
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+
+-- a transaction that swept (or moved a shard between groups) cannot be
+-- prepared: it would hold the group's sweep lock until COMMIT PREPARED
+BEGIN;
+SELECT count(*) FROM cfeed.sweep(5);
+PREPARE TRANSACTION 'swept';
+ROLLBACK PREPARED 'swept';
+BEGIN;
+UPDATE cfeed.shard SET sweep_group = 6 WHERE feed_id = 22;
+PREPARE TRANSACTION 'moved';
+ROLLBACK PREPARED 'moved';

@@ -32,6 +32,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
@@ -64,19 +65,65 @@ lock_tag(LOCKTAG *tag, uint16 kind, int32 id)
 		SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, CFEED_LOCK_KEY, (uint32) id, kind);
 }
 
+/* The sweep group whose sweep lock this transaction took first, if any. */
+static bool sweep_locked = false;
+static int32 sweep_locked_group = 0;
+
+/*
+ * sweep_lock_xact_callback
+ *		A transaction that took a sweep lock (it swept, or moved a shard
+ *		between groups) may not be prepared: the prepared transaction would
+ *		keep the lock, and the group's sweeps waiting, until COMMIT PREPARED
+ *		or ROLLBACK PREPARED, and its stamps would become visible at a
+ *		COMMIT PREPARED whose durability is the committing session's, not
+ *		cfeed.sweep_synchronous_commit (0A000, as PostgreSQL refuses to
+ *		prepare a transaction that ran NOTIFY).
+ */
+static void
+sweep_lock_xact_callback(XactEvent event, void *arg)
+{
+	if (!sweep_locked)
+		return;
+	if (event == XACT_EVENT_PRE_PREPARE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that swept sweep group %d or moved a shard between sweep groups",
+						sweep_locked_group),
+				 errdetail("The prepared transaction would keep the group's sweeps waiting until COMMIT PREPARED or ROLLBACK PREPARED, and its stamps would become visible as durably as the committing session says, not as cfeed.sweep_synchronous_commit does."),
+				 errhint("Sweep, or move shards, in a transaction of its own.")));
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		sweep_locked = false;
+}
+
 /*
  * cfeed_sweep_lock
  *		Take the transaction-level lock that serializes the sweeps of a group
  *		(also taken by a transaction that moves a shard between groups).
  *		Returns false (only with nowait) when another transaction holds it.
+ *		The transaction may not be prepared after (sweep_lock_xact_callback).
  */
 bool
 cfeed_sweep_lock(int32 sweep_group, bool nowait)
 {
+	static bool callback_registered = false;
 	LOCKTAG		tag;
 
 	lock_tag(&tag, CFEED_LOCK_SWEEP, sweep_group);
-	return LockAcquire(&tag, ExclusiveLock, false, nowait) != LOCKACQUIRE_NOT_AVAIL;
+	if (LockAcquire(&tag, ExclusiveLock, false, nowait) == LOCKACQUIRE_NOT_AVAIL)
+		return false;
+	if (!callback_registered)
+	{
+		RegisterXactCallback(sweep_lock_xact_callback, NULL);
+		callback_registered = true;
+	}
+	if (!sweep_locked)
+	{
+		sweep_locked = true;
+		sweep_locked_group = sweep_group;
+	}
+	return true;
 }
 
 /*

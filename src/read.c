@@ -51,13 +51,16 @@
 
 /*
  * A range shard's read looks up a page of stamped changes, $1 numbers, $2
- * change_ids, $3 writer_xids, $4 stamped_at, of feed $5 and shard $6.
+ * change_ids, $3 writer_xids, $4 stamped_at, of feed $5 and shard $6.  One
+ * row per number (READ_PAGE_NUMBER): a transaction that wrote one change_id
+ * twice to the shard has two numbers whose lookups each find both rows.
  */
+#define READ_PAGE_NUMBER "DISTINCT ON (u.n) u.n"
 #define READ_PAGE_FROM \
 	"ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), " \
 	"pg_catalog.unnest($4)) AS u(n, id, x, t) JOIN cfeed.change c " \
 	"ON c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL"
-#define READ_PAGE_WHERE "WHERE c.feed_id = $5 AND c.shard = $6 ORDER BY u.n"
+#define READ_PAGE_WHERE "WHERE c.feed_id = $5 AND c.shard = $6 ORDER BY u.n, c.ctid"
 
 /* Stamped changes looked up by one plan of a range read, at most. */
 #define RANGE_PAGE_MAX				1000
@@ -348,7 +351,7 @@ cfeed_read(PG_FUNCTION_ARGS)
 	return read_common(fcinfo, &read_plans,
 					   "SELECT c.change_sequence_number, c.change_id, c.stamped_at "
 					   "FROM cfeed.change c " READ_RANGE,
-					   "SELECT u.n, c.change_id, u.t FROM " READ_PAGE_FROM " " READ_PAGE_WHERE);
+					   "SELECT " READ_PAGE_NUMBER ", c.change_id, u.t FROM " READ_PAGE_FROM " " READ_PAGE_WHERE);
 }
 
 /*
@@ -371,7 +374,7 @@ cfeed_read(PG_FUNCTION_ARGS)
 	"OFFSET 0) i ON true " where
 #define READ_ROWS_PLANS(tbl) \
 	READ_ROWS("c.change_sequence_number", "c.stamped_at", "cfeed.change c", tbl, READ_RANGE), \
-	READ_ROWS("u.n", "u.t", READ_PAGE_FROM, tbl, READ_PAGE_WHERE)
+	READ_ROWS(READ_PAGE_NUMBER, "u.t", READ_PAGE_FROM, tbl, READ_PAGE_WHERE)
 
 Datum
 cfeed_read_rows(PG_FUNCTION_ARGS)

@@ -270,6 +270,9 @@ sweep_begin(SweepState *s, int32 sweep_group)
 	s->sweep_group = sweep_group;
 	(void) cfeed_relid_locked("shard_config", AccessShareLock);
 	s->changerel = cfeed_table_open("change", RowExclusiveLock);
+	/* and cfeed.stamp, whose TRUNCATE records the range shards' heads */
+	if (cfeed_schema_has(CFEED_SCHEMA_RANGES))
+		(void) cfeed_relid_locked("stamp", RowExclusiveLock);
 	AcceptInvalidationMessages();
 	check_extension_member(RelationGetRelid(s->changerel));
 	s->watermark = cfeed_watermark_get(sweep_group);
@@ -580,6 +583,44 @@ sweep_number(SweepState *s)
 }
 
 /*
+ * check_held_writers
+ *		In a group with a mark, a writer whose change was held back (its row
+ *		shard out of numbers) keeps its xid in the mark, which says that none
+ *		of its range changes is stamped: stamping one of them now would
+ *		number it again at every later sweep.  Such a writer fails the sweep,
+ *		as a range shard out of numbers does (hold_change).
+ */
+static void
+check_held_writers(SweepState *s)
+{
+	HASHCTL		ctl;
+	HTAB	   *held;
+	int			i;
+
+	if (!s->marked || s->nheld == 0)
+		return;
+	ctl.keysize = sizeof(FullTransactionId);
+	ctl.entrysize = sizeof(FullTransactionId);
+	ctl.hcxt = CurrentMemoryContext;
+	held = hash_create("cfeed sweep held writers", s->nheld, &ctl,
+					   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	for (i = 0; i < s->nheld; i++)
+		(void) hash_search(held, &s->held[i], HASH_ENTER, NULL);
+	for (i = 0; i < s->nchanges; i++)
+		if (s->changes[i].ranges &&
+			hash_search(held, &s->changes[i].writer_xid, HASH_FIND, NULL) != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("a transaction that wrote to shard %d of feed %d also wrote to a shard that has run out of sequence numbers",
+							s->changes[i].shard, s->changes[i].feed_id),
+					 errdetail("Shard %d of feed %d is stored in ranges, so transaction %llu is stamped whole or not at all.",
+							   s->changes[i].shard, s->changes[i].feed_id,
+							   (unsigned long long) U64FromFullTransactionId(s->changes[i].writer_xid)),
+					 errhint("Delete the pending changes of the shard out of numbers; sweep group %d cannot be swept until then.",
+							 s->sweep_group)));
+}
+
+/*
  * sweep_write
  *		The write step: a new feed epoch first if this is the first stamp on
  *		this timeline; the numbers of row shards' changes into their rows
@@ -736,6 +777,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 	sweep_cut(&s);
 	if (s.nchanges > 0)
 		sweep_number(&s);
+	check_held_writers(&s);
 	sweep_propose(&s);
 	if (s.nchanges > 0)
 		sweep_write(&s);

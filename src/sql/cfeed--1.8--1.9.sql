@@ -573,6 +573,12 @@ $fn$;
  * range change of the group can be visible to it) with the creating
  * transaction's own xid, which may write to the new shard, in xip when it
  * is below xmax (xip holds only xids below xmax: each is looked at once).
+ * The mark is the group's whole watermark, its row shards' too: the first
+ * one also holds the writers of the row shards' unstamped changes as of
+ * its snapshot, and a row shard with unstamped changes may not move into
+ * a group with a mark (in READ COMMITTED, the only isolation level where
+ * the check sees every change committed before the sweep locks); otherwise
+ * no sweep of the group would look at those changes again.
  */
 CREATE FUNCTION cfeed._shard_config_storage() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
@@ -594,6 +600,24 @@ BEGIN
 				USING ERRCODE = '0A000',
 					  DETAIL = 'Resharding a feed stored in ranges is not built yet.';
 		END IF;
+		IF NEW.sweep_group IS DISTINCT FROM OLD.sweep_group
+		   AND EXISTS (SELECT FROM cfeed.sweep_mark m
+					   WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
+		   AND (pg_catalog.current_setting('transaction_isolation') OPERATOR(pg_catalog.<>) 'read committed'
+				OR EXISTS (SELECT FROM cfeed.change c
+						   WHERE c.feed_id OPERATOR(pg_catalog.=) OLD.feed_id
+							 AND c.shard OPERATOR(pg_catalog.=) OLD.shard
+							 AND c.change_sequence_number IS NULL)) THEN
+			-- a row shard joins a group with a mark: the mark does not point
+			-- at the writers of its committed unstamped changes (and may
+			-- not: one with a stamped range change in the group would be
+			-- stamped again).  The guard trigger holds both groups' sweep
+			-- locks, and this statement's snapshot is taken after them.
+			RAISE EXCEPTION 'shard % of feed % cannot move to sweep group % while it has unstamped changes', OLD.shard, OLD.feed_id, NEW.sweep_group
+				USING ERRCODE = '55000',
+					  DETAIL = pg_catalog.format('Sweep group %s has a shard stored in ranges: its mark records which writers are stamped.', NEW.sweep_group),
+					  HINT = pg_catalog.format('Sweep group %s in the same READ COMMITTED transaction first (SELECT cfeed.sweep(%s)), then move the shard.', OLD.sweep_group, OLD.sweep_group);
+		END IF;
 		RETURN NEW;
 	END IF;
 	IF NEW.storage = 'ranges' THEN
@@ -602,7 +626,19 @@ BEGIN
 			   ARRAY(SELECT pg_catalog.pg_snapshot_xip(s)
 					 UNION ALL
 					 SELECT x FROM pg_catalog.pg_current_xact_id() x
-					 WHERE x OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)),
+					 WHERE x OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)
+					 UNION
+					 -- the unstamped changes of row shards, as of the same
+					 -- snapshot: the mark is the group's watermark from now
+					 -- on.  Every group's: a shard moving into this one
+					 -- while the mark is made does not see the mark
+					 SELECT c.writer_xid FROM cfeed.change c
+					 JOIN cfeed.shard_config sc
+					   ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id
+					  AND sc.shard OPERATOR(pg_catalog.=) c.shard
+					 WHERE c.change_sequence_number IS NULL
+					   AND sc.storage OPERATOR(pg_catalog.=) 'rows'
+					   AND c.writer_xid OPERATOR(pg_catalog.<) pg_catalog.pg_snapshot_xmax(s)),
 			   (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
 		FROM pg_catalog.pg_current_snapshot() s
 		WHERE NOT EXISTS (SELECT FROM cfeed.sweep_mark m WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
@@ -617,6 +653,106 @@ CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_gr
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
+/*
+ * A range change's stamp names it by (feed_id, shard, change_id,
+ * writer_xid), and its group's mark says by its writer_xid whether it is
+ * stamped: an UPDATE of those columns of an unnumbered change would lose a
+ * stamped change or stamp it again.  So a change of a range shard keeps
+ * them, a change cannot move into a range shard, no unnumbered change's
+ * writer_xid changes, and one moving into a sweep group with a mark stays
+ * in its own group (the mark would not point at its writer).  (Even an
+ * unstamped range change may not move: a sweep stamping it at that moment
+ * names its old shard, and no row lock tells it.)  Fires after
+ * change_shard_guard (by name), so a missing shard is 23503 first; in
+ * origin mode only, as the other guards of an UPDATE.
+ */
+CREATE FUNCTION cfeed._change_ranges_guard() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NEW.writer_xid IS DISTINCT FROM OLD.writer_xid
+	   OR EXISTS (SELECT FROM cfeed.shard_config s
+				  WHERE s.storage = 'ranges'
+					AND ((s.feed_id = OLD.feed_id AND s.shard = OLD.shard)
+						 OR (s.feed_id = NEW.feed_id AND s.shard = NEW.shard)))
+	   OR EXISTS (SELECT FROM cfeed.shard_config o, cfeed.shard_config n, cfeed.sweep_mark m
+				  WHERE o.feed_id = OLD.feed_id AND o.shard = OLD.shard
+					AND n.feed_id = NEW.feed_id AND n.shard = NEW.shard
+					AND n.sweep_group <> o.sweep_group AND m.sweep_group = n.sweep_group) THEN
+		RAISE EXCEPTION 'change % of shard % of feed % cannot be moved or re-keyed', OLD.change_id, OLD.shard, OLD.feed_id
+			USING ERRCODE = '0A000',
+				  DETAIL = 'A change of a shard stored in ranges, or moving into one or into another sweep group with such a shard, keeps its feed_id, shard, change_id and writer_xid: its stamp and its group''s mark name it by them.',
+				  HINT = 'Delete the change and publish a new one.';
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._change_ranges_guard() IS 'internal: refuses an UPDATE that moves or re-keys an unnumbered change its stamp or its group''s mark names';
+REVOKE ALL ON FUNCTION cfeed._change_ranges_guard() FROM PUBLIC;
+CREATE TRIGGER change_stamped_keys_guard BEFORE UPDATE OF feed_id, shard, change_id, writer_xid ON cfeed.change
+	FOR EACH ROW
+	WHEN (OLD.change_sequence_number IS NULL
+		  AND (NEW.feed_id IS DISTINCT FROM OLD.feed_id OR NEW.shard IS DISTINCT FROM OLD.shard
+			   OR NEW.change_id IS DISTINCT FROM OLD.change_id OR NEW.writer_xid IS DISTINCT FROM OLD.writer_xid))
+	EXECUTE FUNCTION cfeed._change_ranges_guard();
+
+/*
+ * A range shard's numbers are its stamps': a stamp deleted or truncated by
+ * hand must not let its numbers be issued again.  As for cfeed.change
+ * (1.4: _change_deleted, _change_truncated), the shard's floor,
+ * deleted_head, keeps the highest number deleted while it was the head.
+ * Retention keeps the head's stamp, so its deletes change nothing.  A sweep
+ * locks cfeed.stamp before its snapshot (sweep.c), so a TRUNCATE waits for
+ * it, and one that committed before is in its snapshot.
+ */
+CREATE FUNCTION cfeed._stamp_deleted() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	UPDATE cfeed.shard_config s
+	SET deleted_head = GREATEST(s.deleted_head, d.top)
+	FROM (SELECT o.feed_id, o.shard, max(o.last_number) AS top
+		  FROM cfeed_deleted_stamps o
+		  GROUP BY o.feed_id, o.shard) d
+	WHERE s.feed_id = d.feed_id AND s.shard = d.shard
+	  AND d.top > GREATEST(s.start_sequence_number, s.deleted_head)
+	  AND NOT EXISTS (SELECT FROM cfeed.stamp t
+					  WHERE t.feed_id = d.feed_id AND t.shard = d.shard
+						AND t.last_number > d.top);
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._stamp_deleted() IS 'internal: remembers the last number of a deleted head stamp, so that it is never issued again';
+REVOKE ALL ON FUNCTION cfeed._stamp_deleted() FROM PUBLIC;
+CREATE TRIGGER stamp_deleted AFTER DELETE ON cfeed.stamp
+	REFERENCING OLD TABLE AS cfeed_deleted_stamps
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._stamp_deleted();
+ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_deleted;
+CREATE OR REPLACE FUNCTION cfeed._change_truncated() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'cfeed.% can only be truncated in a READ COMMITTED transaction', TG_TABLE_NAME
+			USING ERRCODE = '25000',
+				  DETAIL = 'TRUNCATE records each shard''s head, so that no number is issued again; a transaction snapshot can miss the latest stamps.',
+				  HINT = 'Run TRUNCATE in its own READ COMMITTED transaction.';
+	END IF;
+	UPDATE cfeed.shard_config s
+	SET deleted_head = h.last_change_sequence_number
+	FROM cfeed.shard h
+	WHERE h.feed_id = s.feed_id AND h.shard = s.shard
+	  AND h.last_change_sequence_number > GREATEST(s.start_sequence_number, s.deleted_head);
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._change_truncated() IS 'internal: remembers every shard''s head before TRUNCATE of cfeed.change or cfeed.stamp, so that no number is issued again';
+CREATE TRIGGER stamp_truncated BEFORE TRUNCATE ON cfeed.stamp
+	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._change_truncated();
+ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
 
 /*
  * cfeed.stats: a range shard's pending changes are those its group's mark
@@ -780,7 +916,8 @@ BEGIN
 				RETURNING t.change_ids, t.writer_xids)
 			DELETE FROM cfeed.change c
 			USING gone g, ROWS FROM (pg_catalog.unnest(g.change_ids), pg_catalog.unnest(g.writer_xids)) AS u(id, x)
-			WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL;
+			WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL
+			  AND c.feed_id = r.feed_id AND c.shard = r.shard;
 			GET DIAGNOSTICS v_count = ROW_COUNT;
 			v_deleted := v_deleted + v_count;
 			CONTINUE;
