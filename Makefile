@@ -127,8 +127,10 @@ ifeq ($(RANGES),yes)
 installcheck: installcheck-ranges
 endif
 installcheck-ranges:
+	@echo "+++ ranges install-check +++"
 	$(pg_regress_installcheck) --inputdir=. --outputdir=ranges-run --temp-instance=ranges-run/tmp \
 		--temp-config=test/cfeed.conf --temp-config=test/ranges.conf --port=$(CFEED_TEST_PORT) $(RANGES_REGRESS)
+	@echo "+++ ranges isolation install-check +++"
 	$(pg_isolation_regress_installcheck) --inputdir=test --outputdir=ranges-run/iso --temp-instance=ranges-run/tmp_iso \
 		--temp-config=test/cfeed.conf --temp-config=test/ranges.conf --port=$(CFEED_TEST_PORT) $(RANGES_ISOLATION)
 .PHONY: installcheck-ranges

@@ -138,9 +138,10 @@ count_tests() {
 	n_passed=0
 	n_failed=0
 	while read -r line; do
-		# the SQL edition's suites (sqled/Makefile) have headers of their own
-		if [[ $line =~ ^\+\+\+\ sqled\ (isolation\ )?install-check\ \+\+\+$ ]]; then
-			sqled="sqled ${BASH_REMATCH[1]:+isolation}"
+		# the SQL edition's suites (sqled/Makefile) and the range-storage pass
+		# (installcheck-ranges) have headers of their own
+		if [[ $line =~ ^\+\+\+\ (sqled|ranges)\ (isolation\ )?install-check\ \+\+\+$ ]]; then
+			sqled="${BASH_REMATCH[1]} ${BASH_REMATCH[2]:+isolation}"
 			sqled=${sqled% }
 			continue
 		fi
@@ -164,7 +165,7 @@ count_tests() {
 		counts+=", $label $((total - failed))/$total"
 		n_passed=$((n_passed + total - failed))
 		n_failed=$((n_failed + failed))
-	done < <(grep -aE '^\+\+\+ sqled (isolation )?install-check \+\+\+$|All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log")
+	done < <(grep -aE '^\+\+\+ (sqled|ranges) (isolation )?install-check \+\+\+$|All [0-9]+ tests passed|[0-9]+ of [0-9]+ tests failed' "$log")
 	line=$(grep -aE '^Files=[0-9]+, Tests=[0-9]+' "$log" | tail -n 1 || true)
 	if [[ $line =~ Files=([0-9]+),\ Tests=([0-9]+) ]]; then
 		# prove's summary: "t/x.pl (Wstat: 256 (exited 1) Tests: 12 Failed: 1)"
