@@ -335,3 +335,9 @@ BEGIN;
 UPDATE cfeed.shard SET sweep_group = 6 WHERE feed_id = 22;
 PREPARE TRANSACTION 'moved';
 ROLLBACK PREPARED 'moved';
+
+-- a reshard's children take their parent's storage, whatever the setting
+SET cfeed.default_storage = ranges;
+SELECT count(*) AS children FROM cfeed.reshard(3, 2);
+RESET cfeed.default_storage;
+SELECT shard, storage, closed FROM cfeed.shard WHERE feed_id = 3 ORDER BY shard;

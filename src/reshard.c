@@ -186,8 +186,9 @@ write_layout(int32 feed_id, const CfeedLayout *layout, int32 shards)
 				   2, types, values, NULL, SPI_OK_UPDATE);
 	values[2] = Int32GetDatum(layout->count);
 	values[3] = Int32GetDatum(shards);
-	cfeed_spi_exec("INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent)"
-				   " SELECT p.feed_id, ($3 OPERATOR(pg_catalog.+) c.i), p.sweep_group, p.longpoll, p.shard"
+	cfeed_spi_exec("INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent, storage)"
+				   " SELECT p.feed_id, ($3 OPERATOR(pg_catalog.+) c.i), p.sweep_group, p.longpoll, p.shard,"
+				   "  p.storage"
 				   " FROM pg_catalog.generate_series(0, ($4 OPERATOR(pg_catalog.-) 1)) c(i)"
 				   " JOIN cfeed.shard_config p ON p.feed_id OPERATOR(pg_catalog.=) $1"
 				   "  AND p.shard OPERATOR(pg_catalog.=)"

@@ -108,8 +108,8 @@ BEGIN
 
 	UPDATE cfeed.shard_config s SET closed = true
 	WHERE s.feed_id = v_feed AND s.shard >= v_layout.first_open;
-	INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent)
-	SELECT p.feed_id, v_layout.shard_count + c.i, p.sweep_group, p.longpoll, p.shard
+	INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent, storage)
+	SELECT p.feed_id, v_layout.shard_count + c.i, p.sweep_group, p.longpoll, p.shard, p.storage
 	FROM pg_catalog.generate_series(0, v_shards - 1) c(i)
 	JOIN cfeed.shard_config p ON p.feed_id = v_feed AND p.shard = v_layout.first_open + c.i % v_open
 	ORDER BY c.i;
