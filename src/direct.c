@@ -26,8 +26,9 @@
  *	   not yet updated, a WHEN clause the callers' rows never satisfy)
  *	   and, in a database whose cfeed.change still has its foreign key to
  *	   shard_config (not deferred), that key's check; for UPDATE
- *	   change_stamp_guard and change_shard_guard, whose WHEN clauses the
- *	   sweep's rows never satisfy, and change_image_guard, which refuses
+ *	   change_stamp_guard, change_shard_guard and change_stamped_keys_guard,
+ *	   whose WHEN clauses the sweep's rows never satisfy (a stamp changes
+ *	   no key), and change_image_guard, which refuses
  *	   only a new row image (triggers_known);
  *	 - CHECK constraints, NOT NULL constraints other than the install
  *	   script's, or stored generated columns;
@@ -84,6 +85,7 @@
 #define CHANGE_STAMP_GUARD_TRIGGER	"change_stamp_guard"
 #define CHANGE_IMAGE_GUARD_TRIGGER	"change_image_guard"
 #define CHANGE_SHARD_GUARD_TRIGGER	"change_shard_guard"
+#define CHANGE_KEYS_GUARD_TRIGGER	"change_stamped_keys_guard"
 
 /*
  * The column types of cfeed.change as the scripts create it: tbl is an int
@@ -177,7 +179,8 @@ triggers_known(Relation rel, CmdType cmd, Oid shard_config)
 		if (!t->tgisinternal && TRIGGER_FOR_ROW(t->tgtype) && TRIGGER_FOR_BEFORE(t->tgtype) &&
 			(cmd == CMD_INSERT ? strcmp(t->tgname, CHANGE_GUARD_TRIGGER) == 0 :
 			 ((t->tgqual != NULL && (strcmp(t->tgname, CHANGE_STAMP_GUARD_TRIGGER) == 0 ||
-									 strcmp(t->tgname, CHANGE_SHARD_GUARD_TRIGGER) == 0)) ||
+									 strcmp(t->tgname, CHANGE_SHARD_GUARD_TRIGGER) == 0 ||
+									 strcmp(t->tgname, CHANGE_KEYS_GUARD_TRIGGER) == 0)) ||
 			  strcmp(t->tgname, CHANGE_IMAGE_GUARD_TRIGGER) == 0)))
 			continue;
 		return false;
