@@ -414,26 +414,23 @@ cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot)
 	int32		feed_id = sh->feed_id;
 	int32		shard = sh->shard;
 	int64		floor_number = sh->floor_number;
-	Relation	rel;
-	Relation	index;
+	/* a range shard's numbers: the last numbers of its stamps (ranges.c) */
+	AttrNumber	number_att = sh->ranges ? Anum_stamp_last_number : Anum_change_sequence;
+	Relation	rel = cfeed_table_open(sh->ranges ? "stamp" : "change", AccessShareLock);
+	Relation	index = cfeed_index_open(sh->ranges ? "stamp_pkey" : "change_sequence_idx",
+										 AccessShareLock);
 	int64		head = floor_number;
 	int64		first;
 	bool		more;
 
-	if (sh->ranges)
-		return Max(floor_number, cfeed_ranges_head(feed_id, shard,
-												   hint > floor_number ? hint : PG_INT64_MIN,
-												   snapshot));
-	rel = cfeed_table_open("change", AccessShareLock);
-	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
 	if (hint > floor_number &&
-		cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_change_sequence,
+		cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
 						   BTGreaterEqualStrategyNumber, F_INT8GE, hint, ForwardScanDirection,
 						   &first, &more) &&
 		first == hint && !more)
 		head = hint;
 	else
-		(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_change_sequence,
+		(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
 								  BTGreaterStrategyNumber, F_INT8GT, floor_number,
 								  BackwardScanDirection, &head, NULL);
 	index_close(index, AccessShareLock);

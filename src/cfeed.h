@@ -43,6 +43,9 @@
 #define Anum_shard_closed			8	/* 1.9 */
 #define Anum_shard_storage			9	/* 1.9 */
 
+/* The column of cfeed.stamp that cfeed_shard_head probes (ranges.c has the others). */
+#define Anum_stamp_last_number		4
+
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
 #define Anum_change_feed_id			1
@@ -225,7 +228,6 @@ extern bool cfeed_watermark_covers(CfeedGroupWatermark *gw, FullTransactionId xi
 extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 
 /* ranges.c: storage in ranges */
-extern int64 cfeed_ranges_head(int32 feed_id, int32 shard, int64 hint, Snapshot snapshot);
 extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
 extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark);
 extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);

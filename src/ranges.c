@@ -48,7 +48,6 @@
 /* Columns of cfeed.stamp and cfeed.sweep_mark. */
 #define Anum_stamp_feed_id			1
 #define Anum_stamp_shard			2
-#define Anum_stamp_last_number		4
 #define Anum_stamp_stamped_at		5
 #define Anum_mark_sweep_group		1
 #define Anum_mark_xmax				2
@@ -61,38 +60,6 @@
 /* The sweep's statements, kept for the backend's life (cache.h) */
 static SPIPlanPtr stamp_insert_plan = NULL;
 static SPIPlanPtr mark_store_plan = NULL;
-
-/*
- * cfeed_ranges_head
- *		A range shard's highest stamped number as of the snapshot, or
- *		PG_INT64_MIN when it has no stamp.  With a hint (the head a sweep of
- *		this backend left), a forward probe from it settles it when it finds
- *		the hint and nothing after it; else a backward probe, which reads the
- *		whole leaf page it lands on (as cfeed_shard_head explains).
- */
-int64
-cfeed_ranges_head(int32 feed_id, int32 shard, int64 hint, Snapshot snapshot)
-{
-	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
-	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
-	int64		head = PG_INT64_MIN;
-	int64		first;
-	bool		more;
-
-	if (hint > PG_INT64_MIN &&
-		cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_stamp_last_number,
-						   BTGreaterEqualStrategyNumber, F_INT8GE, hint, ForwardScanDirection,
-						   &first, &more) &&
-		first == hint && !more)
-		head = hint;
-	else
-		(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_stamp_last_number,
-								  BTGreaterStrategyNumber, F_INT8GT, PG_INT64_MIN,
-								  BackwardScanDirection, &head, NULL);
-	index_close(index, AccessShareLock);
-	table_close(rel, AccessShareLock);
-	return head;
-}
 
 /*
  * foreign_mark
