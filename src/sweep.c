@@ -220,13 +220,27 @@ compare_shard_change(const void *a, const void *b)
 }
 
 /*
+ * report_moved
+ *		Fail (55000): the database moved to the SQL edition (sqled/move/)
+ *		while this sweep waited for its group's sweep lock or for its tables.
+ *		The name cfeed.change is then the SQL edition's table, which the SQL
+ *		edition's sweeps number under a lock of their own: this sweep must
+ *		not stamp it.
+ */
+static void
+report_moved(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cfeed.change is not a table of extension cfeed"),
+			 errdetail("The database moved to the SQL edition of cfeed while this sweep waited for its locks."),
+			 errhint("The SQL edition's cfeed.sweep sweeps it now.")));
+}
+
+/*
  * check_extension_member
- *		Fail (55000) unless cfeed.change, locked by the caller, is a member of
- *		extension cfeed.  A sweep that waited for its locks while the
- *		database moved to the SQL edition (sqled/move/) finds the name taken
- *		by the SQL edition's table, which the SQL edition's sweeps number
- *		under a lock of their own: it must not stamp it.  Looked up once per
- *		OID of cfeed.change.
+ *		Fail (report_moved) unless cfeed.change, locked by the caller, is a
+ *		member of extension cfeed.  Looked up once per OID of cfeed.change.
  */
 static void
 check_extension_member(Oid changerel)
@@ -238,11 +252,7 @@ check_extension_member(Oid changerel)
 	extension = get_extension_oid("cfeed", true);
 	if (!OidIsValid(extension) ||
 		getExtensionOfObject(RelationRelationId, changerel) != extension)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("cfeed.change is not a table of extension cfeed"),
-				 errdetail("The database moved to the SQL edition of cfeed while this sweep waited for its locks."),
-				 errhint("The SQL edition's cfeed.sweep sweeps it now.")));
+		report_moved();
 	member_change = changerel;
 }
 
@@ -758,6 +768,9 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 
 	if (!cfeed_sweep_lock(sweep_group, nowait))
 		return false;
+	/* the lock waited for a sweep that waited for a move (report_moved) */
+	if (!OidIsValid(owner) && !OidIsValid(get_extension_oid("cfeed", true)))
+		report_moved();
 
 	/*
 	 * Stamping is the extension owner's, whoever was granted EXECUTE on

@@ -297,7 +297,7 @@ failed_tap_files() {
 # diagnostics (so that the summary at the end of --all shows it).
 show_failed_tests() {
 	echo "----- failed in $(basename "$1"):"
-	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])' "$1" ||
+	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])|^# Looks like|[^#].* at test/t/[^ ]+ line [0-9]+\.$' "$1" ||
 		true; } | head -n 80
 }
 
@@ -482,7 +482,7 @@ run_matrix() {
 			printf 'PostgreSQL %s: passed  %s (%s)\n' "$m" "$counts" "$(elapsed "${took[$m]}")"
 		else
 			printf 'PostgreSQL %s: FAILED  %s (%s)\n' "$m" "$counts" "$(elapsed "${took[$m]}")"
-			show_failed_tests "$logs/test-$m.log"
+			show_failed_tests "$logs/test-$m.log" >>"$logs/failed-list"
 			failed_majors+=("$m")
 			[ "$n_failed" -gt 0 ] || n_failed=1
 		fi
@@ -532,6 +532,8 @@ run_matrix() {
 	total_failed=$((total_failed + ca_failed))
 	trap - EXIT
 	if [ "${#failed_majors[@]}" -gt 0 ]; then
+		# what failed, last: a CI that keeps only the output's tail shows it
+		[ ! -f "$logs/failed-list" ] || cat "$logs/failed-list"
 		echo "run-tests.sh --all: FAILED on PostgreSQL ${failed_majors[*]}" >&2
 		echo "tests: $total_passed passed, $total_failed failed"
 		return 1

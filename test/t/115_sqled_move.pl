@@ -89,6 +89,16 @@ sub run_script
 }
 
 # wait until the background sessions named wait for a lock
+# who waits for which lock, held by whom (for a failure's message)
+sub waits
+{
+	return $node->safe_psql('postgres', q{
+		SELECT string_agg(format('%s (%s) waits for %s %s %s held by %s', a.application_name, a.backend_type,
+								 l.locktype, l.mode, coalesce(l.relation::regclass::text, l.objid::text),
+								 pg_blocking_pids(a.pid)), '; ' ORDER BY a.pid)
+		FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted});
+}
+
 sub wait_lock_waits
 {
 	my @names = @_;
@@ -96,7 +106,7 @@ sub wait_lock_waits
 	$node->poll_query_until('postgres', qq{
 		SELECT count(DISTINCT application_name) = ${\ scalar(@names)} FROM pg_stat_activity
 		WHERE application_name IN ($list) AND wait_event_type = 'Lock'})
-	  or die "not waiting for a lock: @names";
+	  or die "not waiting for a lock: @names: " . waits();
 }
 
 # the background sweeper off (and gone) or on
@@ -372,26 +382,43 @@ sub move_while_busy
 	my $log_offset = -s $node->logfile;
 	my $writer = start_psql('busy_writer', 'writer', '-f', $writes);
 	my $start = $node->safe_psql('app', 'SELECT count(*) FROM truth');
-	$node->poll_query_until('app', "SELECT count(*) > $start + 50 FROM truth") or die 'the writer does not write';
+	$node->poll_query_until('app', "SELECT count(*) > $start + 50 FROM truth") or die 'the writer does not write: ' . waits();
 	my $gate = start_psql('gate', 'postgres', '-c', 'SELECT pg_advisory_lock(4242)', '-c', 'SELECT pg_sleep(300)');
 	my $blocker = start_psql('blocker', 'postgres', '-c', 'BEGIN', '-c', 'LOCK TABLE cfeed.lease IN ACCESS SHARE MODE',
 		'-c', 'SELECT pg_sleep(300)');
 	$node->poll_query_until('postgres', q{
 		SELECT count(*) = 2 FROM pg_stat_activity WHERE application_name IN ('gate', 'blocker') AND wait_event = 'PgSleep'})
-	  or die 'no gate or blocker';
+	  or die 'no gate or blocker: ' . waits();
 	my $sweep = start_psql('queued_sweep', $sweep_role, '-c', 'SELECT 1', '-c', 'SELECT pg_advisory_lock_shared(4242)',
 		'-c', 'SELECT count(*) FROM cfeed.sweep(0)');
 	wait_lock_waits('queued_sweep');
 	my $mover = start_psql('mover', 'postgres', '-v', 'ON_ERROR_STOP=1', (map { ('-v', "$_=$vars{$_}") } sort keys %vars),
 		'-o', '/dev/null', '-f', $script);
 	wait_lock_waits('mover', 'busy_writer');
+	# leaving the C extension: its background sweeper of group 0, woken at
+	# its fallback interval at the latest, takes its group's sweep lock and
+	# waits for the move too; the queued sweep then waits for that lock
+	if ($script eq $to_sql)
+	{
+		$node->poll_query_until('postgres', q{
+			SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE application_name = 'cfeed sweeper group 0' AND wait_event_type = 'Lock'})
+		  or die 'the background sweeper does not wait for the move: ' . waits();
+	}
 	$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gate'});
 	$gate->{run}->finish;
-	# the sweep waits for the move's locks now (not for the gate's)
+	# the sweep waits for the move's locks now (not for the gate's): for a
+	# relation the move locked, or for its group's sweep lock, held by a
+	# background sweeper that waits for the move
 	$node->poll_query_until('postgres', q{
-		SELECT count(*) > 0 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-		WHERE a.application_name = 'queued_sweep' AND NOT l.granted AND l.locktype = 'relation'})
-	  or die 'the sweep does not wait for the move';
+		WITH RECURSIVE blockers(pid) AS (
+			SELECT pid FROM pg_stat_activity WHERE application_name = 'queued_sweep'
+			UNION
+			SELECT b.pid FROM blockers, unnest(pg_blocking_pids(blockers.pid)) AS b(pid))
+		SELECT count(*) > 0 FROM blockers JOIN pg_stat_activity a USING (pid)
+		WHERE a.application_name = 'mover'})
+	  or die 'the sweep does not wait for the move: ' . waits();
+	note("$label: " . waits());
 	$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'blocker'});
 	$blocker->{run}->finish;
 	$mover->{run}->finish;
