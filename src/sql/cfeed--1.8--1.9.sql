@@ -346,6 +346,20 @@ $fn$;
 COMMENT ON FUNCTION cfeed._consumed(text, int, int) IS 'internal: the group''s lease on the shard has read the closed shard to its end (cfeed.acquire)';
 
 /*
+ * cfeed._parked: whether a group's lease on a shard is parked (cfeed.acquire):
+ * the shard is closed and consumed, or a child whose parent the group has
+ * not consumed.  closed and parent are the shard's.
+ */
+CREATE FUNCTION cfeed._parked(group_name text, feed_id int, shard int, closed bool, parent int) RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT ($4 AND cfeed._consumed($1, $2, $3))
+		OR ($5 IS NOT NULL AND NOT cfeed._consumed($1, $2, $5))
+$fn$;
+COMMENT ON FUNCTION cfeed._parked(text, int, int, bool, int) IS 'internal: the group''s lease on the shard is parked: a closed shard consumed, or a child of a parent not consumed (cfeed.acquire)';
+
+/*
  * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
  * *parked* when its shard is closed and consumed by the group
  * (cfeed._consumed: nothing is left to read on it), or when its shard is
@@ -454,8 +468,7 @@ BEGIN
 	v_parked := ARRAY(
 		SELECT s.shard FROM cfeed.shard s
 		WHERE s.feed_id = v_feed AND (s.closed OR s.parent IS NOT NULL)
-		  AND ((s.closed AND cfeed._consumed(v_group, s.feed_id, s.shard))
-			   OR (s.parent IS NOT NULL AND NOT cfeed._consumed(v_group, s.feed_id, s.parent)))
+		  AND cfeed._parked(v_group, s.feed_id, s.shard, s.closed, s.parent)
 		ORDER BY s.shard);
 	IF pg_catalog.cardinality(v_parked) > 0 THEN
 		EXECUTE pg_catalog.format(
@@ -514,12 +527,18 @@ BEGIN
 
 	IF v_need > 0 THEN
 		-- Free and expired leases first, lowest shards first, up to v_need
-		-- of them, none parked.
+		-- of them, none parked: neither one found parked above, nor one
+		-- parked now.  A split that committed since the statements above
+		-- made free leases on children whose parents the group has not
+		-- consumed; handing one out would read a key's later changes
+		-- before its earlier ones (isolation spec acquire_vs_split).
 		EXECUTE pg_catalog.format(
 			'SELECT ARRAY(SELECT x.shard FROM cfeed.lease x '
+			'JOIN cfeed.shard s ON s.feed_id = x.feed_id AND s.shard = x.shard '
 			'WHERE x.group_name = $1 AND x.feed_id = $2 '
 			'AND (x.owner IS NULL OR x.expires_at IS NULL OR x.expires_at <= $3) '
 			'AND NOT (x.shard = ANY (%L::pg_catalog.int4[])) '
+			'AND cfeed._parked($1, s.feed_id, s.shard, s.closed, s.parent) IS NOT TRUE '
 			'ORDER BY x.shard LIMIT $4)', v_parked)
 		INTO v_take
 		USING v_group, v_feed, v_now, v_need;
