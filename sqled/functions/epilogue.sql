@@ -267,8 +267,8 @@ COMMENT ON FUNCTION cfeed._sqled_head(int, int) IS 'internal (SQL edition): a sh
  * timeout_ms elapses, or the shard has ended (closed, nothing left to
  * stamp: no change will come, src/wait.c), re-reading it with a new
  * snapshot (the head and ended in one) every
- * cfeed.poll_interval milliseconds (default 10; the SQL edition has no
- * shared memory to sleep on); returns the last head seen.  Refused in
+ * cfeed.poll_interval (milliseconds, or with a unit; default 10 ms; the
+ * SQL edition has no shared memory to sleep on); returns the last head seen.  Refused in
  * REPEATABLE READ and SERIALIZABLE, whose snapshot would never show it.
  */
 CREATE FUNCTION cfeed._sqled_wait_for_head(feed_id int, shard int, cursor bigint, timeout_ms int)
@@ -279,8 +279,13 @@ CREATE FUNCTION cfeed._sqled_wait_for_head(feed_id int, shard int, cursor bigint
 DECLARE
 	v_end timestamptz := pg_catalog.clock_timestamp()
 		+ pg_catalog.make_interval(secs => timeout_ms / 1000.0);
-	v_poll double precision := COALESCE(NULLIF(pg_catalog.current_setting('cfeed.poll_interval', true), '')::int, 10)
-		/ 1000.0;
+	v_setting text := NULLIF(pg_catalog.current_setting('cfeed.poll_interval', true), '');
+	-- milliseconds, or with a unit ('10ms', '0.5s'): as the C edition's
+	-- setting shows itself where cfeed.so is loaded
+	v_poll double precision := CASE
+		WHEN v_setting IS NULL THEN 0.01
+		WHEN v_setting ~ '^\s*[0-9]+(\.[0-9]*)?\s*$' THEN v_setting::double precision / 1000.0
+		ELSE EXTRACT(epoch FROM v_setting::interval) END;
 	v_head bigint;
 	v_ended bool;
 	v_left double precision;

@@ -89,6 +89,12 @@ SELECT cfeed.cursor_at(1, 0, now() - interval '1 day') - 2000000000000000 AS pas
 -- wait: returns the head at once when it is past the cursor, else after the timeout
 SELECT cfeed.wait(1, 0, 2000000000000001, 0) - 2000000000000000 AS passed;
 SELECT cfeed.wait(1, 0, 2000000000000003, 50) - 2000000000000000 AS timed_out;
+-- cfeed.poll_interval with a unit, as the C edition's setting shows itself
+SET cfeed.poll_interval = '5ms';
+SELECT cfeed.wait(1, 0, 2000000000000003, 20) - 2000000000000000 AS timed_out;
+SET cfeed.poll_interval = '0.01s';
+SELECT cfeed.wait(1, 0, 2000000000000003, 20) - 2000000000000000 AS timed_out;
+RESET cfeed.poll_interval;
 SELECT count(*) FROM cfeed.read(1, 0, 2000000000000003, 10, 50);
 
 -- a sweep's own transaction: its changes after the sweep are stamped by the next

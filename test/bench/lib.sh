@@ -4,7 +4,8 @@
 # postgres); the cluster is stopped and removed when the script exits.
 # Environment: BENCH_PREFIX, a private PostgreSQL made by prefix.sh, used
 # instead of the one whose pg_config comes first in PATH; BENCH_PORT,
-# BENCH_FSYNC, BENCH_EXTRA_CONF.
+# BENCH_FSYNC, BENCH_EXTRA_CONF; BENCH_DB, the database psqlc, pgbenchc and
+# bg_sql connect to (postgres).
 # shellcheck disable=SC2034	# CONNINFO, LOGICAL_CONF: for the sourcing scripts
 set -euo pipefail
 
@@ -74,12 +75,12 @@ bench_stop()
 
 psqlc()
 {
-	as_pg psql -X -q -At -v ON_ERROR_STOP=1 -h "$BENCH_DIR" -p "$BENCH_PORT" -d postgres "$@"
+	as_pg psql -X -q -At -v ON_ERROR_STOP=1 -h "$BENCH_DIR" -p "$BENCH_PORT" -d "${BENCH_DB:-postgres}" "$@"
 }
 
 pgbenchc()
 {
-	as_pg pgbench -h "$BENCH_DIR" -p "$BENCH_PORT" "$@" postgres
+	as_pg pgbench -h "$BENCH_DIR" -p "$BENCH_PORT" "$@" "${BENCH_DB:-postgres}"
 }
 
 # tps CLIENTS SECONDS SCRIPT: pgbench throughput (integer tps) of a script
@@ -137,13 +138,17 @@ pending()
 	psqlc -c "SELECT coalesce(sum(pending), 0) FROM cfeed.stats"
 }
 
-# swept: when cfeed is installed and its background sweeper on, wait (up
-# to 10 s) until it has stamped every committed change.
+# swept: when cfeed is installed and its background sweeper on, or the
+# database ($BENCH_DB) has the SQL edition (whose sweeper the script runs),
+# wait (up to 10 s) until every committed change is stamped.
 swept()
 {
 	local i
-	[ "$(psqlc -c "SELECT count(*) FROM pg_extension WHERE extname = 'cfeed'")" = 1 ] &&
+	if [ "$(psqlc -c "SELECT count(*) FROM pg_extension WHERE extname = 'cfeed'")" = 1 ]; then
 		[ "$(psqlc -c "SHOW cfeed.enable_sweeper")" = on ] || return 0
+	else
+		[ "$(psqlc -c "SELECT to_regclass('cfeed.stats') IS NOT NULL")" = t ] || return 0
+	fi
 	for i in $(seq 100); do
 		[ "$(pending)" != 0 ] || return 0
 		sleep 0.1
@@ -239,7 +244,7 @@ yesno()
 # Run SQL in the background in its own session, tagged for stop_bg.
 bg_sql()
 {
-	as_pg env PGAPPNAME="bench_bg_$1" psql -X -q -h "$BENCH_DIR" -p "$BENCH_PORT" -d postgres -c "$2" >/dev/null 2>&1 &
+	as_pg env PGAPPNAME="bench_bg_$1" psql -X -q -h "$BENCH_DIR" -p "$BENCH_PORT" -d "${BENCH_DB:-postgres}" -c "$2" >/dev/null 2>&1 &
 }
 stop_bg()
 {
