@@ -77,6 +77,7 @@ step read_access.sh 300000 5 8 3
 step serve.sh 10000 10 1000
 step wide.sh 10000
 step reshard.sh 30 8
+step sqled.sh 5 3 200 100000
 runtime=$(( $(date +%s) - began ))
 
 
