@@ -64,7 +64,9 @@ static SPIPlanPtr mark_store_plan = NULL;
 /*
  * foreign_mark
  *		A mark made in another cluster (a dump restored here, a pg_upgrade'd
- *		cluster): its xids are not this cluster's.  Refused.
+ *		cluster): its xids are not this cluster's.  Refused until
+ *		cfeed.adopt_marks() makes the group's stamps and mark this
+ *		cluster's.
  */
 static void
 foreign_mark(int32 sweep_group)
@@ -73,7 +75,7 @@ foreign_mark(int32 sweep_group)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("a sweep mark of sweep group %d was made in another database cluster", sweep_group),
 			 errdetail("Its transaction ids are another cluster's: the group's shards stored in ranges were restored from a dump, or the cluster was upgraded with pg_upgrade."),
-			 errhint("After pg_upgrade, which keeps transaction ids, adopt the marks (docs/operations.md, \"Storage in ranges\"); a dump of feeds stored in ranges cannot be restored yet.")));
+			 errhint("As cfeed's owner, run SELECT * FROM cfeed.adopt_marks() once (docs/operations.md, \"Storage in ranges\").")));
 }
 
 /*

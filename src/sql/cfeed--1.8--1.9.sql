@@ -673,6 +673,105 @@ CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_gr
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
 /*
+ * cfeed.adopt_marks(): a sweep group's mark made in another cluster (a dump
+ * restored here, a pg_upgrade'd cluster) names writers by that cluster's
+ * transaction ids, and so do its stamps: a restore gave the change rows
+ * the restoring transaction's xid instead.  The group's sweeps refuse such
+ * a mark (55000) until this function, run once by cfeed's owner (a
+ * superuser), makes the group's stamps and mark this cluster's, in one
+ * transaction, per group with a foreign mark:
+ *
+ *  1. every change its stamps name (matched by feed, shard and change_id,
+ *     as many of a change_id as the stamps hold) and every entry of those
+ *     stamps get this transaction's xid T as writer_xid: the stamps name
+ *     their changes again, by a writer that wrote nothing else;
+ *  2. the group's marks are replaced by one that says T is stamped and
+ *     every other writer is not: next_xid above T, running the snapshot's
+ *     running xids, every xid from its xmax up to T (in progress or
+ *     committed since, none of them stamped), and the writers of every
+ *     unnumbered change of a row shard and of every range change of the
+ *     group left unnamed by its stamps.  The next sweep stamps those
+ *     changes, after the shards' heads.
+ *
+ * cfeed.stamp is locked first in EXCLUSIVE mode: the sweeps, which lock it
+ * before their snapshot (sweep.c), wait for the adoption; writers go on.
+ * The rewrite of writer_xid passes the guard that refuses it
+ * (change_stamped_keys_guard, origin mode only) in replica mode, for its
+ * one statement.
+ */
+CREATE FUNCTION cfeed.adopt_marks()
+	RETURNS TABLE (sweep_group int, stamps bigint, changes bigint, unstamped_writers int)
+	LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_sysid bigint := (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c);
+	v_me xid8 := pg_catalog.pg_current_xact_id();
+	v_role text := pg_catalog.current_setting('session_replication_role');
+	v_group int;
+BEGIN
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'cfeed.adopt_marks() must run in a READ COMMITTED transaction'
+			USING ERRCODE = '25000',
+				  DETAIL = 'The new marks are made from a fresh snapshot, as a sweep''s.';
+	END IF;
+	LOCK TABLE cfeed.stamp, cfeed.sweep_mark IN EXCLUSIVE MODE;
+	FOR v_group IN SELECT DISTINCT m.sweep_group FROM cfeed.sweep_mark m
+				   WHERE m.system_identifier <> v_sysid ORDER BY 1 LOOP
+		sweep_group := v_group;
+		PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+		WITH named AS (
+			SELECT st.feed_id, st.shard, e.change_id, pg_catalog.count(*) AS n
+			FROM cfeed.stamp st
+			JOIN cfeed.shard_config sc ON sc.feed_id = st.feed_id AND sc.shard = st.shard
+			CROSS JOIN LATERAL pg_catalog.unnest(st.change_ids) AS e(change_id)
+			WHERE sc.sweep_group = v_group AND sc.storage = 'ranges'
+			GROUP BY st.feed_id, st.shard, e.change_id
+		), candidates AS (
+			SELECT c.ctid AS tid, c.feed_id, c.shard, c.change_id,
+				   pg_catalog.row_number() OVER (PARTITION BY c.feed_id, c.shard, c.change_id
+												 ORDER BY c.writer_xid, c.ctid) AS rn
+			FROM cfeed.change c
+			JOIN cfeed.shard_config sc ON sc.feed_id = c.feed_id AND sc.shard = c.shard
+			WHERE c.change_sequence_number IS NULL AND sc.sweep_group = v_group AND sc.storage = 'ranges'
+		)
+		UPDATE cfeed.change c SET writer_xid = v_me
+		FROM candidates r JOIN named n USING (feed_id, shard, change_id)
+		WHERE c.ctid = r.tid AND r.rn <= n.n;
+		GET DIAGNOSTICS changes = ROW_COUNT;
+		PERFORM pg_catalog.set_config('session_replication_role', v_role, true);
+		UPDATE cfeed.stamp st
+		SET writer_xids = pg_catalog.array_fill(v_me, ARRAY[pg_catalog.cardinality(st.change_ids)])
+		FROM cfeed.shard_config sc
+		WHERE sc.feed_id = st.feed_id AND sc.shard = st.shard
+		  AND sc.sweep_group = v_group AND sc.storage = 'ranges';
+		GET DIAGNOSTICS stamps = ROW_COUNT;
+		DELETE FROM cfeed.sweep_mark m WHERE m.sweep_group = v_group;
+		INSERT INTO cfeed.sweep_mark AS m (sweep_group, next_xid, running, system_identifier)
+		SELECT v_group,
+			   GREATEST(pg_catalog.pg_snapshot_xmax(s), ((v_me::text::numeric + 1)::text)::xid8),
+			   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(s) x
+					 UNION
+					 SELECT g::text::xid8
+					 FROM pg_catalog.generate_series(pg_catalog.pg_snapshot_xmax(s)::text::numeric,
+													 v_me::text::numeric - 1) g
+					 UNION
+					 SELECT c.writer_xid FROM cfeed.change c
+					 JOIN cfeed.shard_config sc ON sc.feed_id = c.feed_id AND sc.shard = c.shard
+					 WHERE c.change_sequence_number IS NULL AND c.writer_xid <> v_me
+					   AND (sc.storage = 'rows' OR sc.sweep_group = v_group)),
+			   v_sysid
+		FROM pg_catalog.pg_current_snapshot() s
+		RETURNING pg_catalog.cardinality(m.running) INTO unstamped_writers;
+		RETURN NEXT;
+	END LOOP;
+END
+$fn$;
+REVOKE ALL ON FUNCTION cfeed.adopt_marks() FROM PUBLIC;
+COMMENT ON FUNCTION cfeed.adopt_marks() IS 'makes the stamps and marks of sweep groups restored from another cluster (a dump, pg_upgrade) this cluster''s, so that their sweeps go on';
+
+/*
  * A range change's stamp names it by (feed_id, shard, change_id,
  * writer_xid), and its group's mark says by its writer_xid whether it is
  * stamped: an UPDATE of those columns of an unnumbered change would lose a
