@@ -56,6 +56,7 @@ INSERT INTO h_call VALUES
   ('cfeed.grant_write_all', 'f', '{0}', '{}'),
   ('cfeed.revoke_write_all', 'f', '{0}', '{}'),
   ('cfeed.epoch', 'f', '{}', '{}'),
+  ('cfeed.adopt_marks', 'f', '{}', '{}'),
   ('cfeed.resume_cursor', 'f', '{1,0,2000000000000001,0}', '{3}'),
   ('cfeed.reshard', 'f', '{1,2,0}', '{}');
 -- every function of the extension (internal ones aside) is in the list

@@ -533,12 +533,15 @@ BEGIN
 		-- consumed; handing one out would read a key's later changes
 		-- before its earlier ones (isolation spec acquire_vs_split).
 		EXECUTE pg_catalog.format(
+			'WITH parked_now AS ('
+			'SELECT s.shard FROM cfeed.shard s '
+			'WHERE s.feed_id = $2 AND (s.closed OR s.parent IS NOT NULL) '
+			'AND cfeed._parked($1, s.feed_id, s.shard, s.closed, s.parent)) '
 			'SELECT ARRAY(SELECT x.shard FROM cfeed.lease x '
-			'JOIN cfeed.shard s ON s.feed_id = x.feed_id AND s.shard = x.shard '
 			'WHERE x.group_name = $1 AND x.feed_id = $2 '
 			'AND (x.owner IS NULL OR x.expires_at IS NULL OR x.expires_at <= $3) '
 			'AND NOT (x.shard = ANY (%L::pg_catalog.int4[])) '
-			'AND cfeed._parked($1, s.feed_id, s.shard, s.closed, s.parent) IS NOT TRUE '
+			'AND NOT EXISTS (SELECT FROM parked_now p WHERE p.shard = x.shard) '
 			'ORDER BY x.shard LIMIT $4)', v_parked)
 		INTO v_take
 		USING v_group, v_feed, v_now, v_need;
