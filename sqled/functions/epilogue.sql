@@ -406,11 +406,12 @@ GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
 
 /*
  * cfeed._sqled_replica_role: 55000 for a call whose view's triggers did not
- * fire: under session_replication_role = replica only ORIGIN triggers are
- * skipped, and a view's triggers cannot be made ENABLE ALWAYS.
+ * fire: under session_replication_role = replica the triggers enabled
+ * for the origin (the default) do not fire, and a view's triggers cannot be
+ * made ENABLE ALWAYS.
  */
 CREATE FUNCTION cfeed._sqled_replica_role(fn text) RETURNS void
-	LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
