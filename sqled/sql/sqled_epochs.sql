@@ -113,3 +113,21 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
 RESET ROLE;
 DROP OWNED BY sqled_ep_reader, sqled_ep_nobody;
 DROP ROLE sqled_ep_reader, sqled_ep_nobody;
+
+-- where a service refuses pg_control_system() and the WAL functions to the
+-- owner of cfeed's tables, its epochs are recorded with 0 for the system
+-- identifier and the timeline (an owner that is no superuser, here)
+BEGIN;
+REVOKE EXECUTE ON FUNCTION pg_control_system(), pg_walfile_name(pg_lsn) FROM PUBLIC;
+CREATE ROLE sqled_ep_owner;
+GRANT EXECUTE ON FUNCTION cfeed._sqled_epoch_begin(int[], int[], int[]) TO sqled_ep_owner;
+GRANT SELECT, INSERT ON cfeed.epoch, cfeed.epoch_head TO sqled_ep_owner;
+GRANT SELECT ON cfeed.shard TO sqled_ep_owner;
+SET ROLE sqled_ep_owner;
+SELECT pg_temp.err($$SELECT system_identifier FROM pg_control_system()$$);
+SELECT cfeed._sqled_epoch_begin('{}', '{}', '{}');
+RESET ROLE;
+SELECT count(*) AS epochs, (array_agg(system_identifier ORDER BY epoch DESC))[1] AS system_identifier,
+       (array_agg(timeline ORDER BY epoch DESC))[1] AS timeline
+FROM cfeed.epoch;
+ROLLBACK;
