@@ -11,6 +11,11 @@
 		[ "WHERE e.extname = 'cfeed' AND c = 'cfeed.lease'::regclass;\n dumped \n--------\n      1\n",
 		  "WHERE e.extname = 'cfeed' AND c = 'cfeed.lease'::regclass;\n dumped \n--------\n      0\n" ],
 	],
+	# (nor cfeed.failed_change and cfeed.failure_policy)
+	dead_letters => [
+		[ " failed_change  | t              | t      | t        |             0\n failure_policy | t              | t      | t        |             0\n",
+		  " failed_change  | t              | f      | t        |             0\n failure_policy | t              | f      | t        |             0\n" ],
+	],
 	# tracking is not in the SQL edition yet; its advisory locks are tagged
 	# (1667655013, feed_id) (sqled.sql checks them); there is no extension
 	# owner (cfeed's tables' owner has its privileges: sqled.sql)

@@ -17,7 +17,9 @@
  *     shard's head (highest stamped number, deleted head, start value),
  *     stamped_at the same clock reading for all.  The UPDATE must touch
  *     every change it numbered (a change deleted or moved meanwhile would
- *     leave a gap): else 40001 and nothing is stamped.
+ *     leave a gap): else 40001 and nothing is stamped.  The first sweep
+ *     that stamps on a new server, timeline or database records a feed
+ *     epoch with the heads before its stamps (cfeed._sqled_epoch_begin).
  *  3. announce: NOTIFY of each longpoll shard's new head on
  *     cfeed_<feed_id>_<shard> (sent at commit, with the stamps).
  *
@@ -149,6 +151,9 @@ BEGIN
 			USING ERRCODE = '40001',
 				  DETAIL = 'Changes were deleted or moved while the sweep ran; stamping the rest would leave a gap.',
 				  HINT = 'Sweep again.';
+	END IF;
+	IF v_stamped > 0 THEN
+		PERFORM cfeed._sqled_epoch_begin(v_feeds, v_shard_nos, v_counts);
 	END IF;
 
 	-- the next watermark: this sweep's snapshot, and this transaction

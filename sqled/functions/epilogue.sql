@@ -227,15 +227,15 @@ COMMENT ON FUNCTION cfeed._sqled_check_shard(int, int) IS 'internal (SQL edition
 
 /*
  * cfeed._sqled_check_read: what the C read functions check first: SELECT
- * on a table of cfeed (42501, as for a query of it), and a read grant of
- * the feed (42501), as the caller.
+ * on a table of cfeed (42501, as for a query of it; none for a null
+ * relname), and a read grant of the feed (42501), as the caller.
  */
 CREATE FUNCTION cfeed._sqled_check_read(feed_id int, relname text) RETURNS void
 	LANGUAGE plpgsql STABLE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
-	IF NOT pg_catalog.has_table_privilege(pg_catalog.format('cfeed.%I', relname), 'SELECT') THEN
+	IF relname IS NOT NULL AND NOT pg_catalog.has_table_privilege(pg_catalog.format('cfeed.%I', relname), 'SELECT') THEN
 		RAISE EXCEPTION 'permission denied for table %', relname USING ERRCODE = '42501';
 	END IF;
 	IF NOT cfeed._may_read(feed_id) THEN
@@ -389,6 +389,247 @@ CREATE VIEW cfeed._sqled_shard_starts AS
 	WHERE cfeed._may_write(s.feed_id);
 COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
+
+/*
+ * Calls as the owner, checked as the caller: cfeed.fail and
+ * cfeed.resolve_dead_letter (src/dead_letters.c) check what the caller may
+ * do (a read grant on the feed and a privilege on a table of cfeed), then
+ * run cfeed._fail or cfeed._resolve_dead_letter as the owner of cfeed's
+ * tables.  A SECURITY DEFINER function cannot check its caller (inside it
+ * the current user is the owner), and one that any role may call would let
+ * every role do the work unchecked.  So each call is an INSERT into a view
+ * (cfeed._sqled_fail, cfeed._sqled_resolve_dead_letter) whose INSTEAD OF
+ * triggers fire in the order of their names: the first runs as the caller
+ * and checks it, the second is SECURITY DEFINER and does the work, putting
+ * its result into the row that RETURNING shows.  A trigger function can be
+ * called only by its triggers, which only the owner makes (making one needs
+ * EXECUTE on it, revoked from PUBLIC), and an INSERT into the view fires
+ * both: whoever inserts into the view directly is checked as cfeed.fail's
+ * caller is.  The views hold no rows.  As in the C edition, a null argument
+ * skips the checks: the internal function then raises 22004 first.
+ */
+
+/*
+ * cfeed._sqled_replica_role: 55000 for a call whose view's triggers did not
+ * fire: under session_replication_role = replica the triggers enabled
+ * for the origin (the default) do not fire, and a view's triggers cannot be
+ * made ENABLE ALWAYS.
+ */
+CREATE FUNCTION cfeed._sqled_replica_role(fn text) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	RAISE EXCEPTION '% cannot run while session_replication_role is "%"', fn,
+		pg_catalog.current_setting('session_replication_role')
+		USING ERRCODE = '55000',
+			  DETAIL = 'The SQL edition runs it through the triggers of a view, which do not fire then.',
+			  HINT = 'Call it with session_replication_role = origin.';
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_replica_role(text) IS 'internal (SQL edition): raises 55000 for a call made through a view whose triggers did not fire (session_replication_role = replica)';
+
+/*
+ * cfeed._sqled_check_call: 42501 unless the current user may read the feed
+ * and has the privilege on the table of cfeed, checked in that order
+ * (src/dead_letters.c).
+ */
+CREATE FUNCTION cfeed._sqled_check_call(feed_id int, relname text, privilege text) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM cfeed._sqled_check_read(_sqled_check_call.feed_id, NULL);
+	IF NOT pg_catalog.has_table_privilege(pg_catalog.format('cfeed.%I', relname), privilege) THEN
+		RAISE EXCEPTION 'permission denied for table %', relname USING ERRCODE = '42501';
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_call(int, text, text) IS 'internal (SQL edition): 42501 unless the current user may read the feed and has the privilege on the table of cfeed';
+
+CREATE VIEW cfeed._sqled_fail AS
+	SELECT NULL::text AS group_name, NULL::int AS feed_id, NULL::int AS shard, NULL::text AS owner,
+		   NULL::bigint AS epoch, NULL::bigint AS change_sequence_number, NULL::text AS error,
+		   NULL::int AS attempts, NULL::timestamptz AS retry_at, NULL::bool AS dead_letter
+	WHERE false;
+COMMENT ON VIEW cfeed._sqled_fail IS 'internal (SQL edition): cfeed.fail''s call: an INSERT of its arguments checks the caller, then runs cfeed._fail as the owner; RETURNING shows the result';
+REVOKE ALL ON cfeed._sqled_fail FROM PUBLIC;
+GRANT SELECT, INSERT ON cfeed._sqled_fail TO PUBLIC;
+
+CREATE FUNCTION cfeed._sqled_fail_check() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF pg_catalog.num_nulls(NEW.group_name, NEW.feed_id, NEW.shard, NEW.owner, NEW.epoch,
+							NEW.change_sequence_number, NEW.error) = 0 THEN
+		PERFORM cfeed._sqled_check_call(NEW.feed_id, 'lease', 'UPDATE');
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_fail_check() IS 'internal (SQL edition): cfeed.fail''s checks, as the caller: a read grant on the feed and UPDATE on cfeed.lease';
+REVOKE ALL ON FUNCTION cfeed._sqled_fail_check() FROM PUBLIC;
+
+CREATE FUNCTION cfeed._sqled_fail_run() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	SELECT f.attempts, f.retry_at, f.dead_letter INTO NEW.attempts, NEW.retry_at, NEW.dead_letter
+	FROM cfeed._fail(NEW.group_name, NEW.feed_id, NEW.shard, NEW.owner, NEW.epoch,
+					 NEW.change_sequence_number, NEW.error) f;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_fail_run() IS 'internal (SQL edition): cfeed.fail''s work, as the owner, after cfeed._sqled_fail_check';
+REVOKE ALL ON FUNCTION cfeed._sqled_fail_run() FROM PUBLIC;
+
+CREATE TRIGGER fail_1_check INSTEAD OF INSERT ON cfeed._sqled_fail
+	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_fail_check();
+CREATE TRIGGER fail_2_run INSTEAD OF INSERT ON cfeed._sqled_fail
+	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_fail_run();
+
+CREATE VIEW cfeed._sqled_resolve_dead_letter AS
+	SELECT NULL::text AS group_name, NULL::int AS feed_id, NULL::int AS shard,
+		   NULL::bigint AS change_sequence_number, NULL::bool AS resolved
+	WHERE false;
+COMMENT ON VIEW cfeed._sqled_resolve_dead_letter IS 'internal (SQL edition): cfeed.resolve_dead_letter''s call: an INSERT of its arguments checks the caller, then runs cfeed._resolve_dead_letter as the owner; RETURNING shows resolved';
+REVOKE ALL ON cfeed._sqled_resolve_dead_letter FROM PUBLIC;
+GRANT SELECT, INSERT ON cfeed._sqled_resolve_dead_letter TO PUBLIC;
+
+CREATE FUNCTION cfeed._sqled_resolve_dead_letter_check() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF pg_catalog.num_nulls(NEW.group_name, NEW.feed_id, NEW.shard, NEW.change_sequence_number) = 0 THEN
+		PERFORM cfeed._sqled_check_call(NEW.feed_id, 'failed_change', 'DELETE');
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_resolve_dead_letter_check() IS 'internal (SQL edition): cfeed.resolve_dead_letter''s checks, as the caller: a read grant on the feed and DELETE on cfeed.failed_change';
+REVOKE ALL ON FUNCTION cfeed._sqled_resolve_dead_letter_check() FROM PUBLIC;
+
+CREATE FUNCTION cfeed._sqled_resolve_dead_letter_run() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	PERFORM cfeed._resolve_dead_letter(NEW.group_name, NEW.feed_id, NEW.shard, NEW.change_sequence_number);
+	NEW.resolved := true;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_resolve_dead_letter_run() IS 'internal (SQL edition): cfeed.resolve_dead_letter''s work, as the owner, after cfeed._sqled_resolve_dead_letter_check';
+REVOKE ALL ON FUNCTION cfeed._sqled_resolve_dead_letter_run() FROM PUBLIC;
+
+CREATE TRIGGER resolve_1_check INSTEAD OF INSERT ON cfeed._sqled_resolve_dead_letter
+	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_resolve_dead_letter_check();
+CREATE TRIGGER resolve_2_run INSTEAD OF INSERT ON cfeed._sqled_resolve_dead_letter
+	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_resolve_dead_letter_run();
+
+/*
+ * Feed epochs (src/epoch.c, docs/replication.md): the first sweep that
+ * stamps on a new (cluster, timeline, server start, database) records a
+ * row of cfeed.epoch and every shard's head in cfeed.epoch_head, with the
+ * C edition's key, read through SQL:
+ *
+ *   system identifier  pg_control_system() (0 where a service refuses it)
+ *   timeline           the WAL insertion timeline: the first 8 hex digits
+ *                      of pg_walfile_name(pg_current_wal_lsn()) (0 where
+ *                      the WAL functions are refused)
+ *   server start       pg_postmaster_start_time()
+ *   database           the current database's oid
+ *
+ * Without the timeline, a promotion still begins an epoch: the promoted
+ * standby's server started at another time than the old primary's.
+ */
+
+/*
+ * cfeed._sqled_epoch_begin: called by cfeed.sweep (as the owner) after it
+ * stamped the shards feeds[i]/shards[i] with counts[i] changes, in its
+ * transaction: when this session has not yet seen this key's epoch
+ * committed, look it up (and remember it, in the session setting
+ * cfeed_sqled.epoch, undone by a rollback); without one, record one with
+ * every shard's head before this sweep (the stamped shards' heads less
+ * their counts: the numbers go on gaplessly from the head).  A sweep of
+ * another group that records the same key at once waits for the first one's
+ * row (the unique key) and records nothing; either one's heads are from
+ * before the other's stamps, which were not committed when it read them.
+ */
+CREATE FUNCTION cfeed._sqled_epoch_begin(feeds int[], shards int[], counts int[]) RETURNS void
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_system bigint;
+	v_timeline int;
+	v_start timestamptz := pg_catalog.pg_postmaster_start_time();
+	v_database oid;
+	v_key text;
+BEGIN
+	BEGIN
+		SELECT c.system_identifier INTO v_system FROM pg_catalog.pg_control_system() c;
+	EXCEPTION WHEN insufficient_privilege OR undefined_function THEN
+		v_system := 0;
+	END;
+	BEGIN
+		v_timeline := ('x' || pg_catalog.substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))
+			::pg_catalog.bit(32)::int;
+	EXCEPTION WHEN insufficient_privilege OR undefined_function OR feature_not_supported THEN
+		v_timeline := 0;
+	END;
+	SELECT d.oid INTO v_database FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database();
+	v_key := pg_catalog.concat_ws('/', v_system, v_timeline, v_start, v_database);
+	IF pg_catalog.current_setting('cfeed_sqled.epoch', true) = v_key THEN
+		RETURN;
+	END IF;
+	IF EXISTS (SELECT FROM cfeed.epoch e
+			   WHERE e.system_identifier = v_system AND e.timeline = v_timeline
+				 AND e.server_start = v_start AND e.database = v_database) THEN
+		PERFORM pg_catalog.set_config('cfeed_sqled.epoch', v_key, false);
+		RETURN;
+	END IF;
+	WITH e AS (
+		INSERT INTO cfeed.epoch (epoch, system_identifier, timeline, server_start, database)
+		SELECT GREATEST(pg_catalog.max(x.epoch) + 1,
+						(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000000)::bigint),
+			   v_system, v_timeline, v_start, v_database
+		FROM cfeed.epoch x
+		ON CONFLICT DO NOTHING
+		RETURNING epoch)
+	INSERT INTO cfeed.epoch_head (epoch, feed_id, shard, head)
+	SELECT e.epoch, s.feed_id, s.shard, s.last_change_sequence_number - COALESCE(n.count, 0)
+	FROM e, cfeed.shard s
+	LEFT JOIN ROWS FROM (pg_catalog.unnest(feeds), pg_catalog.unnest(shards), pg_catalog.unnest(counts))
+		AS n(feed_id, shard, count)
+		ON n.feed_id = s.feed_id AND n.shard = s.shard;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_epoch_begin(int[], int[], int[]) IS 'internal (SQL edition): after a sweep''s stamps, records a new feed epoch with every shard''s head before them, the first time on a (cluster, timeline, server start, database)';
+REVOKE ALL ON FUNCTION cfeed._sqled_epoch_begin(int[], int[], int[]) FROM PUBLIC;
+
+/*
+ * cfeed.resume_cursor reads the epochs as the caller: the heads of the
+ * feeds it may read (the view runs as its owner, cfeed._may_read as the
+ * caller), and whether an epoch number is known (no feed's data).
+ */
+CREATE VIEW cfeed._sqled_epoch_heads AS
+	SELECT h.epoch, h.feed_id, h.shard, h.head FROM cfeed.epoch_head h
+	WHERE cfeed._may_read(h.feed_id);
+ALTER VIEW cfeed._sqled_epoch_heads SET (security_barrier = true);
+COMMENT ON VIEW cfeed._sqled_epoch_heads IS 'internal (SQL edition): the epoch heads of the feeds the current user may read';
+GRANT SELECT ON cfeed._sqled_epoch_heads TO PUBLIC;
+
+CREATE FUNCTION cfeed._sqled_epoch_known(epoch bigint) RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT EXISTS (SELECT FROM cfeed.epoch e WHERE e.epoch OPERATOR(pg_catalog.=) $1)
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_epoch_known(bigint) IS 'internal (SQL edition): whether this database has recorded the feed epoch';
 
 /*
  * Sweep hints: a commit that wrote changes can wake `cfeed sweep` (and

@@ -13,9 +13,10 @@
 #    make the other edition, while a view of the database's own depends on
 #    the SQL edition, or with a tracked table, fails and changes nothing;
 #  - every row of every catalog (numbers, stamped_at, written_at, heads and
-#    deleted heads, parents and closed shards, leases, dead letters, grants,
-#    epochs) and the change_id sequence's position are the same after a
-#    move, and each role may do what it could;
+#    deleted heads, parents and closed shards, leases, failures and dead
+#    letters, grants, epochs) and the change_id sequence's position are the
+#    same after a move, and each role may do what it could; either
+#    edition's sweeps go on in the epoch the other began on the server;
 #  - the pending changes are stamped after their shards' heads, gaplessly,
 #    by the extension's background sweeper, and by the SQL edition's sweep;
 #  - a reader at its old cursor reads exactly the rest, the consumer group
@@ -169,6 +170,8 @@ sql_as('app_owner', q{
 									 last_error, first_failed_at, failed_at, dead_lettered_at)
 	SELECT 'g', 1, 0, c.change_sequence_number, c.change_id, 3, 'poison', now(), now(), now()
 	FROM cfeed.change c WHERE c.feed_id = 1 AND c.shard = 0 ORDER BY c.change_sequence_number DESC LIMIT 1;
+	SELECT f.attempts FROM cfeed.lease l, cfeed.fail('g', 1, 1, 'c1', l.epoch, l.cursor + 1, 'retry me') f
+	WHERE l.group_name = 'g' AND l.feed_id = 1 AND l.shard = 1;
 	INSERT INTO truth SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 5) g;
 	INSERT INTO truth SELECT cfeed.publish(2, 2);
 });
@@ -274,6 +277,9 @@ sub numbered_after
 
 # ---- refused moves change nothing ----
 my $before = $node->safe_psql('app', $STATE);
+like($before, qr/^epoch_head \(\d+,1,0,\d+\)$/m, 'the SQL edition\'s sweeps recorded a feed epoch and its heads');
+like($before, qr/^failed_change \(g,1,1,.*,"retry me",/m, 'cfeed.fail recorded a failure');
+my $epochs = $node->safe_psql('app', q{SELECT string_agg(epoch::text, ',' ORDER BY epoch) FROM cfeed.epoch});
 my $access = access();
 $node->safe_psql('app', q{ALTER TABLE cfeed.lease ADD COLUMN note text});
 ($rc, $err) = run_script('postgres', $to_ext);
@@ -314,6 +320,8 @@ is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
 is($node->safe_psql('app', $TRUTH), '0', 'every change written is there, and nothing else');
 is($node->safe_psql('app', q{SELECT ended FROM cfeed.shard WHERE feed_id = 2 AND shard = 0}), 't',
 	'the closed parent ends once its pending change is stamped');
+is($node->safe_psql('app', q{SELECT string_agg(epoch::text, ',' ORDER BY epoch) FROM cfeed.epoch}), $epochs,
+	'the C sweeper stamps in the epoch the SQL edition began on this server');
 
 # clients go on: a reader from its cursor, the group from its checkpoints
 is(sql_as('reader', qq{
@@ -360,6 +368,8 @@ sql_as('sweeper', q{SELECT count(*) FROM cfeed.sweep(0)});
 sql_as('app_owner', q{SELECT count(*) FROM cfeed.sweep(1)});
 ($got, $want) = numbered_after($pending);
 is($got, $want, 'the SQL edition\'s sweep stamps the pending changes after the heads, gaplessly');
+is($node->safe_psql('app', q{SELECT string_agg(epoch::text, ',' ORDER BY epoch) FROM cfeed.epoch}), $epochs,
+	'... in the same epoch');
 is(sql_as('reader', qq{SELECT count(*) FROM cfeed.read(1, 1, $cursor, 1000)}),
 	scalar(my @m = split /,/, $pending->{'1/1'}[1]), 'a reader at its old cursor reads exactly the rest');
 is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
