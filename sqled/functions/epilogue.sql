@@ -17,6 +17,7 @@
  *                                    foreign key), is closed or opened, and for
  *                                    cfeed.reshard
  *   (1667655014, sweep_group)        the sweep_loop leader lock (session)
+ *   (1667655015, table OID)          numbering a tracked table (tracking.sql)
  *
  * An application that uses two-key advisory locks itself must keep away
  * from these first keys.

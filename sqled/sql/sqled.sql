@@ -163,7 +163,6 @@ SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'cfeed.change'::regclas
 
 -- what the SQL edition does not do yet: 0A000
 CREATE TABLE sqled_t (id int PRIMARY KEY);
-SELECT pg_temp.err($$SELECT cfeed.track('sqled_t', 1)$$);
 SELECT pg_temp.err($$SELECT cfeed.epoch()$$);
 
 -- roles: a reader and a writer of feed 1, and a role with nothing
