@@ -23,8 +23,9 @@
 #  - CREATE EVENT TRIGGER (a superuser's only): made where the role may,
 #    else a warning.
 #
-# FUNCDIR/prologue.sql comes first and FUNCDIR/epilogue.sql last (objects of
-# the SQL edition only: its sweep hint, cfeed.sweep's helpers).  The output
+# FUNCDIR/prologue.sql comes first, FUNCDIR/tracking.sql and
+# FUNCDIR/epilogue.sql last (objects of the SQL edition only: tracking's
+# helpers, its sweep hint, cfeed.sweep's helpers).  The output
 # is one file for psql -f: it runs in one transaction.
 #
 #   perl sqled/generate.pl --pgtle NAME VERSION cfeed-sql--VERSION.sql > cfeed-sql--VERSION.pgtle.sql
@@ -297,7 +298,7 @@ for my $script (@scripts)
 	}
 	$out .= "\n";
 }
-$out .= "\n" . slurp("$funcdir/epilogue.sql");
+$out .= "\n" . slurp("$funcdir/tracking.sql") . "\n" . slurp("$funcdir/epilogue.sql");
 
 if (defined $move)
 {

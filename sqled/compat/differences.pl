@@ -16,14 +16,10 @@
 		[ " failed_change  | t              | t      | t        |             0\n failure_policy | t              | t      | t        |             0\n",
 		  " failed_change  | t              | f      | t        |             0\n failure_policy | t              | f      | t        |             0\n" ],
 	],
-	# tracking is not in the SQL edition yet; its advisory locks are tagged
-	# (1667655013, feed_id) (sqled.sql checks them); there is no extension
-	# owner (cfeed's tables' owner has its privileges: sqled.sql)
+	# its advisory locks are tagged (1667655013, feed_id) (sqled.sql checks
+	# them); there is no extension owner (cfeed's tables' owner has its
+	# privileges: sqled.sql)
 	reshard => [
-		[ "SELECT cfeed.track('public.rs_t', 1);\n track \n-------\n \n(1 row)\n\n",
-		  "SELECT cfeed.track('public.rs_t', 1);\nERROR:  cfeed.track is not in the SQL edition of cfeed yet\nHINT:  See docs/sql-edition.md for what the SQL edition does; the C extension has it.\n" ],
-		[ " id | shard | routed \n----+-------+--------\n a  |     2 | t\n b  |     3 | t\n c  |     4 | t\n d  |     5 | t\n e  |     2 | t\n f  |     3 | t\n g  |     4 | t\n h  |     5 | t\n(8 rows)\n",
-		  " id | shard | routed \n----+-------+--------\n(0 rows)\n" ],
 		[ " locktype |      mode       | granted \n----------+-----------------+---------\n advisory | AccessShareLock | t\n(1 row)\n",
 		  " locktype | mode | granted \n----------+------+---------\n(0 rows)\n" ],
 		[ " shard_for_locks \n-----------------\n               1\n",
@@ -44,14 +40,11 @@
 		[ "REVOKE :\"owner\" FROM regress_rs_admin;\n",
 		  "REVOKE :\"owner\" FROM regress_rs_admin;\nERROR:  syntax error at or near \":\"\nLINE 1: REVOKE :\"owner\" FROM regress_rs_admin;\n               ^\n" ],
 	],
-	# tracking is not in the SQL edition yet: feed 5 has no change of a
-	# table the member may not read, so the parent's end is the member's
-	# cursor (sqled.sql has the SQL edition's case of a hidden change)
-	groups_reshard => [
-		[ "SELECT cfeed.track('public.gr_secret', 5);\n track \n-------\n \n(1 row)\n\n",
-		  "SELECT cfeed.track('public.gr_secret', 5);\nERROR:  cfeed.track is not in the SQL edition of cfeed yet\nHINT:  See docs/sql-edition.md for what the SQL edition does; the C extension has it.\n" ],
-		[ " read_to_end | read_to_end_3 | other_feed \n-------------+---------------+------------\n f           | t             | \n(1 row)\n\nSELECT array_agg(shard ORDER BY shard) AS m FROM cfeed.acquire('s', 5, 'm');\n  m  \n-----\n {0}\n",
-		  " read_to_end | read_to_end_3 | other_feed \n-------------+---------------+------------\n t           | t             | \n(1 row)\n\nSELECT array_agg(shard ORDER BY shard) AS m FROM cfeed.acquire('s', 5, 'm');\n   m   \n-------\n {1,2}\n" ],
+	# there is no extension whose drop and create the session's cached
+	# relation OIDs follow: the table stays tracked by feed 606
+	track_write => [
+		[ "BEGIN;\nDROP EXTENSION cfeed CASCADE;\nROLLBACK;\nINSERT INTO w_priv VALUES (100, 'after a rolled-back drop');\nDROP EXTENSION cfeed CASCADE;\nCREATE EXTENSION cfeed;\nRESET client_min_messages;\nSELECT cfeed.create_feed('track-w2', 2, feed_id => 608);\n create_feed \n-------------\n         608\n(1 row)\n\nSELECT cfeed.track('w_priv', 608);\n track \n-------\n \n(1 row)\n\nINSERT INTO w_priv VALUES (101, 'after a new CREATE EXTENSION');\nSELECT cfeed.publish(608, 1) > 0 AS published;\n published \n-----------\n t\n(1 row)\n\nSELECT feed_id, op, \"row\" ->> 'v' AS v FROM cfeed.change WHERE \"row\" IS NOT NULL ORDER BY change_id;\n feed_id |   op   |              v               \n---------+--------+------------------------------\n     608 | insert | after a new CREATE EXTENSION\n(1 row)\n",
+		  "BEGIN;\nDROP EXTENSION cfeed CASCADE;\nERROR:  extension \"cfeed\" does not exist\nROLLBACK;\nINSERT INTO w_priv VALUES (100, 'after a rolled-back drop');\nDROP EXTENSION cfeed CASCADE;\nERROR:  extension \"cfeed\" does not exist\nCREATE EXTENSION cfeed;\nERROR:  schema \"cfeed\" already exists\nRESET client_min_messages;\nSELECT cfeed.create_feed('track-w2', 2, feed_id => 608);\n create_feed \n-------------\n         608\n(1 row)\n\nSELECT cfeed.track('w_priv', 608);\nERROR:  table \"w_priv\" is already tracked by feed 606\nDETAIL:  A table publishes to one feed.\nHINT:  Run cfeed.untrack() first to track it with another feed or key.\nINSERT INTO w_priv VALUES (101, 'after a new CREATE EXTENSION');\nSELECT cfeed.publish(608, 1) > 0 AS published;\n published \n-----------\n t\n(1 row)\n\nSELECT feed_id, op, \"row\" ->> 'v' AS v FROM cfeed.change WHERE \"row\" IS NOT NULL ORDER BY change_id;\n feed_id |   op   |              v               \n---------+--------+------------------------------\n     606 | insert | \n     606 | insert | \n     606 | insert | v\n     606 | insert | \n     606 | insert | \n     606 | update | \n     606 | delete | \n     606 | insert | 10\n     606 | insert | twenty\n     606 | insert | thirty\n     606 | update | 10x!\n     606 | insert | column grant\n     606 | insert | table grants\n     606 | insert | seen\n     606 | insert | not seen\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | indexed too\n     606 | insert | after a rolled-back drop\n     606 | insert | after a new CREATE EXTENSION\n(57 rows)\n" ],
 	],
 	# cfeed.reshard waits for the writers in the lock's queue (the C function
 	# waits for the holders without joining it): a writer that comes while

@@ -6,7 +6,9 @@
  * shards, and it takes no lock of the feed's).  Checks the shard (23503,
  * the foreign key of cfeed.change) holding the feed's shards lock, except
  * in replica mode and for the owner's restored rows (another writer_xid, or an earlier written_at);
- * refuses row images (tbl, op, row) from anyone but the owner (42501);
+ * refuses row images (tbl, op, row) from anyone but the owner (42501)
+ * except in cfeed's own INSERTs of a tracked change or of backfilled
+ * history (cfeed._sqled_from_tracking: the C edition's image scope);
  * forces writer_xid to the inserting transaction's for unnumbered rows
  * (the sweep finds changes by it); lets writers number only history, at or
  * below the shard's start value and from 1 (22023).
@@ -18,6 +20,7 @@ DECLARE
 	v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 	v_restored bool;
 	v_start bigint;
+	v_context text;
 BEGIN
 	v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id()
 		OR NEW.written_at < pg_catalog.transaction_timestamp();
@@ -33,10 +36,13 @@ BEGIN
 	END IF;
 	IF (NEW.tbl IS NOT NULL OR NEW.op IS NOT NULL OR NEW."row" IS NOT NULL)
 	   AND NOT v_replica AND NOT cfeed._sqled_owner() THEN
-		RAISE EXCEPTION 'permission denied to write a row image to feed %', NEW.feed_id
-			USING ERRCODE = '42501',
-				  DETAIL = 'Row images come only from cfeed''s tracking.',
-				  HINT = 'Leave tbl, op and row out of the INSERT; to publish a table''s rows, track it with cfeed.track().';
+		GET DIAGNOSTICS v_context = PG_CONTEXT;
+		IF NOT cfeed._sqled_from_tracking(v_context) THEN
+			RAISE EXCEPTION 'permission denied to write a row image to feed %', NEW.feed_id
+				USING ERRCODE = '42501',
+					  DETAIL = 'Row images come only from cfeed''s tracking.',
+					  HINT = 'Leave tbl, op and row out of the INSERT; to publish a table''s rows, track it with cfeed.track().';
+		END IF;
 	END IF;
 	IF NEW.change_sequence_number IS NULL AND NEW.stamped_at IS NULL AND NOT v_restored THEN
 		RETURN NEW;

@@ -17,6 +17,7 @@
  *                                    foreign key), is closed or opened, and for
  *                                    cfeed.reshard
  *   (1667655014, sweep_group)        the sweep_loop leader lock (session)
+ *   (1667655015, table OID)          numbering a tracked table (tracking.sql)
  *
  * An application that uses two-key advisory locks itself must keep away
  * from these first keys.
@@ -67,7 +68,7 @@ BEGIN
 	FROM cfeed._sqled_shard_starts s
 	WHERE s.feed_id = _sqled_shard_start.feed_id AND s.shard = _sqled_shard_start.shard;
 	IF NOT FOUND THEN
-		IF NOT EXISTS (SELECT FROM cfeed._sqled_shard_starts s WHERE s.feed_id = _sqled_shard_start.feed_id) THEN
+		IF NOT cfeed._sqled_feed_exists(_sqled_shard_start.feed_id) THEN
 			RAISE EXCEPTION 'feed % does not exist', _sqled_shard_start.feed_id
 				USING ERRCODE = '23503',
 					  DETAIL = 'Every change of cfeed.change belongs to a shard of cfeed.shard_config.',

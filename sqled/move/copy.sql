@@ -19,7 +19,16 @@
  *		(the owner's own rights are the new owner's);
  *	 e. the check: every table holds the same rows (count, and every row of
  *		the old one in the new one; writer_xid aside), and the sequences
- *		stand where they stood.
+ *		stand where they stood;
+ *	 f. the triggers of tables outside cfeed on functions of the edition
+ *		left (a tracked table's cfeed_track, cfeed_track_change_id and
+ *		cfeed_track_truncate: both editions make the same) are made again
+ *		on the new edition's function of the same name, with the same
+ *		definition and enabled state (ENABLE, ALWAYS, REPLICA, DISABLE), on
+ *		partitions too; a trigger whose function the new edition lacks
+ *		stops the move.  Dropping and making a trigger needs the table's
+ *		owner: the superuser that runs the move, or the extension's owner
+ *		when it owns the tracked tables.
  */
 
 -- a. the same catalogs
@@ -191,6 +200,53 @@ BEGIN
 				USING ERRCODE = 'XX000',
 					  DETAIL = pg_catalog.format('%s rows before, %s after, %s not found after.', v_old, v_new, v_missing);
 		END IF;
+	END LOOP;
+END
+$move$;
+
+-- f. the tracked tables' triggers: each one's definition as
+-- pg_get_triggerdef writes it with the edition left first in the search
+-- path (its function's name unqualified, every other name qualified as it
+-- needs), run with the new edition first in the search path
+DO $move$
+DECLARE
+	v_states jsonb;
+	r record;
+	v_def text;
+BEGIN
+	SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('rel', t.tgrelid, 'name', t.tgname, 'enabled', t.tgenabled))
+	INTO v_states
+	FROM pg_catalog.pg_trigger t
+	JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+	WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cfeed_moving'::regnamespace AND NOT t.tgisinternal;
+	FOR r IN SELECT t.oid, t.tgrelid::regclass::text AS rel, t.tgname
+			 FROM pg_catalog.pg_trigger t
+			 JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+			 JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+			 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cfeed_moving'::regnamespace AND NOT t.tgisinternal
+			   AND t.tgparentid OPERATOR(pg_catalog.=) 0
+			   AND c.relnamespace OPERATOR(pg_catalog.<>) ALL (ARRAY['cfeed'::regnamespace, 'cfeed_moving'::regnamespace])
+			 ORDER BY t.tgrelid, t.tgname
+	LOOP
+		PERFORM pg_catalog.set_config('search_path', 'cfeed_moving, pg_catalog, pg_temp', true);
+		v_def := pg_catalog.pg_get_triggerdef(r.oid);
+		PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+		EXECUTE pg_catalog.format('DROP TRIGGER %I ON %s', r.tgname, r.rel);
+		PERFORM pg_catalog.set_config('search_path', 'cfeed, pg_catalog, pg_temp', true);
+		EXECUTE v_def;
+		PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+	END LOOP;
+	-- their enabled states, partitions' clones too
+	FOR r IN SELECT s.rel::regclass::text AS rel, s.name, s.enabled
+			 FROM pg_catalog.jsonb_to_recordset(COALESCE(v_states, '[]')) s(rel oid, name name, enabled text)
+			 JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) s.rel
+				 AND t.tgname OPERATOR(pg_catalog.=) s.name
+			 WHERE t.tgenabled::text OPERATOR(pg_catalog.<>) s.enabled
+			 ORDER BY s.rel, s.name
+	LOOP
+		EXECUTE pg_catalog.format('ALTER TABLE ONLY %s %s TRIGGER %I', r.rel,
+								  CASE r.enabled WHEN 'A' THEN 'ENABLE ALWAYS' WHEN 'R' THEN 'ENABLE REPLICA'
+												 WHEN 'D' THEN 'DISABLE' ELSE 'ENABLE' END, r.name);
 	END LOOP;
 END
 $move$;

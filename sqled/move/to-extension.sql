@@ -25,7 +25,8 @@
  *		is 10 s;
  *	 3. rename schema cfeed to cfeed_moving, drop the SQL edition's event
  *		trigger, CREATE EXTENSION cfeed VERSION '@VERSION@';
- *	 4. copy.sql: every row and sequence position, the privileges, checks;
+ *	 4. copy.sql: every row and sequence position, the privileges, checks,
+ *		the tracked tables' triggers made again on the new edition;
  *	 5. drop schema cfeed_moving unless an object outside it depends on it.
  */
 \set ON_ERROR_STOP 1

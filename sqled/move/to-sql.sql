@@ -11,8 +11,7 @@
  *	 psql -v ON_ERROR_STOP=1 -v owner=app_owner -d app -f cfeed-extension-to-sql--@VERSION@.sql
  *
  *	 1. check: the extension's owner or a superuser, extension cfeed at
- *		version @VERSION@, no table tracked (tracking is not in the SQL
- *		edition);
+ *		version @VERSION@;
  *	 2. stop the extension: every table and sequence of schema cfeed in
  *		ACCESS EXCLUSIVE mode: shard_config and change first (the order of
  *		DROP EXTENSION and of the sweeps: a sweep waits, and fails with
@@ -28,7 +27,8 @@
  *		is 10 s;
  *	 3. rename schema cfeed to cfeed_moving and the extension's event
  *		trigger, install the SQL edition as the owner;
- *	 4. copy.sql: every row and sequence position, the privileges, checks;
+ *	 4. copy.sql: every row and sequence position, the privileges, checks,
+ *		the tracked tables' triggers made again on the new edition;
  *	 5. DROP EXTENSION cfeed (RESTRICT: an object of the database's own that
  *		depends on the extension stops the move, and nothing has changed).
  */
@@ -59,16 +59,6 @@ BEGIN
 								   WHERE e.extname OPERATOR(pg_catalog.=) 'cfeed'), 'USAGE') THEN
 		RAISE EXCEPTION 'only the owner of extension cfeed may move it to the SQL edition'
 			USING ERRCODE = '42501';
-	END IF;
-	IF EXISTS (SELECT FROM pg_catalog.pg_trigger t
-			   JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
-			   JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
-			   WHERE p.pronamespace OPERATOR(pg_catalog.=) 'cfeed'::regnamespace
-				 AND c.relnamespace OPERATOR(pg_catalog.<>) 'cfeed'::regnamespace) THEN
-		RAISE EXCEPTION 'a table is tracked by cfeed'
-			USING ERRCODE = '0A000',
-				  DETAIL = 'Tracking tables is not in the SQL edition of cfeed yet.',
-				  HINT = 'Untrack the tables first (cfeed.untrack).';
 	END IF;
 	IF pg_catalog.to_regnamespace('cfeed_moving') IS NOT NULL THEN
 		RAISE EXCEPTION 'schema cfeed_moving exists'

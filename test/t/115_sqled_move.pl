@@ -10,8 +10,10 @@
 # stamped and pending changes, moves to the C extension, back, and again:
 #
 #  - a move between editions whose catalogs differ, by a role that may not
-#    make the other edition, while a view of the database's own depends on
-#    the SQL edition, or with a tracked table, fails and changes nothing;
+#    make the other edition, or while a view of the database's own depends
+#    on the SQL edition, fails and changes nothing;
+#  - a tracked table moves: its triggers call the other edition's
+#    functions, enabled as they were, and its writes publish there;
 #  - every row of every catalog (numbers, stamped_at, written_at, heads and
 #    deleted heads, parents and closed shards, leases, failures and dead
 #    letters, grants, epochs) and the change_id sequence's position are the
@@ -202,6 +204,16 @@ my $STATE = q{
 			FROM cfeed.shard s
 	) x};
 
+# A tracked table's triggers (name, enabled, language of the function) and
+# its changes (operation, table, image but its change_id).
+my $TRACKED = q{
+	SELECT string_agg(format('%s:%s:%s', t.tgname, t.tgenabled, l.lanname), ',' ORDER BY t.tgname)
+	FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid JOIN pg_language l ON l.oid = p.prolang
+	WHERE t.tgrelid = 'public.items'::regclass};
+my $IMAGES = q{
+	SELECT string_agg(format('%s %s %s', c.op, cfeed._tracked_table(c.tbl), c."row" - 'change_id'), E'\n' ORDER BY c.change_id)
+	FROM cfeed.change c JOIN public.items i ON i.change_id = c.change_id};
+
 # psql as $role on app: the result, or "denied"
 sub try_as
 {
@@ -341,13 +353,16 @@ is($node->safe_psql('app', qq{
 
 # ---- C extension -> SQL edition, owned by app_owner ----
 sweeper(0);
-# tracking is not in the SQL edition: a tracked table stops the move, its
-# number (kept after untrack) moves
-$node->safe_psql('app', q{CREATE TABLE public.items (id int PRIMARY KEY); SELECT cfeed.track('public.items', 1)});
-($rc, $err) = run_script('postgres', $to_sql, owner => 'app_owner');
-isnt($rc, 0, 'a tracked table keeps the database from moving to the SQL edition');
-like($err, qr/a table is tracked by cfeed/, '... and says so');
-$node->safe_psql('app', q{SELECT cfeed.untrack('public.items')});
+# a tracked table moves with the database: its triggers are made again on
+# the other edition's functions, enabled as they were, its number moves
+# with cfeed.tracked_table, and its writes go on publishing
+$node->safe_psql('app', q{
+	CREATE TABLE public.items (id int PRIMARY KEY, v text, change_id bigint);
+	SELECT cfeed.track('public.items', 1);
+	ALTER TABLE public.items ENABLE ALWAYS TRIGGER cfeed_track;
+	INSERT INTO public.items (id, v) VALUES (1, 'in C');
+	INSERT INTO truth SELECT change_id FROM public.items;
+});
 sql_as('writer', q{INSERT INTO truth SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 3) g});
 $node->safe_psql('app', q{INSERT INTO truth SELECT cfeed.publish(2, 1)});
 $before = $node->safe_psql('app', $STATE);
@@ -374,6 +389,11 @@ is(sql_as('reader', qq{SELECT count(*) FROM cfeed.read(1, 1, $cursor, 1000)}),
 	scalar(my @m = split /,/, $pending->{'1/1'}[1]), 'a reader at its old cursor reads exactly the rest');
 is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
 is($node->safe_psql('app', $TRUTH), '0', 'every change written is there, and nothing else');
+is($node->safe_psql('app', $TRACKED), 'cfeed_track:A:plpgsql,cfeed_track_change_id:O:plpgsql,cfeed_track_truncate:O:plpgsql',
+	'the tracked table\'s triggers call the SQL edition\'s functions, enabled as they were');
+$node->safe_psql('app', q{INSERT INTO public.items (id, v) VALUES (2, 'in SQL'); INSERT INTO truth SELECT change_id FROM public.items WHERE id = 2});
+is($node->safe_psql('app', $IMAGES), "insert items {\"v\": \"in C\", \"id\": 1}\ninsert items {\"v\": \"in SQL\", \"id\": 2}",
+	'its writes publish in the SQL edition, numbered as before');
 
 # ---- moves while writers write and a sweep comes: both ways ----
 # A session holding a lock on cfeed.lease stops the move after it locked
@@ -469,6 +489,12 @@ is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
 is($node->safe_psql('app', $TRUTH), '0', 'every change written is there, and nothing else');
 cmp_ok($node->safe_psql('app', q{SELECT cfeed.publish(1, 0)}), '>', $node->safe_psql('app', q{SELECT max(change_id) FROM truth}),
 	'change_ids go on above every one issued');
+is($node->safe_psql('app', $TRACKED), 'cfeed_track:A:c,cfeed_track_change_id:O:c,cfeed_track_truncate:O:c',
+	'the tracked table\'s triggers call the extension\'s functions again, enabled as they were');
+$node->safe_psql('app', q{INSERT INTO public.items (id, v) VALUES (3, 'in C again')});
+is($node->safe_psql('app', $IMAGES),
+	"insert items {\"v\": \"in C\", \"id\": 1}\ninsert items {\"v\": \"in SQL\", \"id\": 2}\ninsert items {\"v\": \"in C again\", \"id\": 3}",
+	'its writes publish in the extension again');
 
 $node->stop;
 done_testing();
