@@ -656,4 +656,15 @@ CREATE TRIGGER change_sweep_hint AFTER INSERT ON cfeed.change
 	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._sqled_sweep_hint();
 ALTER TABLE cfeed.change DISABLE TRIGGER change_sweep_hint;
 
+/*
+ * Every shard of the SQL edition is stored in rows: its sweep numbers a
+ * change by updating its row, and its reads read the rows.  Storage in
+ * ranges (cfeed.stamp, the sweep groups' marks) is the C edition's
+ * (docs/design.md): the setting cfeed.default_storage, a placeholder
+ * here, is not looked at, and a shard stored in ranges is refused (23514).
+ */
+ALTER TABLE cfeed.shard_config ALTER COLUMN storage SET DEFAULT 'rows';
+ALTER TABLE cfeed.shard_config ADD CONSTRAINT shard_config_sqled_rows_only
+	CHECK (storage OPERATOR(pg_catalog.=) 'rows');
+
 COMMIT;

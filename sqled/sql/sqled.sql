@@ -302,6 +302,13 @@ REVOKE :"owner" FROM sqled_rs_admin;
 REVOKE EXECUTE ON FUNCTION cfeed.reshard(int, int, int) FROM sqled_rs_granted;
 DROP ROLE sqled_rs_granted, sqled_rs_admin;
 
+-- every shard is stored in rows, whatever cfeed.default_storage says
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('stored-in-rows', 1) AS rows_feed \gset
+RESET cfeed.default_storage;
+SELECT storage FROM cfeed.shard WHERE feed_id = :rows_feed;
+SELECT pg_temp.err($$INSERT INTO cfeed.shard_config (feed_id, shard, storage) VALUES (1, 99, 'ranges')$$);
+
 -- uninstall leaves nothing behind
 DROP TABLE sqled_t;
 DROP SCHEMA cfeed CASCADE;
