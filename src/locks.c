@@ -37,6 +37,7 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/timestamp.h"
 
 #include "cfeed.h"
@@ -109,10 +110,20 @@ cfeed_sweep_lock(int32 sweep_group, bool nowait)
 {
 	static bool callback_registered = false;
 	LOCKTAG		tag;
+	LockAcquireResult res;
 
 	lock_tag(&tag, CFEED_LOCK_SWEEP, sweep_group);
-	if (LockAcquire(&tag, ExclusiveLock, false, nowait) == LOCKACQUIRE_NOT_AVAIL)
+	res = LockAcquire(&tag, ExclusiveLock, false, nowait);
+	if (res == LOCKACQUIRE_NOT_AVAIL)
 		return false;
+
+	/*
+	 * As LockRelationOid does: what committed while the lock was waited for
+	 * (a move to the SQL edition, sweep.c's report_moved) is seen by the
+	 * catalog lookups that follow.
+	 */
+	if (res != LOCKACQUIRE_ALREADY_CLEAR)
+		AcceptInvalidationMessages();
 	if (!callback_registered)
 	{
 		RegisterXactCallback(sweep_lock_xact_callback, NULL);

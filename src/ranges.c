@@ -83,7 +83,9 @@ foreign_mark(int32 sweep_group)
  *		The latest mark of a sweep group as of the snapshot, into *mark
  *		(xip palloc'd, sorted, below xmax); false when the group has none
  *		(no range shard).  Every mark of the group must be this cluster's
- *		(foreign_mark).
+ *		(foreign_mark).  With mark NULL, only that check: read() of a range
+ *		shard makes it, since until cfeed.adopt_marks() the group's stamps
+ *		name another cluster's writers.
  */
 bool
 cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
@@ -109,8 +111,11 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 		if ((uint64) DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull)) !=
 			GetSystemIdentifier())
 			foreign_mark(sweep_group);
-		if (found)
-			continue;			/* an older one: only checked */
+		if (found || mark == NULL)
+		{
+			found = true;
+			continue;			/* an older one, or no mark wanted: only checked */
+		}
 		found = true;
 		mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
 		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
@@ -149,8 +154,9 @@ xid_array(const FullTransactionId *xids, int n)
 /*
  * cfeed_mark_store
  *		Make *mark the group's latest mark, in the sweep's transaction: the
- *		group's older marks are deleted.  The caller is connected to SPI
- *		(cfeed_spi_connect).
+ *		group's older marks are deleted, and one with the same next_xid (a
+ *		sweep right after cfeed.adopt_marks(), no xid assigned between) is
+ *		replaced.  The caller is connected to SPI (cfeed_spi_connect).
  */
 void
 cfeed_mark_store(int32 sweep_group, const CfeedMark *mark)
@@ -163,9 +169,12 @@ cfeed_mark_store(int32 sweep_group, const CfeedMark *mark)
 	values[2] = xid_array(mark->xip, mark->nxip);
 	values[3] = Int64GetDatum((int64) GetSystemIdentifier());
 	(void) cfeed_spi_plan(&mark_store_plan,
-						  "WITH gone AS (DELETE FROM cfeed.sweep_mark WHERE sweep_group = $1) "
+						  "WITH gone AS (DELETE FROM cfeed.sweep_mark "
+						  "WHERE sweep_group = $1 AND (next_xid, system_identifier) <> ($2, $4)) "
 						  "INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier) "
-						  "VALUES ($1, $2, $3, $4)", 4, types);
+						  "VALUES ($1, $2, $3, $4) "
+						  "ON CONFLICT (sweep_group, system_identifier, next_xid) "
+						  "DO UPDATE SET running = EXCLUDED.running, made_at = EXCLUDED.made_at", 4, types);
 	(void) cfeed_spi_run(&mark_store_plan, values, SPI_OK_INSERT, "storing the sweep mark");
 }
 

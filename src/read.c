@@ -268,8 +268,15 @@ read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, Cfeed
 	if (!sh->ranges || cursor < sh->start_number)
 		got = run_read(&plans->rows, rows_sql, store, sh->feed_id, sh->shard, cursor, max_count);
 	if (sh->ranges && got < (uint64) max_count)
+	{
+		/* stamps restored from another cluster are refused (ranges.c) */
+		Snapshot	snapshot = read_snapshot();
+
+		(void) cfeed_mark_load(sh->sweep_group, snapshot, NULL);
+		UnregisterSnapshot(snapshot);
 		got += run_read_ranges(&plans->ranges, ranges_sql, store, sh->feed_id, sh->shard,
 							   cursor, max_count - got);
+	}
 	return got;
 }
 

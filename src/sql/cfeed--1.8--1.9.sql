@@ -138,7 +138,9 @@ CREATE TABLE cfeed.sweep_mark (
 	running xid8[] NOT NULL,
 	system_identifier bigint NOT NULL,
 	made_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-	PRIMARY KEY (sweep_group, next_xid)
+	-- the cluster in the key: a restore's first mark (shard_config_storage)
+	-- never takes the key of the dumped mark, which must come through
+	PRIMARY KEY (sweep_group, system_identifier, next_xid)
 );
 COMMENT ON TABLE cfeed.sweep_mark IS 'internal: per sweep group with range shards, which writer_xids its sweeps have stamped (those below next_xid and not in running)';
 SELECT pg_catalog.pg_extension_config_dump('cfeed.sweep_mark', '');
@@ -676,31 +678,53 @@ CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_gr
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
 /*
+ * cfeed._marks_local: whether every mark of a sweep group is this
+ * cluster's (none is: cfeed.adopt_marks() has not run after a restore or
+ * pg_upgrade).  Retention leaves such a group's range shards alone: its
+ * stamps name the old cluster's writers, and deleting a stamp's changes
+ * would miss them.
+ */
+CREATE FUNCTION cfeed._marks_local(sweep_group int) RETURNS bool
+	LANGUAGE sql STABLE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT NOT EXISTS (
+		SELECT FROM cfeed.sweep_mark m
+		WHERE m.sweep_group = $1
+		  AND m.system_identifier <> (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c))
+$fn$;
+REVOKE ALL ON FUNCTION cfeed._marks_local(int) FROM PUBLIC;
+COMMENT ON FUNCTION cfeed._marks_local(int) IS 'internal: every mark of the sweep group is this cluster''s (retention)';
+
+/*
  * cfeed.adopt_marks(): a sweep group's mark made in another cluster (a dump
  * restored here, a pg_upgrade'd cluster) names writers by that cluster's
  * transaction ids, and so do its stamps: a restore gave the change rows
- * the restoring transaction's xid instead.  The group's sweeps refuse such
- * a mark (55000) until this function, run once by cfeed's owner (a
- * superuser), makes the group's stamps and mark this cluster's, in one
- * transaction, per group with a foreign mark:
+ * the restoring transaction's xid instead.  The group's sweeps and the
+ * reads of its range shards refuse such a mark (55000), and retention
+ * leaves them alone (cfeed._marks_local), until this function, run by
+ * cfeed's owner (a superuser), makes the group's stamps and mark this
+ * cluster's, in one transaction, per group with a foreign mark:
  *
  *  1. every change its stamps name (matched by feed, shard and change_id,
- *     as many of a change_id as the stamps hold) and every entry of those
- *     stamps get this transaction's xid T as writer_xid: the stamps name
- *     their changes again, by a writer that wrote nothing else;
- *  2. the group's marks are replaced by one that says T is stamped and
- *     every other writer is not: next_xid above T, running the snapshot's
- *     running xids, every xid from its xmax up to T (in progress or
- *     committed since, none of them stamped), and the writers of every
- *     unnumbered change of a row shard and of every range change of the
- *     group left unnamed by its stamps.  The next sweep stamps those
- *     changes, after the shards' heads.
+ *     as many of a change_id as the stamps hold, lowest writer_xid first)
+ *     and every entry of those stamps get the writer_xid 2: the adopted
+ *     writer, FrozenTransactionId, which no transaction has;
+ *  2. the group's marks are replaced by one made from the function's
+ *     snapshot, as the group's first mark is: next_xid its xmax, running
+ *     its running xids, this transaction's own xid (whatever it writes is
+ *     stamped by a sweep), and the writers of every unnumbered change of a
+ *     row shard and of every range change of the group that no stamp
+ *     names.  The adopted writer is below next_xid and never running: its
+ *     changes are stamped.  The next sweep stamps the others, after the
+ *     shards' heads.
  *
  * cfeed.stamp is locked first in EXCLUSIVE mode: the sweeps, which lock it
  * before their snapshot (sweep.c), wait for the adoption; writers go on.
  * The rewrite of writer_xid passes the guard that refuses it
  * (change_stamped_keys_guard, origin mode only) in replica mode, for its
- * one statement.
+ * one statement.  A change whose stamp was deleted by hand is stamped
+ * again: no stamp names it any more.
  */
 CREATE FUNCTION cfeed.adopt_marks()
 	RETURNS TABLE (sweep_group int, stamps bigint, changes bigint, unstamped_writers int)
@@ -710,6 +734,7 @@ CREATE FUNCTION cfeed.adopt_marks()
 #variable_conflict use_column
 DECLARE
 	v_sysid bigint := (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c);
+	v_adopted xid8 := '2';
 	v_me xid8 := pg_catalog.pg_current_xact_id();
 	v_role text := pg_catalog.current_setting('session_replication_role');
 	v_group int;
@@ -739,30 +764,28 @@ BEGIN
 			JOIN cfeed.shard_config sc ON sc.feed_id = c.feed_id AND sc.shard = c.shard
 			WHERE c.change_sequence_number IS NULL AND sc.sweep_group = v_group AND sc.storage = 'ranges'
 		)
-		UPDATE cfeed.change c SET writer_xid = v_me
+		UPDATE cfeed.change c SET writer_xid = v_adopted
 		FROM candidates r JOIN named n USING (feed_id, shard, change_id)
 		WHERE c.ctid = r.tid AND r.rn <= n.n;
 		GET DIAGNOSTICS changes = ROW_COUNT;
 		PERFORM pg_catalog.set_config('session_replication_role', v_role, true);
 		UPDATE cfeed.stamp st
-		SET writer_xids = pg_catalog.array_fill(v_me, ARRAY[pg_catalog.cardinality(st.change_ids)])
+		SET writer_xids = pg_catalog.array_fill(v_adopted, ARRAY[pg_catalog.cardinality(st.change_ids)])
 		FROM cfeed.shard_config sc
 		WHERE sc.feed_id = st.feed_id AND sc.shard = st.shard
 		  AND sc.sweep_group = v_group AND sc.storage = 'ranges';
 		GET DIAGNOSTICS stamps = ROW_COUNT;
 		DELETE FROM cfeed.sweep_mark m WHERE m.sweep_group = v_group;
 		INSERT INTO cfeed.sweep_mark AS m (sweep_group, next_xid, running, system_identifier)
-		SELECT v_group,
-			   GREATEST(pg_catalog.pg_snapshot_xmax(s), ((v_me::text::numeric + 1)::text)::xid8),
+		SELECT v_group, pg_catalog.pg_snapshot_xmax(s),
 			   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(s) x
 					 UNION
-					 SELECT g::text::xid8
-					 FROM pg_catalog.generate_series(pg_catalog.pg_snapshot_xmax(s)::text::numeric,
-													 v_me::text::numeric - 1) g
+					 SELECT v_me WHERE v_me < pg_catalog.pg_snapshot_xmax(s)
 					 UNION
 					 SELECT c.writer_xid FROM cfeed.change c
 					 JOIN cfeed.shard_config sc ON sc.feed_id = c.feed_id AND sc.shard = c.shard
-					 WHERE c.change_sequence_number IS NULL AND c.writer_xid <> v_me
+					 WHERE c.change_sequence_number IS NULL AND c.writer_xid <> v_adopted
+					   AND c.writer_xid < pg_catalog.pg_snapshot_xmax(s)
 					   AND (sc.storage = 'rows' OR sc.sweep_group = v_group)),
 			   v_sysid
 		FROM pg_catalog.pg_current_snapshot() s
@@ -992,7 +1015,7 @@ BEGIN
 	END IF;
 
 	FOR r IN
-		SELECT s.feed_id, s.shard, s.storage, s.last_change_sequence_number AS head, f.retention,
+		SELECT s.feed_id, s.shard, s.storage, s.sweep_group, s.last_change_sequence_number AS head, f.retention,
 			   (SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
 				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held,
 			   (SELECT GREATEST(d.change_sequence_number, -9223372036854775807) - 1
@@ -1013,6 +1036,8 @@ BEGIN
 		WHERE c.feed_id = r.feed_id AND c.shard = r.shard AND c.change_sequence_number IS NOT NULL
 		ORDER BY c.change_sequence_number LIMIT 1;
 		IF r.storage = 'ranges' AND v_first IS NULL THEN
+			-- not while the group's stamps name another cluster's writers
+			CONTINUE WHEN NOT cfeed._marks_local(r.sweep_group);
 			-- whole stamps, oldest first, each with its changes; never the head's
 			SELECT t.first_number, t.stamped_at INTO v_first, v_first_at
 			FROM cfeed.stamp t
@@ -1034,11 +1059,25 @@ BEGIN
 							  WHERE x.feed_id = r.feed_id AND x.shard = r.shard
 								AND x.last_number <= v_limit AND x.stamped_at < v_cutoff) w
 						WHERE w.upto - w.n < max_rows - v_deleted)
-				RETURNING t.change_ids, t.writer_xids)
+				RETURNING t.change_ids, t.writer_xids),
+			-- as many changes of a (change_id, writer_xid) as the stamps
+			-- gone name, lowest first (read()'s order): a later stamp may
+			-- name the same pair (one writer, or writers adopt_marks made one)
+			named AS (
+				SELECT u.id, u.x, pg_catalog.count(*) AS n
+				FROM gone g, ROWS FROM (pg_catalog.unnest(g.change_ids), pg_catalog.unnest(g.writer_xids)) AS u(id, x)
+				GROUP BY u.id, u.x),
+			victims AS (
+				SELECT v.tid FROM (
+					SELECT c.ctid AS tid, m.n,
+						   pg_catalog.row_number() OVER (PARTITION BY c.change_id, c.writer_xid ORDER BY c.ctid) AS k
+					FROM cfeed.change c JOIN named m ON c.writer_xid = m.x AND c.change_id = m.id
+					WHERE c.change_sequence_number IS NULL
+					  AND c.feed_id = r.feed_id AND c.shard = r.shard) v
+				WHERE v.k <= v.n)
 			DELETE FROM cfeed.change c
-			USING gone g, ROWS FROM (pg_catalog.unnest(g.change_ids), pg_catalog.unnest(g.writer_xids)) AS u(id, x)
-			WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL
-			  AND c.feed_id = r.feed_id AND c.shard = r.shard;
+			USING victims v
+			WHERE c.ctid = v.tid;
 			GET DIAGNOSTICS v_count = ROW_COUNT;
 			v_deleted := v_deleted + v_count;
 			CONTINUE;
