@@ -68,12 +68,7 @@ my $heads_old = $old->safe_psql('postgres',
 my $cursor_old = $old->safe_psql('postgres', q{SELECT cursor FROM cfeed.lease WHERE group_name = 'g' AND shard = 0});
 is($old->safe_psql('postgres', q{SELECT sum(pending) FROM cfeed.stats}), '10', 'ten changes pending at the dump');
 
-my $dump = $old->basedir . '/app.dump';
-$old->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $old->connstr('postgres') ], 'pg_dump');
-
-my $new = cfeed_node('new', "cfeed.enable_sweeper = off\n");
-$new->safe_psql('postgres', 'CREATE DATABASE app');
-$new->command_ok([ 'pg_restore', '-d', $new->connstr('app'), $dump ], 'pg_restore');
+my $new = restored_copy($old);
 isnt($new->safe_psql('app', q{SELECT system_identifier FROM pg_control_system()}),
 	$old->safe_psql('postgres', q{SELECT system_identifier FROM pg_control_system()}), 'another cluster');
 

@@ -38,11 +38,7 @@ $old->safe_psql('postgres', q{
 my $read_old = $old->safe_psql('postgres', q{SELECT string_agg(change_id::text, ',' ORDER BY change_sequence_number) FROM cfeed.read(1, 0, NULL, 1000)});
 is($read_old, join(',', 1 .. 20), 'twenty changes read before the dump');
 
-my $dump = $old->basedir . '/app.dump';
-$old->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $old->connstr('postgres') ], 'pg_dump');
-my $new = cfeed_node('new', "cfeed.enable_sweeper = off\n");
-$new->safe_psql('postgres', 'CREATE DATABASE app');
-$new->command_ok([ 'pg_restore', '-d', $new->connstr('app'), $dump ], 'pg_restore');
+my $new = restored_copy($old);
 
 # the retention pass the sweeper would run, before the operator adopts
 $new->safe_psql('app', 'SELECT cfeed.apply_retention(true)');

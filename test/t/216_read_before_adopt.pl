@@ -29,11 +29,7 @@ $old->safe_psql('postgres', q{
 	SELECT count(cfeed.publish(1, 0, g)) FROM generate_series(1, 5) g;
 	SELECT count(*) FROM cfeed.sweep(0);});
 is($old->safe_psql('postgres', q{SELECT count(*) FROM cfeed.read(1, 0)}), '5', 'five stamped changes');
-my $dump = $old->basedir . '/app.dump';
-$old->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $old->connstr('postgres') ], 'pg_dump');
-my $new = cfeed_node('new', "cfeed.enable_sweeper = off\n");
-$new->safe_psql('postgres', 'CREATE DATABASE app');
-$new->command_ok([ 'pg_restore', '-d', $new->connstr('app'), $dump ], 'pg_restore');
+my $new = restored_copy($old);
 
 my ($rc, $out, $err) = $new->psql('app', q{SELECT count(*) FROM cfeed.read(1, 0)});
 like($err, qr/a sweep mark of sweep group 0 was made in another database cluster/, 'read() before the adoption is refused');

@@ -13,7 +13,7 @@ use Exporter 'import';
 use IPC::Run;
 
 our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script cfeed_node cfeed_standby
-  start_named_call kill_named_call);
+  start_named_call kill_named_call restored_copy);
 
 # A psql in the background running one statement (a consumer's CALL) on
 # $db of $node as application_name $name, its handle in $handles->{$name}.
@@ -60,6 +60,20 @@ sub cfeed_standby
 	$standby->start;
 	$primary->wait_for_catchup($standby);
 	return $standby;
+}
+
+# A new cluster, cfeed preloaded and its sweeper off, whose database app
+# is $old's database postgres restored from a pg_dump (custom format) by
+# pg_restore: two tests, the dump and the restore.
+sub restored_copy
+{
+	my ($old) = @_;
+	my $dump = $old->basedir . '/app.dump';
+	$old->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $old->connstr('postgres') ], 'pg_dump');
+	my $new = cfeed_node('new', "cfeed.enable_sweeper = off\n");
+	$new->safe_psql('postgres', 'CREATE DATABASE app');
+	$new->command_ok([ 'pg_restore', '-d', $new->connstr('app'), $dump ], 'pg_restore');
+	return $new;
 }
 
 # Create the truth table that writers fill in their own transactions.
