@@ -535,7 +535,7 @@ BEGIN
 		-- consumed; handing one out would read a key's later changes
 		-- before its earlier ones (isolation spec acquire_vs_split).
 		EXECUTE pg_catalog.format(
-			'WITH parked_now AS ('
+			'WITH parked_now AS MATERIALIZED ('
 			'SELECT s.shard FROM cfeed.shard s '
 			'WHERE s.feed_id = $2 AND (s.closed OR s.parent IS NOT NULL) '
 			'AND cfeed._parked($1, s.feed_id, s.shard, s.closed, s.parent)) '
