@@ -6,7 +6,10 @@
 # what writers commit, within its poll interval without hints and at once
 # with them (trigger change_sweep_hint enabled, a poll interval of a
 # minute); a sweep NOTIFYs each longpoll shard's new head on its channel,
-# as the C edition does; the command stops on SIGTERM with 0.
+# as the C edition does; the command stops on SIGTERM with 0.  The clients
+# work against it unchanged: `cfeed tail` prints every stamped change in
+# shard order, and `cfeed serve` discovers the feed's partitions and pages
+# its changes (FeedAPI).
 
 use strict;
 use warnings;
@@ -18,7 +21,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
-use ServeHelper qw(cfeed_binary);
+use JSON::PP;
+use ServeHelper qw(cfeed_binary start_gateway stop_gateway write_tokens http_get ndjson);
 
 my $top = "$FindBin::RealBin/../..";
 open(my $fh, '<', "$top/cfeed.control") or die "cfeed.control: $!";
@@ -103,6 +107,31 @@ ok(defined $took && $took < 20, 'a commit hint wakes the loop long before its po
 note(sprintf('commit hint to stamp seen: %.3f s', $took // -1));
 $loop->signal('TERM');
 $loop->finish;
+
+# the clients, unchanged: every stamped change, shard by shard in order
+my $stamped = $node->safe_psql('postgres', q{
+	SELECT string_agg(format('%s:%s', s.shard, r.change_sequence_number), ',' ORDER BY s.shard, r.change_sequence_number)
+	FROM cfeed.shard s, cfeed.read(s.feed_id, s.shard, NULL, 1000) r WHERE s.feed_id = 1});
+my ($tout, $terr) = ('', '');
+IPC::Run::run([ $cfeed, 'tail', '--feed', 'f', '--idle-exit-ms', '500', '--wait-ms', '100', @conn ],
+	'>', \$tout, '2>', \$terr, IPC::Run::timeout(60));
+my @lines = map { decode_json($_) } grep { /\S/ } split /\n/, $tout;
+is(join(',', map { "$_->{shard}:$_->{change_sequence_number}" } sort { $a->{shard} <=> $b->{shard} } @lines),
+	$stamped, 'cfeed tail prints every stamped change of the SQL edition, each shard in order')
+  or diag($terr);
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $reader = 'reader-0123456789abcdef';
+write_tokens("$dir/tokens", "$reader f reader");
+my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+my $r = http_get("$gw->{url}/feeds/f", $reader);
+is($r->{status}, 200, 'cfeed serve discovers the SQL edition\'s feed');
+my $disc = decode_json($r->{content});
+is(join(',', map { $_->{id} } @{ $disc->{partitions} }), '0,1', 'its partitions are the shards');
+my @page = ndjson(http_get("$gw->{url}/feeds/f/events?token=$disc->{token}&partition=1&cursor=_first", $reader)->{content});
+is(join(',', map { $_->{data}{number} - 2000000000000000 } grep { $_->{data} } @page), join(',', 1 .. head(1)),
+	'a page of shard 1 gives its changes in order')
+  or diag(explain(\@page));
+stop_gateway($gw);
 
 $node->stop;
 done_testing();
