@@ -50,6 +50,7 @@
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -173,6 +174,27 @@ set_db_state(Oid dboid, CfeedDbState state, int ngroups, const int32 *groups)
 	LWLockRelease(CfeedShared->lock);
 	if (changed)
 		cfeed_wake_launcher();
+}
+
+/*
+ * report_absent
+ *		Group-0 sweeper: its database has no cfeed any more (DROP EXTENSION,
+ *		a move to the SQL edition).  A CREATE EXTENSION cfeed that commits
+ *		meanwhile (a move back) has the launcher probe the database from its
+ *		commit callback, unless the state is ACTIVE (utility.c): so ABSENT is
+ *		recorded first, then the extension is looked up again with a new
+ *		catalog snapshot, and the database probed when it is there.  Either
+ *		the commit came before that look, which sees it, or after ABSENT was
+ *		recorded, which its callback sees.
+ */
+static void
+report_absent(Oid dboid)
+{
+	set_db_state(dboid, CFEED_DB_ABSENT, 0, NULL);
+	AcceptInvalidationMessages();
+	InvalidateCatalogSnapshot();
+	if (OidIsValid(get_extension_oid("cfeed", true)))
+		set_db_state(dboid, CFEED_DB_PROBE, 0, NULL);
 }
 
 /*
@@ -324,7 +346,7 @@ sweep_pass(Oid dboid, int32 sweep_group)
 		 !OidIsValid(get_extension_oid("cfeed", true))))
 	{
 		if (sweep_group == 0)
-			set_db_state(dboid, CFEED_DB_ABSENT, 0, NULL);
+			report_absent(dboid);
 		PopActiveSnapshot();
 		CommitTransactionCommand();
 		proc_exit(0);
