@@ -92,6 +92,14 @@ sub run_script
 }
 
 # wait until the background sessions named wait for a lock
+# the background workers of cfeed and what they do (for a failure's message)
+sub workers
+{
+	return $node->safe_psql('postgres', q{
+		SELECT coalesce(string_agg(format('%s (%s): %s %s', backend_type, datname, state, wait_event), '; '), 'none')
+		FROM pg_stat_activity WHERE backend_type LIKE 'cfeed%'});
+}
+
 # who waits for which lock, held by whom (for a failure's message)
 sub waits
 {
@@ -325,7 +333,7 @@ is(access(), $access, 'each role may read, write and sweep what it could');
 
 # the background sweeper stamps the pending changes on from the heads
 sweeper(1);
-$node->poll_query_until('app', "SELECT ($UNSTAMPED) = 0") or die 'the C sweeper did not stamp';
+$node->poll_query_until('app', "SELECT ($UNSTAMPED) = 0") or die 'the C sweeper did not stamp: ' . workers() . '; ' . waits();
 my ($got, $want) = numbered_after($pending);
 is($got, $want, 'the C sweeper stamps the pending changes after the heads, gaplessly');
 is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
@@ -473,7 +481,7 @@ sweeper(1);
 # on the extension's tables
 move_while_busy('SQL edition -> C extension', $to_ext, 'app_owner',
 	qr/ERROR:\s+permission denied for table shard_config/);
-$node->poll_query_until('app', "SELECT ($UNSTAMPED) = 0") or die 'the C sweeper did not stamp';
+$node->poll_query_until('app', "SELECT ($UNSTAMPED) = 0") or die 'the C sweeper did not stamp: ' . workers() . '; ' . waits();
 is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
 # the SQL edition owned by postgres from here
 move_while_busy('C extension -> SQL edition', $to_sql, 'postgres',
@@ -484,7 +492,7 @@ is($node->safe_psql('app', $UNSTAMPED), '0', 'the SQL edition stamps the rest');
 is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
 move_while_busy('SQL edition -> C extension, again', $to_ext, 'postgres',
 	qr/ERROR:\s+cfeed is not the SQL edition any more/);
-$node->poll_query_until('app', "SELECT ($UNSTAMPED) = 0") or die 'the C sweeper did not stamp';
+$node->poll_query_until('app', "SELECT ($UNSTAMPED) = 0") or die 'the C sweeper did not stamp: ' . workers() . '; ' . waits();
 is($node->safe_psql('app', $GAPS), '0', 'every shard is gapless');
 is($node->safe_psql('app', $TRUTH), '0', 'every change written is there, and nothing else');
 cmp_ok($node->safe_psql('app', q{SELECT cfeed.publish(1, 0)}), '>', $node->safe_psql('app', q{SELECT max(change_id) FROM truth}),
