@@ -157,9 +157,13 @@ my $sse_url = "$gw->{url}/feeds/orders?cursor=_first";
 my @sse_files = ("$dir/sse.0");	# each SSE connection's text, in order
 my $sse = start_stream($sse_url, $token, $sse_files[-1], Accept => 'text/event-stream');
 my $sse_reconnects = 0;
+my $sse_last_id;	# kept across connections, as an EventSource keeps it
 
 # An SSE connection that ended (the layout changed, or the gateway ended
-# it) is replaced by one resuming from its last id, as an EventSource does.
+# it) is replaced by one resuming from the last id received, as an
+# EventSource does: a connection told to retry (200, `retry:` and no event,
+# when the database has not reached the id's times yet) sent no id, and the
+# next one resumes from the id before it.
 sub file_text { return -e $_[0] ? slurp_file($_[0]) : '' }
 
 sub pump_consumers
@@ -169,9 +173,10 @@ sub pump_consumers
 	return if $sse->pumpable;
 	$sse->finish;
 	my (undef, $last_id) = sse_events(file_text($sse_files[-1]));
+	$sse_last_id = $last_id if defined $last_id;
 	push @sse_files, "$dir/sse." . scalar(@sse_files);
 	$sse = start_stream($sse_url, $token, $sse_files[-1], Accept => 'text/event-stream',
-		defined $last_id ? ('Last-Event-ID' => $last_id) : ());
+		defined $sse_last_id ? ('Last-Event-ID' => $sse_last_id) : ());
 	$sse_reconnects++;
 	return;
 }
@@ -261,8 +266,30 @@ sub check_consumer
 	}
 	is($unknown // 0, 0, "$label: no change that was not committed");
 	is(scalar(@ids), $committed, "$label: " . scalar(@ids) . " changes processed, the committed $committed");
-	is(scalar(@bad), 0, "$label: every key's changes exactly once and in commit order ($ok_keys keys)")
+	my $in_order = is(scalar(@bad), 0, "$label: every key's changes exactly once and in commit order ($ok_keys keys)")
 	  or diag(join "\n", @bad[ 0 .. ($#bad < 4 ? $#bad : 4) ]);
+	return $in_order && @ids == $committed;
+}
+
+# Each SSE connection: its first and last ids, its events, and how many of
+# its change_ids an earlier connection had sent.
+sub sse_diag
+{
+	my %sent;
+	for my $file (@sse_files)
+	{
+		my ($events, $last_id) = sse_events(file_text($file));
+		my $again = grep { $sent{ $_->{data}{change_id} } } @$events;
+		my $twice = 0;
+		my %here;
+		$here{ $_->{data}{change_id} }++ and $twice++ for @$events;
+		$sent{ $_->{data}{change_id} } = 1 for @$events;
+		diag(sprintf('%s: %d events, %d sent before, %d twice in it%s; first id %s, last id %s; first %s',
+				$file =~ s{.*/}{}r, scalar(@$events), $again, $twice,
+				file_text($file) =~ /; reconnect$/m ? ', told to retry' : '',
+				@$events ? $events->[0]{id} // '-' : '-', $last_id // '-',
+				@$events ? encode_json($events->[0]{data}) : '-'));
+	}
 	return;
 }
 
@@ -310,7 +337,8 @@ for my $file (@sse_files)
 	my ($events) = sse_events(file_text($file));
 	push @sse_ids, map { $_->{data}{change_id} } @$events;
 }
-check_consumer("SSE all-shards stream ($sse_reconnects reconnections)", @sse_ids);
+check_consumer("SSE all-shards stream ($sse_reconnects reconnections)", @sse_ids)
+  or sse_diag();
 stop_gateway($gw);
 
 # Writers' latency (pgbench -l: client, tx, latency us, script, epoch s,
