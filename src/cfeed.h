@@ -111,6 +111,8 @@ extern int	cfeed_launcher_interval;
 extern int	cfeed_fallback_interval;
 extern int	cfeed_poll_interval;
 extern int	cfeed_sweep_delay;
+extern int	cfeed_sweep_gather;
+extern int	cfeed_sweep_gather_changes;
 extern int	cfeed_retention_interval;
 extern int	cfeed_sweep_synchronous_commit;
 extern int	cfeed_default_storage;

@@ -26,6 +26,8 @@ int			cfeed_launcher_interval = 1000;
 int			cfeed_fallback_interval = 1000;
 int			cfeed_poll_interval = 10;
 int			cfeed_sweep_delay = 0;
+int			cfeed_sweep_gather = 20;
+int			cfeed_sweep_gather_changes = 64;
 int			cfeed_retention_interval = 10000;
 int			cfeed_sweep_synchronous_commit = CFEED_SYNC_ON;
 int			cfeed_default_storage = CFEED_STORAGE_ROWS;
@@ -88,6 +90,20 @@ cfeed_define_settings(bool preload)
 							&cfeed_sweep_delay,
 							0, 0, 10000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.sweep_gather",
+							"Sets the longest the background sweeper lets a batch of changes gather under sustained writes.",
+							"After a sweep that stamped more than one change, the next one begins once the changes committed meanwhile, at the rate of the last 100 ms, reach cfeed.sweep_gather_changes, when that takes no longer than this; a lighter load is swept as soon as a commit wakes the sweeper.  0 never gathers.",
+							&cfeed_sweep_gather,
+							20, 0, 10000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("cfeed.sweep_gather_changes",
+							"Sets how many changes the background sweeper lets gather under sustained writes.",
+							"See cfeed.sweep_gather.",
+							&cfeed_sweep_gather_changes,
+							64, 2, 10000000,
+							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cfeed.retention_interval",
 							"Sets how often the background sweeper deletes changes older than their feed's retention.",

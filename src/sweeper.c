@@ -13,10 +13,23 @@
  *	 the database's list of sweep groups for the launcher (and warns once
  *	 when triggers cfeed enables ALWAYS are not), sweep the group
  *	 without waiting for another sweeper of it -> commit -> loop again at
- *	 once if the sweep filled a batch, or cfeed.sweep_delay after the sweep
- *	 began if it stamped anything and the delay is set.  The group-0
+ *	 once if the sweep filled a batch, or after a pause if it stamped
+ *	 anything and one is due (sweep_pause_ms) -> wait again.  The group-0
  *	 sweeper also applies feeds' retention every cfeed.retention_interval,
  *	 in its own transaction.
+ *
+ * Gathering: a sweep costs a fixed part (its transaction, the commit's WAL
+ * flush, each shard's head; a range shard's stamp row, index entry and the
+ * group's mark) besides its changes' own, so under sustained writes fewer,
+ * larger sweeps cost less per change.  After a sweep that stamped more
+ * than one change, when cfeed.sweep_gather_changes would come within
+ * cfeed.sweep_gather at the rate the sweeps stamped them lately (about the
+ * last GATHER_RATE_MS), the next sweep begins that long after this one
+ * began.  A lighter load (one change per sweep, or a rate that fills no
+ * batch in time) is swept at every wake-up, so the latency of a feed that
+ * is not under sustained writes is untouched; under them a change waits at
+ * most cfeed.sweep_gather more, and less the faster they come.
+ * cfeed.sweep_delay is a fixed floor for the same pause.
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
  * caught: the transaction is aborted, the message kept for cfeed.sweepers
@@ -58,6 +71,8 @@
 
 #include "cfeed.h"
 #include "shmem.h"
+
+#define GATHER_RATE_MS	100.0	/* the window of the rate that gathering uses */
 
 PGDLLEXPORT void cfeed_sweeper_main(Datum main_arg);
 
@@ -424,15 +439,46 @@ retention_pass(void)
 }
 
 /*
+ * sweep_pause_ms
+ *		How long after a sweep that began at began and stamped stamped
+ *		changes the next one begins (see the file header, "Gathering").
+ */
+static long
+sweep_pause_ms(int64 stamped, TimestampTz began)
+{
+	static TimestampTz before = 0;	/* when the sweep before began */
+	static double rate = 0;		/* changes stamped a millisecond, lately */
+	long		pause = cfeed_sweep_delay;
+	double		interval_ms = (double) (began - before) / 1000.0;
+
+	if (before != 0 && interval_ms > 0)
+	{
+		/* an average over about the last GATHER_RATE_MS */
+		double		weight = Min(1.0, interval_ms / GATHER_RATE_MS);
+
+		rate += weight * (stamped / interval_ms - rate);
+	}
+	before = began;
+	if (stamped >= 2 && cfeed_sweep_gather > 0 && rate > 0)
+	{
+		double		fill_ms = cfeed_sweep_gather_changes / rate;
+
+		if (fill_ms <= cfeed_sweep_gather)
+			pause = Max(pause, Min((long) fill_ms + 1, cfeed_sweep_gather));
+	}
+	return stamped > 0 ? pause : 0;
+}
+
+/*
  * sweep_pause
- *		cfeed.sweep_delay: after a sweep that stamped changes, let commits
- *		gather until the delay has passed since the sweep began.  Returns at
- *		once on a configuration reload or a pause, for the loop to act on it.
+ *		After a sweep that stamped changes, let commits gather until
+ *		pause_ms have passed since the sweep began.  Returns at once on a
+ *		configuration reload or a pause, for the loop to act on it.
  */
 static void
-sweep_pause(Oid dboid, TimestampTz began)
+sweep_pause(Oid dboid, TimestampTz began, long pause_ms)
 {
-	TimestampTz until = TimestampTzPlusMilliseconds(began, cfeed_sweep_delay);
+	TimestampTz until = TimestampTzPlusMilliseconds(began, pause_ms);
 
 	for (;;)
 	{
@@ -477,6 +523,7 @@ cfeed_sweeper_main(Datum main_arg)
 		volatile int64 stamped = 0;
 		volatile long sleep_ms = cfeed_fallback_interval;
 		long		stats_ms;
+		long		pause_ms;
 		TimestampTz began = GetCurrentTimestamp();
 
 		CHECK_FOR_INTERRUPTS();
@@ -524,11 +571,12 @@ cfeed_sweeper_main(Datum main_arg)
 		if (stats_ms > 0)
 			sleep_ms = Min(sleep_ms, stats_ms);
 
+		pause_ms = sweep_pause_ms(stamped, began);
 		if (stamped >= cfeed_sweep_batch_size)
 			continue;			/* a full batch: more is probably pending */
-		if (stamped > 0 && cfeed_sweep_delay > 0)
+		if (pause_ms > 0)
 		{
-			sweep_pause(dboid, began);
+			sweep_pause(dboid, began, pause_ms);
 			continue;			/* what committed meanwhile, its wake-ups reset */
 		}
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,

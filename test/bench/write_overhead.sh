@@ -35,7 +35,8 @@
 # per transaction less unswept's, in the same round (one change per
 # transaction).  VARIANTS (env) runs only those listed (the baselines of
 # the rows printed must be among them).
-# SWEEP_DELAY (env, ms): cfeed.sweep_delay for the run (default 0).
+# SWEEP_DELAY (env, ms): cfeed.sweep_delay for the run (default 0);
+# SWEEP_GATHER (env, ms): cfeed.sweep_gather (default: the setting's).
 # Usage: bash test/bench/write_overhead.sh [seconds] [clients] [rounds]
 . "$(dirname "$0")/lib.sh"
 SECS=${1:-5}
@@ -43,7 +44,8 @@ CLIENTS=${2:-8}
 ROUNDS=${3:-3}
 QUERY_MODE=${QUERY_MODE:-extended}
 BENCH_EXTRA_CONF="$LOGICAL_CONF
-cfeed.sweep_delay = ${SWEEP_DELAY:-0}" bench_start
+cfeed.sweep_delay = ${SWEEP_DELAY:-0}
+${SWEEP_GATHER:+cfeed.sweep_gather = $SWEEP_GATHER}" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
 	-c "SET cfeed.default_storage = ranges" -c "SELECT cfeed.create_feed('bench_ranges', 4)" \
@@ -100,7 +102,9 @@ sweeper()
 	until [ "$(psqlc -c "SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type LIKE 'cfeed sweeper%'")" = "$([ "$1" = on ] && echo t || echo f)" ]; do sleep 0.1; done
 }
 run() { tps_cpu "$CLIENTS" "$SECS" "$1.sql" -M "$QUERY_MODE"; }
-declare -A tps cpu wal p99 max
+# the background sweepers' sweeps and changes stamped so far
+sweep_counts() { psqlc -c "SELECT COALESCE(sum(sweeps), 0) || ' ' || COALESCE(sum(changes_stamped), 0) FROM cfeed.sweepers"; }
+declare -A tps cpu wal p99 max batch
 for round in $(seq 1 "$ROUNDS"); do
 	for v in $variants; do
 		if [ "$v" = w2j ]; then
@@ -115,9 +119,12 @@ for round in $(seq 1 "$ROUNDS"); do
 			sweeper on
 			swept
 		else
+			read -r s0 n0 < <(sweep_counts)
 			read -r t c w l m < <(run "$v")
+			read -r s1 n1 < <(sweep_counts)
+			batch[$v,$round]=$(calc "($n1 - $n0) / ($s1 - $s0 + $(( s1 == s0 )))" 1)
 		fi
-		echo "round $round: $v $t tps, p99 $l ms, max $m ms; $c µs server CPU and $w bytes WAL per transaction"
+		echo "round $round: $v $t tps, p99 $l ms, max $m ms; $c µs server CPU and $w bytes WAL per transaction${batch[$v,$round]:+; ${batch[$v,$round]} changes per sweep}"
 		# shellcheck disable=SC2034	# read through per's and mid's name references
 		tps[$v,$round]=$t cpu[$v,$round]=$c wal[$v,$round]=$w p99[$v,$round]=$l max[$v,$round]=$m
 	done
@@ -178,7 +185,7 @@ stamp()
 	has "$1" && has "$2" || return 0
 	stamp=$(for round in $(seq 1 "$ROUNDS"); do echo "${wal[$1,$round]} - ${wal[$2,$round]}" | bc; done | median)
 	result "1e. WAL of the stamp per change, $CLIENTS writers (publish(), one change per transaction)$3" "≤ 40 B" "$stamp B" \
-		"publish() with the sweeper on $(mid "$1" wal) B per transaction, paused $(mid "$2" wal) B; the app row alone $(mid alone wal) B" \
+		"publish() with the sweeper on $(mid "$1" wal) B per transaction (sweeps of $(mid "$1" batch) changes), paused $(mid "$2" wal) B; the app row alone $(mid alone wal) B" \
 		"$stamp B" "$(yesno "$stamp <= 40")"
 }
 stamp publish unswept

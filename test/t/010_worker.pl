@@ -195,6 +195,45 @@ ok(wait_all_stamped($node, 'app'), 'all stamped after an immediate shutdown');
 my $n2 = check_invariants($node, 'app', 'after immediate shutdown');
 cmp_ok($n2, '>', $n1, "load kept writing ($n1 then $n2 changes)");
 
+# Gathering (cfeed.sweep_gather): under sustained writes a sweep waits for
+# a batch to gather, at most the setting; a writer that commits now and
+# then is stamped at every wake-up.  (sweeps, changes) of the sweeper:
+sub sweeper_counts
+{
+	return split /\|/, $node->safe_psql('app', q{
+		SELECT sweeps || '|' || changes_stamped FROM cfeed.sweepers WHERE sweep_group = 0});
+}
+$node->safe_psql('postgres', q{ALTER SYSTEM SET cfeed.sweep_gather = '1s'});
+$node->safe_psql('postgres', q{ALTER SYSTEM SET cfeed.sweep_gather_changes = 50});
+$node->reload;
+sleep 1;
+my ($sweeps0, $changes0) = sweeper_counts();
+$h = load(3);
+$h->finish;
+ok(wait_all_stamped($node, 'app'), 'gathering: every change of the load stamped');
+my ($sweeps1, $changes1) = sweeper_counts();
+my $per_sweep = ($changes1 - $changes0) / (($sweeps1 - $sweeps0) || 1);
+cmp_ok($per_sweep, '>=', 25, sprintf('gathering: under 4 writers a sweep stamped %.1f changes (%d sweeps)',
+		$per_sweep, $sweeps1 - $sweeps0));
+check_invariants($node, 'app', 'after gathering');
+sleep 0.5;
+$node->safe_psql('app', 'CREATE TABLE paced (change_id bigint, written_at timestamptz)');
+for (1 .. 20)
+{
+	$node->safe_psql('app', q{
+		WITH c AS (INSERT INTO truth (change_id) SELECT cfeed.publish(1, 0) RETURNING change_id)
+		INSERT INTO paced SELECT change_id, clock_timestamp() FROM c});
+	usleep(50_000);
+}
+ok(wait_all_stamped($node, 'app'), 'gathering: the paced changes stamped');
+my $slowest = $node->safe_psql('app', q{
+	SELECT round(1000 * extract(epoch FROM max(c.stamped_at - p.written_at)))
+	FROM paced p JOIN cfeed.change c USING (change_id)});
+cmp_ok($slowest, '<', 500, "gathering: a writer committing every 50 ms is stamped at once (slowest ${slowest} ms)");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.sweep_gather');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.sweep_gather_changes');
+$node->reload;
+
 # A hot standby runs no sweeper; reads work there; after promotion the new
 # primary sweeps.
 $node->backup('b1');
