@@ -19,6 +19,7 @@ OBJS = \
 	src/wait.o \
 	src/shmem.o \
 	src/launcher.o \
+	src/standby_waker.o \
 	src/utility.o \
 	src/sweeper.o \
 	src/tracked.o \

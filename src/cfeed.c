@@ -3,7 +3,8 @@
  * cfeed.c
  *	  Module entry point: _PG_init.  It defines the cfeed.* settings
  *	  (settings.c) and, under shared_preload_libraries, sets up the shared
- *	  memory, the launcher and the utility hook (shmem.c, launcher.c, utility.c).
+ *	  memory, the launcher, the standby waker and the utility hook
+ *	  (shmem.c, launcher.c, standby_waker.c, utility.c).
  *	  On every load it installs the ExecutorStart hook that keeps change
  *	  ids unique across failovers (change_id.c).
  *	  Nothing calls into this file.
@@ -36,6 +37,7 @@ _PG_init(void)
 	{
 		cfeed_shmem_init();
 		cfeed_launcher_register();
+		cfeed_standby_waker_register();
 		cfeed_utility_hook_init();
 	}
 }

@@ -233,6 +233,7 @@ typedef enum CfeedWaitEvent
 	CFEED_WAIT_READ,			/* cfeed.read() waiting for a change */
 	CFEED_WAIT_SWEEP_LOOP,		/* sweep_loop(): idle between sweeps */
 	CFEED_WAIT_SWEEP_TURN,		/* sweep_loop(): waiting for its group's turn */
+	CFEED_WAIT_STANDBY_WAKER,	/* the standby waker between looks at replay */
 	CFEED_WAIT_EVENT_COUNT
 } CfeedWaitEvent;
 
@@ -247,6 +248,7 @@ cfeed_wait_event(CfeedWaitEvent event)
 		"CfeedRead",
 		"CfeedSweepLoop",
 		"CfeedSweepTurn",
+		"CfeedStandbyWaker",
 	};
 	static uint32 ids[CFEED_WAIT_EVENT_COUNT];
 

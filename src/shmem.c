@@ -97,6 +97,8 @@ cfeed_shmem_startup(void)
 		CfeedShared->lock = &(GetNamedLWLockTranche("cfeed"))->lock;
 		for (i = 0; i < CFEED_WAIT_BUCKETS; i++)
 			ConditionVariableInit(&CfeedShared->buckets[i]);
+		ConditionVariableInit(&CfeedShared->replayed);
+		pg_atomic_init_u64(&CfeedShared->standby_wait_until, 0);
 		CfeedShared->max_workers = cfeed_max_workers;
 	}
 	LWLockRelease(AddinShmemInitLock);

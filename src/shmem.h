@@ -9,8 +9,10 @@
 #ifndef CFEED_SHMEM_H
 #define CFEED_SHMEM_H
 
+#include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "utils/timestamp.h"
 #include "storage/lwlock.h"
 
 #define CFEED_WAIT_BUCKETS		256
@@ -60,6 +62,10 @@ typedef struct CfeedSharedState
 	int			max_workers;
 	CfeedDatabase dbs[CFEED_MAX_DATABASES];
 	ConditionVariable buckets[CFEED_WAIT_BUCKETS];
+	/* a hot standby's waits and their waker (standby_waker.c) */
+	ConditionVariable replayed; /* broadcast when replay moved */
+	pg_atomic_uint64 standby_wait_until;	/* the latest end of a wait */
+	Latch	   *waker_latch;	/* the waker's, while it runs */
 	CfeedWorkerSlot workers[FLEXIBLE_ARRAY_MEMBER];
 } CfeedSharedState;
 
@@ -74,6 +80,10 @@ extern void cfeed_broadcast_at_commit(int32 feed_id, int32 shard);
 
 /* utility.c */
 extern void cfeed_utility_hook_init(void);
+
+/* standby_waker.c */
+extern void cfeed_standby_waker_register(void);
+extern ConditionVariable *cfeed_standby_wait_begin(TimestampTz deadline);
 
 /* launcher.c */
 extern void cfeed_launcher_register(void);

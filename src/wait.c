@@ -4,9 +4,12 @@
  *	  Waiting for a shard's head to pass a cursor: cfeed.wait, and the wait
  *	  of cfeed.read and cfeed.read_rows with wait_ms > 0 (read.c).
  *
- *	  With the preload (and not in recovery) a wait sleeps on the shard's
- *	  condition variable, which every sweep broadcasts after commit
- *	  (shmem.c); otherwise it re-reads the head every cfeed.poll_interval.
+ *	  With the preload a wait sleeps on the shard's condition variable,
+ *	  which every sweep broadcasts after commit (shmem.c), and on a hot
+ *	  standby on the one the standby waker broadcasts when replay moved
+ *	  (standby_waker.c), re-reading the head at cfeed.poll_interval there
+ *	  at the latest; without the preload it re-reads the head every
+ *	  cfeed.poll_interval.
  *	  It holds no lock while it sleeps, is cancellable, and shows
  *	  wait_event_type Extension.  A wait on a shard that has ended (closed
  *	  by cfeed.reshard, no unstamped change left on it) ends at once: its
@@ -124,10 +127,7 @@ shard_ended(CfeedShard *sh, FullTransactionId *writer)
  * cfeed_wait_for_head
  *		Sleep until the shard's head passes cursor or timeout_ms elapses, or
  *		the shard has ended (closed, nothing left to stamp: no change will
- *		come); returns the last head seen.  With the preload (and not in recovery)
- *		it sleeps on the shard's condition variable, which every sweep
- *		broadcasts after commit; otherwise it re-reads the head every
- *		cfeed.poll_interval.  On a hot standby it also returns early when
+ *		come); returns the last head seen.  How it sleeps: the file header.  On a hot standby it also returns early when
  *		replay waits for a recovery conflict that lasts (see the file header).
  *		Cancellable; shows wait_event_type Extension.
  */
@@ -136,9 +136,11 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	bool		standby = RecoveryInProgress();
-	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
+	ConditionVariable *cv = standby ? cfeed_standby_wait_begin(deadline) :
+		cfeed_wait_bucket(feed_id, shard);
 	XLogRecPtr	conflict = InvalidXLogRecPtr;
 	TimestampTz conflict_seen = 0;
+	TimestampTz conflict_checked = 0;
 	FullTransactionId pending_writer = InvalidFullTransactionId;
 	CfeedShard	sh;
 
@@ -168,13 +170,17 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		 * may be among those replay waits for), or when the same conflict
 		 * lasts CFEED_CONFLICT_LASTS_MS (one involving this statement never
 		 * clears while it waits).  Brief conflicts with other queries leave
-		 * the wait be.
+		 * the wait be: it looks every cfeed.poll_interval, not at every
+		 * wake-up of the standby waker (replay moving on is no sign of a
+		 * conflict, and one that holds replay up stops those wake-ups).
 		 */
-		if (standby)
+		if (standby &&
+			cfeed_ms_until(conflict_checked, GetCurrentTimestamp()) >= cfeed_poll_interval)
 		{
 			bool		snapshot_conflict = false;
 			XLogRecPtr	now_conflict = recovery_conflict_lsn(&snapshot_conflict);
 
+			conflict_checked = GetCurrentTimestamp();
 			if (XLogRecPtrIsInvalid(now_conflict) || now_conflict != conflict)
 			{
 				conflict = now_conflict;
@@ -186,7 +192,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 				break;
 		}
 		if (cv != NULL)
-			(void) ConditionVariableTimedSleep(cv, Min(remaining, CFEED_CV_SAFETY_MS),
+			(void) ConditionVariableTimedSleep(cv, Min(remaining, standby ? cfeed_poll_interval : CFEED_CV_SAFETY_MS),
 											   cfeed_wait_event(CFEED_WAIT_READ));
 		else
 		{
