@@ -282,6 +282,13 @@ consume_round() for 1 .. 5;
 is($pub->safe_psql('postgres', q{SELECT string_agg(shard || '/' || parent, ',' ORDER BY shard) FROM cfeed.reshard(1, 4)}),
 	'2/0,3/1,4/0,5/1', 'publisher: resharded into 4 children');
 my $pub_layout = $pub->safe_psql('postgres', $LAYOUT);
+# Writers after the split too, whenever the first ones end (the reshard
+# waits for them, and a slow machine ran them out before it: 5 changes in
+# the children).
+my $kwriters_after = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '2', '-j', '2', '-R', '300', '-T', '2', '-f', $kscript,
+	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
+	'>', \my $kout_after, '2>', \my $kerr_after);
 is($_->safe_psql('postgres', $LAYOUT), '0/-/f,1/-/f,2/0/f,3/1/f,4/0/f,5/1/f',
 	'subscriber: the same children, the parents still open') for values %all;
 # 3. Once the publisher's parents ended, each subscriber that applied past
@@ -289,7 +296,7 @@ is($_->safe_psql('postgres', $LAYOUT), '0/-/f,1/-/f,2/0/f,3/1/f,4/0/f,5/1/f',
 my $lsn;
 my %closed;
 my $give_up = time + 180;
-while ($kwriters->pumpable || keys %closed < keys %all)
+while ($kwriters->pumpable || $kwriters_after->pumpable || keys %closed < keys %all)
 {
 	die 'the subscribers did not catch up with the reshard' if time > $give_up;
 	consume_round();
@@ -315,10 +322,10 @@ while ($kwriters->pumpable || keys %closed < keys %all)
 			'UPDATE cfeed.shard_config SET closed = true WHERE feed_id = 1 AND shard < 2');
 		$closed{$name} = 1;
 	}
-	$kwriters->pump_nb;
+	$_->pump_nb for grep { $_->pumpable } $kwriters, $kwriters_after;
 	usleep(20_000);
 }
-$kwriters->finish;
+$_->finish for $kwriters, $kwriters_after;
 ok(wait_all_stamped($pub, 'postgres'), 'publisher: stamped everything written across the reshard');
 cmp_ok($pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard >= 2'), '>', 100,
 	'publisher: the children got changes');
