@@ -478,7 +478,9 @@ sweep_pause_ms(int64 stamped, bool several_writers, TimestampTz began)
  * sweep_pause
  *		After a sweep that stamped changes, let commits gather until
  *		pause_ms have passed since the sweep began.  Returns at once on a
- *		configuration reload or a pause, for the loop to act on it.
+ *		configuration reload or a pause, for the loop to act on it, and when
+ *		the clock was set back since the sweep began (more than pause_ms
+ *		left): waiting for it to come back would stop stamping that long.
  */
 static void
 sweep_pause(Oid dboid, TimestampTz began, long pause_ms)
@@ -489,7 +491,8 @@ sweep_pause(Oid dboid, TimestampTz began, long pause_ms)
 	{
 		long		remaining = cfeed_ms_until(GetCurrentTimestamp(), until);
 
-		if (remaining <= 0 || ConfigReloadPending || database_paused(dboid))
+		if (remaining <= 0 || remaining > pause_ms ||
+			ConfigReloadPending || database_paused(dboid))
 			return;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 remaining, cfeed_wait_event(CFEED_WAIT_SWEEPER_DELAY));
