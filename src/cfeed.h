@@ -92,6 +92,7 @@ typedef struct CfeedSweepResult
 	int			nshards;		/* entries used in shards[] */
 	CfeedSweptShard *shards;	/* palloc'd in the caller's context */
 	int64		change_count;	/* changes stamped, all shards */
+	bool		several_writers;	/* they are of more than one transaction */
 	int64		max_lag_ms;		/* oldest stamped change's age at stamping */
 	int			nexhausted;		/* entries used in exhausted[] */
 	CfeedSweptShard *exhausted; /* shards out of numbers: change_count is

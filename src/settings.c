@@ -93,7 +93,7 @@ cfeed_define_settings(bool preload)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("cfeed.sweep_gather",
 							"Sets the longest the background sweeper lets a batch of changes gather under sustained writes.",
-							"After a sweep that stamped more than one change, the next one begins once the changes committed meanwhile, at the rate of the last 100 ms, reach cfeed.sweep_gather_changes, when that takes no longer than this; a lighter load is swept as soon as a commit wakes the sweeper.  0 never gathers.",
+							"After a sweep that stamped the changes of more than one transaction, the next one begins once the changes committed meanwhile, at the rate of the last 100 ms, reach cfeed.sweep_gather_changes, when that takes no longer than this; a lighter load is swept as soon as a commit wakes the sweeper.  0 never gathers.",
 							&cfeed_sweep_gather,
 							20, 0, 10000,
 							PGC_SIGHUP, GUC_UNIT_MS,

@@ -702,8 +702,12 @@ sweep_announce(SweepState *s, CfeedSweepResult *result)
 	HASH_SEQ_STATUS status;
 	ShardEntry *e;
 	int			k = 0;
+	int			i;
 
 	result->change_count = s->nchanges;
+	for (i = 1; i < s->nchanges && !result->several_writers; i++)
+		result->several_writers = !FullTransactionIdEquals(s->changes[i].writer_xid,
+														   s->changes[0].writer_xid);
 	result->nshards = s->nshards;
 	result->shards = palloc(sizeof(CfeedSweptShard) * Max(s->nshards, 1));
 	result->exhausted = palloc(sizeof(CfeedSweptShard) * Max(s->nexhausted, 1));

@@ -21,14 +21,15 @@
  * Gathering: a sweep costs a fixed part (its transaction, the commit's WAL
  * flush, each shard's head; a range shard's stamp row, index entry and the
  * group's mark) besides its changes' own, so under sustained writes fewer,
- * larger sweeps cost less per change.  After a sweep that stamped more
- * than one change, when cfeed.sweep_gather_changes would come within
- * cfeed.sweep_gather at the rate the sweeps stamped them lately (about the
- * last GATHER_RATE_MS), the next sweep begins that long after this one
- * began.  A lighter load (one change per sweep, or a rate that fills no
- * batch in time) is swept at every wake-up, so the latency of a feed that
- * is not under sustained writes is untouched; under them a change waits at
- * most cfeed.sweep_gather more, and less the faster they come.
+ * larger sweeps cost less per change.  After a sweep that stamped the
+ * changes of more than one transaction, when cfeed.sweep_gather_changes
+ * would come within cfeed.sweep_gather at the rate the sweeps stamped them
+ * lately (about the last GATHER_RATE_MS), the next sweep begins that long
+ * after this one began.  A lighter load (one transaction per sweep, however
+ * many changes it wrote, or a rate that fills no batch in time) is swept at
+ * every wake-up, so the latency of a feed that is not under sustained
+ * writes is untouched; under them a change waits at most
+ * cfeed.sweep_gather more, and less the faster they come.
  * cfeed.sweep_delay is a fixed floor for the same pause.
  *
  * An idle pass starts no xid, so an idle sweeper writes no WAL.  An ERROR is
@@ -341,17 +342,19 @@ record_outcome(CfeedSweepResult *result)
 /*
  * sweep_pass
  *		One transaction: check the extension, refresh groups (group 0), sweep.
- *		Returns the number of changes stamped; exits when there is nothing
+ *		Returns the number of changes stamped, and in *several_writers whether
+ *		they are of more than one transaction; exits when there is nothing
  *		left to do for this worker.
  */
 static int64
-sweep_pass(Oid dboid, int32 sweep_group)
+sweep_pass(Oid dboid, int32 sweep_group, bool *several_writers)
 {
 	CfeedSweepResult result;
 	Oid			save_userid;
 	int			save_sec_context;
 	int64		stamped = 0;
 
+	*several_writers = false;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -391,6 +394,7 @@ sweep_pass(Oid dboid, int32 sweep_group)
 	if (cfeed_sweep_group(sweep_group, true, owner_oid, &result))
 	{
 		stamped = result.change_count;
+		*several_writers = result.several_writers;
 		record_outcome(&result);
 	}
 	SetUserIdAndSecContext(save_userid, save_sec_context);
@@ -441,10 +445,11 @@ retention_pass(void)
 /*
  * sweep_pause_ms
  *		How long after a sweep that began at began and stamped stamped
- *		changes the next one begins (see the file header, "Gathering").
+ *		changes (of more than one transaction: several_writers) the next one
+ *		begins (see the file header, "Gathering").
  */
 static long
-sweep_pause_ms(int64 stamped, TimestampTz began)
+sweep_pause_ms(int64 stamped, bool several_writers, TimestampTz began)
 {
 	static TimestampTz before = 0;	/* when the sweep before began */
 	static double rate = 0;		/* changes stamped a millisecond, lately */
@@ -459,7 +464,7 @@ sweep_pause_ms(int64 stamped, TimestampTz began)
 		rate += weight * (stamped / interval_ms - rate);
 	}
 	before = began;
-	if (stamped >= 2 && cfeed_sweep_gather > 0 && rate > 0)
+	if (several_writers && cfeed_sweep_gather > 0 && rate > 0)
 	{
 		double		fill_ms = cfeed_sweep_gather_changes / rate;
 
@@ -473,7 +478,9 @@ sweep_pause_ms(int64 stamped, TimestampTz began)
  * sweep_pause
  *		After a sweep that stamped changes, let commits gather until
  *		pause_ms have passed since the sweep began.  Returns at once on a
- *		configuration reload or a pause, for the loop to act on it.
+ *		configuration reload or a pause, for the loop to act on it, and when
+ *		the clock was set back since the sweep began (more than pause_ms
+ *		left): waiting for it to come back would stop stamping that long.
  */
 static void
 sweep_pause(Oid dboid, TimestampTz began, long pause_ms)
@@ -484,7 +491,8 @@ sweep_pause(Oid dboid, TimestampTz began, long pause_ms)
 	{
 		long		remaining = cfeed_ms_until(GetCurrentTimestamp(), until);
 
-		if (remaining <= 0 || ConfigReloadPending || database_paused(dboid))
+		if (remaining <= 0 || remaining > pause_ms ||
+			ConfigReloadPending || database_paused(dboid))
 			return;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 remaining, cfeed_wait_event(CFEED_WAIT_SWEEPER_DELAY));
@@ -521,6 +529,7 @@ cfeed_sweeper_main(Datum main_arg)
 	{
 		/* set in PG_TRY or PG_CATCH and read after them: volatile */
 		volatile int64 stamped = 0;
+		volatile bool several_writers = false;
 		volatile long sleep_ms = cfeed_fallback_interval;
 		long		stats_ms;
 		long		pause_ms;
@@ -540,7 +549,10 @@ cfeed_sweeper_main(Datum main_arg)
 		MemoryContextSwitchTo(loopcxt);
 		PG_TRY();
 		{
-			stamped = sweep_pass(dboid, sweep_group);
+			bool		several;
+
+			stamped = sweep_pass(dboid, sweep_group, &several);
+			several_writers = several;
 			if (sweep_group == 0 && stamped < cfeed_sweep_batch_size)
 				retention_pass();
 		}
@@ -571,7 +583,7 @@ cfeed_sweeper_main(Datum main_arg)
 		if (stats_ms > 0)
 			sleep_ms = Min(sleep_ms, stats_ms);
 
-		pause_ms = sweep_pause_ms(stamped, began);
+		pause_ms = sweep_pause_ms(stamped, several_writers, began);
 		if (stamped >= cfeed_sweep_batch_size)
 			continue;			/* a full batch: more is probably pending */
 		if (pause_ms > 0)

@@ -201,7 +201,7 @@ run_local() {
 	# Through LANG: pg_regress unsets LC_ALL.
 	unset LC_ALL LC_COLLATE LC_CTYPE LC_MONETARY LC_NUMERIC LC_TIME LANGUAGE
 	export LANG=C.UTF-8
-	install_missing build-essential "${pg_packages[@]}" libipc-run-perl pgbouncer \
+	install_missing build-essential "${pg_packages[@]}" libipc-run-perl libfaketime pgbouncer \
 		libmicrohttpd-dev libjansson-dev zlib1g-dev chromium
 	install_available prometheus-sql-exporter
 

@@ -57,9 +57,10 @@ fi
 
 # What the build needs (bison, flex, Perl's IPC::Run for the TAP tests;
 # dpkg-dev for apt-get source) and what test/run-tests.sh would install
-# besides Debian's PostgreSQL packages (the gateway's libraries, pgbouncer).
+# besides Debian's PostgreSQL packages (the gateway's libraries, pgbouncer,
+# libfaketime for t/011_sweeper_clock.pl).
 PACKAGES="build-essential dpkg-dev bison flex perl libipc-run-perl zlib1g-dev pkg-config \
-libmicrohttpd-dev libjansson-dev pgbouncer"
+libmicrohttpd-dev libjansson-dev pgbouncer libfaketime"
 
 # Run a command in the root, with a clean environment.
 in_root() {

@@ -107,7 +107,7 @@ do_setup() {
 		echo "$suite" >"$root/.cfeed-debootstrap"
 	fi
 	do_mount "$root"
-	packages="build-essential postgresql-$major postgresql-server-dev-$major libpq-dev libipc-run-perl pgbouncer libmicrohttpd-dev libjansson-dev zlib1g-dev"
+	packages="build-essential postgresql-$major postgresql-server-dev-$major libpq-dev libipc-run-perl libfaketime pgbouncer libmicrohttpd-dev libjansson-dev zlib1g-dev"
 	# shellcheck disable=SC2086
 	if [ "$(cat "$root/.cfeed-root" 2>/dev/null)" = "$major" ] &&
 		chroot "$root" dpkg-query -W -f='${Status}\n' $packages 2>/dev/null |
