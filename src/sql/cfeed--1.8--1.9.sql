@@ -695,7 +695,7 @@ END
 $$;
 REVOKE ALL ON FUNCTION cfeed._shard_config_storage() FROM PUBLIC;
 COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group; the first range shard of a sweep group makes its mark';
-CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group, closed
+CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
