@@ -27,11 +27,13 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/sinval.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -279,21 +281,6 @@ cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot
 }
 
 /*
- * cfeed_shard_has_changes
- *		Whether cfeed.change holds a change of the shard as of the snapshot:
- *		a stamped one (one probe of change_sequence_idx: every number is
- *		above PG_INT64_MIN), or a pending one (change_pending_idx, whose
- *		entries are the backlog a sweep reads: all of them are looked at,
- *		since it is not ordered by shard).
- */
-bool
-cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
-{
-	return cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot) ||
-		cfeed_shard_has_pending(feed_id, shard, snapshot);
-}
-
-/*
  * pending_scan
  *		Look through change_pending_idx (all of it, or with a key on
  *		writer_xid that writer's entries only) for an unstamped change of
@@ -324,34 +311,130 @@ pending_scan(Relation rel, Oid pending, Snapshot snapshot, int32 feed_id, int32 
 }
 
 /*
- * cfeed_shard_pending_writer
- *		Whether cfeed.change holds an unstamped change of the shard as of the
- *		snapshot, and the writer of one in *writer (invalid when none).
- *		change_pending_idx, whose entries are the backlog a sweep reads, is
- *		not ordered by shard: all of it may have to be looked at.  With a
- *		valid *writer (the one a previous call found), that writer's
- *		entries are probed first: while it still has a change of the shard
- *		pending, which is the common case for a caller that polls, the
- *		answer costs one probe.
+ * cfeed_shard_has_changes
+ *		Whether cfeed.change holds a change of the shard as of the snapshot:
+ *		a stamped one (one probe of change_sequence_idx: every number is
+ *		above PG_INT64_MIN), or one without a number (change_pending_idx,
+ *		whose entries are the backlog a sweep reads and every change of a
+ *		range shard: all of them are looked at, since it is not ordered by
+ *		shard).
  */
 bool
-cfeed_shard_pending_writer(int32 feed_id, int32 shard, Snapshot snapshot,
-						   FullTransactionId *writer)
+cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
+{
+	Relation	rel;
+	Oid			pending;
+	FullTransactionId writer;
+	bool		found;
+
+	if (cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot))
+		return true;
+	rel = cfeed_table_open("change", AccessShareLock);
+	pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+	found = pending_scan(rel, pending, snapshot, feed_id, shard, 0, NULL, &writer);
+	UnlockRelationOid(pending, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * writer_scan
+ *		pending_scan of one writer's entries (strategy BTEqualStrategyNumber)
+ *		or of those of every writer from xid on (BTGreaterEqualStrategyNumber).
+ */
+static bool
+writer_scan(Relation rel, Oid pending, Snapshot snapshot, int32 feed_id, int32 shard,
+			StrategyNumber strategy, FullTransactionId xid, FullTransactionId *writer)
+{
+	ScanKeyData key;
+
+	ScanKeyInit(&key, Anum_change_writer_xid, strategy,
+				strategy == BTEqualStrategyNumber ? F_XID8EQ : F_XID8GE,
+				FullTransactionIdGetDatum(xid));
+	return pending_scan(rel, pending, snapshot, feed_id, shard, 1, &key, writer);
+}
+
+/*
+ * mark_stamped
+ *		Whether the mark says that the writer's range changes are stamped:
+ *		below its xmax and not in its xip.
+ */
+static bool
+mark_stamped(const CfeedMark *mark, FullTransactionId xid)
+{
+	int			i;
+
+	if (!FullTransactionIdPrecedes(xid, mark->xmax))
+		return false;
+	for (i = 0; i < mark->nxip; i++)
+		if (FullTransactionIdEquals(mark->xip[i], xid))
+			return false;
+	return true;
+}
+
+/*
+ * ranges_pending_writer
+ *		cfeed_shard_pending_writer for a range shard: every change of it
+ *		stays in change_pending_idx, and those not stamped are the ones its
+ *		group's mark (as of the snapshot, as the changes) points at: written
+ *		by an xid from its xmax on, or in its xip (docs/design.md, "Storage
+ *		in ranges").  The previous writer first, then the writers from xmax
+ *		on (the recent ones), then those of xip, one probe each.  Without a
+ *		mark (a row of cfeed.sweep_mark deleted by hand, which the group's
+ *		sweeps refuse) no change of the shard is stamped.
+ */
+static bool
+ranges_pending_writer(Relation rel, Oid pending, const CfeedShard *sh, Snapshot snapshot,
+					  FullTransactionId *writer)
+{
+	CfeedMark	mark;
+	bool		found = false;
+	int			i;
+
+	if (!cfeed_mark_load(sh->sweep_group, snapshot, &mark))
+		return pending_scan(rel, pending, snapshot, sh->feed_id, sh->shard, 0, NULL, writer);
+	if (FullTransactionIdIsValid(*writer) && !mark_stamped(&mark, *writer))
+		found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
+							BTEqualStrategyNumber, *writer, writer);
+	if (!found)
+		found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
+							BTGreaterEqualStrategyNumber, mark.xmax, writer);
+	for (i = 0; !found && i < mark.nxip; i++)
+		found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
+							BTEqualStrategyNumber, mark.xip[i], writer);
+	pfree(mark.xip);
+	return found;
+}
+
+/*
+ * cfeed_shard_pending_writer
+ *		Whether cfeed.change holds an unstamped change of the shard as of the
+ *		snapshot, and the writer of one in *writer (invalid when none).  For
+ *		a row shard, change_pending_idx, whose entries are the backlog a
+ *		sweep reads, is not ordered by shard: all of it may have to be
+ *		looked at.  With a valid *writer (the one a previous call found),
+ *		that writer's entries are probed first: while it still has a change
+ *		of the shard pending, which is the common case for a caller that
+ *		polls, the answer costs one probe.  A range shard's are found by its
+ *		group's mark (ranges_pending_writer).
+ */
+bool
+cfeed_shard_pending_writer(const CfeedShard *sh, Snapshot snapshot, FullTransactionId *writer)
 {
 	Relation	rel = cfeed_table_open("change", AccessShareLock);
 	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
 	bool		found = false;
 
-	if (FullTransactionIdIsValid(*writer))
+	if (sh->ranges)
+		found = ranges_pending_writer(rel, pending, sh, snapshot, writer);
+	else
 	{
-		ScanKeyData key;
-
-		ScanKeyInit(&key, Anum_change_writer_xid, BTEqualStrategyNumber, F_XID8EQ,
-					FullTransactionIdGetDatum(*writer));
-		found = pending_scan(rel, pending, snapshot, feed_id, shard, 1, &key, writer);
+		if (FullTransactionIdIsValid(*writer))
+			found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
+								BTEqualStrategyNumber, *writer, writer);
+		if (!found)
+			found = pending_scan(rel, pending, snapshot, sh->feed_id, sh->shard, 0, NULL, writer);
 	}
-	if (!found)
-		found = pending_scan(rel, pending, snapshot, feed_id, shard, 0, NULL, writer);
 	if (!found)
 		*writer = InvalidFullTransactionId;
 	UnlockRelationOid(pending, AccessShareLock);
@@ -365,11 +448,80 @@ cfeed_shard_pending_writer(int32 feed_id, int32 shard, Snapshot snapshot,
  *		snapshot (cfeed_shard_pending_writer).
  */
 bool
-cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot)
+cfeed_shard_has_pending(const CfeedShard *sh, Snapshot snapshot)
 {
 	FullTransactionId writer = InvalidFullTransactionId;
 
-	return cfeed_shard_pending_writer(feed_id, shard, snapshot, &writer);
+	return cfeed_shard_pending_writer(sh, snapshot, &writer);
+}
+
+/*
+ * cfeed_ranges_has_after
+ *		cfeed_shard_has_after for a range shard: whether a change its stamps
+ *		number above bound is still in cfeed.change as of the snapshot (a
+ *		stamp keeps naming a change deleted by hand, which no reader can
+ *		read).  The stamps after bound are read in number order, and each
+ *		change they name after bound is probed in change_pending_idx
+ *		(writer_xid, change_id) until one is there: the first, unless
+ *		changes were deleted.
+ */
+bool
+cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot)
+{
+	Relation	stamps = cfeed_table_open("stamp", AccessShareLock);
+	Relation	stamp_pkey = cfeed_index_open("stamp_pkey", AccessShareLock);
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(stamps);
+	SysScanDesc scan;
+	ScanKeyData keys[3];
+	HeapTuple	tup;
+	bool		found = false;
+
+	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(shard));
+	ScanKeyInit(&keys[2], Anum_stamp_last_number, BTGreaterStrategyNumber,
+				F_INT8GT, Int64GetDatum(bound));
+	scan = systable_beginscan_ordered(stamps, stamp_pkey, snapshot, 3, keys);
+	while (!found && HeapTupleIsValid(tup = systable_getnext_ordered(scan, ForwardScanDirection)))
+	{
+		bool		isnull;
+		int64		first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
+		Datum	   *ids;
+		Datum	   *xids;
+		int			nids;
+		int			nxids;
+		int64		i;
+
+		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_stamp_change_ids, desc, &isnull)),
+						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &ids, NULL, &nids);
+		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_stamp_writer_xids, desc, &isnull)),
+						  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+						  &xids, NULL, &nxids);
+		/* change_ids[i] (from 0) is number first + i */
+		for (i = (bound >= first) ? bound - first + 1 : 0; !found && i < Min(nids, nxids); i++)
+		{
+			ScanKeyData change_keys[2];
+			FullTransactionId writer;
+
+			ScanKeyInit(&change_keys[0], Anum_change_writer_xid, BTEqualStrategyNumber,
+						F_XID8EQ, xids[i]);
+			ScanKeyInit(&change_keys[1], Anum_change_change_id, BTEqualStrategyNumber,
+						F_INT8EQ, ids[i]);
+			found = pending_scan(rel, pending, snapshot, feed_id, shard, 2, change_keys, &writer);
+		}
+		pfree(ids);
+		pfree(xids);
+	}
+	systable_endscan_ordered(scan);
+	UnlockRelationOid(pending, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	index_close(stamp_pkey, AccessShareLock);
+	table_close(stamps, AccessShareLock);
+	return found;
 }
 
 /*

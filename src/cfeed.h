@@ -43,8 +43,11 @@
 #define Anum_shard_closed			8	/* 1.9 */
 #define Anum_shard_storage			9	/* 1.9 */
 
-/* The column of cfeed.stamp that cfeed_shard_head probes (ranges.c has the others). */
+/* The columns of cfeed.stamp that catalog.c reads (ranges.c has the others). */
+#define Anum_stamp_first_number		3
 #define Anum_stamp_last_number		4
+#define Anum_stamp_change_ids		6
+#define Anum_stamp_writer_xids		7
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
@@ -178,9 +181,11 @@ extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 								const char *detail);
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
 extern bool cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot);
-extern bool cfeed_shard_pending_writer(int32 feed_id, int32 shard, Snapshot snapshot,
+extern bool cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound,
+								   Snapshot snapshot);
+extern bool cfeed_shard_pending_writer(const CfeedShard *sh, Snapshot snapshot,
 									   FullTransactionId *writer);
-extern bool cfeed_shard_has_pending(int32 feed_id, int32 shard, Snapshot snapshot);
+extern bool cfeed_shard_has_pending(const CfeedShard *sh, Snapshot snapshot);
 extern bool cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum,
 							   const char *attname, Datum *value);
 extern bool cfeed_feed_exists(int32 feed_id);

@@ -14,11 +14,13 @@
  *	  caller that may read the feed, and only a boolean comes out.
  *
  *	  The cheap tests come first: the shard is closed (shard_config), no
- *	  stamped change is after the cursor (one probe of change_sequence_idx;
- *	  not "the cursor is at the head": the head may be a number whose
- *	  change was deleted, which no member can read and checkpoint), and
- *	  only then the scan of the unstamped changes (change_pending_idx, not
- *	  ordered by shard), all in the statement's snapshot.
+ *	  stamped change is after the cursor (one probe of change_sequence_idx,
+ *	  or for a shard stored in ranges of its stamps after the cursor and
+ *	  the changes they name; not "the cursor is at the head": the head may
+ *	  be a number whose change was deleted, which no member can read and
+ *	  checkpoint), and only then the scan of the unstamped changes
+ *	  (change_pending_idx, not ordered by shard; a range shard's, those its
+ *	  group's mark points at), all in the statement's snapshot.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,7 +53,8 @@ cfeed_read_to_end(PG_FUNCTION_ARGS)
 	if (!cfeed_may_read_feed(feed_id))
 		PG_RETURN_NULL();
 	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed ||
-		cfeed_shard_has_after(feed_id, shard, cursor, snapshot))
+		(sh.ranges ? cfeed_ranges_has_after(feed_id, shard, cursor, snapshot) :
+		 cfeed_shard_has_after(feed_id, shard, cursor, snapshot)))
 		PG_RETURN_BOOL(false);
-	PG_RETURN_BOOL(!cfeed_shard_has_pending(feed_id, shard, snapshot));
+	PG_RETURN_BOOL(!cfeed_shard_has_pending(&sh, snapshot));
 }

@@ -113,7 +113,7 @@ static bool
 shard_ended(CfeedShard *sh, FullTransactionId *writer)
 {
 	Snapshot	snapshot = cfeed_fresh_snapshot();
-	bool		ended = !cfeed_shard_pending_writer(sh->feed_id, sh->shard, snapshot, writer);
+	bool		ended = !cfeed_shard_pending_writer(sh, snapshot, writer);
 
 	UnregisterSnapshot(snapshot);
 	if (ended && !cfeed_shard_fetch(sh->feed_id, sh->shard, NULL, true, sh))

@@ -152,7 +152,9 @@ REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
  * options, so security_barrier is set again).  ended is evaluated for a
  * closed shard only: the pending changes of a closed shard can only
  * become fewer, and no others come.  A range shard's head is its last
- * stamp's last number.
+ * stamp's last number, and its unstamped changes are those its group's
+ * mark points at (written by an xid from next_xid on, or in running), as
+ * cfeed.stats counts them: every change of it stays without a number.
  */
 CREATE OR REPLACE VIEW cfeed.shard AS
 SELECT * FROM (
@@ -163,12 +165,37 @@ SELECT * FROM (
 		   s.start_sequence_number,
 		   s.parent,
 		   s.closed,
-		   CASE WHEN s.closed THEN NOT EXISTS (
+		   CASE WHEN NOT s.closed THEN false
+				WHEN s.storage OPERATOR(pg_catalog.=) 'rows' THEN NOT EXISTS (
 				SELECT FROM cfeed.change p
 				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
 				  AND p.shard OPERATOR(pg_catalog.=) s.shard
 				  AND p.change_sequence_number IS NULL)
-			   ELSE false END AS ended,
+				-- a range shard: its group's latest mark (which its sweeps
+				-- store with their stamps) points at no change of it
+				ELSE NOT EXISTS (
+				SELECT FROM (SELECT m.next_xid, m.running FROM cfeed.sweep_mark m
+							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group
+							 ORDER BY m.next_xid DESC LIMIT 1) m
+				CROSS JOIN LATERAL (
+					SELECT FROM cfeed.change p
+					WHERE p.writer_xid OPERATOR(pg_catalog.>=) m.next_xid
+					  AND p.change_sequence_number IS NULL
+					  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
+					  AND p.shard OPERATOR(pg_catalog.=) s.shard
+					UNION ALL
+					SELECT FROM cfeed.change p
+					WHERE p.writer_xid OPERATOR(pg_catalog.=) ANY (m.running)
+					  AND p.change_sequence_number IS NULL
+					  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
+					  AND p.shard OPERATOR(pg_catalog.=) s.shard) p)
+				-- without a mark (deleted by hand) none of its changes is stamped
+				AND (EXISTS (SELECT FROM cfeed.sweep_mark m
+							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group)
+					 OR NOT EXISTS (SELECT FROM cfeed.change p
+									WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
+									  AND p.shard OPERATOR(pg_catalog.=) s.shard))
+			   END AS ended,
 		   s.storage
 	FROM cfeed.shard_config s
 	LEFT JOIN LATERAL (
@@ -619,11 +646,6 @@ BEGIN
 				USING ERRCODE = '0A000',
 					  DETAIL = 'The sweep group''s mark records which of its changes are stamped.';
 		END IF;
-		IF OLD.storage = 'ranges' AND NEW.closed AND NOT OLD.closed THEN
-			RAISE EXCEPTION 'shard % of feed % is stored in ranges and cannot be closed', OLD.shard, OLD.feed_id
-				USING ERRCODE = '0A000',
-					  DETAIL = 'Resharding a feed stored in ranges is not built yet.';
-		END IF;
 		IF NEW.sweep_group IS DISTINCT FROM OLD.sweep_group
 		   AND EXISTS (SELECT FROM cfeed.sweep_mark m
 					   WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
@@ -672,8 +694,8 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION cfeed._shard_config_storage() FROM PUBLIC;
-COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group and open; the first range shard of a sweep group makes its mark';
-CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group, closed
+COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group; the first range shard of a sweep group makes its mark';
+CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
