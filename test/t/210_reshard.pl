@@ -16,7 +16,7 @@
 # (pgbench aborts a client on one); their latency around the splits is
 # reported with note() (the benchmark row is make bench's, not a timed test).
 # CFEED_RESHARD_STORAGE = ranges stores every shard in ranges
-# (217_reshard_ranges).
+# (218_reshard_ranges).
 
 use strict;
 use warnings;

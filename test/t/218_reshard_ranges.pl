@@ -1,4 +1,4 @@
-# test/t/217_reshard_ranges.pl
+# test/t/218_reshard_ranges.pl
 #
 # 210_reshard with every shard stored in ranges (cfeed.default_storage =
 # ranges): two splits under writers, with a consumer group, `cfeed tail`
