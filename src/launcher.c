@@ -59,6 +59,27 @@ static int	nstarted = 0;
 PGDLLEXPORT void cfeed_launcher_main(Datum main_arg);
 
 /*
+ * cfeed_worker_init
+ *		Fill in *worker for one of cfeed's background workers: its entry
+ *		point function, its type (also its name, which the caller may
+ *		change), when it starts and, when it fails, after how long it is
+ *		started again.  It attaches to shared memory and may connect.
+ */
+void
+cfeed_worker_init(BackgroundWorker *worker, const char *function, const char *type,
+				  BgWorkerStartTime start_time, int restart_time)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = start_time;
+	worker->bgw_restart_time = restart_time;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "cfeed");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", type);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", type);
+}
+
+/*
  * cfeed_launcher_register
  *		Register the launcher (from _PG_init under shared_preload_libraries).
  */
@@ -67,14 +88,8 @@ cfeed_launcher_register(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "cfeed");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "cfeed_launcher_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "cfeed launcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "cfeed launcher");
+	cfeed_worker_init(&worker, "cfeed_launcher_main", "cfeed launcher",
+					  BgWorkerStart_RecoveryFinished, 1);
 	RegisterBackgroundWorker(&worker);
 }
 
@@ -220,14 +235,9 @@ start_sweeper(Oid dboid, int32 sweep_group)
 		return;
 	}
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "cfeed");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "cfeed_sweeper_main");
+	cfeed_worker_init(&worker, "cfeed_sweeper_main", "cfeed sweeper",
+					  BgWorkerStart_RecoveryFinished, BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "cfeed sweeper group %d db %u", sweep_group, dboid);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "cfeed sweeper");
 	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
 	memcpy(worker.bgw_extra, &sweep_group, sizeof(int32));
 	worker.bgw_notify_pid = MyProcPid;

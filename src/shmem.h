@@ -10,6 +10,7 @@
 #define CFEED_SHMEM_H
 
 #include "port/atomics.h"
+#include "postmaster/bgworker.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "utils/timestamp.h"
@@ -86,6 +87,8 @@ extern void cfeed_standby_waker_register(void);
 extern ConditionVariable *cfeed_standby_wait_begin(TimestampTz deadline);
 
 /* launcher.c */
+extern void cfeed_worker_init(BackgroundWorker *worker, const char *function, const char *type,
+							  BgWorkerStartTime start_time, int restart_time);
 extern void cfeed_launcher_register(void);
 extern CfeedDatabase *cfeed_find_db(Oid dboid, bool create);
 extern void cfeed_wake_launcher(void);

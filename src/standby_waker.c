@@ -67,15 +67,9 @@ cfeed_standby_waker_register(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
 	/* connected to no database, only to be seen in pg_stat_activity */
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "cfeed");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "cfeed_standby_waker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "cfeed standby waker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "cfeed standby waker");
+	cfeed_worker_init(&worker, "cfeed_standby_waker_main", "cfeed standby waker",
+					  BgWorkerStart_ConsistentState, 1);
 	RegisterBackgroundWorker(&worker);
 }
 
