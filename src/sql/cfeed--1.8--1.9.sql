@@ -177,18 +177,27 @@ SELECT * FROM (
 				SELECT FROM (SELECT m.next_xid, m.running FROM cfeed.sweep_mark m
 							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group
 							 ORDER BY m.next_xid DESC LIMIT 1) m
+				-- probes of change_pending_idx (writer_xid, change_id) in its
+				-- order, one per xid of running: writer_xid OPERATOR(=)
+				-- ANY (m.running) was planned as a scan of all of
+				-- cfeed.change, where every range change stays, when one
+				-- writer wrote most of it (reshard_ranges.spec)
 				CROSS JOIN LATERAL (
-					SELECT FROM cfeed.change p
-					WHERE p.writer_xid OPERATOR(pg_catalog.>=) m.next_xid
-					  AND p.change_sequence_number IS NULL
-					  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-					  AND p.shard OPERATOR(pg_catalog.=) s.shard
+					(SELECT FROM cfeed.change p
+					 WHERE p.writer_xid OPERATOR(pg_catalog.>=) m.next_xid
+					   AND p.change_sequence_number IS NULL
+					   AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
+					   AND p.shard OPERATOR(pg_catalog.=) s.shard
+					 ORDER BY p.writer_xid, p.change_id LIMIT 1)
 					UNION ALL
-					SELECT FROM cfeed.change p
-					WHERE p.writer_xid OPERATOR(pg_catalog.=) ANY (m.running)
-					  AND p.change_sequence_number IS NULL
-					  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-					  AND p.shard OPERATOR(pg_catalog.=) s.shard) p)
+					SELECT FROM pg_catalog.unnest(m.running) x (xid)
+					CROSS JOIN LATERAL (
+						SELECT FROM cfeed.change p
+						WHERE p.writer_xid OPERATOR(pg_catalog.=) x.xid
+						  AND p.change_sequence_number IS NULL
+						  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
+						  AND p.shard OPERATOR(pg_catalog.=) s.shard
+						ORDER BY p.writer_xid, p.change_id LIMIT 1) p) p)
 				-- without a mark (deleted by hand) none of its changes is stamped
 				AND (EXISTS (SELECT FROM cfeed.sweep_mark m
 							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group)
