@@ -39,6 +39,7 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -143,7 +144,17 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 	TimestampTz conflict_checked = 0;
 	FullTransactionId pending_writer = InvalidFullTransactionId;
 	CfeedShard	sh;
+	MemoryContext loopcxt;
+	MemoryContext oldcxt;
 
+	/*
+	 * Each look at the head allocates a little; a wait on a hot standby may
+	 * look a thousand times a second (the standby waker), so each look's
+	 * memory goes at the next.
+	 */
+	loopcxt = AllocSetContextCreate(CurrentMemoryContext, "cfeed wait",
+									ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(loopcxt);
 	if (cv != NULL)
 		ConditionVariablePrepareToSleep(cv);
 	for (;;)
@@ -151,6 +162,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		long		remaining;
 
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(loopcxt);
 		if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -203,6 +215,8 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 	}
 	if (cv != NULL)
 		ConditionVariableCancelSleep();
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(loopcxt);
 	return sh.last_number;
 }
 

@@ -59,6 +59,45 @@ for my $round (1 .. 3)
 			$round, $took));
 }
 
+# Memory: while WAL streams in, the waker wakes a wait about every
+# millisecond, and each look at the head must not leave memory behind (it
+# left about 12 kB a second, 180 kB in 15 s, in its function's context).
+$primary->safe_psql('postgres', 'CREATE TABLE filler (i int)');
+my $filler = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $primary->connstr('postgres'), '-c', q{
+		DO $$ BEGIN FOR i IN 1 .. 1000000 LOOP
+			INSERT INTO filler VALUES (i); COMMIT; PERFORM pg_sleep(0.0005);
+		END LOOP; END $$} ], '>', \my $filler_out, '2>', \my $filler_err);
+my $long_wait = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $standby->connstr('postgres'), '-c',
+	  'SELECT cfeed.wait(1, 0, 9000000000000000000, 60000)' ],
+	'>', \my $long_out, '2>', \my $long_err);
+$standby->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'CfeedRead'})
+  or die 'the long wait did not begin';
+my $waiter_pid = $standby->safe_psql('postgres',
+	q{SELECT pid FROM pg_stat_activity WHERE wait_event = 'CfeedRead'});
+
+# the waiter's memory in use, from pg_log_backend_memory_contexts
+sub waiter_memory
+{
+	my $offset = -s $standby->logfile;
+	$standby->safe_psql('postgres', "SELECT pg_log_backend_memory_contexts($waiter_pid)");
+	for (1 .. 100)
+	{
+		return $1 if slurp_file($standby->logfile, $offset) =~ /Grand total: .*; (\d+) used/;
+		usleep(100_000);
+	}
+	die 'no memory report';
+}
+sleep 1;
+my $before = waiter_memory();
+sleep 8;
+my $grown = waiter_memory() - $before;
+cmp_ok($grown, '<', 16384, "a wait woken while WAL streams in keeps its memory (grew $grown bytes in 8 s)");
+$filler->kill_kill;
+$long_wait->kill_kill;
+
 # Promotion: the waker exits; the promoted server's waits are woken by its
 # sweeps.
 $standby->promote;
