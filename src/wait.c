@@ -128,8 +128,9 @@ shard_ended(CfeedShard *sh, FullTransactionId *writer)
  * cfeed_wait_for_head
  *		Sleep until the shard's head passes cursor or timeout_ms elapses, or
  *		the shard has ended (closed, nothing left to stamp: no change will
- *		come); returns the last head seen.  How it sleeps: the file header.  On a hot standby it also returns early when
- *		replay waits for a recovery conflict that lasts (see the file header).
+ *		come); returns the last head seen.  How it sleeps: the file header.
+ *		On a hot standby it also returns early when replay waits for a
+ *		recovery conflict that lasts (see the file header).
  *		Cancellable; shows wait_event_type Extension.
  */
 int64
