@@ -16,7 +16,7 @@
  * waiter sleeps on that condition variable and reads its shard's head when
  * woken (wait.c), or at cfeed.poll_interval at the latest, which also
  * covers a standby where the waker cannot run.  Past the latest end of the
- * waits begun (a wait that returns or is cancelled before its end does not
+ * waits that went to sleep (one woken or cancelled before its end does not
  * shorten it) it sleeps on its latch, which a new waiter sets, so an idle
  * standby costs nothing.  The position is that of the end of the last
  * record replayed, so a commit it passed is visible to a new snapshot.

@@ -138,8 +138,8 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	bool		standby = RecoveryInProgress();
-	ConditionVariable *cv = standby ? cfeed_standby_wait_begin(deadline) :
-		cfeed_wait_bucket(feed_id, shard);
+	bool		waker_asked = false;
+	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
 	XLogRecPtr	conflict = InvalidXLogRecPtr;
 	TimestampTz conflict_seen = 0;
 	TimestampTz conflict_checked = 0;
@@ -175,6 +175,24 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
+
+		/*
+		 * On a standby, have the waker watch replay only once the wait is to
+		 * sleep (it watches until the latest deadline published, so a wait
+		 * that returned at once would keep it looking for timeout_ms), then
+		 * look at the head again, prepared to sleep: the waker wakes those
+		 * prepared before it saw replay move.
+		 */
+		if (standby && !waker_asked)
+		{
+			waker_asked = true;
+			cv = cfeed_standby_wait_begin(deadline);
+			if (cv != NULL)
+			{
+				ConditionVariablePrepareToSleep(cv);
+				continue;
+			}
+		}
 
 		/*
 		 * On a standby, replay may be waiting for this statement's snapshot

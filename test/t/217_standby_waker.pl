@@ -34,6 +34,21 @@ if ($standby->safe_psql('postgres', 'SHOW server_version_num') >= 170000)
 		WHERE backend_type = 'cfeed standby waker'}), 'the waker shows its wait event');
 }
 
+# A wait that returns at once (its cursor behind the head) leaves the waker
+# asleep: it watched replay every 10 ms until that wait's timeout (about
+# 200 wake-ups in 2 s), counted in its voluntary context switches.
+my $waker_pid = $standby->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE backend_type = 'cfeed standby waker'");
+sub waker_switches
+{
+	my $status = slurp_file("/proc/$waker_pid/status");
+	return $status =~ /^voluntary_ctxt_switches:\s*(\d+)/m ? $1 : die 'no context switches';
+}
+is($standby->safe_psql('postgres', 'SELECT cfeed.wait(1, 0, 0, 600000) > 0'), 't', 'a wait behind the head returns at once');
+my $switches = waker_switches();
+sleep 2;
+$switches = waker_switches() - $switches;
+cmp_ok($switches, '<', 20, "after it the waker sleeps ($switches wake-ups in 2 s)");
+
 # Each wait: a psql on the standby, started with the head as its cursor; a
 # change published on the primary a second later.  Without a wake-up the
 # wait re-reads the head after 10 s.
