@@ -87,11 +87,10 @@ my $long_wait = IPC::Run::start(
 	[ 'psql', '-XAtq', '-d', $standby->connstr('postgres'), '-c',
 	  'SELECT cfeed.wait(1, 0, 9000000000000000000, 60000)' ],
 	'>', \my $long_out, '2>', \my $long_err);
-$standby->poll_query_until('postgres', q{
-	SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'CfeedRead'})
+my $long_waiter = q{FROM pg_stat_activity WHERE query LIKE 'SELECT cfeed.wait(1, 0, 9%' AND state = 'active'};
+$standby->poll_query_until('postgres', "SELECT count(*) = 1 $long_waiter")
   or die 'the long wait did not begin';
-my $waiter_pid = $standby->safe_psql('postgres',
-	q{SELECT pid FROM pg_stat_activity WHERE wait_event = 'CfeedRead'});
+my $waiter_pid = $standby->safe_psql('postgres', "SELECT pid $long_waiter");
 
 # the waiter's memory in use, from pg_log_backend_memory_contexts
 sub waiter_memory
