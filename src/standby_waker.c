@@ -12,13 +12,14 @@
  * cheap to read: while a wait on the standby may be under way (waiters
  * publish the end of their wait in CfeedShared->standby_wait_until), it
  * reads the position every STANDBY_POLL_MS (less often on a quiet standby,
- * below) and broadcasts CfeedShared->replayed when it moved.  A standby waiter sleeps on that
- * condition variable and reads its shard's head when woken (wait.c), or at
- * cfeed.poll_interval at the latest, which also covers a standby where the
- * waker cannot run.  Without waiters it sleeps on its latch, which a new
- * waiter sets, so an idle standby costs nothing.  The position is that of
- * the end of the last record replayed, so a commit it passed is visible to
- * a new snapshot.
+ * below) and broadcasts CfeedShared->replayed when it moved.  A standby
+ * waiter sleeps on that condition variable and reads its shard's head when
+ * woken (wait.c), or at cfeed.poll_interval at the latest, which also
+ * covers a standby where the waker cannot run.  Past the latest end of the
+ * waits that went to sleep (one woken or cancelled before its end does not
+ * shorten it) it sleeps on its latch, which a new waiter sets, so an idle
+ * standby costs nothing.  The position is that of the end of the last
+ * record replayed, so a commit it passed is visible to a new snapshot.
  *
  * Started with the server (shared_preload_libraries) once the standby is
  * consistent; on a primary, and on a standby at its promotion, it exits 0

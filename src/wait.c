@@ -39,6 +39,7 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -127,8 +128,9 @@ shard_ended(CfeedShard *sh, FullTransactionId *writer)
  * cfeed_wait_for_head
  *		Sleep until the shard's head passes cursor or timeout_ms elapses, or
  *		the shard has ended (closed, nothing left to stamp: no change will
- *		come); returns the last head seen.  How it sleeps: the file header.  On a hot standby it also returns early when
- *		replay waits for a recovery conflict that lasts (see the file header).
+ *		come); returns the last head seen.  How it sleeps: the file header.
+ *		On a hot standby it also returns early when replay waits for a
+ *		recovery conflict that lasts (see the file header).
  *		Cancellable; shows wait_event_type Extension.
  */
 int64
@@ -136,14 +138,24 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 	bool		standby = RecoveryInProgress();
-	ConditionVariable *cv = standby ? cfeed_standby_wait_begin(deadline) :
-		cfeed_wait_bucket(feed_id, shard);
+	bool		waker_asked = false;
+	ConditionVariable *cv = standby ? NULL : cfeed_wait_bucket(feed_id, shard);
 	XLogRecPtr	conflict = InvalidXLogRecPtr;
 	TimestampTz conflict_seen = 0;
 	TimestampTz conflict_checked = 0;
 	FullTransactionId pending_writer = InvalidFullTransactionId;
 	CfeedShard	sh;
+	MemoryContext loopcxt;
+	MemoryContext oldcxt;
 
+	/*
+	 * Each look at the head allocates a little; a wait on a hot standby may
+	 * look a thousand times a second (the standby waker), so each look's
+	 * memory goes at the next.
+	 */
+	loopcxt = AllocSetContextCreate(CurrentMemoryContext, "cfeed wait",
+									ALLOCSET_SMALL_SIZES);
+	oldcxt = MemoryContextSwitchTo(loopcxt);
 	if (cv != NULL)
 		ConditionVariablePrepareToSleep(cv);
 	for (;;)
@@ -151,6 +163,7 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		long		remaining;
 
 		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(loopcxt);
 		if (!cfeed_shard_fetch(feed_id, shard, NULL, true, &sh))
 			ereport(ERROR,
 					(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -162,6 +175,24 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 		remaining = cfeed_ms_until(GetCurrentTimestamp(), deadline);
 		if (remaining <= 0)
 			break;
+
+		/*
+		 * On a standby, have the waker watch replay only once the wait is to
+		 * sleep (it watches until the latest deadline published, so a wait
+		 * that returned at once would keep it looking for timeout_ms), then
+		 * look at the head again, prepared to sleep: the waker wakes those
+		 * prepared before it saw replay move.
+		 */
+		if (standby && !waker_asked)
+		{
+			waker_asked = true;
+			cv = cfeed_standby_wait_begin(deadline);
+			if (cv != NULL)
+			{
+				ConditionVariablePrepareToSleep(cv);
+				continue;
+			}
+		}
 
 		/*
 		 * On a standby, replay may be waiting for this statement's snapshot
@@ -203,6 +234,8 @@ cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor, int timeout_ms)
 	}
 	if (cv != NULL)
 		ConditionVariableCancelSleep();
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextDelete(loopcxt);
 	return sh.last_number;
 }
 
