@@ -184,9 +184,14 @@ stamp()
 	local stamp
 	has "$1" && has "$2" || return 0
 	stamp=$(for round in $(seq 1 "$ROUNDS"); do echo "${wal[$1,$round]} - ${wal[$2,$round]}" | bc; done | median)
+	# the paused run wrote more than the swept one: WAL of something else
+	# (autovacuum, a checkpoint's full pages) in it, no figure of stamping
+	local met
+	met=$(yesno "$stamp <= 40 && $stamp > 0")
+	[ "$(yesno "$stamp > 0")" = yes ] || stamp="void ($stamp)"
 	result "1e. WAL of the stamp per change, $CLIENTS writers (publish(), one change per transaction)${3:-}" "≤ 40 B" "$stamp B" \
 		"publish() with the sweeper on $(mid "$1" wal) B per transaction (sweeps of $(mid "$1" batch) changes), paused $(mid "$2" wal) B; the app row alone $(mid alone wal) B" \
-		"$stamp B" "$(yesno "$stamp <= 40")"
+		"$stamp B" "$met"
 }
 stamp publish unswept
 row rinsert pgq 1a "the seed's pattern, a feed stored in ranges, not pipelined"
