@@ -95,6 +95,17 @@ extern bool cfeed_serve_epochs;	/* the database has feed epochs */
 extern bool cfeed_serve_layouts;	/* the database's shards have parents
 									 * and end (resharding, cfeed 1.9) */
 
+/*
+ * The feed epoch as a column of a query that reads heads: cfeed.epoch() is
+ * STABLE and reads with the statement's snapshot, so the heads are of that
+ * epoch or an earlier one.  Read in a statement before, it could be older
+ * than the heads' stamps: heads read just after the database's first stamp
+ * were then labelled epoch 0, which cfeed.resume_cursor places before every
+ * epoch, and resuming them sent the first changes again.
+ */
+#define SERVE_EPOCH_COLUMN \
+	(cfeed_serve_epochs ? "(select cfeed.epoch())" : "0::bigint")
+
 /* A growable byte buffer. */
 typedef struct ServeBuf
 {

@@ -171,8 +171,9 @@ cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 
 /*
  * cfeed_feed_look_up
- *		Fill req->feed (epoch, then id, retention, partitions with their
- *		parents, heads, start values and whether they ended, token).  Only
+ *		Fill req->feed (id, retention, partitions with their parents,
+ *		heads, start values and whether they ended, token, and the epoch of
+ *		the heads' snapshot: SERVE_EPOCH_COLUMN).  Only
  *		shards with ids in [0..32767], FeedAPI's partition ids
  *		(docs/serve.md), can be partitions, and of those the ones
  *		serve_layout.c lists.  False, with the answer set
@@ -193,20 +194,14 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	bool	   *ended;
 	bool	   *listed;
 
-	f->epoch = 0;
 	f->looked_up_us = cfeed_now_us();
-	if (cfeed_serve_epochs && !cfeed_epoch_now(*conn, &f->epoch, &res))
-	{
-		cfeed_feed_db_error(conn, req, res);
-		return false;
-	}
 	/* FeedAPI partition ids are in [0..32767]: shards above are not served */
 	snprintf(sql, sizeof(sql),
 			 "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number,"
-			 " pg_catalog.pg_is_in_recovery(), s.start_sequence_number, %s"
+			 " pg_catalog.pg_is_in_recovery(), s.start_sequence_number, %s, %s"
 			 " from cfeed.feed f left join cfeed.shard s"
 			 " on s.feed_id = f.feed_id and s.shard <= 32767"
-			 " where f.name = $1 order by s.shard", SERVE_LAYOUT_COLUMNS);
+			 " where f.name = $1 order by s.shard", SERVE_LAYOUT_COLUMNS, SERVE_EPOCH_COLUMN);
 	res = PQexecParams(*conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
@@ -231,6 +226,7 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	f->feed_id = atoi(PQgetvalue(res, 0, 0));
 	f->has_retention = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
 	f->on_standby = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
+	f->epoch = strtoll(PQgetvalue(res, 0, 8), NULL, 10);
 	shards = cfeed_serve_alloc(sizeof(int) * n);
 	parents = cfeed_serve_alloc(sizeof(int) * n);
 	ended = cfeed_serve_alloc(sizeof(bool) * n);

@@ -80,8 +80,9 @@ listen_shard(PGconn *conn, HubShard *h)
 
 /*
  * activate
- *		Establish the tail of a newly followed shard: LISTEN, then the feed
- *		epoch, then the head.  False when the connection is lost.
+ *		Establish the tail of a newly followed shard: LISTEN, then the head
+ *		and the feed epoch of one snapshot (SERVE_EPOCH_COLUMN).  False when
+ *		the connection is lost.
  */
 static bool
 activate(PGconn *conn, HubShard *h, unsigned gen)
@@ -89,16 +90,16 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 	char		feed_text[16];
 	char		shard_text[16];
 	const char *params[2] = {feed_text, shard_text};
+	char		sql[256];
 	PGresult   *res;
-	long long	epoch = 0;
 
 	if (!h->listened && !cfeed_hub_on_standby() && !listen_shard(conn, h))
 		return false;
-	if (cfeed_serve_epochs && !cfeed_epoch_now(conn, &epoch, &res))
-		return !cfeed_hub_lost(conn, res, "reading the feed epoch");
 	snprintf(feed_text, sizeof(feed_text), "%d", h->feed_id);
 	snprintf(shard_text, sizeof(shard_text), "%d", h->shard);
-	res = PQexecParams(conn, "select cfeed.head($1::int, $2::int)", 2, NULL, params, NULL, NULL, 0);
+	snprintf(sql, sizeof(sql), "select s.last_change_sequence_number, %s from cfeed.shard s"
+			 " where s.feed_id = $1::int and s.shard = $2::int", SERVE_EPOCH_COLUMN);
+	res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 		return !cfeed_hub_lost(conn, res, "reading a head");
 	pthread_mutex_lock(&cfeed_hub_lock);
@@ -107,7 +108,7 @@ activate(PGconn *conn, HubShard *h, unsigned gen)
 		h->base = h->last = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 		if (h->last > h->head)
 			h->head = h->last;
-		h->epoch = epoch;
+		h->epoch = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 		h->epoch_checked = true;
 		h->based = true;
 	}

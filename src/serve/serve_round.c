@@ -90,9 +90,9 @@ static int	round_results_size;
 /*
  * round_query
  *		Find a safe end for the next round of req's feed (see the file
- *		header), with every shard's head as of the same snapshot and the
- *		feed epoch read before, into *r.  False, with req's answer set, when
- *		a query fails.
+ *		header), with every shard's head and the feed epoch as of the same
+ *		snapshot (SERVE_EPOCH_COLUMN), into *r.  False, with req's answer
+ *		set, when a query fails.
  */
 static bool
 round_query(PGconn **conn, ServeReq *req, RoundResult *r)
@@ -113,7 +113,7 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 	long long	idle = SERVE_ROUND_FIRST;	/* before the snapshot */
 	long long	hidden = LLONG_MAX; /* the first stamp of a shard not listed */
 	int			ngroups = 0;
-	char		sql[1024];
+	char		sql[1536];
 	char		token[40];
 	int		   *shards;
 	int		   *parents;
@@ -121,20 +121,16 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 	bool	   *listed;
 
 	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
-	res = PQexec(*conn, cfeed_serve_epochs ?
-				 "select cfeed.epoch(), (extract(epoch from pg_catalog.pg_last_xact_replay_timestamp())"
-				 " * 1000000)::bigint" :
-				 "select 0, (extract(epoch from pg_catalog.pg_last_xact_replay_timestamp())"
+	res = PQexec(*conn, "select (extract(epoch from pg_catalog.pg_last_xact_replay_timestamp())"
 				 " * 1000000)::bigint");
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 	{
 		cfeed_feed_db_error(conn, req, res);
 		return false;
 	}
-	r->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	if (!PQgetisnull(res, 0, 1))
+	if (!PQgetisnull(res, 0, 0))
 	{
-		snprintf(replayed, sizeof(replayed), "%s", PQgetvalue(res, 0, 1));
+		snprintf(replayed, sizeof(replayed), "%s", PQgetvalue(res, 0, 0));
 		params[1] = replayed;
 	}
 	PQclear(res);
@@ -143,10 +139,11 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 			 "select t.shard, t.sweep_group, t.head,"
 			 " (extract(epoch from t.last_sweep_time) * 1000000)::bigint, t.pending > 0,"
 			 " (extract(epoch from case when pg_catalog.pg_is_in_recovery() then "
-			 SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint, %s, %s"
+			 SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint, %s, %s, %s"
 			 " from cfeed.stats t join cfeed.shard s on s.feed_id = t.feed_id and s.shard = t.shard"
 			 " where t.feed_id = $1::int and t.shard <= 32767 order by t.shard",
-			 SERVE_LAYOUT_COLUMNS, cfeed_serve_layouts ? FIRST_STAMP_SQL : "null::bigint");
+			 SERVE_LAYOUT_COLUMNS, cfeed_serve_layouts ? FIRST_STAMP_SQL : "null::bigint",
+			 SERVE_EPOCH_COLUMN);
 	res = PQexecParams(*conn, sql, 2, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
@@ -154,6 +151,7 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 		return false;
 	}
 	n = PQntuples(res);
+	r->epoch = n > 0 ? strtoll(PQgetvalue(res, 0, 9), NULL, 10) : 0;
 	shards = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
 	parents = cfeed_serve_alloc(sizeof(int) * (n > 0 ? n : 1));
 	ended = cfeed_serve_alloc(sizeof(bool) * (n > 0 ? n : 1));
