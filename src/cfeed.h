@@ -237,7 +237,8 @@ extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 
 /* ranges.c: storage in ranges */
 extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
-extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark);
+extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark,
+							 FullTransactionId prev);
 extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);
 extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 									 Snapshot snapshot);

@@ -79,13 +79,47 @@ foreign_mark(int32 sweep_group)
 }
 
 /*
+ * foreign_mark_visible
+ *		Whether the snapshot sees a mark of sweep_group whose system
+ *		identifier is strictly below (strategy BTLessStrategyNumber) or
+ *		above (BTGreaterStrategyNumber) this cluster's: a range of the key
+ *		that only other clusters' marks ever enter.
+ */
+static bool
+foreign_mark_visible(Relation rel, Relation index, Snapshot snapshot, int32 sweep_group,
+					 StrategyNumber strategy)
+{
+	SysScanDesc scan;
+	ScanKeyData keys[2];
+	bool		found;
+
+	ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(sweep_group));
+	ScanKeyInit(&keys[1], Anum_mark_system_identifier, strategy,
+				strategy == BTLessStrategyNumber ? F_INT8LT : F_INT8GT,
+				Int64GetDatum((int64) GetSystemIdentifier()));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+	found = HeapTupleIsValid(systable_getnext_ordered(scan, ForwardScanDirection));
+	systable_endscan_ordered(scan);
+	return found;
+}
+
+/*
  * cfeed_mark_load
  *		The latest mark of a sweep group as of the snapshot, into *mark
  *		(xip palloc'd, sorted, below xmax); false when the group has none
- *		(no range shard).  Every mark of the group must be this cluster's
+ *		(no range shard).  No mark of the group may be another cluster's
  *		(foreign_mark).  With mark NULL, only that check: read() of a range
  *		shard makes it, since until cfeed.adopt_marks() the group's stamps
  *		name another cluster's writers.
+ *
+ *		Every sweep that stamps range changes stores a mark and deletes the
+ *		one before it, so under a held xmin horizon the group's key holds
+ *		one dead version per sweep.  Neither look walks them: another
+ *		cluster's marks are looked for in the key's ranges of other system
+ *		identifiers (empty unless a restore brought some), and this
+ *		cluster's latest is the first visible in backward next_xid order
+ *		(marks' next_xids grow with the sweeps that store them).
  */
 bool
 cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
@@ -94,29 +128,27 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 	SysScanDesc scan;
-	ScanKeyData key;
+	ScanKeyData keys[2];
 	HeapTuple	tup;
-	bool		found = false;
+	bool		found;
 
-	ScanKeyInit(&key, Anum_mark_sweep_group, BTEqualStrategyNumber,
+	if (foreign_mark_visible(rel, index, snapshot, sweep_group, BTLessStrategyNumber) ||
+		foreign_mark_visible(rel, index, snapshot, sweep_group, BTGreaterStrategyNumber))
+		foreign_mark(sweep_group);
+	ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(sweep_group));
-	scan = systable_beginscan_ordered(rel, index, snapshot, 1, &key);
-	while (HeapTupleIsValid(tup = systable_getnext_ordered(scan, BackwardScanDirection)))
+	ScanKeyInit(&keys[1], Anum_mark_system_identifier, BTEqualStrategyNumber,
+				F_INT8EQ, Int64GetDatum((int64) GetSystemIdentifier()));
+	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+	tup = systable_getnext_ordered(scan, BackwardScanDirection);
+	found = HeapTupleIsValid(tup);
+	if (found && mark != NULL)
 	{
 		bool		isnull;
 		Datum	   *elems;
 		int			nelems;
 		int			i;
 
-		if ((uint64) DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull)) !=
-			GetSystemIdentifier())
-			foreign_mark(sweep_group);
-		if (found || mark == NULL)
-		{
-			found = true;
-			continue;			/* an older one, or no mark wanted: only checked */
-		}
-		found = true;
 		mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
 		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
 						  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
@@ -154,27 +186,31 @@ xid_array(const FullTransactionId *xids, int n)
 /*
  * cfeed_mark_store
  *		Make *mark the group's latest mark, in the sweep's transaction: the
- *		group's older marks are deleted, and one with the same next_xid (a
- *		sweep right after cfeed.adopt_marks(), no xid assigned between) is
- *		replaced.  The caller is connected to SPI (cfeed_spi_connect).
+ *		mark before it, the one the sweep loaded (next_xid prev: the
+ *		latest, normally the only one alive), is deleted by its key, which
+ *		no dead version of an older mark shares, and one with the same next_xid (a sweep right
+ *		after cfeed.adopt_marks(), no xid assigned between) is replaced.
+ *		The caller is connected to SPI (cfeed_spi_connect).
  */
 void
-cfeed_mark_store(int32 sweep_group, const CfeedMark *mark)
+cfeed_mark_store(int32 sweep_group, const CfeedMark *mark, FullTransactionId prev)
 {
-	Oid			types[4] = {INT4OID, XID8OID, XID8ARRAYOID, INT8OID};
-	Datum		values[4];
+	Oid			types[5] = {INT4OID, XID8OID, XID8ARRAYOID, INT8OID, XID8OID};
+	Datum		values[5];
 
 	values[0] = Int32GetDatum(sweep_group);
 	values[1] = FullTransactionIdGetDatum(mark->xmax);
 	values[2] = xid_array(mark->xip, mark->nxip);
 	values[3] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[4] = FullTransactionIdGetDatum(prev);
 	(void) cfeed_spi_plan(&mark_store_plan,
 						  "WITH gone AS (DELETE FROM cfeed.sweep_mark "
-						  "WHERE sweep_group = $1 AND (next_xid, system_identifier) <> ($2, $4)) "
+						  "WHERE sweep_group = $1 AND system_identifier = $4 AND next_xid = $5 "
+						  "AND next_xid <> $2) "
 						  "INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier) "
 						  "VALUES ($1, $2, $3, $4) "
 						  "ON CONFLICT (sweep_group, system_identifier, next_xid) "
-						  "DO UPDATE SET running = EXCLUDED.running, made_at = EXCLUDED.made_at", 4, types);
+						  "DO UPDATE SET running = EXCLUDED.running, made_at = EXCLUDED.made_at", 5, types);
 	(void) cfeed_spi_run(&mark_store_plan, values, SPI_OK_INSERT, "storing the sweep mark");
 }
 

@@ -151,6 +151,7 @@ typedef struct SweepState
 	int32		sweep_group;
 	CfeedGroupWatermark *watermark;
 	bool		marked;			/* the group has a mark: it has range shards */
+	FullTransactionId mark_xmax;	/* and that mark's next_xid */
 	Snapshot	snapshot;
 	Relation	changerel;		/* cfeed.change, locked until commit */
 	Relation	pending_index;	/* change_pending_idx, while collecting */
@@ -291,6 +292,7 @@ sweep_begin(SweepState *s, int32 sweep_group)
 		cfeed_mark_load(sweep_group, s->snapshot, &mark))
 	{
 		s->marked = true;
+		s->mark_xmax = mark.xmax;
 		cfeed_watermark_adopt(s->watermark, &mark);
 	}
 }
@@ -666,7 +668,7 @@ sweep_write(SweepState *s)
 		Assert(s->marked);		/* else range_change_unstamped refused it */
 		cfeed_ranges_stamp(ranged, nranged, s->now);
 		cfeed_watermark_proposal(s->watermark, &mark);
-		cfeed_mark_store(s->sweep_group, &mark);
+		cfeed_mark_store(s->sweep_group, &mark, s->mark_xmax);
 		cfeed_spi_finish(spi_level);
 	}
 	cfeed_stamp_commit_level();

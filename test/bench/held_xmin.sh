@@ -18,16 +18,21 @@
 # (what the machine's other load does shows in the control).  Row 6 takes
 # the sweeper's cost in the first free window, the last held one and the
 # last free one.
+# STORAGE (env): the storage of the writers' feed, rows (the default, as in
+# make bench) or ranges; the rows' labels then say so.
 # Usage: bash test/bench/held_xmin.sh [held seconds] [window seconds] [holds]
 . "$(dirname "$0")/lib.sh"
 HELD=${1:-60}
 WINDOW=${2:-15}
 HOLDS=${3:-2}
+STORAGE=${STORAGE:-rows}
+label=
+[ "$STORAGE" = rows ] || label=", a feed stored in $STORAGE"
 cc_tool latency
 bench_start
 bench_settings
-psqlc -c "CREATE EXTENSION cfeed" -c "CREATE EXTENSION pgstattuple" -c "SELECT cfeed.create_feed('bench', 4)" \
-	-c "SELECT cfeed.create_feed('probe', 1)" >/dev/null
+psqlc -c "CREATE EXTENSION cfeed" -c "CREATE EXTENSION pgstattuple" -c "SET cfeed.default_storage = $STORAGE" \
+	-c "SELECT cfeed.create_feed('bench', 4)" -c "RESET cfeed.default_storage" -c "SELECT cfeed.create_feed('probe', 1)" >/dev/null
 sql_file w.sql '\set s random(0, 3)' 'SELECT cfeed.publish(1, :s);'
 sleep 1.5
 pid=$(psqlc -c "SELECT pid FROM cfeed.sweepers")
@@ -79,14 +84,14 @@ sleep 1
 psqlc -c "VACUUM cfeed.change"
 after_vacuum=$(table)
 echo "cfeed.change at the end of the hold: $at_hold_end; at the end, after VACUUM: $after_vacuum"
-result "6. xmin horizon held ${HELD}s under writes (8 clients)" "sweep cost per change ≤ 2× normal; table size recovers after" \
+result "6. xmin horizon held ${HELD}s under writes (8 clients)$label" "sweep cost per change ≤ 2× normal; table size recovers after" \
 	"sweeper $held µs CPU/change held, $after after; table at the end of the hold: $at_hold_end; after VACUUM: $after_vacuum" \
 	"$normal µs/change before" "$(calc "$held / $normal")× held, $(calc "$after / $normal")× after" \
 	"$(echo "$after_vacuum" | grep -q ', 0 dead tuples' && yesno "$held <= 2 * $normal && $after <= 2 * $normal" || echo no)"
 mids() { echo "$1" | xargs -n1 | median; }
 tps_ratio=$(calc "$(mids "$tps_held") / $(mids "$tps_frees")")
 growth=$(mids "$growth_held")
-result "6b. xmin horizon held ${HELD}s under writes (8 clients): heap growth and writer TPS" \
+result "6b. xmin horizon held ${HELD}s under writes (8 clients): heap growth and writer TPS$label" \
 	"heap growth per change = the writer's own row (≤ 1.1×); writer TPS ≥ 1/1.1 without the hold" \
 	"held: cfeed's heaps +$growth B per change (windows:$growth_held), writers $(mids "$tps_held") tps (windows:$tps_held)" \
 	"the writer's own row $row B (tuple and line pointer); without the hold: +$(mids "$growth_frees") B per change (windows:$growth_frees), writers $(mids "$tps_frees") tps (windows:$tps_frees)" \
@@ -111,10 +116,10 @@ done
 control="control, raw NOTIFY: held p50 ${q[notify,held,50]}, p99 ${q[notify,held,99]}, without p50 ${q[notify,free,50]}, p99 ${q[notify,free,99]} ms ($(calc "${q[notify,held,50]} / ${q[notify,free,50]}")×, $(calc "${q[notify,held,99]} / ${q[notify,free,99]}")×)"
 for m in wait read listen; do
 	case $m in
-	wait) label=cfeed.wait;; read) label="cfeed.read(wait_ms)";; listen) label="LISTEN on the shard channel";;
+	wait) how=cfeed.wait;; read) how="cfeed.read(wait_ms)";; listen) how="LISTEN on the shard channel";;
 	esac
 	r50=$(calc "${q[$m,held,50]} / ${q[$m,free,50]}") r99=$(calc "${q[$m,held,99]} / ${q[$m,free,99]}")
-	result "3b. commit → woken under a held xmin horizon ($HOLDS × ${HELD} s, 8 full-speed writers), $label" "p50 and p99 ≤ 1.1× without the hold" \
+	result "3b. commit → woken under a held xmin horizon ($HOLDS × ${HELD} s, 8 full-speed writers$label), $how" "p50 and p99 ≤ 1.1× without the hold" \
 		"held: p50 ${q[$m,held,50]}, p99 ${q[$m,held,99]} ms" \
 		"without ($((HOLDS + 1)) × ${WINDOW} s around the holds): p50 ${q[$m,free,50]}, p99 ${q[$m,free,99]} ms; $control" \
 		"p50 $r50×, p99 $r99×" "$(yesno "$r50 <= 1.1 && $r99 <= 1.1")"

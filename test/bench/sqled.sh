@@ -68,6 +68,8 @@ sweeper_start()
 }
 sweeper_stop()
 {
+	# as root $SWEEPER is runuser, which leaves its child running
+	pkill -TERM -P "$SWEEPER" 2>/dev/null || true
 	kill "$SWEEPER" 2>/dev/null || true
 	wait "$SWEEPER" 2>/dev/null || true
 }

@@ -36,7 +36,8 @@
 # transaction).  VARIANTS (env) runs only those listed (the baselines of
 # the rows printed must be among them).
 # SWEEP_DELAY (env, ms): cfeed.sweep_delay for the run (default 0);
-# SWEEP_GATHER (env, ms): cfeed.sweep_gather (default: the setting's).
+# SWEEP_GATHER (env, ms): cfeed.sweep_gather (default: the setting's);
+# SWEEP_GATHER_CHANGES (env): cfeed.sweep_gather_changes (the same).
 # Usage: bash test/bench/write_overhead.sh [seconds] [clients] [rounds]
 . "$(dirname "$0")/lib.sh"
 SECS=${1:-5}
@@ -45,7 +46,8 @@ ROUNDS=${3:-3}
 QUERY_MODE=${QUERY_MODE:-extended}
 BENCH_EXTRA_CONF="$LOGICAL_CONF
 cfeed.sweep_delay = ${SWEEP_DELAY:-0}
-${SWEEP_GATHER:+cfeed.sweep_gather = $SWEEP_GATHER}" bench_start
+${SWEEP_GATHER:+cfeed.sweep_gather = $SWEEP_GATHER}
+${SWEEP_GATHER_CHANGES:+cfeed.sweep_gather_changes = $SWEEP_GATHER_CHANGES}" bench_start
 bench_settings
 psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" \
 	-c "SET cfeed.default_storage = ranges" -c "SELECT cfeed.create_feed('bench_ranges', 4)" \

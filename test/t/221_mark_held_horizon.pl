@@ -1,0 +1,99 @@
+# test/t/221_mark_held_horizon.pl
+#
+# A sweep group's mark under a held xmin horizon (storage in ranges).
+#
+# Every sweep that stamps range changes stores the group's new mark and
+# deletes the one before it (src/ranges.c).  While another transaction
+# holds the xmin horizon, none of those dead versions can be pruned, so the
+# group's key in sweep_mark_pkey gains one entry per sweep.  The sweep's
+# look at the mark (cfeed_mark_load) and its delete of the old one used to
+# walk all of them: under `held_xmin.sh STORAGE=ranges` the sweeper's CPU
+# per change doubled and waits woke 1.22× later over a 60 s hold.  Now
+# each is a few index probes whatever the number of dead versions.
+#
+# The test holds the horizon, runs 300 sweeps that each stamp one range
+# change, then counts the index entries of sweep_mark_pkey that one more
+# sweep reads (pg_stat_user_indexes.idx_tup_read counts every entry a scan
+# returns, dead versions included).  It also checks that the marks still
+# do their job: every change stamped once, in order, and a restored
+# foreign mark still refused.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('mark_held');
+$node->init;
+$node->append_conf('postgresql.conf', <<'EOC');
+shared_preload_libraries = 'cfeed'
+cfeed.enable_sweeper = off
+cfeed.default_storage = ranges
+EOC
+$node->start;
+$node->safe_psql('postgres', "create extension cfeed; select cfeed.create_feed('f', 1, 1)");
+
+# One range change, then a sweep of it (the next transaction's sweep, as a
+# sweep leaves range changes of its own transaction to the next).
+sub publish_and_sweep
+{
+	my ($n) = @_;
+	$node->safe_psql('postgres', qq{
+		do \$\$ begin
+			for i in 1 .. $n loop
+				perform cfeed.publish(1, 0);
+				commit;
+				perform cfeed.sweep();
+				commit;
+			end loop;
+		end \$\$});
+	return;
+}
+
+sub mark_entries_read
+{
+	return $node->safe_psql('postgres', q{
+		select idx_tup_read from pg_stat_user_indexes where indexrelname = 'sweep_mark_pkey'});
+}
+
+my $holder = $node->background_psql('postgres');
+$holder->query_safe('begin isolation level repeatable read; select pg_current_xact_id()');
+publish_and_sweep(300);
+is($node->safe_psql('postgres', 'select count(*) from cfeed.sweep_mark'), '1',
+	'one mark alive after 300 sweeps');
+
+my $before = mark_entries_read();
+publish_and_sweep(1);
+my $read = mark_entries_read() - $before;
+cmp_ok($read, '<', 20,
+	"one more sweep reads a few entries of sweep_mark_pkey ($read), not the 300 dead marks");
+$holder->quit;
+
+is( $node->safe_psql('postgres', q{
+		select count(*) = 301 and count(distinct change_sequence_number) = 301
+		   and max(change_sequence_number) - min(change_sequence_number) = 300
+		from cfeed.read(1, 0, null, 1000)}),
+	't', 'the 301 changes are stamped once each, gapless');
+is($node->safe_psql('postgres', 'select count(*) from cfeed.stats where pending > 0'), '0',
+	'nothing is left pending');
+
+# A mark of another cluster (as a restore brings one) is still refused,
+# from either side of this cluster's identifier.
+for my $delta ('- 1', '+ 1')
+{
+	$node->safe_psql('postgres', qq{
+		insert into cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier)
+		select (select sweep_group from cfeed.shard where feed_id = 1), '1'::xid8, '{}', system_identifier $delta
+		from pg_control_system()});
+	my ($ret, $out, $err) = $node->psql('postgres', 'select * from cfeed.read(1, 0, null, 1)');
+	like($err, qr/was made in another database cluster/,
+		"a foreign mark (identifier $delta) is refused");
+	$node->safe_psql('postgres', qq{
+		delete from cfeed.sweep_mark
+		where system_identifier = (select system_identifier $delta from pg_control_system())});
+}
+
+$node->stop;
+done_testing();
