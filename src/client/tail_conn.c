@@ -146,46 +146,86 @@ cfeed_tail_epoch_moved(Tail *t, TailShard *s, TailStep *step)
 }
 
 /*
+ * position_shard
+ *		Resolve --from into the shard's starting cursor.
+ */
+static TailStep
+position_shard(Tail *t, TailShard *s)
+{
+	char		shard_text[16];
+	const char *params[3] = {t->feed_id_text, shard_text, t->from_text};
+	PGresult   *res;
+
+	snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
+	switch (t->from)
+	{
+		case FROM_BEGINNING:
+			s->cursor_known = false;
+			return STEP_OK;
+		case FROM_CURSOR:
+			s->cursor_known = true;
+			s->cursor = t->from_cursor;
+			return STEP_OK;
+		case FROM_NOW:
+			res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, $2::int)", 2, params);
+			break;
+		case FROM_TIME:
+			res = cfeed_tail_exec_params(t, "select cfeed.cursor_at($1::int, $2::int, $3::timestamptz)",
+										 3, params);
+			break;
+		default:
+			return STEP_OK;
+	}
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+		return cfeed_tail_fail(t, res, "finding the start position");
+	s->cursor_known = !PQgetisnull(res, 0, 0);
+	if (s->cursor_known)
+		s->cursor = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return STEP_OK;
+}
+
+/*
  * position_shards
  *		Resolve --from into each shard's starting cursor (outside group
- *		mode).  Called after LISTEN, once.
+ *		mode).  Called after LISTEN and resume_all, once.  A position read
+ *		from the database (cfeed.head, cfeed.cursor_at: a fresh snapshot)
+ *		belongs to the shard's feed epoch, read before it, only when the
+ *		epoch is still that one after it (epoch.c); when it moved, the
+ *		positions are read again in the new one.  Labelled with the epoch
+ *		before, a head read just after the database's first stamp was of
+ *		epoch 0, and the first read rewound it to where that stamp began:
+ *		`--from now` printed the changes before it.
  */
 static TailStep
 position_shards(Tail *t)
 {
-	for (int i = 0; i < t->nshards; i++)
-	{
-		TailShard  *s = &t->shards[i];
-		char		shard_text[16];
-		const char *params[3] = {t->feed_id_text, shard_text, t->from_text};
-		PGresult   *res;
+	bool		read = t->from == FROM_NOW || t->from == FROM_TIME;
 
-		snprintf(shard_text, sizeof(shard_text), "%d", s->shard);
-		switch (t->from)
+	for (;;)
+	{
+		long long	epoch;
+		PGresult   *res;
+		bool		moved = false;
+
+		for (int i = 0; i < t->nshards; i++)
 		{
-			case FROM_BEGINNING:
-				s->cursor_known = false;
-				continue;
-			case FROM_CURSOR:
-				s->cursor_known = true;
-				s->cursor = t->from_cursor;
-				continue;
-			case FROM_NOW:
-				res = cfeed_tail_exec_params(t, "select cfeed.head($1::int, $2::int)", 2, params);
-				break;
-			case FROM_TIME:
-				res = cfeed_tail_exec_params(t, "select cfeed.cursor_at($1::int, $2::int, $3::timestamptz)",
-											 3, params);
-				break;
-			default:
-				continue;
+			TailStep	step = position_shard(t, &t->shards[i]);
+
+			if (step != STEP_OK)
+				return step;
 		}
-		if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-			return cfeed_tail_fail(t, res, "finding the start position");
-		s->cursor_known = !PQgetisnull(res, 0, 0);
-		if (s->cursor_known)
-			s->cursor = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		PQclear(res);
+		if (!read || !t->epochs)
+			break;
+		if (!cfeed_epoch_now(t->conn, &epoch, &res))
+			return cfeed_tail_fail(t, res, "reading the feed epoch");
+		for (int i = 0; i < t->nshards; i++)
+		{
+			moved |= t->shards[i].feed_epoch != epoch;
+			t->shards[i].feed_epoch = epoch;
+		}
+		if (!moved)
+			break;
 	}
 	t->positioned = true;
 	return STEP_OK;
