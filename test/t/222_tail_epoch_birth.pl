@@ -64,8 +64,9 @@ sub write_all
 # The proxy, a child process: one TCP client (the tail) to the node's Unix
 # socket; a message of the client's holding the tail's head query waits
 # while $gate exists ($held says it does); $reading says that the tail sent
-# a read (it has positioned every shard).  It leaves with POSIX::_exit: the
-# END blocks of the test modules would stop the node.
+# a read (it has positioned every shard).  It leaves with POSIX::_exit, and
+# SIGTERM ends it at once: the test modules' END blocks, which a die (their
+# SIGTERM handler's) would run in this copy of the script, stop the node.
 my $listen = IO::Socket::INET->new(
 	Listen => 1,
 	LocalAddr => '127.0.0.1',
@@ -76,6 +77,7 @@ my $proxy_port = $listen->sockport;
 my $proxy = fork() // die "fork: $!";
 if ($proxy == 0)
 {
+	$SIG{TERM} = $SIG{INT} = 'DEFAULT';
 	my $client = $listen->accept or POSIX::_exit(1);
 	close $listen;
 	my $server = IO::Socket::UNIX->new(Peer => $node->host . '/.s.PGSQL.' . $node->port)
