@@ -171,18 +171,18 @@ SELECT * FROM (
 				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
 				  AND p.shard OPERATOR(pg_catalog.=) s.shard
 				  AND p.change_sequence_number IS NULL)
-				-- a range shard: its group's latest mark of this cluster
-				-- (which its sweeps store with their stamps) points at no
-				-- change of it; read backward in sweep_mark_pkey, so the
-				-- marks' dead versions under a held xmin horizon, all
-				-- below it, are not walked
-				ELSE COALESCE((
-				SELECT NOT EXISTS (
-					-- probes of change_pending_idx (writer_xid, change_id) in
-					-- its order, one per xid of running: writer_xid
-					-- OPERATOR(=) ANY (m.running) was planned as a scan of
-					-- all of cfeed.change, where every range change stays,
-					-- when one writer wrote most of it (reshard_ranges.spec)
+				-- a range shard: its group's latest mark (which its sweeps
+				-- store with their stamps) points at no change of it
+				ELSE NOT EXISTS (
+				SELECT FROM (SELECT m.next_xid, m.running FROM cfeed.sweep_mark m
+							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group
+							 ORDER BY m.next_xid DESC LIMIT 1) m
+				-- probes of change_pending_idx (writer_xid, change_id) in its
+				-- order, one per xid of running: writer_xid OPERATOR(=)
+				-- ANY (m.running) was planned as a scan of all of
+				-- cfeed.change, where every range change stays, when one
+				-- writer wrote most of it (reshard_ranges.spec)
+				CROSS JOIN LATERAL (
 					(SELECT FROM cfeed.change p
 					 WHERE p.writer_xid OPERATOR(pg_catalog.>=) m.next_xid
 					   AND p.change_sequence_number IS NULL
@@ -197,16 +197,13 @@ SELECT * FROM (
 						  AND p.change_sequence_number IS NULL
 						  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
 						  AND p.shard OPERATOR(pg_catalog.=) s.shard
-						ORDER BY p.writer_xid, p.change_id LIMIT 1) p)
-				FROM cfeed.sweep_mark m
-				WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group
-				  AND m.system_identifier OPERATOR(pg_catalog.=)
-					  (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
-				ORDER BY m.next_xid DESC LIMIT 1),
+						ORDER BY p.writer_xid, p.change_id LIMIT 1) p) p)
 				-- without a mark (deleted by hand) none of its changes is stamped
-				NOT EXISTS (SELECT FROM cfeed.change p
-							WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-							  AND p.shard OPERATOR(pg_catalog.=) s.shard))
+				AND (EXISTS (SELECT FROM cfeed.sweep_mark m
+							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group)
+					 OR NOT EXISTS (SELECT FROM cfeed.change p
+									WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
+									  AND p.shard OPERATOR(pg_catalog.=) s.shard))
 			   END AS ended,
 		   s.storage
 	FROM cfeed.shard_config s
@@ -941,10 +938,7 @@ ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
 /*
  * cfeed.stats: a range shard's pending changes are those its group's mark
  * has not stamped (writer_xid at or above next_xid, or in running), found
- * through change_pending_idx; a row shard's, those without a number.  The
- * mark is the group's latest of this cluster, as a sweep takes it (read
- * backward in sweep_mark_pkey: not through the dead versions a held xmin
- * horizon keeps).
+ * through change_pending_idx; a row shard's, those without a number.
  */
 CREATE OR REPLACE VIEW cfeed.stats AS
 	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
@@ -963,14 +957,8 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 			   GROUP BY c.feed_id, c.shard
 			   UNION ALL
 			   SELECT c.feed_id, c.shard, pg_catalog.count(*), pg_catalog.min(c.written_at)
-			   FROM (SELECT DISTINCT sc.sweep_group FROM cfeed.shard_config sc
-					 WHERE sc.storage OPERATOR(pg_catalog.=) 'ranges') g
-			   CROSS JOIN LATERAL (
-					SELECT m.sweep_group, m.next_xid, m.running FROM cfeed.sweep_mark m
-					WHERE m.sweep_group OPERATOR(pg_catalog.=) g.sweep_group
-					  AND m.system_identifier OPERATOR(pg_catalog.=)
-						  (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c)
-					ORDER BY m.next_xid DESC LIMIT 1) m
+			   FROM (SELECT DISTINCT ON (m.sweep_group) m.sweep_group, m.next_xid, m.running
+					 FROM cfeed.sweep_mark m ORDER BY m.sweep_group, m.next_xid DESC) m
 			   CROSS JOIN LATERAL (
 					SELECT x.feed_id, x.shard, x.written_at FROM cfeed.change x
 					WHERE x.writer_xid OPERATOR(pg_catalog.>=) m.next_xid AND x.change_sequence_number IS NULL
