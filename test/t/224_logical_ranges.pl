@@ -1,0 +1,138 @@
+# A feed stored in ranges, carried to other clusters by logical replication
+# (docs/replication.md, "Feeds across clusters"): topology B, a subscriber
+# that numbers the changes itself.
+#
+# A range change's row is never updated (its number is in a cfeed.stamp
+# row of the publisher), so a publication of cfeed.change's inserts sends
+# each change once, unstamped.  On the subscriber the guard trigger (enabled
+# ALWAYS) gives the replicated row the apply transaction's xid, and the
+# subscriber's sweeper numbers it in its own feed, stored in ranges or in
+# rows as the subscriber's shards are.  Each subscriber first burns a few
+# thousand xids: a row that kept the publisher's writer_xid would be below
+# its group's mark, taken for stamped and never numbered (what the guard
+# enabled for origin only does: checked at the end, where such a change
+# stays unread).
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $NSHARDS = 2;
+my $SETUP = qq{CREATE EXTENSION cfeed; SELECT cfeed.create_feed('f', $NSHARDS);};
+
+my $pub = cfeed_node('publisher', "cfeed.default_storage = ranges\n", allows_streaming => 'logical');
+$pub->safe_psql('postgres', $SETUP);
+setup_truth($pub, 'postgres');
+$pub->safe_psql('postgres', q{
+	CREATE PUBLICATION inserts FOR TABLE cfeed.change, cfeed.tracked_table (table_no, name)
+		WITH (publish = 'insert');});
+
+my %sub;
+for my $storage ('ranges', 'rows')
+{
+	my $n = cfeed_node("sub_$storage", "cfeed.default_storage = $storage\n");
+	$n->safe_psql('postgres', $SETUP);
+	$n->safe_psql('postgres', q{
+		CREATE PROCEDURE burn(n int) LANGUAGE plpgsql AS $$
+		BEGIN FOR i IN 1 .. n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$;});
+	$n->safe_psql('postgres', 'CALL burn(5000)');
+	is($n->safe_psql('postgres', 'SELECT string_agg(DISTINCT storage, \',\') FROM cfeed.shard'),
+		$storage, "the $storage subscriber's shards are stored in $storage");
+	$sub{$storage} = $n;
+}
+
+# Every change of feed 1 a node has numbered, shard by shard, as
+# "shard:change_id" sorted; and whether each shard's numbers run gapless
+# from its start to its head.
+sub numbered
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', q{
+		SELECT string_agg(r.shard || ':' || r.change_id, ',' ORDER BY r.shard, r.change_id)
+		FROM (SELECT 0 AS shard, * FROM cfeed.read(1, 0, NULL, 100000)
+			  UNION ALL SELECT 1, * FROM cfeed.read(1, 1, NULL, 100000)) r});
+}
+sub gapless
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', q{
+		SELECT bool_and(n.count = n.last - s.start_sequence_number
+						AND n.last = s.last_change_sequence_number AND n.distinct_numbers = n.count)
+		FROM cfeed.shard s
+		CROSS JOIN LATERAL (
+			SELECT count(*), count(DISTINCT change_sequence_number) AS distinct_numbers,
+				   coalesce(max(change_sequence_number), s.start_sequence_number) AS last
+			FROM cfeed.read(s.feed_id, s.shard, NULL, 100000)) n
+		WHERE s.feed_id = 1});
+}
+sub all_stamped
+{
+	my ($node) = @_;
+	return $node->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats');
+}
+
+my $connstr = $pub->connstr . ' dbname=postgres';
+for my $storage (sort keys %sub)
+{
+	$sub{$storage}->safe_psql('postgres',
+		"CREATE SUBSCRIPTION s_$storage CONNECTION '$connstr' PUBLICATION inserts");
+}
+
+# A waiter on the range subscriber, woken when its sweeper numbers a
+# replicated change.
+my $r = $sub{ranges};
+my $head = $r->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
+my ($wout, $werr) = ('', '');
+my $waiter = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $r->connstr('postgres'), '-c', "SELECT cfeed.wait(1, 0, $head, 60000)" ],
+	'>', \$wout, '2>', \$werr);
+
+my $script = $pub->basedir . '/writer.sql';
+pgbench_writer_script($script, $NSHARDS);
+my ($out, $err) = ('', '');
+my $writers = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '2', '-j', '2', '-R', '200', '-T', '5', '-f', $script,
+	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
+	'>', \$out, '2>', \$err);
+# a transaction of 200 changes too
+$pub->safe_psql('postgres',
+	'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 200) g');
+$writers->finish;
+$waiter->finish;
+cmp_ok($wout, '>', $head, 'a wait on the range subscriber is woken by a replicated change it numbered')
+  or diag($werr);
+
+ok(all_stamped($pub), 'the publisher stamped every change');
+my $truth = $pub->safe_psql('postgres', 'SELECT count(*) FROM truth');
+cmp_ok($truth, '>', 500, "the writers made $truth changes");
+my $want = numbered($pub);
+is(scalar(() = $want =~ /,/g) + 1, $truth, "the publisher's feed holds them all");
+for my $storage (sort keys %sub)
+{
+	my $n = $sub{$storage};
+	$pub->wait_for_catchup("s_$storage");
+	ok(all_stamped($n), "$storage subscriber: its sweeper numbered every change it received");
+	is(numbered($n), $want, "$storage subscriber: every change once, on the publisher's shard");
+	is(gapless($n), 't', "$storage subscriber: its numbers are gapless, up to its heads");
+	is($n->safe_psql('postgres',
+		"SELECT apply_error_count FROM pg_stat_subscription_stats WHERE subname = 's_$storage'"), 0,
+		"$storage subscriber: no apply error");
+}
+
+# The guard enabled for origin only (not ALWAYS) leaves a replicated row
+# the publisher's writer_xid, below the range subscriber's mark: the change
+# is taken for stamped and never numbered (up to 1.4, with stamps in rows,
+# such changes were stranded pending).
+$r->safe_psql('postgres', 'ALTER TABLE cfeed.change ENABLE TRIGGER change_guard');
+my $late = $pub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
+$pub->wait_for_catchup('s_ranges');
+ok(all_stamped($r), 'range subscriber, guard for origin only: nothing counts as pending');
+is($r->safe_psql('postgres', "SELECT count(*) FROM cfeed.read(1, 0, NULL, 100000) WHERE change_id = $late"),
+	'0', 'and the change that kept the publisher\'s writer_xid is never numbered');
+
+done_testing();
