@@ -369,6 +369,30 @@ SELECT shard, pending FROM cfeed.stats WHERE feed_id = 30 ORDER BY shard;
 SELECT cfeed._read_to_end(30, 0, cfeed.head(30, 0)) AS read_to_end;
 SELECT count(*) FROM cfeed.sweep() WHERE feed_id = 30;
 SELECT shard, parent, closed, ended FROM cfeed.shard WHERE feed_id = 30 ORDER BY shard;
+-- while its group has a mark of another cluster (a restore not yet
+-- adopted) the parent has not ended, without an error for the view's
+-- readers; ended again once it is gone.  cfeed._shard_ended, any role's to
+-- call, answers nothing for a feed the caller may not read
+BEGIN;
+INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier)
+SELECT 0, '1'::xid8, '{}', system_identifier - 1 FROM pg_control_system();
+SELECT shard, ended FROM cfeed.shard WHERE feed_id = 30 ORDER BY shard;
+ROLLBACK;
+SELECT shard, ended FROM cfeed.shard WHERE feed_id = 30 ORDER BY shard;
+CREATE ROLE ranges_reader;
+GRANT SELECT ON cfeed.shard TO ranges_reader;
+SET ROLE ranges_reader;
+SELECT count(*) AS shards_seen, cfeed._shard_ended(30, 0) AS no_grant
+FROM cfeed.shard WHERE feed_id = 30;
+RESET ROLE;
+SELECT cfeed.grant_read(30, 'ranges_reader');
+SET ROLE ranges_reader;
+SELECT shard, ended, cfeed._shard_ended(30, shard) AS shard_ended
+FROM cfeed.shard WHERE feed_id = 30 ORDER BY shard;
+SELECT cfeed._shard_ended(30, 9) AS missing;
+RESET ROLE;
+DROP OWNED BY ranges_reader;
+DROP ROLE ranges_reader;
 SELECT cfeed._read_to_end(30, 0, cfeed.head(30, 0)) AS read_to_end,
 	   cfeed._read_to_end(30, 0, cfeed.head(30, 0) - 1) AS read_to_end_before_head;
 SELECT cfeed.head(30, 0) AS head0, clock_timestamp() AS t0 \gset

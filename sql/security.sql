@@ -81,8 +81,9 @@ SET ROLE regress_cfeed_reader;
 SELECT change_sequence_number, change_id - 1000000000000000 AS id FROM cfeed.read(1, 0);
 SELECT cfeed.head(1, 0), cfeed.head(1, 1), cfeed.cursor_at(1, 0, now()),
        cfeed.wait(1, 0, 2000000000000000, 0), cfeed.channel(1, 0);
--- whether a cursor read a shard to its end (cfeed._consumed's probe): an answer
-SELECT cfeed._read_to_end(1, 0, 0) AS read_to_end;
+-- whether a cursor read a shard to its end (cfeed._consumed's probe), and
+-- whether a shard has ended (cfeed.shard's, of a range shard): an answer
+SELECT cfeed._read_to_end(1, 0, 0) AS read_to_end, cfeed._shard_ended(1, 0) AS shard_ended;
 SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.publish(1, 0)$$),
   ($$SELECT cfeed.publish(1, 0, 5)$$),
@@ -112,8 +113,9 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.channel(1, 0)$$),
   ($$SELECT cfeed.shard_for(1, 'k')$$)
 ) AS t(cmd);
--- cfeed._consumed's probe runs below the read policy: a stranger gets no answer
-SELECT cfeed._read_to_end(1, 0, 0) AS read_to_end;
+-- cfeed._consumed's probe and cfeed.shard's ended run below the read
+-- policy: a stranger gets no answer
+SELECT cfeed._read_to_end(1, 0, 0) AS read_to_end, cfeed._shard_ended(1, 0) AS shard_ended;
 RESET ROLE;
 
 -- a role granted EXECUTE on sweep and sweep_loop by the owner may sweep

@@ -79,15 +79,15 @@ foreign_mark(int32 sweep_group)
 }
 
 /*
- * foreign_mark_visible
+ * foreign_mark_probe
  *		Whether the snapshot sees a mark of sweep_group whose system
  *		identifier is strictly below (strategy BTLessStrategyNumber) or
  *		above (BTGreaterStrategyNumber) this cluster's: a range of the key
  *		that only other clusters' marks ever enter.
  */
 static bool
-foreign_mark_visible(Relation rel, Relation index, Snapshot snapshot, int32 sweep_group,
-					 StrategyNumber strategy)
+foreign_mark_probe(Relation rel, Relation index, Snapshot snapshot, int32 sweep_group,
+				   StrategyNumber strategy)
 {
 	SysScanDesc scan;
 	ScanKeyData keys[2];
@@ -101,6 +101,37 @@ foreign_mark_visible(Relation rel, Relation index, Snapshot snapshot, int32 swee
 	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
 	found = HeapTupleIsValid(systable_getnext_ordered(scan, ForwardScanDirection));
 	systable_endscan_ordered(scan);
+	return found;
+}
+
+/*
+ * foreign_mark_visible
+ *		Whether the snapshot sees a mark of sweep_group made in another
+ *		cluster: the key's ranges of the other system identifiers, one probe
+ *		each (they are empty unless a restore brought marks).
+ */
+static bool
+foreign_mark_visible(Relation rel, Relation index, Snapshot snapshot, int32 sweep_group)
+{
+	return foreign_mark_probe(rel, index, snapshot, sweep_group, BTLessStrategyNumber) ||
+		foreign_mark_probe(rel, index, snapshot, sweep_group, BTGreaterStrategyNumber);
+}
+
+/*
+ * cfeed_mark_foreign
+ *		Whether the snapshot sees a mark of sweep_group made in another
+ *		cluster, which cfeed_mark_load refuses (foreign_mark): for a caller
+ *		that must answer without raising until cfeed.adopt_marks() runs.
+ */
+bool
+cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot)
+{
+	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
+	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
+	bool		found = foreign_mark_visible(rel, index, snapshot, sweep_group);
+
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
 	return found;
 }
 
@@ -132,8 +163,7 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 	HeapTuple	tup;
 	bool		found;
 
-	if (foreign_mark_visible(rel, index, snapshot, sweep_group, BTLessStrategyNumber) ||
-		foreign_mark_visible(rel, index, snapshot, sweep_group, BTGreaterStrategyNumber))
+	if (foreign_mark_visible(rel, index, snapshot, sweep_group))
 		foreign_mark(sweep_group);
 	ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(sweep_group));

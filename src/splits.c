@@ -3,7 +3,9 @@
  * splits.c
  *	  cfeed._read_to_end: whether a cursor has read a closed shard to its
  *	  end, for cfeed._consumed (consumer groups across splits,
- *	  docs/consumer-groups.md "Splits").
+ *	  docs/consumer-groups.md "Splits"); cfeed._shard_ended: whether a
+ *	  closed shard has ended, the view cfeed.shard's ended of a shard
+ *	  stored in ranges.
  *
  *	  The answer depends on every change of the shard, also those the
  *	  caller may not read (the read policy of cfeed.change hides the
@@ -22,6 +24,14 @@
  *	  (change_pending_idx, not ordered by shard; a range shard's, those its
  *	  group's mark points at), all in the statement's snapshot.
  *
+ *	  ended is that last scan alone, in C for a range shard: its group's
+ *	  mark is found as a sweep finds it (the latest of this cluster,
+ *	  backward in sweep_mark_pkey: not through the dead versions a held
+ *	  xmin horizon keeps), and another cluster's mark, which the sweep and
+ *	  read() refuse (55000), makes the answer false rather than an error
+ *	  for the view's readers: which of the shard's changes are stamped is
+ *	  unknown until cfeed.adopt_marks(), and a reader must not go past it.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -32,6 +42,7 @@
 #include "cfeed.h"
 
 PG_FUNCTION_INFO_V1(cfeed_read_to_end);
+PG_FUNCTION_INFO_V1(cfeed_shard_ended);
 
 /*
  * cfeed_read_to_end
@@ -55,6 +66,31 @@ cfeed_read_to_end(PG_FUNCTION_ARGS)
 	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed ||
 		(sh.ranges ? cfeed_ranges_has_after(feed_id, shard, cursor, snapshot) :
 		 cfeed_shard_has_after(feed_id, shard, cursor, snapshot)))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(!cfeed_shard_has_pending(&sh, snapshot));
+}
+
+/*
+ * cfeed_shard_ended
+ *		SQL: cfeed._shard_ended(feed_id int, shard int) returns bool
+ *		(strict): whether the shard is closed and has no unstamped change
+ *		left as of the statement's snapshot (its head can never grow
+ *		again); false for a shard that does not exist or is open, and for
+ *		a range shard whose group has a mark of another cluster (not yet
+ *		adopted); null when the caller may not read the feed.
+ */
+Datum
+cfeed_shard_ended(PG_FUNCTION_ARGS)
+{
+	int32		feed_id = PG_GETARG_INT32(0);
+	int32		shard = PG_GETARG_INT32(1);
+	Snapshot	snapshot = GetActiveSnapshot();
+	CfeedShard	sh;
+
+	if (!cfeed_may_read_feed(feed_id))
+		PG_RETURN_NULL();
+	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed ||
+		(sh.ranges && cfeed_mark_foreign(sh.sweep_group, snapshot)))
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(!cfeed_shard_has_pending(&sh, snapshot));
 }

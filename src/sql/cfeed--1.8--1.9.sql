@@ -147,14 +147,35 @@ SELECT pg_catalog.pg_extension_config_dump('cfeed.sweep_mark', '');
 REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
 
 /*
+ * cfeed._shard_ended (src/splits.c): ended of a closed shard stored in
+ * ranges.  Its unstamped changes are those its group's mark points at
+ * (written by an xid from next_xid on, or in running), as cfeed.stats
+ * counts them: every change of it stays without a number.  The mark is
+ * the group's latest of this cluster, found as a sweep finds it (backward
+ * in sweep_mark_pkey: not through the dead version each sweep leaves
+ * under a held xmin horizon); while the group has a mark of another
+ * cluster (a restore or pg_upgrade not yet adopted: cfeed.adopt_marks),
+ * the shard has not ended, since which of its changes are stamped is
+ * unknown, and no error is raised, as the view is read by every reader.
+ * Null for a feed the caller may not read; any role may call it, as
+ * cfeed._read_to_end.
+ */
+CREATE FUNCTION cfeed._shard_ended(feed_id int, shard int) RETURNS bool
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_shard_ended';
+COMMENT ON FUNCTION cfeed._shard_ended(int, int) IS 'internal: the shard is closed and has nothing unstamped left, false while its group has another cluster''s mark (null for a feed the caller may not read)';
+
+/*
  * The view gains parent, closed, ended and storage at the end (CREATE OR
  * REPLACE keeps its defaults, triggers, grants and comments; it resets its
  * options, so security_barrier is set again).  ended is evaluated for a
  * closed shard only: the pending changes of a closed shard can only
  * become fewer, and no others come.  A range shard's head is its last
- * stamp's last number, and its unstamped changes are those its group's
- * mark points at (written by an xid from next_xid on, or in running), as
- * cfeed.stats counts them: every change of it stays without a number.
+ * stamp's last number, and whether it has ended is cfeed._shard_ended's.
+ * A row shard's unstamped changes are those without a number, looked
+ * for here (the same scan of change_pending_idx as cfeed._shard_ended's,
+ * without its second lookup of the shard; and the SQL edition, whose
+ * shards are all stored in rows, answers it without a call).
  */
 CREATE OR REPLACE VIEW cfeed.shard AS
 SELECT * FROM (
@@ -171,39 +192,7 @@ SELECT * FROM (
 				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
 				  AND p.shard OPERATOR(pg_catalog.=) s.shard
 				  AND p.change_sequence_number IS NULL)
-				-- a range shard: its group's latest mark (which its sweeps
-				-- store with their stamps) points at no change of it
-				ELSE NOT EXISTS (
-				SELECT FROM (SELECT m.next_xid, m.running FROM cfeed.sweep_mark m
-							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group
-							 ORDER BY m.next_xid DESC LIMIT 1) m
-				-- probes of change_pending_idx (writer_xid, change_id) in its
-				-- order, one per xid of running: writer_xid OPERATOR(=)
-				-- ANY (m.running) was planned as a scan of all of
-				-- cfeed.change, where every range change stays, when one
-				-- writer wrote most of it (reshard_ranges.spec)
-				CROSS JOIN LATERAL (
-					(SELECT FROM cfeed.change p
-					 WHERE p.writer_xid OPERATOR(pg_catalog.>=) m.next_xid
-					   AND p.change_sequence_number IS NULL
-					   AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-					   AND p.shard OPERATOR(pg_catalog.=) s.shard
-					 ORDER BY p.writer_xid, p.change_id LIMIT 1)
-					UNION ALL
-					SELECT FROM pg_catalog.unnest(m.running) x (xid)
-					CROSS JOIN LATERAL (
-						SELECT FROM cfeed.change p
-						WHERE p.writer_xid OPERATOR(pg_catalog.=) x.xid
-						  AND p.change_sequence_number IS NULL
-						  AND p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-						  AND p.shard OPERATOR(pg_catalog.=) s.shard
-						ORDER BY p.writer_xid, p.change_id LIMIT 1) p) p)
-				-- without a mark (deleted by hand) none of its changes is stamped
-				AND (EXISTS (SELECT FROM cfeed.sweep_mark m
-							 WHERE m.sweep_group OPERATOR(pg_catalog.=) s.sweep_group)
-					 OR NOT EXISTS (SELECT FROM cfeed.change p
-									WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-									  AND p.shard OPERATOR(pg_catalog.=) s.shard))
+				ELSE cfeed._shard_ended(s.feed_id, s.shard)
 			   END AS ended,
 		   s.storage
 	FROM cfeed.shard_config s
