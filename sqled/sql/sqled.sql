@@ -275,7 +275,9 @@ SELECT cfeed.revoke_write(:rs_feed, 'sqled_writer');
 -- cfeed._read_to_end looks below the read policy: a stamped change after
 -- the cursor, or an unstamped one, of a table the reader may not SELECT
 -- (the owner's restored rows in the closed shard) keeps the shard from its
--- end; null for a feed it may not read
+-- end, and the unstamped one keeps it from having ended
+-- (cfeed._shard_ended: _read_to_end after every number); null for a feed
+-- it may not read
 INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row", written_at,
 						  change_sequence_number, stamped_at)
 VALUES (:rs_feed, 0, 72, 'sqled_t'::regclass::oid::int, 'insert', '{"id": 1}', now() - interval '1 day',
@@ -285,13 +287,15 @@ SET ROLE sqled_reader;
 SELECT count(*) AS seen FROM cfeed.change WHERE feed_id = :rs_feed AND shard = 0;
 SELECT cfeed._read_to_end(:rs_feed, 0, 0) AS hidden_stamped,
 	   cfeed._read_to_end(:rs_feed, 0, 2000000000000001) AS after_it,
-	   cfeed._read_to_end(2, 0, 0) AS no_grant;
+	   cfeed._read_to_end(2, 0, 0) AS no_grant,
+	   cfeed._shard_ended(:rs_feed, 0) AS ended, cfeed._shard_ended(2, 0) AS ended_no_grant;
 RESET ROLE;
 DELETE FROM cfeed.change WHERE feed_id = :rs_feed AND change_id = 72;
 INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row", written_at)
 VALUES (:rs_feed, 0, 72, 'sqled_t'::regclass::oid::int, 'insert', '{"id": 1}', now() - interval '1 day');
 SET ROLE sqled_reader;
-SELECT cfeed._read_to_end(:rs_feed, 0, 2000000000000001) AS hidden_pending;
+SELECT cfeed._read_to_end(:rs_feed, 0, 2000000000000001) AS hidden_pending,
+	   cfeed._shard_ended(:rs_feed, 0) AS ended_hidden_pending;
 RESET ROLE;
 DELETE FROM cfeed.change WHERE feed_id = :rs_feed AND change_id = 72;
 SET ROLE sqled_reader;
