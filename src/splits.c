@@ -45,6 +45,39 @@ PG_FUNCTION_INFO_V1(cfeed_read_to_end);
 PG_FUNCTION_INFO_V1(cfeed_shard_ended);
 
 /*
+ * shard_end
+ *		The answer of cfeed._read_to_end (with_cursor: argument 2, after
+ *		which nothing may be stamped either) and of cfeed._shard_ended
+ *		(without: a range shard whose group has another cluster's mark
+ *		answers false rather than 55000); arguments 0 and 1 are the feed
+ *		and the shard.
+ */
+static Datum
+shard_end(FunctionCallInfo fcinfo, bool with_cursor)
+{
+	int32		feed_id = PG_GETARG_INT32(0);
+	int32		shard = PG_GETARG_INT32(1);
+	Snapshot	snapshot = GetActiveSnapshot();
+	CfeedShard	sh;
+
+	if (!cfeed_may_read_feed(feed_id))
+		PG_RETURN_NULL();
+	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed)
+		PG_RETURN_BOOL(false);
+	if (with_cursor)
+	{
+		int64		cursor = PG_GETARG_INT64(2);
+
+		if (sh.ranges ? cfeed_ranges_has_after(feed_id, shard, cursor, snapshot) :
+			cfeed_shard_has_after(feed_id, shard, cursor, snapshot))
+			PG_RETURN_BOOL(false);
+	}
+	else if (sh.ranges && cfeed_mark_foreign(sh.sweep_group, snapshot))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(!cfeed_shard_has_pending(&sh, snapshot));
+}
+
+/*
  * cfeed_read_to_end
  *		SQL: cfeed._read_to_end(feed_id int, shard int, cursor bigint)
  *		returns bool (strict): whether the shard is closed, has no change
@@ -55,19 +88,7 @@ PG_FUNCTION_INFO_V1(cfeed_shard_ended);
 Datum
 cfeed_read_to_end(PG_FUNCTION_ARGS)
 {
-	int32		feed_id = PG_GETARG_INT32(0);
-	int32		shard = PG_GETARG_INT32(1);
-	int64		cursor = PG_GETARG_INT64(2);
-	Snapshot	snapshot = GetActiveSnapshot();
-	CfeedShard	sh;
-
-	if (!cfeed_may_read_feed(feed_id))
-		PG_RETURN_NULL();
-	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed ||
-		(sh.ranges ? cfeed_ranges_has_after(feed_id, shard, cursor, snapshot) :
-		 cfeed_shard_has_after(feed_id, shard, cursor, snapshot)))
-		PG_RETURN_BOOL(false);
-	PG_RETURN_BOOL(!cfeed_shard_has_pending(&sh, snapshot));
+	return shard_end(fcinfo, true);
 }
 
 /*
@@ -82,15 +103,5 @@ cfeed_read_to_end(PG_FUNCTION_ARGS)
 Datum
 cfeed_shard_ended(PG_FUNCTION_ARGS)
 {
-	int32		feed_id = PG_GETARG_INT32(0);
-	int32		shard = PG_GETARG_INT32(1);
-	Snapshot	snapshot = GetActiveSnapshot();
-	CfeedShard	sh;
-
-	if (!cfeed_may_read_feed(feed_id))
-		PG_RETURN_NULL();
-	if (!cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) || !sh.closed ||
-		(sh.ranges && cfeed_mark_foreign(sh.sweep_group, snapshot)))
-		PG_RETURN_BOOL(false);
-	PG_RETURN_BOOL(!cfeed_shard_has_pending(&sh, snapshot));
+	return shard_end(fcinfo, false);
 }

@@ -65,10 +65,7 @@ for my $name ('stamped', 'inserts')
 	my $n = cfeed_node("sub_$name");
 	$n->safe_psql('postgres', $SETUP);
 	# an xid counter far ahead of the publisher's
-	$n->safe_psql('postgres', q{
-		CREATE PROCEDURE burn(n int) LANGUAGE plpgsql AS $$
-		BEGIN FOR i IN 1 .. n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$;});
-	$n->safe_psql('postgres', 'CALL burn(5000)');
+	burn_xids($n, 'postgres', 5000);
 	$sub{$name} = $n;
 }
 

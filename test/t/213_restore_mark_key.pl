@@ -50,7 +50,7 @@ my $offset = $new->safe_psql('probe',
 my $x1 = $new->safe_psql('postgres', 'SELECT pg_current_xact_id()');
 my $burn = $old_next - $offset - $x1 - 1;
 ok($burn > 0, "xids to take before the restore: $burn");
-$new->safe_psql('postgres', "DO \$\$ BEGIN FOR i IN 1..$burn LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END \$\$");
+burn_xids($new, 'postgres', $burn);
 is($new->safe_psql('postgres', 'SELECT pg_current_xact_id()') + $offset, $old_next, 'the restore will meet the dumped next_xid');
 
 my $rc = system('pg_restore', '-d', $new->connstr('app'), $dump);

@@ -37,10 +37,7 @@ for my $storage ('ranges', 'rows')
 {
 	my $n = cfeed_node("sub_$storage", "cfeed.default_storage = $storage\n");
 	$n->safe_psql('postgres', $SETUP);
-	$n->safe_psql('postgres', q{
-		CREATE PROCEDURE burn(n int) LANGUAGE plpgsql AS $$
-		BEGIN FOR i IN 1 .. n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$;});
-	$n->safe_psql('postgres', 'CALL burn(5000)');
+	burn_xids($n, 'postgres', 5000);
 	is($n->safe_psql('postgres', 'SELECT string_agg(DISTINCT storage, \',\') FROM cfeed.shard'),
 		$storage, "the $storage subscriber's shards are stored in $storage");
 	$sub{$storage} = $n;

@@ -13,7 +13,17 @@ use Exporter 'import';
 use IPC::Run;
 
 our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script cfeed_node cfeed_standby
-  start_named_call kill_named_call restored_copy);
+  start_named_call kill_named_call restored_copy burn_xids);
+
+# Take $n xids on $db of $node, one transaction each (an xid counter far
+# from another cluster's).
+sub burn_xids
+{
+	my ($node, $db, $n) = @_;
+	$node->safe_psql($db,
+		"DO \$\$ BEGIN FOR i IN 1 .. $n LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END \$\$");
+	return;
+}
 
 # A psql in the background running one statement (a consumer's CALL) on
 # $db of $node as application_name $name, its handle in $handles->{$name}.
