@@ -138,6 +138,13 @@ DROP ROLE ranges_nobody;
 SELECT pg_temp.err($$UPDATE cfeed.shard_config SET storage = 'rows' WHERE feed_id = 1 AND shard = 0$$);
 SELECT pg_temp.err($$UPDATE cfeed.shard SET sweep_group = 1 WHERE feed_id = 1 AND shard = 0$$);
 SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (1, 7, 1)$$);
+-- a change that comes numbered above the start value, as logical
+-- replication's apply copies a stamped change in (portable cursors): its
+-- number would be in no stamp, so no read or head would see it
+SET session_replication_role = replica;
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number, writer_xid, stamped_at)
+	VALUES (1, 0, 77, 2000000000099999, '3', now())$$);
+RESET session_replication_role;
 -- a shard of a row feed may still move; a row feed added by hand in storage ranges
 SELECT pg_temp.err($$UPDATE cfeed.shard SET sweep_group = 1 WHERE feed_id = 3 AND shard = 0$$);
 INSERT INTO cfeed.feed (feed_id, name) VALUES (9, 'by-hand');

@@ -49,8 +49,11 @@
  *	  Sequence numbers a writer may set itself:
  *	  - from 1 to the shard's start value (the migration range): anyone
  *		(below 1 only the extension owner's restored rows);
- *	  - above it: only the extension's owner, and only on a restored row;
- *		change_sequence_idx still refuses a number twice;
+ *	  - above it: only the extension's owner, and only on a restored row
+ *		of a shard stored in rows (0A000 in ranges, whose numbers are its
+ *		stamps': a subscriber of stamped changes whose feed is stored in
+ *		ranges would hold rows that no read or head sees); change_sequence_idx
+ *		still refuses a number twice;
  *	  - anything else: refused (22023), since the sweeper issues those.
  *
  *	  Row images (tbl, op, row) come only from cfeed's tracking: a row that
@@ -262,7 +265,16 @@ check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
 		return;
 	}
 	if (restored_row && has_privs_of_role(GetUserId(), cfeed_extension_owner()))
+	{
+		if (sh.ranges)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("change_sequence_number " INT64_FORMAT " is above the start value of shard %d of feed %d, which is stored in ranges",
+							number, shard, feed_id),
+					 errdetail("The numbers of a range shard's changes are held by its stamps (cfeed.stamp), which its sweeps write."),
+					 errhint("A cluster that receives stamped changes by logical replication (portable cursors) needs the feed's shards stored in rows: create the feed there with cfeed.default_storage = rows.")));
 		return;
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("change_sequence_number " INT64_FORMAT " is outside the migration range of shard %d of feed %d",

@@ -11,13 +11,17 @@
 # thousand xids: a row that kept the publisher's writer_xid would be below
 # its group's mark, taken for stamped and never numbered (what the guard
 # enabled for origin only does: checked at the end, where such a change
-# stays unread).
+# stays unread).  Topology A (stamped changes with the publisher's
+# numbers) into a subscriber whose shards are stored in ranges is refused
+# by its guard (0A000): the apply stops with an error, where it used to
+# hold rows that no read of the subscriber would see.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use Time::HiRes qw(time);
 use FindBin;
 use lib $FindBin::RealBin;
 use CfeedCheck;
@@ -80,15 +84,13 @@ for my $storage (sort keys %sub)
 		"CREATE SUBSCRIPTION s_$storage CONNECTION '$connstr' PUBLICATION inserts");
 }
 
-# A waiter on the range subscriber, woken when its sweeper numbers a
-# replicated change.
+for my $storage (sort keys %sub)
+{
+	$sub{$storage}->wait_for_subscription_sync($pub, "s_$storage");
+}
+
 my $r = $sub{ranges};
 my $head = $r->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
-my ($wout, $werr) = ('', '');
-my $waiter = IPC::Run::start(
-	[ 'psql', '-XAtq', '-d', $r->connstr('postgres'), '-c', "SELECT cfeed.wait(1, 0, $head, 60000)" ],
-	'>', \$wout, '2>', \$werr);
-
 my $script = $pub->basedir . '/writer.sql';
 pgbench_writer_script($script, $NSHARDS);
 my ($out, $err) = ('', '');
@@ -96,13 +98,17 @@ my $writers = IPC::Run::start(
 	[ 'pgbench', '-n', '-c', '2', '-j', '2', '-R', '200', '-T', '5', '-f', $script,
 	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
 	'>', \$out, '2>', \$err);
+# A wait on the range subscriber returns once its sweeper has numbered a
+# replicated change, well before its 60 s timeout.
+my $began = time;
+my $woke = $r->safe_psql('postgres', "SELECT cfeed.wait(1, 0, $head, 60000)");
+my $waited = time - $began;
+ok($woke > $head && $waited < 30,
+	sprintf('a wait on the range subscriber returns a replicated change it numbered (%.1f s)', $waited));
 # a transaction of 200 changes too
 $pub->safe_psql('postgres',
 	'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 200) g');
 $writers->finish;
-$waiter->finish;
-cmp_ok($wout, '>', $head, 'a wait on the range subscriber is woken by a replicated change it numbered')
-  or diag($werr);
 
 ok(all_stamped($pub), 'the publisher stamped every change');
 my $truth = $pub->safe_psql('postgres', 'SELECT count(*) FROM truth');
@@ -128,8 +134,33 @@ for my $storage (sort keys %sub)
 $r->safe_psql('postgres', 'ALTER TABLE cfeed.change ENABLE TRIGGER change_guard');
 my $late = $pub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
 $pub->wait_for_catchup('s_ranges');
-ok(all_stamped($r), 'range subscriber, guard for origin only: nothing counts as pending');
+is($r->safe_psql('postgres', "SELECT count(*) FROM cfeed.change WHERE change_id = $late"), '1',
+	'range subscriber, guard for origin only: the change arrived');
+ok(all_stamped($r), 'and nothing counts as pending');
 is($r->safe_psql('postgres', "SELECT count(*) FROM cfeed.read(1, 0, NULL, 100000) WHERE change_id = $late"),
 	'0', 'and the change that kept the publisher\'s writer_xid is never numbered');
+
+# Topology A (stamped changes, the publisher's numbers) needs the
+# subscriber's shards stored in rows: one stored in ranges refuses a
+# change that comes numbered (0A000), and the subscription stops there,
+# rather than hold rows that no read, head or wait of it would ever see.
+$pub->safe_psql('postgres', q{
+	SET cfeed.default_storage = rows;
+	SELECT cfeed.create_feed('g', 1);
+	CREATE PUBLICATION stamped FOR TABLE cfeed.change
+		WHERE (change_sequence_number IS NOT NULL AND feed_id = 2)
+		WITH (publish = 'insert, update');});
+my $suba = cfeed_node('sub_a', "cfeed.default_storage = ranges\n");
+$suba->safe_psql('postgres', "$SETUP SELECT cfeed.create_feed('g', 1);");
+$suba->safe_psql('postgres', "CREATE SUBSCRIPTION s_a CONNECTION '$connstr' PUBLICATION stamped");
+$pub->safe_psql('postgres', 'SELECT cfeed.publish(2, 0)');
+ok(all_stamped($pub), 'the publisher stamped the change of g (in rows)');
+ok( $suba->poll_query_until('postgres', q{
+		SELECT apply_error_count + sync_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 's_a'}),
+	'a topology-A subscription into shards stored in ranges stops with an error');
+like(slurp_file($suba->logfile),
+	qr/change_sequence_number \d+ is above the start value of shard 0 of feed 2, which is stored in ranges/,
+	'the guard says why (0A000)');
+is($suba->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change'), '0', 'nothing was applied there');
 
 done_testing();
