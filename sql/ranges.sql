@@ -14,7 +14,7 @@ $$;
 CREATE FUNCTION pg_temp.stamps() RETURNS TABLE (feed_id int, shard int, first bigint, last bigint, ids bigint[])
 LANGUAGE sql AS $$
 	SELECT feed_id, shard, first_number - 2000000000000000, last_number - 2000000000000000,
-		   ARRAY(SELECT i - 1000000000000000 FROM unnest(change_ids) i)
+		   ARRAY(SELECT first_change_id + d - 1000000000000000 FROM unnest(change_id_deltas) d)
 	FROM cfeed.stamp ORDER BY feed_id, shard, last_number
 $$;
 
@@ -88,7 +88,7 @@ ROLLBACK;
 SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY feed_id, shard;
 SELECT n FROM pg_temp.numbered(1, 0);
 SELECT count(*) AS unnumbered_rows_left FROM cfeed.change c
-WHERE c.feed_id = 1 AND NOT EXISTS (SELECT FROM cfeed.stamp t WHERE c.change_id = ANY (t.change_ids));
+WHERE c.feed_id = 1 AND NOT EXISTS (SELECT FROM cfeed.stamp t WHERE c.change_id - t.first_change_id = ANY (t.change_id_deltas));
 
 -- a sweep does not stamp its own transaction's range changes: they may grow
 -- after it; the next sweep stamps all of them, once
@@ -293,6 +293,37 @@ SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
 SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 10, 0);
 SELECT change_sequence_number - cfeed.head(21, 0) AS n, change_id, op FROM cfeed.read_rows(21, 0, cfeed.head(21, 0) - 2, 10, 0);
 SELECT count(*) AS one_row FROM cfeed.read(21, 0, cfeed.head(21, 0) - 2, 1, 0);
+
+-- a stamp row holds each change by its offsets from the row's first change
+-- (an int each): a change_id further from the row's first than an int
+-- reaches begins a new row (here, the third); every change keeps its number,
+-- in change_id order, and is read once.  Two writers, the later one's
+-- changes first in each row: the writers' offsets are -1.
+SELECT cfeed.head(21, 0) AS head_far \gset
+SELECT count(cfeed.publish(21, 0, i))
+FROM unnest(ARRAY[5000000000 + 2147483647, 5000000000 + 2147483648 + 2147483647]::bigint[]) i;
+SELECT count(cfeed.publish(21, 0, i))
+FROM unnest(ARRAY[5000000000, 5000000000 + 2147483648]::bigint[]) i;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(5) ORDER BY feed_id, shard;
+SELECT first_number - :head_far AS first, last_number - :head_far AS last,
+	   first_change_id, change_id_deltas
+FROM cfeed.stamp WHERE feed_id = 21 AND shard = 0 AND last_number > :head_far ORDER BY last_number;
+SELECT change_sequence_number - :head_far AS n, change_id FROM cfeed.read(21, 0, :head_far, 10, 0);
+SELECT writer_xid_deltas FROM cfeed.stamp
+WHERE feed_id = 21 AND shard = 0 AND last_number > :head_far ORDER BY last_number;
+-- every entry of every stamp names its change by change_id and writer_xid
+-- (its offsets from the row's first change_id and writer)
+SELECT count(*) AS entries, count(*) FILTER (WHERE u.dx <> 0) AS other_writers,
+	   count(*) FILTER (WHERE NOT EXISTS (
+		   SELECT FROM cfeed.change c
+		   WHERE c.feed_id = t.feed_id AND c.shard = t.shard AND c.change_id = t.first_change_id + u.dc
+			 AND c.writer_xid = ((t.first_writer_xid::text)::bigint + u.dx)::text::xid8)) AS not_found
+FROM cfeed.stamp t, ROWS FROM (unnest(t.change_id_deltas), unnest(t.writer_xid_deltas)) AS u(dc, dx);
+-- a stamp edited by hand into something no sweep writes is refused by reads
+BEGIN;
+UPDATE cfeed.stamp SET change_id_deltas = ARRAY[NULL]::int[] WHERE feed_id = 21 AND last_number > :head_far;
+SELECT pg_temp.err($$SELECT count(*) FROM cfeed.read(21, 0, NULL, 10000, 0)$$);
+ROLLBACK;
 
 -- stamps deleted by hand, or truncated: their numbers are never issued again
 -- (the shard's floor keeps the highest, as for deleted changes)

@@ -489,28 +489,21 @@ cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapsho
 	{
 		bool		isnull;
 		int64		first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
-		Datum	   *ids;
-		Datum	   *xids;
-		int			nids;
-		int			nxids;
+		int64	   *ids;
+		FullTransactionId *xids;
+		int			n = cfeed_stamp_entries(tup, desc, &ids, &xids);
 		int64		i;
 
-		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_stamp_change_ids, desc, &isnull)),
-						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &ids, NULL, &nids);
-		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_stamp_writer_xids, desc, &isnull)),
-						  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &xids, NULL, &nxids);
-		/* change_ids[i] (from 0) is number first + i */
-		for (i = (bound >= first) ? bound - first + 1 : 0; !found && i < Min(nids, nxids); i++)
+		/* entry i (from 0) is number first + i */
+		for (i = (bound >= first) ? bound - first + 1 : 0; !found && i < n; i++)
 		{
 			ScanKeyData change_keys[2];
 			FullTransactionId writer;
 
 			ScanKeyInit(&change_keys[0], Anum_change_writer_xid, BTEqualStrategyNumber,
-						F_XID8EQ, xids[i]);
+						F_XID8EQ, FullTransactionIdGetDatum(xids[i]));
 			ScanKeyInit(&change_keys[1], Anum_change_change_id, BTEqualStrategyNumber,
-						F_INT8EQ, ids[i]);
+						F_INT8EQ, Int64GetDatum(ids[i]));
 			found = pending_scan(rel, pending, snapshot, feed_id, shard, 2, change_keys, &writer);
 		}
 		pfree(ids);

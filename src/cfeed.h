@@ -43,11 +43,10 @@
 #define Anum_shard_closed			8	/* 1.9 */
 #define Anum_shard_storage			9	/* 1.9 */
 
-/* The columns of cfeed.stamp that catalog.c reads (ranges.c has the others). */
+/* The columns of cfeed.stamp that catalog.c and read.c read (ranges.c has the others). */
 #define Anum_stamp_first_number		3
 #define Anum_stamp_last_number		4
-#define Anum_stamp_change_ids		6
-#define Anum_stamp_writer_xids		7
+#define Anum_stamp_stamped_at		5
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
@@ -241,6 +240,8 @@ extern bool cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot);
 extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark,
 							 FullTransactionId prev);
 extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);
+extern int	cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids,
+								FullTransactionId **xids);
 extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 									 Snapshot snapshot);
 

@@ -6,8 +6,11 @@
  *	  its writer, and never updated (docs/design.md, "Storage in ranges").
  *
  *	  cfeed.stamp (feed_id, shard, first_number, last_number, stamped_at,
- *	  change_ids, writer_xids): change_ids[i] is number first_number + i - 1.
- *	  Its primary key (feed_id, shard, last_number) serves a shard's head (the
+ *	  first_change_id, change_id_deltas, first_writer_xid, writer_xid_deltas):
+ *	  number first_number + i - 1 is the change first_change_id +
+ *	  change_id_deltas[i] of writer first_writer_xid + writer_xid_deltas[i]
+ *	  (4 bytes a change each, not 8: the arrays are most of a stamp's WAL;
+ *	  cfeed_stamp_entries reads them back).  Its primary key (feed_id, shard, last_number) serves a shard's head (the
  *	  last row) and a read from cursor N (the rows whose last_number > N); a
  *	  change's row is then found in change_pending_idx (writer_xid,
  *	  change_id), where a range change stays.
@@ -35,6 +38,7 @@
 #include "access/table.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/fmgroids.h"
@@ -48,7 +52,10 @@
 /* Columns of cfeed.stamp and cfeed.sweep_mark. */
 #define Anum_stamp_feed_id			1
 #define Anum_stamp_shard			2
-#define Anum_stamp_stamped_at		5
+#define Anum_stamp_first_change_id	6
+#define Anum_stamp_change_id_deltas	7
+#define Anum_stamp_first_writer_xid	8
+#define Anum_stamp_writer_xid_deltas 9
 #define Anum_mark_sweep_group		1
 #define Anum_mark_xmax				2
 #define Anum_mark_xip				3
@@ -245,49 +252,92 @@ cfeed_mark_store(int32 sweep_group, const CfeedMark *mark, FullTransactionId pre
 }
 
 /*
+ * delta_of
+ *		value - base as an int, stored in *delta; false when it does not fit.
+ */
+static bool
+delta_of(int64 value, int64 base, int32 *delta)
+{
+	int64		d;
+
+	if (pg_sub_s64_overflow(value, base, &d) || d < PG_INT32_MIN || d > PG_INT32_MAX)
+		return false;
+	*delta = (int32) d;
+	return true;
+}
+
+/*
+ * entry_deltas
+ *		Change c as an entry of a stamp row whose first change is first: its
+ *		change_id and writer_xid less the first's, or false when one does
+ *		not fit in an int (the row cannot take c).  Writers of one sweep
+ *		always fit (xids in use span less than 2^31); change_ids given by
+ *		hand may not.
+ */
+static bool
+entry_deltas(const CfeedPendingChange *first, const CfeedPendingChange *c,
+			 int32 *id_delta, int32 *xid_delta)
+{
+	return delta_of(c->change_id, first->change_id, id_delta) &&
+		delta_of((int64) U64FromFullTransactionId(c->writer_xid),
+				 (int64) U64FromFullTransactionId(first->writer_xid), xid_delta);
+}
+
+/*
  * insert_stamp
  *		One cfeed.stamp row: changes[0..n-1], of one shard, numbered
- *		consecutively.
+ *		consecutively, each within an int of the first (entry_deltas).
  */
 static void
 insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 {
-	Oid			types[7] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
-	INT8ARRAYOID, XID8ARRAYOID};
-	Datum		values[7];
-	Datum	   *ids = palloc(sizeof(Datum) * n);
-	FullTransactionId *xids = palloc(sizeof(FullTransactionId) * n);
+	Oid			types[9] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
+	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID};
+	Datum		values[9];
+	Datum	   *id_deltas = palloc(sizeof(Datum) * n);
+	Datum	   *xid_deltas = palloc(sizeof(Datum) * n);
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
+		int32		id_delta = 0;
+		int32		xid_delta = 0;
+		bool		fits PG_USED_FOR_ASSERTS_ONLY;
+
 		Assert(changes[i].number == changes[0].number + i);
-		ids[i] = Int64GetDatum(changes[i].change_id);
-		xids[i] = changes[i].writer_xid;
+		fits = entry_deltas(&changes[0], &changes[i], &id_delta, &xid_delta);
+		Assert(fits);
+		id_deltas[i] = Int32GetDatum(id_delta);
+		xid_deltas[i] = Int32GetDatum(xid_delta);
 	}
 	values[0] = Int32GetDatum(changes[0].feed_id);
 	values[1] = Int32GetDatum(changes[0].shard);
 	values[2] = Int64GetDatum(changes[0].number);
 	values[3] = Int64GetDatum(changes[n - 1].number);
 	values[4] = TimestampTzGetDatum(now);
-	values[5] = PointerGetDatum(construct_array(ids, n, INT8OID, sizeof(int64),
-												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	values[6] = xid_array(xids, n);
+	values[5] = Int64GetDatum(changes[0].change_id);
+	values[6] = PointerGetDatum(construct_array(id_deltas, n, INT4OID, sizeof(int32),
+												true, TYPALIGN_INT));
+	values[7] = FullTransactionIdGetDatum(changes[0].writer_xid);
+	values[8] = PointerGetDatum(construct_array(xid_deltas, n, INT4OID, sizeof(int32),
+												true, TYPALIGN_INT));
 	(void) cfeed_spi_plan(&stamp_insert_plan,
 						  "INSERT INTO cfeed.stamp (feed_id, shard, first_number, last_number, "
-						  "stamped_at, change_ids, writer_xids) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-						  7, types);
+						  "stamped_at, first_change_id, change_id_deltas, first_writer_xid, "
+						  "writer_xid_deltas) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+						  9, types);
 	(void) cfeed_spi_run(&stamp_insert_plan, values, SPI_OK_INSERT, "inserting a stamp");
-	pfree(ids);
-	pfree(xids);
+	pfree(id_deltas);
+	pfree(xid_deltas);
 }
 
 /*
  * cfeed_ranges_stamp
  *		The write step for range shards: changes[0..n-1], ordered by shard
  *		and number, become cfeed.stamp rows of at most STAMP_ROW_MAX changes
- *		of one shard each.  Runs as the extension's owner (the sweep),
- *		connected to SPI (cfeed_spi_connect).
+ *		of one shard each (a change that entry_deltas refuses begins a new
+ *		row).  Runs as the extension's owner (the sweep), connected to SPI
+ *		(cfeed_spi_connect).
  */
 void
 cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
@@ -297,15 +347,74 @@ cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 	while (start < n)
 	{
 		int			end = start + 1;
+		int32		id_delta;
+		int32		xid_delta;
 
 		CHECK_FOR_INTERRUPTS();
 		while (end < n && end - start < STAMP_ROW_MAX &&
 			   changes[end].feed_id == changes[start].feed_id &&
-			   changes[end].shard == changes[start].shard)
+			   changes[end].shard == changes[start].shard &&
+			   entry_deltas(&changes[start], &changes[end], &id_delta, &xid_delta))
 			end++;
 		insert_stamp(&changes[start], end - start, now);
 		start = end;
 	}
+}
+
+/*
+ * stamp_deltas
+ *		The int[] of a stamp row's column attnum, *n elements, or ERROR
+ *		for an array no sweep writes (a stamp edited by hand).
+ */
+static int32 *
+stamp_deltas(HeapTuple tup, TupleDesc desc, AttrNumber attnum, int *n)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tup, attnum, desc, &isnull);
+	ArrayType  *a = isnull ? NULL : DatumGetArrayTypeP(d);
+
+	if (a == NULL || ARR_NDIM(a) > 1 || ARR_HASNULL(a) || ARR_ELEMTYPE(a) != INT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("a stamp of shard %d of feed %d was not written by a sweep",
+						DatumGetInt32(heap_getattr(tup, Anum_stamp_shard, desc, &isnull)),
+						DatumGetInt32(heap_getattr(tup, Anum_stamp_feed_id, desc, &isnull))),
+				 errdetail("Its column %s is not a one-dimensional int[] without nulls.",
+						   NameStr(TupleDescAttr(desc, attnum - 1)->attname))));
+	*n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
+	return (int32 *) ARR_DATA_PTR(a);
+}
+
+/*
+ * cfeed_stamp_entries
+ *		The changes a cfeed.stamp row numbers, in number order (the i-th,
+ *		from 0, has number first_number + i): their change_ids and writers,
+ *		palloc'd; returns their count.  A row whose arrays differ in length
+ *		(edited by hand) gives as many as both have.
+ */
+int
+cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids, FullTransactionId **xids)
+{
+	bool		isnull;
+	int64		first_id = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_change_id, desc, &isnull));
+	uint64		first_xid = U64FromFullTransactionId(
+		DatumGetFullTransactionId(heap_getattr(tup, Anum_stamp_first_writer_xid, desc, &isnull)));
+	int			nids;
+	int			nxids;
+	int32	   *id_deltas = stamp_deltas(tup, desc, Anum_stamp_change_id_deltas, &nids);
+	int32	   *xid_deltas = stamp_deltas(tup, desc, Anum_stamp_writer_xid_deltas, &nxids);
+	int			n = Min(nids, nxids);
+	int			i;
+
+	*ids = palloc(sizeof(int64) * Max(n, 1));
+	*xids = palloc(sizeof(FullTransactionId) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		/* unsigned: a stamp edited by hand wraps around, never overflows */
+		(*ids)[i] = (int64) ((uint64) first_id + (uint64) (int64) id_deltas[i]);
+		(*xids)[i] = FullTransactionIdFromU64(first_xid + (uint64) (int64) xid_deltas[i]);
+	}
+	return n;
 }
 
 /*

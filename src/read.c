@@ -41,6 +41,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/xid8.h"
 
 #include "cfeed.h"
 
@@ -207,26 +208,21 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 	page.times = palloc(sizeof(Datum) * page.size);
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], 4, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(cursor));
+	ScanKeyInit(&keys[2], Anum_stamp_last_number, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(cursor));
 	scan = systable_beginscan_ordered(rel, index, snapshot, 3, keys);
 	while (got < (uint64) max_count &&
 		   HeapTupleIsValid(tup = systable_getnext_ordered(scan, ForwardScanDirection)))
 	{
 		bool		isnull;
-		int64		first = DatumGetInt64(heap_getattr(tup, 3, desc, &isnull));
-		Datum		at = heap_getattr(tup, 5, desc, &isnull);
-		Datum	   *ids;
-		Datum	   *xids;
+		int64		first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
+		Datum		at = heap_getattr(tup, Anum_stamp_stamped_at, desc, &isnull);
+		int64	   *ids;
+		FullTransactionId *xids;
 		int			count;
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, 6, desc, &isnull)),
-						  INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &ids, NULL, &count);
-		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, 7, desc, &isnull)),
-						  XID8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-						  &xids, NULL, &count);
+		count = cfeed_stamp_entries(tup, desc, &ids, &xids);
 		for (i = 0; i < count && got < (uint64) max_count; i++)
 		{
 			int64		number = first + i;
@@ -234,13 +230,15 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 			if (number <= cursor)
 				continue;
 			page.numbers[page.n] = Int64GetDatum(number);
-			page.ids[page.n] = ids[i];
-			page.xids[page.n] = xids[i];
+			page.ids[page.n] = Int64GetDatum(ids[i]);
+			page.xids[page.n] = FullTransactionIdGetDatum(xids[i]);
 			page.times[page.n] = at;
 			/* a full page: as many as are still wanted, or RANGE_PAGE_MAX */
 			if (++page.n == (int) Min(max_count - got, page.size))
 				got += run_range_page(plan, sql, store, feed_id, shard, &page);
 		}
+		pfree(ids);
+		pfree(xids);
 	}
 	if (got < (uint64) max_count)
 		got += run_range_page(plan, sql, store, feed_id, shard, &page);
@@ -462,13 +460,13 @@ stamped_before(Relation heap, Relation index, Snapshot snapshot,
 
 	ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], 2, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
-	ScanKeyInit(&keys[2], 4, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(number));
+	ScanKeyInit(&keys[2], Anum_change_sequence, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(number));
 	scan = systable_beginscan(heap, RelationGetRelid(index), true, snapshot, 3, keys);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
 	{
 		bool		isnull;
-		Datum		d = heap_getattr(tup, 5, RelationGetDescr(heap), &isnull);
+		Datum		d = heap_getattr(tup, Anum_change_stamped_at, RelationGetDescr(heap), &isnull);
 
 		before = !isnull && DatumGetTimestampTz(d) < at;
 	}

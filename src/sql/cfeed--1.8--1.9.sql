@@ -117,11 +117,16 @@ CREATE TABLE cfeed.stamp (
 	first_number bigint NOT NULL,
 	last_number bigint NOT NULL,
 	stamped_at timestamptz NOT NULL,
-	change_ids bigint[] NOT NULL,
-	writer_xids xid8[] NOT NULL,
+	-- each change by its offsets from the row's first (4 bytes each, not 8:
+	-- most of a stamp's write is the arrays): a sweep starts a new row
+	-- where a change_id is too far from the first for an int
+	first_change_id bigint NOT NULL,
+	change_id_deltas int[] NOT NULL,
+	first_writer_xid xid8 NOT NULL,
+	writer_xid_deltas int[] NOT NULL,
 	PRIMARY KEY (feed_id, shard, last_number)
 );
-COMMENT ON TABLE cfeed.stamp IS 'the numbers of the changes of shards stored in ranges: change_ids[i] is number first_number + i - 1, written by writer_xids[i]';
+COMMENT ON TABLE cfeed.stamp IS 'the numbers of the changes of shards stored in ranges: number first_number + i - 1 is change_id first_change_id + change_id_deltas[i], written by first_writer_xid + writer_xid_deltas[i]';
 -- (no CHECK of the arrays' lengths: the sweep alone writes stamps, and a
 -- CHECK's expression is read anew by every INSERT, a tenth of a sweep's time)
 SELECT pg_catalog.pg_extension_config_dump('cfeed.stamp', '');
@@ -779,7 +784,8 @@ BEGIN
 			SELECT st.feed_id, st.shard, e.change_id, pg_catalog.count(*) AS n
 			FROM cfeed.stamp st
 			JOIN cfeed.shard_config sc ON sc.feed_id = st.feed_id AND sc.shard = st.shard
-			CROSS JOIN LATERAL pg_catalog.unnest(st.change_ids) AS e(change_id)
+			CROSS JOIN LATERAL pg_catalog.unnest(st.change_id_deltas) AS d(delta)
+			CROSS JOIN LATERAL (SELECT st.first_change_id + d.delta) AS e(change_id)
 			WHERE sc.sweep_group = v_group AND sc.storage = 'ranges'
 			GROUP BY st.feed_id, st.shard, e.change_id
 		), candidates AS (
@@ -796,7 +802,8 @@ BEGIN
 		GET DIAGNOSTICS changes = ROW_COUNT;
 		PERFORM pg_catalog.set_config('session_replication_role', v_role, true);
 		UPDATE cfeed.stamp st
-		SET writer_xids = pg_catalog.array_fill(v_adopted, ARRAY[pg_catalog.cardinality(st.change_ids)])
+		SET first_writer_xid = v_adopted,
+			writer_xid_deltas = pg_catalog.array_fill(0, ARRAY[pg_catalog.cardinality(st.change_id_deltas)])
 		FROM cfeed.shard_config sc
 		WHERE sc.feed_id = st.feed_id AND sc.shard = st.shard
 		  AND sc.sweep_group = v_group AND sc.storage = 'ranges';
@@ -1085,14 +1092,15 @@ BEGIN
 							  WHERE x.feed_id = r.feed_id AND x.shard = r.shard
 								AND x.last_number <= v_limit AND x.stamped_at < v_cutoff) w
 						WHERE w.upto - w.n < max_rows - v_deleted)
-				RETURNING t.change_ids, t.writer_xids),
+				RETURNING t.first_change_id, t.change_id_deltas, t.first_writer_xid, t.writer_xid_deltas),
 			-- as many changes of a (change_id, writer_xid) as the stamps
 			-- gone name, lowest first (read()'s order): a later stamp may
 			-- name the same pair (one writer, or writers adopt_marks made one)
 			named AS (
-				SELECT u.id, u.x, pg_catalog.count(*) AS n
-				FROM gone g, ROWS FROM (pg_catalog.unnest(g.change_ids), pg_catalog.unnest(g.writer_xids)) AS u(id, x)
-				GROUP BY u.id, u.x),
+				SELECT g.first_change_id + u.dc AS id,
+					   ((g.first_writer_xid::text)::bigint + u.dx)::text::xid8 AS x, pg_catalog.count(*) AS n
+				FROM gone g, ROWS FROM (pg_catalog.unnest(g.change_id_deltas), pg_catalog.unnest(g.writer_xid_deltas)) AS u(dc, dx)
+				GROUP BY 1, 2),
 			victims AS (
 				SELECT v.tid FROM (
 					SELECT c.ctid AS tid, m.n,

@@ -71,8 +71,8 @@ BEGIN
 			SELECT feed_id, shard, change_id, change_sequence_number, stamped_at
 			FROM cfeed.change WHERE change_sequence_number IS NOT NULL
 			UNION ALL
-			SELECT t.feed_id, t.shard, u.id, t.first_number + u.o - 1, t.stamped_at
-			FROM cfeed.stamp t, unnest(t.change_ids) WITH ORDINALITY AS u(id, o);
+			SELECT t.feed_id, t.shard, t.first_change_id + u.d, t.first_number + u.o - 1, t.stamped_at
+			FROM cfeed.stamp t, unnest(t.change_id_deltas) WITH ORDINALITY AS u(d, o);
 	END IF;
 END $$;
 -- The committed changes no sweep has numbered yet.
