@@ -23,13 +23,18 @@
 # Usage: bash test/bench/track.sh [seconds] [clients] [reps]
 # BENCH_FSYNC=off measures CPU cost rather than commit-bound throughput;
 # BENCH_EXTRA_CONF="cfeed.enable_sweeper = off" leaves the sweeper's CPU out.
+# STORAGE (env): the storage of the tracking feed, rows (the default, as in
+# make bench) or ranges; the rows' labels then say so.
 . "$(dirname "$0")/lib.sh"
 SECS=${1:-10}
 CLIENTS=${2:-8}
 REPS=${3:-3}
+STORAGE=${STORAGE:-rows}
+label=
+[ "$STORAGE" = rows ] || label=", a feed stored in $STORAGE"
 bench_start
 bench_settings
-psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('bench', 4)" >/dev/null
+psqlc -c "CREATE EXTENSION cfeed" -c "SET cfeed.default_storage = $STORAGE" -c "SELECT cfeed.create_feed('bench', 4)" >/dev/null
 psqlc -c "CREATE TABLE plain (id bigserial PRIMARY KEY, payload text, change_id bigint)" \
       -c "CREATE TABLE tracked (id bigserial PRIMARY KEY, payload text, change_id bigint)" \
       -c "SELECT cfeed.track('tracked', 1)" >/dev/null
@@ -97,7 +102,7 @@ echo "  peer, pgq.logutriga: ${pgq100}x TPS, ${pgq100_cpu}x CPU"
 echo "one 200k-row INSERT: cost ratio ${load}x (median of $REPS)"
 echo "left pending at the end: $pending"
 baseline="untracked, alternated, median of $REPS pairs; peer, the table tracked by PgQ's pgq.logutriga: ${pgq}× TPS, ${pgq_cpu}× CPU"
-result "1c. tracked INSERT, TPS cost, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
+result "1c. tracked INSERT, TPS cost, $CLIENTS clients, sweeper on$label" "≤ 1.2× untracked" \
 	"${single}× (100-row INSERTs ${multi}×, one 200k-row INSERT ${load}×)" "$baseline (100-row: ${pgq100}×)" "${single}×" "$(yesno "$single <= 1.2")"
-result "1d. tracked INSERT, server CPU per INSERT, $CLIENTS clients, sweeper on" "≤ 1.2× untracked" \
+result "1d. tracked INSERT, server CPU per INSERT, $CLIENTS clients, sweeper on$label" "≤ 1.2× untracked" \
 	"${single_cpu}× (100-row INSERTs ${multi_cpu}×); WAL per INSERT ${single_wal}×, p99 latency ${single_p99}×" "$baseline (100-row: ${pgq100_cpu}×)" "${single_cpu}×" "$(yesno "$single_cpu <= 1.2")"
