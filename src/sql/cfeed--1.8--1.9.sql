@@ -934,7 +934,10 @@ ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
 /*
  * cfeed.stats: a range shard's pending changes are those its group's mark
  * has not stamped (writer_xid at or above next_xid, or in running), found
- * through change_pending_idx; a row shard's, those without a number.
+ * through change_pending_idx; a row shard's, those without a number.  The
+ * group's mark is its highest of any cluster (after pg_upgrade, before
+ * adopt_marks, the old cluster's is the right one), found by a probe per
+ * group and cluster (t/221_mark_held_horizon.pl).
  */
 CREATE OR REPLACE VIEW cfeed.stats AS
 	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
@@ -953,8 +956,23 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 			   GROUP BY c.feed_id, c.shard
 			   UNION ALL
 			   SELECT c.feed_id, c.shard, pg_catalog.count(*), pg_catalog.min(c.written_at)
-			   FROM (SELECT DISTINCT ON (m.sweep_group) m.sweep_group, m.next_xid, m.running
-					 FROM cfeed.sweep_mark m ORDER BY m.sweep_group, m.next_xid DESC) m
+			   FROM (WITH RECURSIVE latest AS (
+						 -- each (group, cluster)'s latest mark, from the key's
+						 -- end backward: a held horizon's dead marks of a key
+						 -- are below its latest, and never walked
+						 (SELECT k.sweep_group, k.system_identifier, k.next_xid, k.running
+						  FROM cfeed.sweep_mark k
+						  ORDER BY k.sweep_group DESC, k.system_identifier DESC, k.next_xid DESC LIMIT 1)
+						 UNION ALL
+						 SELECT n.sweep_group, n.system_identifier, n.next_xid, n.running
+						 FROM latest l CROSS JOIN LATERAL (
+							 SELECT k.sweep_group, k.system_identifier, k.next_xid, k.running
+							 FROM cfeed.sweep_mark k
+							 WHERE ROW(k.sweep_group, k.system_identifier)
+								   OPERATOR(pg_catalog.<) ROW(l.sweep_group, l.system_identifier)
+							 ORDER BY k.sweep_group DESC, k.system_identifier DESC, k.next_xid DESC LIMIT 1) n)
+					 SELECT DISTINCT ON (latest.sweep_group) latest.sweep_group, latest.next_xid, latest.running
+					 FROM latest ORDER BY latest.sweep_group, latest.next_xid DESC) m
 			   CROSS JOIN LATERAL (
 					SELECT x.feed_id, x.shard, x.written_at FROM cfeed.change x
 					WHERE x.writer_xid OPERATOR(pg_catalog.>=) m.next_xid AND x.change_sequence_number IS NULL

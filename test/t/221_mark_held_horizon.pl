@@ -21,7 +21,8 @@
 # blocks), and so is ended of the feed's closed shard 0 in cfeed.shard,
 # after a reshard and 2,000 more sweeps under the hold (its SQL took the
 # group's highest mark: 4,658 entries and blocks; cfeed._shard_ended takes
-# it as a sweep does).  Autovacuum is off: its reads of sweep_mark would be
+# it as a sweep does), and so is pending of cfeed.stats (a probe per group
+# and cluster from the key's end).  Autovacuum is off: its reads of sweep_mark would be
 # counted.
 
 use strict;
@@ -113,6 +114,15 @@ $read = mark_reads('select ended from cfeed.shard where shard = 0', 't',
 	'it has still ended after 2,000 sweeps of its children');
 cmp_ok($read, '<', 10,
 	"its ended reads a few entries and blocks of the marks ($read), not 2,000 dead ones");
+
+# cfeed.stats takes each group's highest mark the same way: its pending
+# read all the group's marks, dead ones included, for the one with the
+# highest next_xid (a sequential scan of the 2,000 dead marks' 27 blocks
+# here).
+$read = mark_reads('select sum(pending) from cfeed.stats', '0',
+	'nothing is pending after the 2,000 sweeps');
+cmp_ok($read, '<', 10,
+	"cfeed.stats reads a few entries and blocks of the marks ($read), not 2,000 dead ones");
 $holder->quit;
 
 is( $node->safe_psql('postgres', q{
