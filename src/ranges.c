@@ -271,8 +271,8 @@ delta_of(int64 value, int64 base, int32 *delta)
  *		Change c as an entry of a stamp row whose first change is first: its
  *		change_id and writer_xid less the first's, or false when one does
  *		not fit in an int (the row cannot take c).  Writers of one sweep
- *		always fit (xids in use span less than 2^31); change_ids given by
- *		hand may not.
+ *		almost always fit (only a change left unstamped for 2^31 xids would
+ *		not); change_ids given by hand may not.
  */
 static bool
 entry_deltas(const CfeedPendingChange *first, const CfeedPendingChange *c,
@@ -329,6 +329,8 @@ insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 	(void) cfeed_spi_run(&stamp_insert_plan, values, SPI_OK_INSERT, "inserting a stamp");
 	pfree(id_deltas);
 	pfree(xid_deltas);
+	pfree(DatumGetPointer(values[6]));
+	pfree(DatumGetPointer(values[8]));
 }
 
 /*
@@ -363,11 +365,12 @@ cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 
 /*
  * stamp_deltas
- *		The int[] of a stamp row's column attnum, *n elements, or ERROR
- *		for an array no sweep writes (a stamp edited by hand).
+ *		The int[] of a stamp row's column attnum (detoasted: a copy when it
+ *		is not the tuple's datum, which the caller frees), or ERROR for an
+ *		array no sweep writes (a stamp edited by hand).
  */
-static int32 *
-stamp_deltas(HeapTuple tup, TupleDesc desc, AttrNumber attnum, int *n)
+static ArrayType *
+stamp_deltas(HeapTuple tup, TupleDesc desc, AttrNumber attnum)
 {
 	bool		isnull;
 	Datum		d = heap_getattr(tup, attnum, desc, &isnull);
@@ -381,9 +384,12 @@ stamp_deltas(HeapTuple tup, TupleDesc desc, AttrNumber attnum, int *n)
 						DatumGetInt32(heap_getattr(tup, Anum_stamp_feed_id, desc, &isnull))),
 				 errdetail("Its column %s is not a one-dimensional int[] without nulls.",
 						   NameStr(TupleDescAttr(desc, attnum - 1)->attname))));
-	*n = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a));
-	return (int32 *) ARR_DATA_PTR(a);
+	return a;
 }
+
+/* The elements of a stamp_deltas array. */
+#define DELTAS_COUNT(a)		ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a))
+#define DELTAS(a)			((int32 *) ARR_DATA_PTR(a))
 
 /*
  * cfeed_stamp_entries
@@ -399,11 +405,9 @@ cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids, FullTransactionI
 	int64		first_id = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_change_id, desc, &isnull));
 	uint64		first_xid = U64FromFullTransactionId(
 		DatumGetFullTransactionId(heap_getattr(tup, Anum_stamp_first_writer_xid, desc, &isnull)));
-	int			nids;
-	int			nxids;
-	int32	   *id_deltas = stamp_deltas(tup, desc, Anum_stamp_change_id_deltas, &nids);
-	int32	   *xid_deltas = stamp_deltas(tup, desc, Anum_stamp_writer_xid_deltas, &nxids);
-	int			n = Min(nids, nxids);
+	ArrayType  *id_deltas = stamp_deltas(tup, desc, Anum_stamp_change_id_deltas);
+	ArrayType  *xid_deltas = stamp_deltas(tup, desc, Anum_stamp_writer_xid_deltas);
+	int			n = Min(DELTAS_COUNT(id_deltas), DELTAS_COUNT(xid_deltas));
 	int			i;
 
 	*ids = palloc(sizeof(int64) * Max(n, 1));
@@ -411,9 +415,13 @@ cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids, FullTransactionI
 	for (i = 0; i < n; i++)
 	{
 		/* unsigned: a stamp edited by hand wraps around, never overflows */
-		(*ids)[i] = (int64) ((uint64) first_id + (uint64) (int64) id_deltas[i]);
-		(*xids)[i] = FullTransactionIdFromU64(first_xid + (uint64) (int64) xid_deltas[i]);
+		(*ids)[i] = (int64) ((uint64) first_id + (uint64) (int64) DELTAS(id_deltas)[i]);
+		(*xids)[i] = FullTransactionIdFromU64(first_xid + (uint64) (int64) DELTAS(xid_deltas)[i]);
 	}
+	if ((Pointer) id_deltas != DatumGetPointer(heap_getattr(tup, Anum_stamp_change_id_deltas, desc, &isnull)))
+		pfree(id_deltas);
+	if ((Pointer) xid_deltas != DatumGetPointer(heap_getattr(tup, Anum_stamp_writer_xid_deltas, desc, &isnull)))
+		pfree(xid_deltas);
 	return n;
 }
 
