@@ -320,7 +320,19 @@ $_->finish for values %owner;
 is($node->safe_psql($db, q{
 	SELECT count(*) FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
 	WHERE l.group_name = 'grp' AND s.closed AND l.owner IS NOT NULL}), '0',
-	'closed, consumed shards hold no lease');
+	'closed, consumed shards hold no lease')
+  or diag($node->safe_psql($db, q{
+	SELECT string_agg(pg_catalog.format('shard %s (parent %s%s): owner %s, epoch %s, cursor +%s, head +%s, '
+										'read to end %s, ended %s; %s processed, up to +%s',
+										s.shard, COALESCE(s.parent::text, '-'), CASE WHEN s.closed THEN ', closed' ELSE '' END,
+										COALESCE(l.owner, '-'), l.epoch, l.cursor - s.start_sequence_number,
+										s.last_change_sequence_number - s.start_sequence_number,
+										cfeed._read_to_end(s.feed_id, s.shard, l.cursor), s.ended,
+										(SELECT count(*) FROM processed p WHERE p.shard = s.shard),
+										(SELECT max(p.seq) - s.start_sequence_number FROM processed p WHERE p.shard = s.shard)),
+					  e'\n' ORDER BY s.shard)
+	FROM cfeed.shard s LEFT JOIN cfeed.lease l ON l.group_name = 'grp' AND l.feed_id = s.feed_id AND l.shard = s.shard
+	WHERE s.feed_id = 1}));
 check_consumer('consumer group',
 	split /\n/, $node->safe_psql($db, 'SELECT change_id FROM processed ORDER BY id'));
 is($node->safe_psql($db, 'SELECT count(DISTINCT owner) FROM processed'), scalar(@OWNERS),
