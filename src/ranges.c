@@ -286,30 +286,18 @@ entry_deltas(const CfeedPendingChange *first, const CfeedPendingChange *c,
 /*
  * insert_stamp
  *		One cfeed.stamp row: changes[0..n-1], of one shard, numbered
- *		consecutively, each within an int of the first (entry_deltas).
+ *		consecutively, whose change_ids and writers are the first's plus
+ *		id_deltas[i] and xid_deltas[i] (int4 datums, from entry_deltas).
  */
 static void
-insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
+insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
+			 Datum *xid_deltas, TimestampTz now)
 {
 	Oid			types[9] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
 	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID};
 	Datum		values[9];
-	Datum	   *id_deltas = palloc(sizeof(Datum) * n);
-	Datum	   *xid_deltas = palloc(sizeof(Datum) * n);
-	int			i;
 
-	for (i = 0; i < n; i++)
-	{
-		int32		id_delta = 0;
-		int32		xid_delta = 0;
-		bool		fits PG_USED_FOR_ASSERTS_ONLY;
-
-		Assert(changes[i].number == changes[0].number + i);
-		fits = entry_deltas(&changes[0], &changes[i], &id_delta, &xid_delta);
-		Assert(fits);
-		id_deltas[i] = Int32GetDatum(id_delta);
-		xid_deltas[i] = Int32GetDatum(xid_delta);
-	}
+	Assert(changes[n - 1].number == changes[0].number + n - 1);
 	values[0] = Int32GetDatum(changes[0].feed_id);
 	values[1] = Int32GetDatum(changes[0].shard);
 	values[2] = Int64GetDatum(changes[0].number);
@@ -327,8 +315,6 @@ insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 						  "writer_xid_deltas) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
 						  9, types);
 	(void) cfeed_spi_run(&stamp_insert_plan, values, SPI_OK_INSERT, "inserting a stamp");
-	pfree(id_deltas);
-	pfree(xid_deltas);
 	pfree(DatumGetPointer(values[6]));
 	pfree(DatumGetPointer(values[8]));
 }
@@ -344,37 +330,49 @@ insert_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 void
 cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 {
+	Datum	   *id_deltas = palloc(sizeof(Datum) * Min(Max(n, 1), STAMP_ROW_MAX));
+	Datum	   *xid_deltas = palloc(sizeof(Datum) * Min(Max(n, 1), STAMP_ROW_MAX));
 	int			start = 0;
 
 	while (start < n)
 	{
-		int			end = start + 1;
+		const CfeedPendingChange *first = &changes[start];
+		int			count = 0;
 		int32		id_delta;
 		int32		xid_delta;
 
 		CHECK_FOR_INTERRUPTS();
-		while (end < n && end - start < STAMP_ROW_MAX &&
-			   changes[end].feed_id == changes[start].feed_id &&
-			   changes[end].shard == changes[start].shard &&
-			   entry_deltas(&changes[start], &changes[end], &id_delta, &xid_delta))
-			end++;
-		insert_stamp(&changes[start], end - start, now);
-		start = end;
+		/* the first entry always fits: its deltas are 0 */
+		while (start + count < n && count < STAMP_ROW_MAX &&
+			   changes[start + count].feed_id == first->feed_id &&
+			   changes[start + count].shard == first->shard &&
+			   entry_deltas(first, &changes[start + count], &id_delta, &xid_delta))
+		{
+			id_deltas[count] = Int32GetDatum(id_delta);
+			xid_deltas[count] = Int32GetDatum(xid_delta);
+			count++;
+		}
+		insert_stamp(first, count, id_deltas, xid_deltas, now);
+		start += count;
 	}
+	pfree(id_deltas);
+	pfree(xid_deltas);
 }
 
 /*
  * stamp_deltas
- *		The int[] of a stamp row's column attnum (detoasted: a copy when it
- *		is not the tuple's datum, which the caller frees), or ERROR for an
- *		array no sweep writes (a stamp edited by hand).
+ *		The int[] of a stamp row's column attnum, detoasted (*copy: it is a
+ *		copy, not the tuple's datum, which the caller frees), or ERROR for
+ *		an array no sweep writes (a stamp edited by hand).
  */
 static ArrayType *
-stamp_deltas(HeapTuple tup, TupleDesc desc, AttrNumber attnum)
+stamp_deltas(HeapTuple tup, TupleDesc desc, AttrNumber attnum, bool *copy)
 {
 	bool		isnull;
 	Datum		d = heap_getattr(tup, attnum, desc, &isnull);
 	ArrayType  *a = isnull ? NULL : DatumGetArrayTypeP(d);
+
+	*copy = a != NULL && (Pointer) a != DatumGetPointer(d);
 
 	if (a == NULL || ARR_NDIM(a) > 1 || ARR_HASNULL(a) || ARR_ELEMTYPE(a) != INT4OID)
 		ereport(ERROR,
@@ -405,8 +403,10 @@ cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids, FullTransactionI
 	int64		first_id = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_change_id, desc, &isnull));
 	uint64		first_xid = U64FromFullTransactionId(
 		DatumGetFullTransactionId(heap_getattr(tup, Anum_stamp_first_writer_xid, desc, &isnull)));
-	ArrayType  *id_deltas = stamp_deltas(tup, desc, Anum_stamp_change_id_deltas);
-	ArrayType  *xid_deltas = stamp_deltas(tup, desc, Anum_stamp_writer_xid_deltas);
+	bool		id_copy;
+	bool		xid_copy;
+	ArrayType  *id_deltas = stamp_deltas(tup, desc, Anum_stamp_change_id_deltas, &id_copy);
+	ArrayType  *xid_deltas = stamp_deltas(tup, desc, Anum_stamp_writer_xid_deltas, &xid_copy);
 	int			n = Min(DELTAS_COUNT(id_deltas), DELTAS_COUNT(xid_deltas));
 	int			i;
 
@@ -418,9 +418,9 @@ cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids, FullTransactionI
 		(*ids)[i] = (int64) ((uint64) first_id + (uint64) (int64) DELTAS(id_deltas)[i]);
 		(*xids)[i] = FullTransactionIdFromU64(first_xid + (uint64) (int64) DELTAS(xid_deltas)[i]);
 	}
-	if ((Pointer) id_deltas != DatumGetPointer(heap_getattr(tup, Anum_stamp_change_id_deltas, desc, &isnull)))
+	if (id_copy)
 		pfree(id_deltas);
-	if ((Pointer) xid_deltas != DatumGetPointer(heap_getattr(tup, Anum_stamp_writer_xid_deltas, desc, &isnull)))
+	if (xid_copy)
 		pfree(xid_deltas);
 	return n;
 }
