@@ -56,7 +56,7 @@ TAP_TESTS = 1
 # operations torture test: about 4 of the suite's 9 minutes on 2 cores); CI
 # runs them on 15, 17 and 18.
 CFEED_SLOW_TESTS = test/t/001_stress.pl test/t/002_stress_worker.pl test/t/003_stress_ranges.pl test/t/060_fuzz.pl \
-	test/t/070_soak.pl test/t/090_operations.pl
+	test/t/070_soak.pl test/t/090_operations.pl test/t/225_operations_ranges.pl
 ifeq ($(CFEED_QUICK),1)
 PROVE_TESTS = $(filter-out $(CFEED_SLOW_TESTS),$(sort $(wildcard test/t/*.pl)))
 else
