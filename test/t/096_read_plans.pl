@@ -10,6 +10,12 @@
 # JIT section.  The session's settings must not matter: it forces custom
 # plans and JIT for every plan.  The read policy's selectivity (1.7) is in
 # sql/read_access.sql.
+#
+# A shard stored in ranges is read by looking its stamps' changes up in
+# change_pending_idx, one probe each, whatever the statistics of
+# cfeed.change say: before it was ever analyzed, a page joined to it
+# compared each of its 1,000 entries with every pending change of the
+# table.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -71,5 +77,32 @@ SKIP:
 my @counts = split(/\n/, $out);
 is_deeply(\@counts, [ map { $_ % 2 ? (5 * $_, 5 * $_) : (1000, 1000) } 1 .. 8 ],
 	'each call read the rows after its cursor, at most max_count');
+
+# A feed stored in ranges in a database whose cfeed.change is never analyzed
+# (autovacuum off for it): 7,000 changes written by big transactions, of
+# which a page of 1,000 is read.  Each entry costs one probe of
+# change_pending_idx: the index tuples read stay near the page's 1,000, not
+# the 7,000 pending entries of the table (the joined page read them all).
+$node->safe_psql('postgres', 'CREATE DATABASE r');
+$node->safe_psql('r', q{
+	CREATE EXTENSION cfeed;
+	ALTER TABLE cfeed.change SET (autovacuum_enabled = off);
+	SET cfeed.default_storage = ranges;
+	SELECT cfeed.create_feed('f', 2);
+});
+$node->safe_psql('r', 'SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 1000) g') for 1 .. 7;
+$node->safe_psql('r', 'SELECT count(*) FROM cfeed.sweep()');
+is($node->safe_psql('r', q{SELECT last_analyze IS NULL AND last_autoanalyze IS NULL
+	FROM pg_stat_user_tables WHERE relid = 'cfeed.change'::regclass}), 't',
+	'ranges: cfeed.change was never analyzed');
+my $tuples_read = q{SELECT pg_stat_force_next_flush();
+	SELECT idx_tup_read FROM pg_stat_user_indexes WHERE indexrelid = 'cfeed.change_pending_idx'::regclass};
+my ($before) = reverse split /\n/, $node->safe_psql('r', $tuples_read);
+is($node->safe_psql('r', 'SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)'), '1000',
+	'ranges: a page of 1,000 read');
+my ($after) = reverse split /\n/, $node->safe_psql('r', $tuples_read);
+cmp_ok($after - $before, '<=', 2000,
+	'ranges: the page read about one index tuple per change, not every pending one ('
+	  . ($after - $before) . ')');
 
 done_testing();

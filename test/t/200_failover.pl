@@ -120,8 +120,7 @@ sub lost_stamps
 	{
 		my %now = map { my ($n, $rest) = split /\|/, $_, 2; ($n => $rest) }
 		  split /\n/, $node->safe_psql('postgres', qq{
-			SELECT change_sequence_number, change_id, stamped_at FROM cfeed.change
-			WHERE feed_id = 1 AND shard = $s AND change_sequence_number IS NOT NULL});
+			SELECT change_sequence_number, change_id, stamped_at FROM cfeed.read(1, $s, NULL, 1000000)});
 		$lost += grep { !defined $now{$_} || $now{$_} ne $seen->{$s}{$_} } keys %{ $seen->{$s} };
 	}
 	return $lost;
