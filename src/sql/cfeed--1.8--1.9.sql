@@ -1119,14 +1119,15 @@ BEGIN
 					   ((g.first_writer_xid::text)::bigint + u.dx)::text::xid8 AS x, pg_catalog.count(*) AS n
 				FROM gone g, ROWS FROM (pg_catalog.unnest(g.change_id_deltas), pg_catalog.unnest(g.writer_xid_deltas)) AS u(dc, dx)
 				GROUP BY 1, 2),
+			-- one probe of change_pending_idx per pair, whatever the
+			-- table's statistics (as read() looks its pages up)
 			victims AS (
-				SELECT v.tid FROM (
-					SELECT c.ctid AS tid, m.n,
-						   pg_catalog.row_number() OVER (PARTITION BY c.change_id, c.writer_xid ORDER BY c.ctid) AS k
-					FROM cfeed.change c JOIN named m ON c.writer_xid = m.x AND c.change_id = m.id
-					WHERE c.change_sequence_number IS NULL
-					  AND c.feed_id = r.feed_id AND c.shard = r.shard) v
-				WHERE v.k <= v.n)
+				SELECT v.tid FROM named m CROSS JOIN LATERAL (
+					SELECT c.ctid AS tid FROM cfeed.change c
+					WHERE c.writer_xid = m.x AND c.change_id = m.id
+					  AND c.change_sequence_number IS NULL
+					  AND c.feed_id = r.feed_id AND c.shard = r.shard
+					ORDER BY c.ctid LIMIT m.n) v)
 			DELETE FROM cfeed.change c
 			USING victims v
 			WHERE c.ctid = v.tid;

@@ -90,8 +90,9 @@ $node->safe_psql('r', q{
 	SET cfeed.default_storage = ranges;
 	SELECT cfeed.create_feed('f', 2);
 });
-$node->safe_psql('r', 'SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 1000) g') for 1 .. 7;
-$node->safe_psql('r', 'SELECT count(*) FROM cfeed.sweep()');
+# each transaction swept on its own: 7 stamps of 500 changes a shard
+$node->safe_psql('r', 'SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 1000) g;
+	SELECT count(*) FROM cfeed.sweep()') for 1 .. 7;
 is($node->safe_psql('r', q{SELECT last_analyze IS NULL AND last_autoanalyze IS NULL
 	FROM pg_stat_user_tables WHERE relid = 'cfeed.change'::regclass}), 't',
 	'ranges: cfeed.change was never analyzed');
@@ -103,6 +104,20 @@ is($node->safe_psql('r', 'SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000)'), '
 my ($after) = reverse split /\n/, $node->safe_psql('r', $tuples_read);
 cmp_ok($after - $before, '<=', 2000,
 	'ranges: the page read about one index tuple per change, not every pending one ('
+	  . ($after - $before) . ')');
+
+# Retention of that shard (its stamps made two hours old): the changes its
+# stamps name are found the same way, one probe each, and deleted.
+my $change_tuples = q{SELECT pg_stat_force_next_flush();
+	SELECT seq_tup_read + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables WHERE relid = 'cfeed.change'::regclass};
+$node->safe_psql('r', q{UPDATE cfeed.feed SET retention = '1 hour' WHERE feed_id = 1;
+	UPDATE cfeed.stamp SET stamped_at = stamped_at - interval '2 hours' WHERE feed_id = 1 AND shard = 0});
+($before) = reverse split /\n/, $node->safe_psql('r', $change_tuples);
+my $deleted = $node->safe_psql('r', 'SELECT cfeed.apply_retention()');
+($after) = reverse split /\n/, $node->safe_psql('r', $change_tuples);
+cmp_ok($deleted, '>=', 3000, "ranges: retention deleted the shard's old changes ($deleted)");
+cmp_ok($after - $before, '<=', 2 * $deleted,
+	'ranges: retention read about one row of cfeed.change per change it deleted, not every pending one ('
 	  . ($after - $before) . ')');
 
 done_testing();
