@@ -62,12 +62,14 @@
  * with every pending change of the table (3.5 million comparisons, 0.44 s,
  * for a shard of 3,500 changes written by big transactions; 4 ms after
  * ANALYZE), and a generic plan made then stayed for the session.
+ * READ_PAGE_FROM's columns are those of the change the statement reads (no
+ * more: a column named needs the caller's SELECT on it).
  */
 #define READ_PAGE_NUMBER "DISTINCT ON (u.n) u.n"
-#define READ_PAGE_FROM \
+#define READ_PAGE_FROM(columns) \
 	"ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), " \
 	"pg_catalog.unnest($4)) AS u(n, id, x, t) CROSS JOIN LATERAL (" \
-	"SELECT c.feed_id, c.change_id, c.tbl, c.op, c.\"row\", c.ctid AS row_ctid FROM cfeed.change c " \
+	"SELECT " columns ", c.ctid AS row_ctid FROM cfeed.change c " \
 	"WHERE c.writer_xid = u.x AND c.change_id = u.id AND c.change_sequence_number IS NULL " \
 	"AND c.feed_id = $5 AND c.shard = $6 OFFSET 0) c"
 #define READ_PAGE_WHERE "ORDER BY u.n, c.row_ctid"
@@ -365,7 +367,8 @@ cfeed_read(PG_FUNCTION_ARGS)
 	return read_common(fcinfo, &read_plans,
 					   "SELECT c.change_sequence_number, c.change_id, c.stamped_at "
 					   "FROM cfeed.change c " READ_RANGE,
-					   "SELECT " READ_PAGE_NUMBER ", c.change_id, u.t FROM " READ_PAGE_FROM " " READ_PAGE_WHERE);
+					   "SELECT " READ_PAGE_NUMBER ", c.change_id, u.t FROM "
+					   READ_PAGE_FROM("c.change_id") " " READ_PAGE_WHERE);
 }
 
 /*
@@ -388,7 +391,8 @@ cfeed_read(PG_FUNCTION_ARGS)
 	"OFFSET 0) i ON true " where
 #define READ_ROWS_PLANS(tbl) \
 	READ_ROWS("c.change_sequence_number", "c.stamped_at", "cfeed.change c", tbl, READ_RANGE), \
-	READ_ROWS(READ_PAGE_NUMBER, "u.t", READ_PAGE_FROM, tbl, READ_PAGE_WHERE)
+	READ_ROWS(READ_PAGE_NUMBER, "u.t", \
+			  READ_PAGE_FROM("c.feed_id, c.change_id, c.tbl, c.op, c.\"row\""), tbl, READ_PAGE_WHERE)
 
 Datum
 cfeed_read_rows(PG_FUNCTION_ARGS)
