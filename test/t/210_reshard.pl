@@ -227,6 +227,11 @@ is($node->safe_psql($db, q{
 	'0:-:true 1:-:true 2:0:true 3:1:true 4:0:true 5:1:true 6:2:false 7:3:false 8:4:false '
 	  . '9:5:false 10:2:false 11:3:false 12:4:false 13:5:false',
 	'two splits: 2 -> 4 -> 8 shards, each child under its parent');
+# (under load a split may come late, even after the writers stopped: its
+# children then have no change)
+note('changes per shard: ' . $node->safe_psql($db, q{
+	SELECT string_agg(shard || ':' || (last_change_sequence_number - start_sequence_number), ' ' ORDER BY shard)
+	FROM cfeed.shard WHERE feed_id = 1}));
 # (cfeed.stats: a range change keeps no number in its row)
 ok($node->poll_query_until($db, 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
 	'every change stamped');
@@ -310,18 +315,19 @@ sub sse_diag
 	return;
 }
 
-# The group: its owners drain every open shard; closed ones hold no lease.
-ok($node->poll_query_until($db, q{
-	SELECT count(*) = 8 AND bool_and(l.cursor = s.last_change_sequence_number)
-	FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
-	WHERE l.group_name = 'grp' AND NOT s.closed}), 'the group caught up with every open shard');
-$node->safe_psql($db, 'UPDATE ctl SET stop = true');
-$_->finish for values %owner;
-is($node->safe_psql($db, q{
-	SELECT count(*) FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
-	WHERE l.group_name = 'grp' AND s.closed AND l.owner IS NOT NULL}), '0',
-	'closed, consumed shards hold no lease')
-  or diag($node->safe_psql($db, q{
+# The group: its owners read every shard to its head, the closed ones
+# too, and a closed shard read to its end holds no lease (the next
+# acquire frees it).  Not only the open shards: a split that comes after
+# the writers stopped (the test's own timing slips under load) leaves
+# children with no change, at their head from the start, while the group
+# may still be reading their parents (CI, PostgreSQL 18: the open shards
+# "caught up", four closed parents held, 8,641 of 14,546 changes read).
+# Each shard's lease on a failure; an owner whose CALL ended on an error
+# (anything but the 55000 it catches) did no more work: its psql's error
+# is shown once the owners are stopped.
+sub group_diag
+{
+	diag($node->safe_psql($db, q{
 	SELECT string_agg(pg_catalog.format('shard %s (parent %s%s): owner %s, epoch %s, cursor +%s, head +%s, '
 										'read to end %s, ended %s; %s processed, up to +%s',
 										s.shard, COALESCE(s.parent::text, '-'), CASE WHEN s.closed THEN ', closed' ELSE '' END,
@@ -333,6 +339,24 @@ is($node->safe_psql($db, q{
 					  e'\n' ORDER BY s.shard)
 	FROM cfeed.shard s LEFT JOIN cfeed.lease l ON l.group_name = 'grp' AND l.feed_id = s.feed_id AND l.shard = s.shard
 	WHERE s.feed_id = 1}));
+	return;
+}
+ok($node->poll_query_until($db, q{
+	SELECT count(*) = (SELECT count(*) FROM cfeed.shard WHERE feed_id = 1)
+	   AND bool_and(l.cursor = s.last_change_sequence_number)
+	FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
+	WHERE l.group_name = 'grp'}), 'the group read every shard to its head, closed ones included')
+  or group_diag();
+ok($node->poll_query_until($db, q{
+	SELECT count(*) = 0 FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
+	WHERE l.group_name = 'grp' AND s.closed AND l.owner IS NOT NULL}),
+	'closed, consumed shards hold no lease')
+  or group_diag();
+$node->safe_psql($db, 'UPDATE ctl SET stop = true');
+$_->finish for values %owner;
+is(join("\n", map { my $err = named_call_stderr($owner{$_}); $owner{$_}->result || $err =~ /ERROR|FATAL/
+						  ? sprintf('%s: exit %d: %s', $_, $owner{$_}->result, $err) : () } @OWNERS),
+	'', 'every owner ran until told to stop');
 check_consumer('consumer group',
 	split /\n/, $node->safe_psql($db, 'SELECT change_id FROM processed ORDER BY id'));
 is($node->safe_psql($db, 'SELECT count(DISTINCT owner) FROM processed'), scalar(@OWNERS),

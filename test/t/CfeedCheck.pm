@@ -21,7 +21,7 @@ use IPC::Run;
 my $RANGES = ($ENV{CFEED_TEST_STORAGE} // 'rows') eq 'ranges';
 
 our @EXPORT = qw(setup_truth wait_all_stamped check_invariants pgbench_writer_script cfeed_node cfeed_standby
-  start_named_call kill_named_call restored_copy burn_xids);
+  start_named_call kill_named_call named_call_stderr restored_copy burn_xids);
 
 # Take $n xids on $db of $node, one transaction each (an xid counter far
 # from another cluster's).
@@ -34,7 +34,10 @@ sub burn_xids
 }
 
 # A psql in the background running one statement (a consumer's CALL) on
-# $db of $node as application_name $name, its handle in $handles->{$name}.
+# $db of $node as application_name $name, its handle in $handles->{$name};
+# what it printed on stderr so far: named_call_stderr($handles->{$name}).
+my %call_stderr;	# handle -> its psql's stderr
+
 sub start_named_call
 {
 	my ($handles, $node, $db, $name, $sql) = @_;
@@ -42,6 +45,17 @@ sub start_named_call
 	my $conn = $node->connstr($db) . " application_name=$name";
 	$handles->{$name} = IPC::Run::start([ 'psql', '-X', '-q', '-d', $conn, '-c', $sql ],
 		'>', \$out, '2>', \$err);
+	$call_stderr{ $handles->{$name} } = \$err;
+	return $handles->{$name};
+}
+
+# The stderr of a named call's psql (an error that ended its statement),
+# as of its last pump or finish.
+sub named_call_stderr
+{
+	my ($handle) = @_;
+	my $err = $call_stderr{$handle};
+	return $err ? $$err : '';
 }
 
 # Terminate the backend of application_name $name and reap its psql.
