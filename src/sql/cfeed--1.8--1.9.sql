@@ -937,7 +937,12 @@ ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
  * through change_pending_idx; a row shard's, those without a number.  The
  * group's mark is its highest of any cluster (after pg_upgrade, before
  * adopt_marks, the old cluster's is the right one), found by a probe per
- * group and cluster (t/221_mark_held_horizon.pl).
+ * group and cluster (t/221_mark_held_horizon.pl).  A range change stays in
+ * change_pending_idx (its row never gets a number), where a row shard's
+ * pending changes are looked for: that scan runs only when some shard is
+ * stored in rows, so that with every shard in ranges a read of the view
+ * does not grow with every change the feeds hold (cfeed serve reads it at
+ * every round of its streams).
  */
 CREATE OR REPLACE VIEW cfeed.stats AS
 	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
@@ -953,6 +958,7 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 			   JOIN cfeed.shard_config sc
 				 ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id AND sc.shard OPERATOR(pg_catalog.=) c.shard
 			   WHERE c.change_sequence_number IS NULL AND sc.storage OPERATOR(pg_catalog.=) 'rows'
+				 AND EXISTS (SELECT FROM cfeed.shard_config r WHERE r.storage OPERATOR(pg_catalog.=) 'rows')
 			   GROUP BY c.feed_id, c.shard
 			   UNION ALL
 			   SELECT c.feed_id, c.shard, pg_catalog.count(*), pg_catalog.min(c.written_at)

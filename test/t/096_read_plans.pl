@@ -15,7 +15,9 @@
 # change_pending_idx, one probe each, whatever the statistics of
 # cfeed.change say: before it was ever analyzed, a page joined to it
 # compared each of its 1,000 entries with every pending change of the
-# table.
+# table.  Retention finds a range shard's old changes the same way, and
+# cfeed.stats does not scan the range changes for a row shard's pending
+# ones when no shard is stored in rows.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -119,5 +121,14 @@ cmp_ok($deleted, '>=', 3000, "ranges: retention deleted the shard's old changes 
 cmp_ok($after - $before, '<=', 2 * $deleted,
 	'ranges: retention read about one row of cfeed.change per change it deleted, not every pending one ('
 	  . ($after - $before) . ')');
+
+# cfeed.stats, with every shard of the database stored in ranges: a row
+# shard's pending changes are not looked for among the range changes, all
+# of which stay in change_pending_idx.
+($before) = reverse split /\n/, $node->safe_psql('r', $tuples_read);
+is($node->safe_psql('r', 'SELECT sum(pending) FROM cfeed.stats'), '0', 'ranges: cfeed.stats, nothing pending');
+($after) = reverse split /\n/, $node->safe_psql('r', $tuples_read);
+cmp_ok($after - $before, '<', 100,
+	'ranges: cfeed.stats read no index tuple of the range changes (' . ($after - $before) . ')');
 
 done_testing();
