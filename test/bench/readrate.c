@@ -18,6 +18,12 @@
  *		logical-all	one pg_logical_slot_get_changes('r_all', NULL, NULL): the
  *				whole backlog in one call (the peer's best case, no pages)
  *
+ *	  READRATE_STORAGE=ranges: the feed's shard is stored in ranges, whose
+ *	  change rows hold no number: the plain index range reads hand_change
+ *	  (the same rows, numbered, with their own index), and the join pattern
+ *	  is the one for that storage, orders JOIN cfeed.read(...) USING
+ *	  (change_id).
+ *
  *	  usage: readrate CONNINFO MODE START_CURSOR
  */
 #include <stdio.h>
@@ -128,14 +134,24 @@ main(int argc, char **argv)
 	}
 	if (strcmp(mode, "cfeed") == 0 || strcmp(mode, "join") == 0)
 	{
+		const char *storage = getenv("READRATE_STORAGE");
+		int			ranges = storage != NULL && strcmp(storage, "ranges") == 0;
 		const char *cfeed_name[2] = {"cfeed", "plain"};
 		const char *cfeed_sql[2] = {
 			"SELECT * FROM cfeed.read(1, 0, $1::bigint, 1000)",
+			ranges ?
+			"SELECT change_sequence_number, change_id, stamped_at FROM hand_change "
+			"WHERE feed_id = 1 AND shard = 0 AND change_sequence_number > $1::bigint "
+			"ORDER BY change_sequence_number LIMIT 1000" :
 			"SELECT change_sequence_number, change_id, stamped_at FROM cfeed.change "
 			"WHERE feed_id = 1 AND shard = 0 AND change_sequence_number > $1::bigint "
 			"ORDER BY change_sequence_number LIMIT 1000"};
 		const char *join_name[2] = {"join", "hand"};
 		const char *join_sql[2] = {
+			ranges ?
+			"SELECT c.change_sequence_number, o.* FROM orders o "
+			"JOIN cfeed.read(1, 0, $1::bigint, 1000) c USING (change_id) "
+			"ORDER BY c.change_sequence_number" :
 			"SELECT c.change_sequence_number, o.* FROM orders o JOIN cfeed.change c USING (change_id) "
 			"WHERE c.feed_id = 1 AND c.shard = 0 AND c.change_sequence_number > $1::bigint "
 			"ORDER BY c.change_sequence_number LIMIT 1000",

@@ -65,6 +65,7 @@ step()
 step write_overhead.sh 5 8 3
 step track.sh 3 8 3
 step read_rate.sh 1000000
+STORAGE=ranges step read_rate.sh 1000000
 LATENCY_DUMP=$out/latency.dat step latency.sh 500
 step standby.sh 500
 step held_xmin.sh 60 15 2
