@@ -5,7 +5,7 @@
 # reindexes and vacuums cfeed.stamp and cfeed.sweep_mark, tries to move a
 # range shard to another sweep group (refused, 0A000) and truncates the
 # stamps with the changes; every guarantee is checked on the numbers the
-# stamps hold.  Shorter than 090 (CFEED_TORTURE_SECONDS, default 20 here).
+# stamps hold.  Shorter than 090 (CFEED_TORTURE_SECONDS, default 15 here).
 
 use strict;
 use warnings;
@@ -16,6 +16,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 
 $ENV{CFEED_TORTURE_STORAGE} = 'ranges';
-$ENV{CFEED_TORTURE_SECONDS} //= 20;
+$ENV{CFEED_TORTURE_SECONDS} //= 15;
 do "$FindBin::RealBin/090_operations.pl";
 die $@ if $@;
