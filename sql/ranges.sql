@@ -449,3 +449,21 @@ WHERE s.feed_id = 30 ORDER BY s.shard, n;
 -- shard to its end
 DELETE FROM cfeed.change WHERE feed_id = 30 AND shard = 0 AND change_id = 3;
 SELECT cfeed._read_to_end(30, 0, cfeed.head(30, 0) - 1) AS read_to_end_deleted_last;
+
+-- a group whose mark was deleted by hand (and committed): its sweeps refuse
+-- (55000, above) until cfeed.adopt_marks() makes the mark again from the
+-- group's stamps: the stamped changes keep their numbers, the pending one
+-- is stamped after them, once
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('mark-lost', 1, feed_id => 40, sweep_group => 8);
+RESET cfeed.default_storage;
+SELECT count(cfeed.publish(40, 0)) FROM generate_series(1, 3);
+SELECT change_count FROM cfeed.sweep(8);
+DELETE FROM cfeed.sweep_mark WHERE sweep_group = 8;
+SELECT cfeed.publish(40, 0) IS NOT NULL AS pending;
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep(8)');
+SELECT sweep_group, stamps, changes, unstamped_writers > 0 AS some_unstamped FROM cfeed.adopt_marks();
+SELECT * FROM cfeed.adopt_marks();
+SELECT feed_id, shard, change_count FROM cfeed.sweep(8) ORDER BY feed_id, shard;
+SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_temp.numbered(40, 0);
+SELECT count(*) FROM cfeed.sweep(8);

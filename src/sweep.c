@@ -411,7 +411,7 @@ range_change_unstamped(SweepState *s, const CfeedPendingChange *c)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("sweep group %d has a shard stored in ranges but no sweep mark", s->sweep_group),
 				 errdetail("Shard %d of feed %d is stored in ranges.", c->shard, c->feed_id),
-				 errhint("A row of cfeed.sweep_mark was deleted by hand; restore it from a backup.")));
+				 errhint("A row of cfeed.sweep_mark was deleted by hand: as cfeed's owner, run SELECT * FROM cfeed.adopt_marks() to make it again from the group's stamps.")));
 	if (FullTransactionIdEquals(c->writer_xid, GetTopFullTransactionIdIfAny()))
 		return false;
 	return cfeed_watermark_covers(s->watermark, c->writer_xid);

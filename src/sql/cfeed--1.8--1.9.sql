@@ -735,7 +735,10 @@ COMMENT ON FUNCTION cfeed._marks_local(int) IS 'internal: every mark of the swee
  * reads of its range shards refuse such a mark (55000), and retention
  * leaves them alone (cfeed._marks_local), until this function, run by
  * cfeed's owner (a superuser), makes the group's stamps and mark this
- * cluster's, in one transaction, per group with a foreign mark:
+ * cluster's, in one transaction, per group with a foreign mark.  A group
+ * with a range shard and no mark at all (deleted by hand: its sweeps refuse
+ * to number its range changes, which they would number twice) is made a
+ * mark the same way, from its stamps:
  *
  *  1. every change its stamps name (matched by feed, shard and change_id,
  *     as many of a change_id as the stamps hold, lowest writer_xid first)
@@ -776,8 +779,15 @@ BEGIN
 				  DETAIL = 'The new marks are made from a fresh snapshot, as a sweep''s.';
 	END IF;
 	LOCK TABLE cfeed.stamp, cfeed.sweep_mark IN EXCLUSIVE MODE;
-	FOR v_group IN SELECT DISTINCT m.sweep_group FROM cfeed.sweep_mark m
-				   WHERE m.system_identifier <> v_sysid ORDER BY 1 LOOP
+	-- the groups with another cluster's mark, and those with a range shard
+	-- but no mark at all (one deleted by hand: their sweeps refuse too)
+	FOR v_group IN SELECT m.sweep_group FROM cfeed.sweep_mark m
+				   WHERE m.system_identifier <> v_sysid
+				   UNION
+				   SELECT sc.sweep_group FROM cfeed.shard_config sc
+				   WHERE sc.storage = 'ranges'
+					 AND NOT EXISTS (SELECT FROM cfeed.sweep_mark m WHERE m.sweep_group = sc.sweep_group)
+				   ORDER BY 1 LOOP
 		sweep_group := v_group;
 		PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
 		WITH named AS (
@@ -828,7 +838,7 @@ BEGIN
 END
 $fn$;
 REVOKE ALL ON FUNCTION cfeed.adopt_marks() FROM PUBLIC;
-COMMENT ON FUNCTION cfeed.adopt_marks() IS 'makes the stamps and marks of sweep groups restored from another cluster (a dump, pg_upgrade) this cluster''s, so that their sweeps go on';
+COMMENT ON FUNCTION cfeed.adopt_marks() IS 'makes the stamps and marks of sweep groups restored from another cluster (a dump, pg_upgrade) this cluster''s, and makes again the mark of a group with range shards whose mark was deleted, so that their sweeps go on';
 
 /*
  * A range change's stamp names it by (feed_id, shard, change_id,
