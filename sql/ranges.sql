@@ -463,7 +463,5 @@ DELETE FROM cfeed.sweep_mark WHERE sweep_group = 8;
 SELECT cfeed.publish(40, 0) IS NOT NULL AS pending;
 SELECT pg_temp.err('SELECT * FROM cfeed.sweep(8)');
 SELECT sweep_group, stamps, changes, unstamped_writers > 0 AS some_unstamped FROM cfeed.adopt_marks();
-SELECT * FROM cfeed.adopt_marks();
 SELECT feed_id, shard, change_count FROM cfeed.sweep(8) ORDER BY feed_id, shard;
 SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_temp.numbered(40, 0);
-SELECT count(*) FROM cfeed.sweep(8);
