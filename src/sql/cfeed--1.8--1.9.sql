@@ -1059,12 +1059,19 @@ ALTER VIEW cfeed.consumer_lag SET (security_barrier = true);
  * changes: those entirely below the limit (the cutoff's cursor, the
  * groups' cursors, the first dead letter, and never the head), stamped
  * before the cutoff.  Its history (numbered rows at or below its start
- * value) goes first, as on any shard.
+ * value) goes first, as on any shard.  Planned with sequential scans off:
+ * the group-0 sweeper runs it with generic plans (cfeed_spi_connect) and
+ * keeps them, and made while cfeed.change was analyzed small, the probe of
+ * a range stamp's changes was a sequential scan of the table per change,
+ * kept as the table grew (11 s and 50 million tuples to delete 5,000
+ * changes among 5,000; t/096_read_plans.pl).  Every statement here has an
+ * index to use.
  */
 CREATE OR REPLACE FUNCTION cfeed._apply_retention(max_rows int DEFAULT 10000, ignore_leases bool DEFAULT false)
 	RETURNS bigint
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
+	SET enable_seqscan = off
 	AS $fn$
 DECLARE
 	r record;
