@@ -85,13 +85,24 @@ is_deeply(\@counts, [ map { $_ % 2 ? (5 * $_, 5 * $_) : (1000, 1000) } 1 .. 8 ],
 # which a page of 1,000 is read.  Each entry costs one probe of
 # change_pending_idx: the index tuples read stay near the page's 1,000, not
 # the 7,000 pending entries of the table (the joined page read them all).
-$node->safe_psql('postgres', 'CREATE DATABASE r');
-$node->safe_psql('r', q{
-	CREATE EXTENSION cfeed;
-	ALTER TABLE cfeed.change SET (autovacuum_enabled = off);
-	SET cfeed.default_storage = ranges;
-	SELECT cfeed.create_feed('f', 2);
-});
+
+# A new database $db with cfeed, whose cfeed.change autovacuum leaves alone
+# (its statistics are the test's), and a feed 'f' of $shards shards stored
+# in ranges; then $sql.
+sub range_database
+{
+	my ($db, $shards, $sql) = @_;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, qq{
+		CREATE EXTENSION cfeed;
+		ALTER TABLE cfeed.change SET (autovacuum_enabled = off);
+		SET cfeed.default_storage = ranges;
+		SELECT cfeed.create_feed('f', $shards);
+		$sql
+	});
+	return;
+}
+range_database('r', 2, '');
 # each transaction swept on its own: 7 stamps of 500 changes a shard
 $node->safe_psql('r', 'SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 1000) g;
 	SELECT count(*) FROM cfeed.sweep()') for 1 .. 7;
@@ -119,12 +130,7 @@ cmp_ok($after - $before, '<=', 2000,
 # sequential scan of the table per change (1.27 s for a page of 1,000 among
 # 20,000 changes, not 3 ms), and a row shard's read a range of
 # change_sequence_idx, not a scan and sort of the table.
-$node->safe_psql('postgres', 'CREATE DATABASE a');
-$node->safe_psql('a', q{
-	CREATE EXTENSION cfeed;
-	ALTER TABLE cfeed.change SET (autovacuum_enabled = off);
-	SET cfeed.default_storage = ranges;
-	SELECT cfeed.create_feed('f', 1);
+range_database('a', 1, q{
 	SET cfeed.default_storage = rows;
 	SELECT cfeed.create_feed('g', 1);
 	SELECT count(cfeed.publish(1 + g % 2, 0)) FROM generate_series(1, 20) g;
@@ -174,13 +180,8 @@ cmp_ok($after - $before, '<=', 2 * $deleted,
 # made while cfeed.change was analyzed small: after the table grew, the
 # changes of the old stamps are still found by a probe each (seen failing:
 # 50 million tuples and 11 s to delete 5,000 changes among 5,000).
-$node->safe_psql('postgres', 'CREATE DATABASE b');
 my $sweep_all = q{DO $$ BEGIN LOOP EXIT WHEN (SELECT coalesce(sum(change_count), 0) FROM cfeed.sweep()) = 0; COMMIT; END LOOP; END $$;};
-$node->safe_psql('b', q{
-	CREATE EXTENSION cfeed;
-	ALTER TABLE cfeed.change SET (autovacuum_enabled = off);
-	SET cfeed.default_storage = ranges;
-	SELECT cfeed.create_feed('f', 1);
+range_database('b', 1, q{
 	UPDATE cfeed.feed SET retention = '1 hour' WHERE feed_id = 1;
 	SELECT count(cfeed.publish(1, 0)) FROM generate_series(1, 10);
 });
