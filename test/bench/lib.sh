@@ -140,7 +140,8 @@ pending()
 
 # swept: when cfeed is installed and its background sweeper on, or the
 # database ($BENCH_DB) has the SQL edition (whose sweeper the script runs),
-# wait (up to 10 s) until every committed change is stamped.
+# wait (up to 10 s) until every committed change is stamped; says so on
+# stderr when they are not (what follows then runs beside the sweep).
 swept()
 {
 	local i
@@ -153,6 +154,7 @@ swept()
 		[ "$(pending)" != 0 ] || return 0
 		sleep 0.1
 	done
+	echo "swept: $(pending) changes still pending after 10 s" >&2
 }
 
 # sql_file NAME LINE...: a pgbench script in $BENCH_DIR, readable by postgres.
