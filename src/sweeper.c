@@ -525,6 +525,17 @@ cfeed_sweeper_main(Datum main_arg)
 
 	loopcxt = AllocSetContextCreate(TopMemoryContext, "cfeed sweeper loop",
 									ALLOCSET_DEFAULT_SIZES);
+
+	/*
+	 * Read the configuration files once before the first pass: a sweeper
+	 * forked just before a reload that turned cfeed.enable_sweeper off may
+	 * have lost its SIGHUP (the postmaster signals a worker that cannot
+	 * catch it yet), and one forked just after it starts with the setting
+	 * already off and no signal to come.  Either would sweep on for good
+	 * (104_serve_sse_rounds, once in CI: a group's sweeper started by the
+	 * launcher as the test turned the sweepers off never stopped).
+	 */
+	ConfigReloadPending = true;
 	for (;;)
 	{
 		/* set in PG_TRY or PG_CATCH and read after them: volatile */
@@ -542,9 +553,9 @@ cfeed_sweeper_main(Datum main_arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
-			if (!cfeed_enable_sweeper)
-				proc_exit(0);
 		}
+		if (!cfeed_enable_sweeper)
+			proc_exit(0);
 
 		MemoryContextSwitchTo(loopcxt);
 		PG_TRY();
