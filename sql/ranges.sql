@@ -465,3 +465,86 @@ SELECT pg_temp.err('SELECT * FROM cfeed.sweep(8)');
 SELECT sweep_group, stamps, changes, unstamped_writers > 0 AS some_unstamped FROM cfeed.adopt_marks();
 SELECT feed_id, shard, change_count FROM cfeed.sweep(8) ORDER BY feed_id, shard;
 SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_temp.numbered(40, 0);
+
+-- read() answers from a range shard's stamps alone while none of them names
+-- a deleted change and the read policy shows the reader the changes they
+-- name: the same rows as looking each change up.  A stamp says whether a
+-- change it numbers has a row image: for a reader the read policy applies
+-- to, that stamp's changes are looked up (and hidden when it may not SELECT
+-- their table), and so is every change while the operator has a
+-- restrictive policy on cfeed.change.  shard_config.deleted_changes counts
+-- a range shard's changes deleted by hand, stamped or pending (a rolled
+-- back DELETE not), and each TRUNCATE of cfeed.change; retention takes back
+-- the changes it deletes with their stamps
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('from-stamps', 1, feed_id => 41, sweep_group => 9);
+SELECT cfeed.create_feed('from-stamps-retained', 1, feed_id => 42, sweep_group => 9);
+RESET cfeed.default_storage;
+CREATE TABLE public.ranges_hidden (id int PRIMARY KEY);
+SELECT cfeed.track('public.ranges_hidden', 41);
+SELECT count(cfeed.publish(41, 0, i)) FROM generate_series(1, 3) i;
+SELECT change_count FROM cfeed.sweep(9);
+INSERT INTO public.ranges_hidden VALUES (1);
+SELECT change_count FROM cfeed.sweep(9);
+SELECT count(cfeed.publish(41, 0, i)) FROM generate_series(4, 5) i;
+SELECT change_count FROM cfeed.sweep(9);
+SELECT last_number - first_number + 1 AS changes, images
+FROM cfeed.stamp WHERE feed_id = 41 ORDER BY last_number;
+CREATE ROLE ranges_stamps_reader;
+GRANT SELECT ON cfeed.change TO ranges_stamps_reader;
+SELECT cfeed.grant_read(41, 'ranges_stamps_reader');
+SELECT count(*) AS changes, count(*) FILTER (WHERE change_id <= 5) AS published
+FROM cfeed.read(41, 0);
+SELECT start_sequence_number AS start41 FROM cfeed.shard WHERE feed_id = 41 \gset
+SET ROLE ranges_stamps_reader;
+-- the tracked row's change is hidden: numbers 1-3 and 5-6
+SELECT change_sequence_number - :start41 AS n, change_id <= 5 AS published
+FROM cfeed.read(41, 0) ORDER BY n;
+RESET ROLE;
+GRANT SELECT ON public.ranges_hidden TO ranges_stamps_reader;
+SET ROLE ranges_stamps_reader;
+SELECT count(*) AS with_select_on_table FROM cfeed.read(41, 0);
+RESET ROLE;
+-- a restrictive policy of the operator's holds
+BEGIN;
+CREATE POLICY ranges_odd ON cfeed.change AS RESTRICTIVE FOR SELECT
+	USING (feed_id <> 41 OR change_id % 2 = 1);
+SET ROLE ranges_stamps_reader;
+SELECT array_agg(change_id ORDER BY change_sequence_number) AS odd_only FROM cfeed.read(41, 0)
+WHERE change_id <= 5;
+ROLLBACK;
+-- deletes: rolled back, by hand, pending, TRUNCATE (rolled back here)
+BEGIN;
+DELETE FROM cfeed.change WHERE feed_id = 41 AND change_id = 1;
+ROLLBACK;
+SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 41;
+DELETE FROM cfeed.change WHERE feed_id = 41 AND change_id = 2;
+SELECT cfeed.publish(41, 0, 6) AS pending;
+DELETE FROM cfeed.change WHERE feed_id = 41 AND change_id = 6;
+SELECT change_count FROM cfeed.sweep(9);
+SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 41;
+SET ROLE ranges_stamps_reader;
+SELECT array_agg(change_id ORDER BY change_sequence_number) FILTER (WHERE change_id <= 6) AS deleted_2,
+	   count(*) AS changes
+FROM cfeed.read(41, 0);
+RESET ROLE;
+BEGIN;
+TRUNCATE cfeed.change;
+SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 41;
+SELECT count(*) AS after_truncate FROM cfeed.read(41, 0);
+ROLLBACK;
+-- retention deletes whole stamps with their changes: nothing counted
+SELECT count(cfeed.publish(42, 0, i)) FROM generate_series(1, 3) i;
+SELECT change_count FROM cfeed.sweep(9);
+SELECT cfeed.publish(42, 0, 4) AS head_change;
+SELECT change_count FROM cfeed.sweep(9);
+SELECT pg_sleep(0.01);
+UPDATE cfeed.feed SET retention = '1 millisecond' WHERE feed_id = 42;
+SELECT cfeed.apply_retention() AS deleted;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 42;
+SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 42;
+SELECT change_id FROM cfeed.read(42, 0);
+SELECT cfeed.untrack('public.ranges_hidden');
+DROP TABLE public.ranges_hidden;
+DROP OWNED BY ranges_stamps_reader;
+DROP ROLE ranges_stamps_reader;

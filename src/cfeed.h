@@ -42,11 +42,13 @@
 #define Anum_shard_parent			7	/* 1.9 */
 #define Anum_shard_closed			8	/* 1.9 */
 #define Anum_shard_storage			9	/* 1.9 */
+#define Anum_shard_deleted_changes	10	/* 1.9 */
 
 /* The columns of cfeed.stamp that catalog.c and read.c read (ranges.c has the others). */
 #define Anum_stamp_first_number		3
 #define Anum_stamp_last_number		4
 #define Anum_stamp_stamped_at		5
+#define Anum_stamp_images			10	/* a change it numbers has a row image */
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
@@ -76,6 +78,8 @@ typedef struct CfeedShard
 	int32		parent;			/* the shard it continues, -1 when none */
 	bool		closed;			/* receives no change any more */
 	bool		ranges;			/* storage 'ranges': numbered by cfeed.stamp rows */
+	bool		stamps_whole;	/* ranges: no stamp names a deleted change
+								 * (deleted_changes is 0) */
 } CfeedShard;
 
 /* What one sweep did to one shard. */
@@ -202,6 +206,7 @@ typedef struct CfeedPendingChange
 	FullTransactionId writer_xid;
 	int64		number;			/* assigned sequence number */
 	bool		ranges;			/* of a shard stored in ranges */
+	bool		image;			/* it has a row image (tbl is not null) */
 } CfeedPendingChange;
 
 /* sweep.c */

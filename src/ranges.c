@@ -287,15 +287,18 @@ entry_deltas(const CfeedPendingChange *first, const CfeedPendingChange *c,
  * insert_stamp
  *		One cfeed.stamp row: changes[0..n-1], of one shard, numbered
  *		consecutively, whose change_ids and writers are the first's plus
- *		id_deltas[i] and xid_deltas[i] (int4 datums, from entry_deltas).
+ *		id_deltas[i] and xid_deltas[i] (int4 datums, from entry_deltas);
+ *		images says whether one of them has a row image.
  */
 static void
 insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
 			 Datum *xid_deltas, TimestampTz now)
 {
-	Oid			types[9] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
-	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID};
-	Datum		values[9];
+	Oid			types[10] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
+	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID, BOOLOID};
+	Datum		values[10];
+	bool		images = false;
+	int			i;
 
 	Assert(changes[n - 1].number == changes[0].number + n - 1);
 	values[0] = Int32GetDatum(changes[0].feed_id);
@@ -309,11 +312,14 @@ insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
 	values[7] = FullTransactionIdGetDatum(changes[0].writer_xid);
 	values[8] = PointerGetDatum(construct_array(xid_deltas, n, INT4OID, sizeof(int32),
 												true, TYPALIGN_INT));
+	for (i = 0; i < n && !images; i++)
+		images = changes[i].image;
+	values[9] = BoolGetDatum(images);
 	(void) cfeed_spi_plan(&stamp_insert_plan,
 						  "INSERT INTO cfeed.stamp (feed_id, shard, first_number, last_number, "
 						  "stamped_at, first_change_id, change_id_deltas, first_writer_xid, "
-						  "writer_xid_deltas) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-						  9, types);
+						  "writer_xid_deltas, images) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+						  10, types);
 	(void) cfeed_spi_run(&stamp_insert_plan, values, SPI_OK_INSERT, "inserting a stamp");
 	pfree(DatumGetPointer(values[6]));
 	pfree(DatumGetPointer(values[8]));

@@ -35,10 +35,14 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "rewrite/rowsecurity.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -78,17 +82,22 @@
 /* Stamped changes looked up by one plan of a range read, at most. */
 #define RANGE_PAGE_MAX				1000
 
-/* One function's plans: for shards stored in rows and in ranges. */
+/*
+ * One function's plans: for shards stored in rows and in ranges; and
+ * whether its rows are what a stamp holds (number, change_id, stamped_at),
+ * so that a range shard's stamps may answer it alone (stamps_answer).
+ */
 typedef struct ReadPlans
 {
 	SPIPlanPtr	rows;
 	SPIPlanPtr	ranges;
+	bool		from_stamps;
 } ReadPlans;
 
 /* read()'s and read_rows()'s plans, kept for the backend's life (cache.h) */
-static ReadPlans read_plans = {NULL, NULL};
-static ReadPlans read_rows_plans = {NULL, NULL};
-static ReadPlans read_rows_plans_regclass = {NULL, NULL};	/* tbl still a regclass */
+static ReadPlans read_plans = {NULL, NULL, true};
+static ReadPlans read_rows_plans = {NULL, NULL, false};
+static ReadPlans read_rows_plans_regclass = {NULL, NULL, false};	/* tbl still a regclass */
 
 static Snapshot read_snapshot(void);
 
@@ -203,18 +212,111 @@ run_range_page(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 }
 
 /*
+ * images_shown
+ *		Whether cfeed.change's row-level security shows the caller every
+ *		change of a feed it may read, images or not: it does not apply to
+ *		the caller (the table's owner, a superuser, BYPASSRLS, or the
+ *		table's row-level security disabled).  Raises, as a query of the
+ *		table would, when it applies and row_security is off.
+ */
+static bool
+images_shown(Relation changerel)
+{
+	return check_enable_rls(RelationGetRelid(changerel), InvalidOid, false) != RLS_ENABLED;
+}
+
+/*
+ * imageless_shown
+ *		Whether cfeed.change's row-level security shows a caller that may
+ *		read a feed (cfeed_check_read) each of its changes without a row
+ *		image: its read policies are cfeed's own, change_read, which shows
+ *		such a change to whom may read its feed (cfeed._may_read_image),
+ *		with no restrictive policy of an operator's beside it.
+ */
+static bool
+imageless_shown(Relation changerel)
+{
+	ListCell   *lc;
+	bool		own = false;
+
+	if (changerel->rd_rsdesc == NULL)
+		return true;
+	foreach(lc, changerel->rd_rsdesc->policies)
+	{
+		RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
+
+		if (policy->polcmd != '*' && policy->polcmd != ACL_SELECT_CHR)
+			continue;
+		if (!policy->permissive)
+			return false;
+		own |= strcmp(policy->policy_name, "change_read") == 0;
+	}
+	return own;
+}
+
+/*
+ * stamps_answer
+ *		Whether read() may take a range shard's changes from its stamps,
+ *		without looking them up in cfeed.change, as of the snapshot: no
+ *		stamp of the shard names a deleted change (shard_config's
+ *		deleted_changes is 0: _change_deleted and _change_truncated count
+ *		them, retention takes its deletes back with the stamps it deletes),
+ *		and row-level security shows the caller every change (images_shown),
+ *		or every change without a row image (*imageless: a stamp says
+ *		whether it numbers a change with one).  A change a stamp names
+ *		committed before the stamp, so the snapshot that sees the stamp sees
+ *		it.
+ */
+static bool
+stamps_answer(int32 feed_id, int32 shard, Snapshot snapshot, bool *imageless)
+{
+	Relation	changerel = cfeed_table_open("change", AccessShareLock);
+	CfeedShard	sh;
+	bool		all = false;
+
+	*imageless = false;
+	if (cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) && sh.stamps_whole)
+	{
+		all = images_shown(changerel);
+		*imageless = all || imageless_shown(changerel);
+	}
+	table_close(changerel, AccessShareLock);
+	return all;
+}
+
+/*
+ * put_stamped
+ *		A stamped change straight into read()'s result, in number order.
+ */
+static void
+put_stamped(ReturnSetInfo *rsinfo, int64 number, int64 change_id, Datum at)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = Int64GetDatum(number);
+	values[1] = Int64GetDatum(change_id);
+	values[2] = at;
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
  * run_read_ranges
  *		A shard stored in ranges: its cfeed.stamp rows after the cursor, in
  *		number order, give pages of (number, change_id, writer_xid,
  *		stamped_at) that the plan looks up in cfeed.change with the caller's
  *		privileges, until max_count rows came back or the stamps end (a
  *		change deleted, or hidden by row-level security, leaves a page
- *		short, and the next page makes up for it).  The stamps are read with
- *		the snapshot head and cursor_at read with; a change they number
- *		committed before its stamp, so the plan's later snapshot sees it.
+ *		short, and the next page makes up for it).  For read() (from_stamps),
+ *		a stamp whose changes are all there and shown to the caller
+ *		(stamps_answer) gives them itself: a probe of change_pending_idx
+ *		per change was most of a range read's time.  The stamps are read
+ *		with the snapshot head and cursor_at read with; a change they
+ *		number committed before its stamp, so the plan's later snapshot
+ *		sees it.
  */
 static uint64
-run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
+run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, ReturnSetInfo *rsinfo,
 				int32 feed_id, int32 shard, int64 cursor, int64 max_count)
 {
 	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
@@ -226,6 +328,8 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 	HeapTuple	tup;
 	RangePage	page;
 	uint64		got = 0;
+	bool		imageless = false;
+	bool		all = from_stamps && stamps_answer(feed_id, shard, snapshot, &imageless);
 
 	page.n = 0;
 	page.size = (int) Min(max_count, RANGE_PAGE_MAX);
@@ -243,6 +347,8 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 		bool		isnull;
 		int64		first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
 		Datum		at = heap_getattr(tup, Anum_stamp_stamped_at, desc, &isnull);
+		bool		answers = all ||
+			(imageless && !DatumGetBool(heap_getattr(tup, Anum_stamp_images, desc, &isnull)));
 		int64	   *ids;
 		FullTransactionId *xids;
 		int			count;
@@ -250,25 +356,34 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 
 		CHECK_FOR_INTERRUPTS();
 		count = cfeed_stamp_entries(tup, desc, &ids, &xids);
+		/* the changes looked up so far come first */
+		if (answers)
+			got += run_range_page(plan, sql, rsinfo->setResult, feed_id, shard, &page);
 		for (i = 0; i < count && got < (uint64) max_count; i++)
 		{
 			int64		number = first + i;
 
 			if (number <= cursor)
 				continue;
+			if (answers)
+			{
+				put_stamped(rsinfo, number, ids[i], at);
+				got++;
+				continue;
+			}
 			page.numbers[page.n] = Int64GetDatum(number);
 			page.ids[page.n] = Int64GetDatum(ids[i]);
 			page.xids[page.n] = FullTransactionIdGetDatum(xids[i]);
 			page.times[page.n] = at;
 			/* a full page: as many as are still wanted, or RANGE_PAGE_MAX */
 			if (++page.n == (int) Min(max_count - got, page.size))
-				got += run_range_page(plan, sql, store, feed_id, shard, &page);
+				got += run_range_page(plan, sql, rsinfo->setResult, feed_id, shard, &page);
 		}
 		pfree(ids);
 		pfree(xids);
 	}
 	if (got < (uint64) max_count)
-		got += run_range_page(plan, sql, store, feed_id, shard, &page);
+		got += run_range_page(plan, sql, rsinfo->setResult, feed_id, shard, &page);
 	systable_endscan_ordered(scan);
 	UnregisterSnapshot(snapshot);
 	index_close(index, AccessShareLock);
@@ -282,7 +397,7 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
  */
 static uint64
 read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, CfeedShard *sh,
-		   Tuplestorestate *store, int64 cursor, int64 max_count)
+		   ReturnSetInfo *rsinfo, int64 cursor, int64 max_count)
 {
 	uint64		got = 0;
 
@@ -291,7 +406,8 @@ read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, Cfeed
 	 * migration range) is numbered in its rows: it comes first.
 	 */
 	if (!sh->ranges || cursor < sh->start_number)
-		got = run_read(&plans->rows, rows_sql, store, sh->feed_id, sh->shard, cursor, max_count);
+		got = run_read(&plans->rows, rows_sql, rsinfo->setResult, sh->feed_id, sh->shard,
+					   cursor, max_count);
 	if (sh->ranges && got < (uint64) max_count)
 	{
 		/* stamps restored from another cluster are refused (ranges.c) */
@@ -299,8 +415,8 @@ read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, Cfeed
 
 		(void) cfeed_mark_load(sh->sweep_group, snapshot, NULL);
 		UnregisterSnapshot(snapshot);
-		got += run_read_ranges(&plans->ranges, ranges_sql, store, sh->feed_id, sh->shard,
-							   cursor, max_count - got);
+		got += run_read_ranges(&plans->ranges, ranges_sql, plans->from_stamps, rsinfo,
+							   sh->feed_id, sh->shard, cursor, max_count - got);
 	}
 	return got;
 }
@@ -352,7 +468,7 @@ read_common(FunctionCallInfo fcinfo, ReadPlans *plans, const char *rows_sql,
 
 	spi_level = cfeed_spi_connect();
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo->setResult, cursor, max_count) == 0 &&
+	if (read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo, cursor, max_count) == 0 &&
 		wait_ms > 0)
 	{
 		/*
@@ -364,7 +480,7 @@ read_common(FunctionCallInfo fcinfo, ReadPlans *plans, const char *rows_sql,
 		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
 		{
 			cfeed_check_read(feed_id);
-			(void) read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo->setResult, cursor, max_count);
+			(void) read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo, cursor, max_count);
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);

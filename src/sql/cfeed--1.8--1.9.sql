@@ -104,6 +104,18 @@ ALTER TABLE cfeed.shard_config ALTER COLUMN storage
 COMMENT ON COLUMN cfeed.shard_config.storage IS 'rows: a sweep numbers a change by updating its row; ranges: by appending a cfeed.stamp row (fixed at creation, from cfeed.default_storage)';
 
 /*
+ * A range shard's stamps name changes that may have been deleted since:
+ * read() then looks each change up in cfeed.change.  deleted_changes
+ * counts the shard's unnumbered changes deleted (_change_deleted) less
+ * those retention deleted with their stamps, and goes up at a TRUNCATE of
+ * cfeed.change that leaves the shard's stamps (_change_truncated); while
+ * it is 0, no stamp of the shard names a deleted change, and read()
+ * answers from the stamps alone (read.c).
+ */
+ALTER TABLE cfeed.shard_config ADD COLUMN deleted_changes bigint NOT NULL DEFAULT 0;
+COMMENT ON COLUMN cfeed.shard_config.deleted_changes IS 'of a shard stored in ranges: its unnumbered changes deleted other than by retention (and 1 for each TRUNCATE of cfeed.change that left its stamps); while 0, cfeed.read answers from its stamps alone';
+
+/*
  * The pending index also finds a range change from its stamp: a range
  * change stays in it (its number is never written into its row), and its
  * stamp keeps each change's writer_xid beside its change_id.
@@ -124,9 +136,14 @@ CREATE TABLE cfeed.stamp (
 	change_id_deltas int[] NOT NULL,
 	first_writer_xid xid8 NOT NULL,
 	writer_xid_deltas int[] NOT NULL,
+	-- whether a change it numbers has a row image (of a tracked table),
+	-- which the read policy may hide from a reader (true unless a sweep
+	-- wrote it: read() looks such a stamp's changes up in cfeed.change)
+	images bool NOT NULL DEFAULT true,
 	PRIMARY KEY (feed_id, shard, last_number)
 );
 COMMENT ON TABLE cfeed.stamp IS 'the numbers of the changes of shards stored in ranges: number first_number + i - 1 is change_id first_change_id + change_id_deltas[i], written by first_writer_xid + writer_xid_deltas[i]';
+COMMENT ON COLUMN cfeed.stamp.images IS 'some change the stamp numbers has a row image (false only when a sweep saw none)';
 -- (no CHECK of the arrays' lengths: the sweep alone writes stamps, and a
 -- CHECK's expression is read anew by every INSERT, a tenth of a sweep's time)
 SELECT pg_catalog.pg_extension_config_dump('cfeed.stamp', '');
@@ -917,6 +934,46 @@ CREATE TRIGGER stamp_deleted AFTER DELETE ON cfeed.stamp
 	REFERENCING OLD TABLE AS cfeed_deleted_stamps
 	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._stamp_deleted();
 ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_deleted;
+/*
+ * _change_deleted (1.4) also counts a range shard's deleted changes
+ * (shard_config.deleted_changes): its stamps may name them.  Every
+ * unnumbered change of the shard counts, stamped or not (a sweep running
+ * beside the DELETE may stamp it before the DELETE commits).
+ */
+CREATE OR REPLACE FUNCTION cfeed._change_deleted() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	UPDATE cfeed.shard_config s
+	SET deleted_head = GREATEST(s.deleted_head, d.top)
+	FROM (SELECT o.feed_id, o.shard, max(o.change_sequence_number) AS top
+		  FROM cfeed_deleted_changes o
+		  WHERE o.change_sequence_number IS NOT NULL
+		  GROUP BY o.feed_id, o.shard) d
+	WHERE s.feed_id = d.feed_id AND s.shard = d.shard
+	  AND d.top > GREATEST(s.start_sequence_number, s.deleted_head)
+	  AND NOT EXISTS (SELECT FROM cfeed.change c
+					  WHERE c.feed_id = d.feed_id AND c.shard = d.shard
+						AND c.change_sequence_number > d.top);
+	UPDATE cfeed.shard_config s
+	SET deleted_changes = s.deleted_changes + d.n
+	FROM (SELECT o.feed_id, o.shard, count(*) AS n
+		  FROM cfeed_deleted_changes o
+		  WHERE o.change_sequence_number IS NULL
+		  GROUP BY o.feed_id, o.shard) d
+	WHERE s.feed_id = d.feed_id AND s.shard = d.shard AND s.storage = 'ranges';
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._change_deleted() IS 'internal: remembers the number of a deleted head row, so that it is never issued again, and counts a range shard''s deleted changes';
+
+/*
+ * _change_truncated: a TRUNCATE of cfeed.change also counts, for each
+ * range shard with stamps, as a deleted change (the stamps outlive their
+ * changes).  A sweep holds its lock on cfeed.change until it commits, so
+ * the stamps are all seen here.
+ */
 CREATE OR REPLACE FUNCTION cfeed._change_truncated() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
@@ -933,10 +990,16 @@ BEGIN
 	FROM cfeed.shard h
 	WHERE h.feed_id = s.feed_id AND h.shard = s.shard
 	  AND h.last_change_sequence_number > GREATEST(s.start_sequence_number, s.deleted_head);
+	IF TG_TABLE_NAME = 'change' THEN
+		UPDATE cfeed.shard_config s
+		SET deleted_changes = s.deleted_changes + 1
+		WHERE s.storage = 'ranges'
+		  AND EXISTS (SELECT FROM cfeed.stamp t WHERE t.feed_id = s.feed_id AND t.shard = s.shard);
+	END IF;
 	RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._change_truncated() IS 'internal: remembers every shard''s head before TRUNCATE of cfeed.change or cfeed.stamp, so that no number is issued again';
+COMMENT ON FUNCTION cfeed._change_truncated() IS 'internal: remembers every shard''s head before TRUNCATE of cfeed.change or cfeed.stamp, so that no number is issued again, and counts a TRUNCATE of cfeed.change as a deleted change of each range shard with stamps';
 CREATE TRIGGER stamp_truncated BEFORE TRUNCATE ON cfeed.stamp
 	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._change_truncated();
 ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
@@ -1156,6 +1219,11 @@ BEGIN
 			WHERE c.ctid = v.tid;
 			GET DIAGNOSTICS v_count = ROW_COUNT;
 			v_deleted := v_deleted + v_count;
+			-- their stamps went with them: no stamp names them
+			-- (_change_deleted counted them as deleted)
+			UPDATE cfeed.shard_config s
+			SET deleted_changes = s.deleted_changes - v_count
+			WHERE s.feed_id = r.feed_id AND s.shard = r.shard AND v_count > 0;
 			CONTINUE;
 		END IF;
 		CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
