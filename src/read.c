@@ -152,7 +152,8 @@ run_plan(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 
 /*
  * run_read
- *		A shard stored in rows: the range after the cursor, one plan.
+ *		A shard stored in rows: the range after the cursor, one plan
+ *		(read_rows(), and read() where run_read_direct may not).
  */
 static uint64
 run_read(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
@@ -255,6 +256,24 @@ imageless_shown(Relation changerel)
 }
 
 /*
+ * policy_shows
+ *		Whether cfeed.change's row-level security shows the caller every
+ *		change of a feed it may read (images_shown), and in *imageless
+ *		whether it shows every such change without a row image (then
+ *		images_shown, or imageless_shown).
+ */
+static bool
+policy_shows(bool *imageless)
+{
+	Relation	changerel = cfeed_table_open("change", AccessShareLock);
+	bool		all = images_shown(changerel);
+
+	*imageless = all || imageless_shown(changerel);
+	table_close(changerel, AccessShareLock);
+	return all;
+}
+
+/*
  * stamps_answer
  *		Whether read() may take a range shard's changes from its stamps,
  *		without looking them up in cfeed.change, as of the snapshot: no
@@ -270,18 +289,11 @@ imageless_shown(Relation changerel)
 static bool
 stamps_answer(int32 feed_id, int32 shard, Snapshot snapshot, bool *imageless)
 {
-	Relation	changerel = cfeed_table_open("change", AccessShareLock);
 	CfeedShard	sh;
-	bool		all = false;
 
 	*imageless = false;
-	if (cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) && sh.stamps_whole)
-	{
-		all = images_shown(changerel);
-		*imageless = all || imageless_shown(changerel);
-	}
-	table_close(changerel, AccessShareLock);
-	return all;
+	return cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) && sh.stamps_whole &&
+		policy_shows(imageless);
 }
 
 /*
@@ -298,6 +310,66 @@ put_stamped(ReturnSetInfo *rsinfo, int64 number, int64 change_id, Datum at)
 	values[1] = Int64GetDatum(change_id);
 	values[2] = at;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * run_read_direct
+ *		read() of a shard stored in rows (or of a range shard's history): the
+ *		range after the cursor, from change_sequence_idx, straight into the
+ *		result, with the read policy's rule applied here (the plan's
+ *		executor, its tuplestore receiver and the policy's call per row were
+ *		most of a page's cost: row 2a of make bench).  Only where the policy
+ *		is cfeed's own (policy_shows' *imageless): a change without a row
+ *		image is shown to whom may read its feed (checked before), one with
+ *		an image to whom may also read its table (cfeed._may_read_image's
+ *		rule: its number's table, and cfeed_may_read_table), every change to
+ *		a caller the policy does not apply to (all).  With the snapshot head
+ *		reads with.
+ */
+static uint64
+run_read_direct(FunctionCallInfo fcinfo, int32 feed_id, int32 shard, int64 cursor,
+				int64 max_count, bool all)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Relation	heap = cfeed_table_open("change", AccessShareLock);
+	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(heap);
+	Snapshot	snapshot = read_snapshot();
+	SysScanDesc scan;
+	ScanKeyData keys[3];
+	HeapTuple	tup;
+	uint64		got = 0;
+
+	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(feed_id));
+	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(shard));
+	ScanKeyInit(&keys[2], Anum_change_sequence, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(cursor));
+	scan = systable_beginscan_ordered(heap, index, snapshot, 3, keys);
+	while (got < (uint64) max_count &&
+		   HeapTupleIsValid(tup = systable_getnext_ordered(scan, ForwardScanDirection)))
+	{
+		bool		isnull;
+		Datum		tbl;
+
+		CHECK_FOR_INTERRUPTS();
+		tbl = heap_getattr(tup, Anum_change_tbl, desc, &isnull);
+		if (!all && !isnull)
+		{
+			Oid			relid = cfeed_table_of_number(fcinfo->flinfo, DatumGetInt32(tbl));
+
+			if (!OidIsValid(relid) || !cfeed_may_read_table(relid))
+				continue;
+		}
+		put_stamped(rsinfo,
+					DatumGetInt64(heap_getattr(tup, Anum_change_sequence, desc, &isnull)),
+					DatumGetInt64(heap_getattr(tup, Anum_change_change_id, desc, &isnull)),
+					heap_getattr(tup, Anum_change_stamped_at, desc, &isnull));
+		got++;
+	}
+	systable_endscan_ordered(scan);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(heap, AccessShareLock);
+	return got;
 }
 
 /*
@@ -397,17 +469,29 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, ReturnSetIn
  */
 static uint64
 read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, CfeedShard *sh,
-		   ReturnSetInfo *rsinfo, int64 cursor, int64 max_count)
+		   FunctionCallInfo fcinfo, int64 cursor, int64 max_count)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	uint64		got = 0;
 
 	/*
 	 * A range shard's history (numbers at or below its start value, in its
-	 * migration range) is numbered in its rows: it comes first.
+	 * migration range) is numbered in its rows: it comes first.  read()
+	 * reads them itself where the read policy is cfeed's own, in a schema
+	 * whose cfeed.change.tbl is a table's number.
 	 */
 	if (!sh->ranges || cursor < sh->start_number)
-		got = run_read(&plans->rows, rows_sql, rsinfo->setResult, sh->feed_id, sh->shard,
-					   cursor, max_count);
+	{
+		bool		imageless = false;
+		bool		all = plans->from_stamps && cfeed_schema_has(CFEED_SCHEMA_TABLE_NUMBERS) &&
+			policy_shows(&imageless);
+
+		if (imageless)
+			got = run_read_direct(fcinfo, sh->feed_id, sh->shard, cursor, max_count, all);
+		else
+			got = run_read(&plans->rows, rows_sql, rsinfo->setResult, sh->feed_id, sh->shard,
+						   cursor, max_count);
+	}
 	if (sh->ranges && got < (uint64) max_count)
 	{
 		/* stamps restored from another cluster are refused (ranges.c) */
@@ -468,7 +552,7 @@ read_common(FunctionCallInfo fcinfo, ReadPlans *plans, const char *rows_sql,
 
 	spi_level = cfeed_spi_connect();
 	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo, cursor, max_count) == 0 &&
+	if (read_shard(plans, rows_sql, ranges_sql, &sh, fcinfo, cursor, max_count) == 0 &&
 		wait_ms > 0)
 	{
 		/*
@@ -480,7 +564,7 @@ read_common(FunctionCallInfo fcinfo, ReadPlans *plans, const char *rows_sql,
 		if (cfeed_wait_for_head(feed_id, shard, seen, wait_ms) > seen)
 		{
 			cfeed_check_read(feed_id);
-			(void) read_shard(plans, rows_sql, ranges_sql, &sh, rsinfo, cursor, max_count);
+			(void) read_shard(plans, rows_sql, ranges_sql, &sh, fcinfo, cursor, max_count);
 		}
 	}
 	MemoryContextSwitchTo(oldcxt);
