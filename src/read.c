@@ -228,11 +228,13 @@ images_shown(Relation changerel)
 
 /*
  * imageless_shown
- *		Whether cfeed.change's row-level security shows a caller that may
- *		read a feed (cfeed_check_read) each of its changes without a row
- *		image: its read policies are cfeed's own, change_read, which shows
- *		such a change to whom may read its feed (cfeed._may_read_image),
- *		with no restrictive policy of an operator's beside it.
+ *		Whether cfeed.change's row-level security is cfeed's own rule: its
+ *		one read policy is change_read, permissive, for every role, which
+ *		shows a change without a row image to whom may read its feed
+ *		(cfeed_check_read) and one with an image to whom may also read its
+ *		table (cfeed._may_read_image).  A policy of an operator's beside it
+ *		(restrictive, or permissive: it may show more) leaves the reads to
+ *		the plans, which apply them all.
  */
 static bool
 imageless_shown(Relation changerel)
@@ -248,9 +250,10 @@ imageless_shown(Relation changerel)
 
 		if (policy->polcmd != '*' && policy->polcmd != ACL_SELECT_CHR)
 			continue;
-		if (!policy->permissive)
+		if (!policy->permissive || strcmp(policy->policy_name, "change_read") != 0 ||
+			ARR_DIMS(policy->roles)[0] != 1 || ((Oid *) ARR_DATA_PTR(policy->roles))[0] != ACL_ID_PUBLIC)
 			return false;
-		own |= strcmp(policy->policy_name, "change_read") == 0;
+		own = true;
 	}
 	return own;
 }
