@@ -354,6 +354,7 @@ extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
 extern int	cfeed_spi_connect(void);
 extern void cfeed_spi_finish(int nestlevel);
+extern int	cfeed_plan_settings_off(const char *const *settings, int n);
 extern SPIPlanPtr cfeed_spi_plan(SPIPlanPtr *plan, const char *sql, int nargs,
 								 Oid *types);
 extern bool cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected,

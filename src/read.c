@@ -126,6 +126,7 @@ static uint64
 run_plan(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 		 int nparams, Oid *types, Datum *values)
 {
+	static const char *const seqscan_off[] = {"enable_seqscan"};
 	ParamListInfo params = makeParamList(nparams);
 	int			nestlevel;
 	int			rc;
@@ -139,9 +140,7 @@ run_plan(SPIPlanPtr *plan, const char *sql, Tuplestorestate *store,
 		params->params[i].ptype = types[i];
 	}
 
-	nestlevel = NewGUCNestLevel();
-	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	nestlevel = cfeed_plan_settings_off(seqscan_off, lengthof(seqscan_off));
 	(void) cfeed_spi_plan(plan, sql, nparams, types);
 	rc = cfeed_spi_execute_into(*plan, params, store);
 	AtEOXact_GUC(true, nestlevel);

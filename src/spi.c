@@ -134,6 +134,25 @@ cfeed_spi_run(SPIPlanPtr *plan, Datum *values, int expected, const char *what)
 }
 
 /*
+ * cfeed_plan_settings_off
+ *		Turn the planner settings named off until AtEOXact_GUC(true, the
+ *		returned nest level): the generic plans cfeed keeps for a backend's
+ *		life (cfeed_spi_connect) are planned with the shape they must have,
+ *		whatever the statistics of the moment say.
+ */
+int
+cfeed_plan_settings_off(const char *const *settings, int n)
+{
+	int			nestlevel = NewGUCNestLevel();
+	int			i;
+
+	for (i = 0; i < n; i++)
+		(void) set_config_option(settings[i], "off", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
+	return nestlevel;
+}
+
+/*
  * cfeed_spi_finish
  *		Restore search_path and SPI_finish.
  */

@@ -105,13 +105,8 @@ pin_plan_shapes(void)
 {
 	static const char *const off[] = {"enable_hashjoin", "enable_mergejoin",
 	"enable_seqscan", "enable_bitmapscan", "enable_material"};
-	int			nestlevel = NewGUCNestLevel();
-	int			i;
 
-	for (i = 0; i < (int) lengthof(off); i++)
-		(void) set_config_option(off[i], "off", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
-	return nestlevel;
+	return cfeed_plan_settings_off(off, lengthof(off));
 }
 
 /*
