@@ -4,12 +4,15 @@
  *	  The read side: cfeed.read, cfeed.read_rows, cfeed.head and
  *	  cfeed.cursor_at.
  *
- *	  read() runs one saved plan, a range scan of change_sequence_idx, with
- *	  the caller's privileges, and streams its rows straight into the
- *	  function's result tuplestore; read_rows() the same plan with the row
- *	  image columns of the change (a change recorded before its table had
- *	  that column, in a database upgraded from an old version, has its image
- *	  in cfeed.row_image, looked up for a change without one).  When the
+ *	  read() of a shard stored in rows scans change_sequence_idx itself and
+ *	  applies the read policy's rule to each change (run_read_direct) where
+ *	  the policy is cfeed's own, else runs one saved plan, a range scan of
+ *	  change_sequence_idx, with the caller's privileges, streaming its rows
+ *	  into the function's result tuplestore; read_rows() runs such a plan
+ *	  with the row image columns of the change (a change recorded before its
+ *	  table had that column, in a database upgraded from an old version, has
+ *	  its image in cfeed.row_image, looked up for a change without one).  A
+ *	  shard stored in ranges is read from its stamps (run_read_ranges).  When the
  *	  range is empty and wait_ms > 0, it waits for the shard's head to pass
  *	  what it saw (wait.c), then reads again with a new snapshot, so waiting
  *	  needs READ COMMITTED.
@@ -19,7 +22,9 @@
  *	  table privilege checks), and again after a wait, so that a revoke
  *	  committed meanwhile holds.  The plans run with the caller's
  *	  privileges, so cfeed.change's row-level security also leaves out the
- *	  changes whose row image the caller may not see.
+ *	  changes whose row image the caller may not see; read() without a plan
+ *	  leaves them out itself, by the same rule (imageless_shown says when it
+ *	  may: no read policy of the operator's on cfeed.change).
  *
  *	  Locking: the reads take ACCESS SHARE on cfeed.change and its index.
  *
