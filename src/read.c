@@ -38,6 +38,7 @@
 #include "rewrite/rowsecurity.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -226,12 +227,44 @@ images_shown(Relation changerel)
 }
 
 /*
+ * own_read_policy
+ *		Whether a policy of cfeed.change is cfeed's change_read as cfeed
+ *		made it: for every role (PUBLIC), USING (cfeed._may_read_image(
+ *		feed_id, tbl)).  One the operator altered (ALTER POLICY ... TO, or
+ *		USING) decides as the operator wrote it, which only a lookup follows.
+ */
+static bool
+own_read_policy(Relation changerel, RowSecurityPolicy *policy)
+{
+	FuncExpr   *f = (FuncExpr *) policy->qual;
+	Var		   *feed;
+	Var		   *tbl;
+	char	   *name;
+
+	if (strcmp(policy->policy_name, "change_read") != 0 || policy->roles == NULL ||
+		ARR_NDIM(policy->roles) != 1 || ARR_DIMS(policy->roles)[0] != 1 ||
+		((Oid *) ARR_DATA_PTR(policy->roles))[0] != ACL_ID_PUBLIC)
+		return false;
+	if (f == NULL || !IsA(f, FuncExpr) || list_length(f->args) != 2 ||
+		!IsA(linitial(f->args), Var) || !IsA(lsecond(f->args), Var))
+		return false;
+	feed = (Var *) linitial(f->args);
+	tbl = (Var *) lsecond(f->args);
+	if (feed->varattno != Anum_change_feed_id || tbl->varattno != Anum_change_tbl ||
+		get_func_namespace(f->funcid) != RelationGetNamespace(changerel))
+		return false;
+	name = get_func_name(f->funcid);
+	return name != NULL && strcmp(name, "_may_read_image") == 0;
+}
+
+/*
  * imageless_shown
  *		Whether cfeed.change's row-level security shows a caller that may
  *		read a feed (cfeed_check_read) each of its changes without a row
- *		image: its read policies are cfeed's own, change_read, which shows
- *		such a change to whom may read its feed (cfeed._may_read_image),
- *		with no restrictive policy of an operator's beside it.
+ *		image: its read policies are cfeed's own, change_read, unaltered
+ *		(own_read_policy), which shows such a change to whom may read its
+ *		feed (cfeed._may_read_image), and permissive ones beside it (which
+ *		only show more), with no restrictive policy of an operator's.
  */
 static bool
 imageless_shown(Relation changerel)
@@ -249,7 +282,7 @@ imageless_shown(Relation changerel)
 			continue;
 		if (!policy->permissive)
 			return false;
-		own |= strcmp(policy->policy_name, "change_read") == 0;
+		own |= own_read_policy(changerel, policy);
 	}
 	return own;
 }
