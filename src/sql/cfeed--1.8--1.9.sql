@@ -1196,6 +1196,15 @@ BEGIN
 			ORDER BY t.last_number LIMIT 1;
 			CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
 				OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
+			-- the count of deleted changes (shard_config.deleted_changes)
+			-- is updated below and by _change_deleted: not while another
+			-- transaction holds the row (a writer's DELETE of one of the
+			-- shard's changes, still open or prepared; the group-0
+			-- sweeper runs this, and would stall); the next pass retries
+			PERFORM FROM cfeed.shard_config s
+			WHERE s.feed_id = r.feed_id AND s.shard = r.shard
+			FOR NO KEY UPDATE SKIP LOCKED;
+			CONTINUE WHEN NOT FOUND;
 			v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
 							 CASE WHEN ignore_leases THEN NULL ELSE r.held END, r.dead);
 			WITH gone AS (
