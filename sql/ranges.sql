@@ -544,6 +544,42 @@ SELECT cfeed.apply_retention() AS deleted;
 UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 42;
 SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 42;
 SELECT change_id FROM cfeed.read(42, 0);
+-- a policy change_read altered by the operator (its rule, or the roles it
+-- applies to) is the operator's: read() follows it as a lookup would, not
+-- cfeed's own rule
+SELECT count(cfeed.publish(42, 0, i)) FROM generate_series(5, 7) i;
+SELECT change_count FROM cfeed.sweep(9);
+SELECT cfeed.grant_read(42, 'ranges_stamps_reader');
+BEGIN;
+ALTER POLICY change_read ON cfeed.change
+	USING (cfeed._may_read_image(feed_id, tbl) AND change_id % 2 = 1);
+SET ROLE ranges_stamps_reader;
+SELECT array_agg(change_id ORDER BY change_sequence_number) AS odd_only FROM cfeed.read(42, 0);
+ROLLBACK;
+BEGIN;
+CREATE ROLE ranges_policy_other;
+ALTER POLICY change_read ON cfeed.change TO ranges_policy_other;
+SET ROLE ranges_stamps_reader;
+SELECT count(*) AS policy_not_mine FROM cfeed.read(42, 0);
+ROLLBACK;
+-- a range shard dropped once its changes were deleted leaves its stamps;
+-- a new shard of the same feed_id and number is read with lookups, never
+-- from the old shard's stamps (the dropped feed's change_ids)
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('from-stamps-dropped', 1, feed_id => 43, sweep_group => 9);
+RESET cfeed.default_storage;
+SELECT count(cfeed.publish(43, 0, i)) FROM generate_series(1, 3) i;
+SELECT change_count FROM cfeed.sweep(9);
+DELETE FROM cfeed.change WHERE feed_id = 43;
+DELETE FROM cfeed.feed WHERE feed_id = 43;
+SELECT count(*) AS stamps_left FROM cfeed.stamp WHERE feed_id = 43;
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('from-stamps-again', 1, feed_id => 43, sweep_group => 9);
+RESET cfeed.default_storage;
+SELECT deleted_changes > 0 AS looked_up FROM cfeed.shard_config WHERE feed_id = 43;
+SELECT count(*) AS old_changes FROM cfeed.read(43, 0);
+DELETE FROM cfeed.stamp WHERE feed_id = 43;
+DELETE FROM cfeed.feed WHERE feed_id = 43;
 SELECT cfeed.untrack('public.ranges_hidden');
 DROP TABLE public.ranges_hidden;
 DROP OWNED BY ranges_stamps_reader;

@@ -43,6 +43,7 @@
 #include "rewrite/rowsecurity.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -231,14 +232,45 @@ images_shown(Relation changerel)
 }
 
 /*
+ * own_read_policy
+ *		Whether a policy of cfeed.change is cfeed's change_read as cfeed
+ *		made it: for every role (PUBLIC), USING (cfeed._may_read_image(
+ *		feed_id, tbl)).  One the operator altered (ALTER POLICY ... TO, or
+ *		USING) decides as the operator wrote it, which only a lookup follows.
+ */
+static bool
+own_read_policy(Relation changerel, RowSecurityPolicy *policy)
+{
+	FuncExpr   *f = (FuncExpr *) policy->qual;
+	Var		   *feed;
+	Var		   *tbl;
+	char	   *name;
+
+	if (strcmp(policy->policy_name, "change_read") != 0 || policy->roles == NULL ||
+		ARR_NDIM(policy->roles) != 1 || ARR_DIMS(policy->roles)[0] != 1 ||
+		((Oid *) ARR_DATA_PTR(policy->roles))[0] != ACL_ID_PUBLIC)
+		return false;
+	if (f == NULL || !IsA(f, FuncExpr) || list_length(f->args) != 2 ||
+		!IsA(linitial(f->args), Var) || !IsA(lsecond(f->args), Var))
+		return false;
+	feed = (Var *) linitial(f->args);
+	tbl = (Var *) lsecond(f->args);
+	if (feed->varattno != Anum_change_feed_id || tbl->varattno != Anum_change_tbl ||
+		get_func_namespace(f->funcid) != RelationGetNamespace(changerel))
+		return false;
+	name = get_func_name(f->funcid);
+	return name != NULL && strcmp(name, "_may_read_image") == 0;
+}
+
+/*
  * imageless_shown
  *		Whether cfeed.change's row-level security is cfeed's own rule: its
- *		one read policy is change_read, permissive, for every role, which
- *		shows a change without a row image to whom may read its feed
- *		(cfeed_check_read) and one with an image to whom may also read its
- *		table (cfeed._may_read_image).  A policy of an operator's beside it
- *		(restrictive, or permissive: it may show more) leaves the reads to
- *		the plans, which apply them all.
+ *		one read policy is change_read, permissive and unaltered
+ *		(own_read_policy), which shows a change without a row image to whom
+ *		may read its feed (cfeed_check_read) and one with an image to whom
+ *		may also read its table (cfeed._may_read_image).  A policy of an
+ *		operator's beside it (restrictive, or permissive: it may show more)
+ *		leaves the reads to the plans, which apply them all.
  */
 static bool
 imageless_shown(Relation changerel)
@@ -254,8 +286,7 @@ imageless_shown(Relation changerel)
 
 		if (policy->polcmd != '*' && policy->polcmd != ACL_SELECT_CHR)
 			continue;
-		if (!policy->permissive || strcmp(policy->policy_name, "change_read") != 0 ||
-			ARR_DIMS(policy->roles)[0] != 1 || ((Oid *) ARR_DATA_PTR(policy->roles))[0] != ACL_ID_PUBLIC)
+		if (!policy->permissive || !own_read_policy(changerel, policy))
 			return false;
 		own = true;
 	}

@@ -113,7 +113,7 @@ COMMENT ON COLUMN cfeed.shard_config.storage IS 'rows: a sweep numbers a change 
  * answers from the stamps alone (read.c).
  */
 ALTER TABLE cfeed.shard_config ADD COLUMN deleted_changes bigint NOT NULL DEFAULT 0;
-COMMENT ON COLUMN cfeed.shard_config.deleted_changes IS 'of a shard stored in ranges: its unnumbered changes deleted other than by retention (and 1 for each TRUNCATE of cfeed.change that left its stamps); while 0, cfeed.read answers from its stamps alone';
+COMMENT ON COLUMN cfeed.shard_config.deleted_changes IS 'of a shard stored in ranges: its unnumbered changes deleted other than by retention (and 1 for each TRUNCATE of cfeed.change that left its stamps, and 1 when it took the key of a dropped shard whose stamps are left); while 0, cfeed.read answers from its stamps alone';
 
 /*
  * The pending index also finds a range change from its stamp: a range
@@ -684,7 +684,21 @@ BEGIN
 					  DETAIL = pg_catalog.format('Sweep group %s has a shard stored in ranges: its mark records which writers are stamped.', NEW.sweep_group),
 					  HINT = pg_catalog.format('Sweep group %s in the same READ COMMITTED transaction first (SELECT cfeed.sweep(%s)), then move the shard.', OLD.sweep_group, OLD.sweep_group);
 		END IF;
+		IF NEW.storage = 'ranges' AND (NEW.feed_id, NEW.shard) IS DISTINCT FROM (OLD.feed_id, OLD.shard)
+		   AND EXISTS (SELECT FROM cfeed.stamp t
+					   WHERE t.feed_id OPERATOR(pg_catalog.=) NEW.feed_id
+						 AND t.shard OPERATOR(pg_catalog.=) NEW.shard) THEN
+			NEW.deleted_changes := NEW.deleted_changes OPERATOR(pg_catalog.+) 1;
+		END IF;
 		RETURN NEW;
+	END IF;
+	-- a shard that was dropped (its changes deleted) leaves its stamps: a
+	-- new one of its key must not be read from them (read.c)
+	IF NEW.storage = 'ranges'
+	   AND EXISTS (SELECT FROM cfeed.stamp t
+				   WHERE t.feed_id OPERATOR(pg_catalog.=) NEW.feed_id
+					 AND t.shard OPERATOR(pg_catalog.=) NEW.shard) THEN
+		NEW.deleted_changes := NEW.deleted_changes OPERATOR(pg_catalog.+) 1;
 	END IF;
 	IF NEW.storage = 'ranges' THEN
 		INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier)
@@ -714,8 +728,8 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION cfeed._shard_config_storage() FROM PUBLIC;
-COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group; the first range shard of a sweep group makes its mark';
-CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group
+COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group; the first range shard of a sweep group makes its mark; a range shard given the key of a dropped one whose stamps are left counts them as deleted changes';
+CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group, feed_id, shard
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
 
@@ -1182,6 +1196,15 @@ BEGIN
 			ORDER BY t.last_number LIMIT 1;
 			CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
 				OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
+			-- the count of deleted changes (shard_config.deleted_changes)
+			-- is updated below and by _change_deleted: not while another
+			-- transaction holds the row (a writer's DELETE of one of the
+			-- shard's changes, still open or prepared; the group-0
+			-- sweeper runs this, and would stall); the next pass retries
+			PERFORM FROM cfeed.shard_config s
+			WHERE s.feed_id = r.feed_id AND s.shard = r.shard
+			FOR NO KEY UPDATE SKIP LOCKED;
+			CONTINUE WHEN NOT FOUND;
 			v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
 							 CASE WHEN ignore_leases THEN NULL ELSE r.held END, r.dead);
 			WITH gone AS (
