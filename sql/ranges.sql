@@ -472,10 +472,10 @@ SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_te
 -- change it numbers has a row image: for a reader the read policy applies
 -- to, that stamp's changes are looked up (and hidden when it may not SELECT
 -- their table), and so is every change while the operator has a
--- restrictive policy on cfeed.change.  shard_config.deleted_changes counts
--- a range shard's changes deleted by hand, stamped or pending (a rolled
--- back DELETE not), and each TRUNCATE of cfeed.change; retention takes back
--- the changes it deletes with their stamps
+-- restrictive policy on cfeed.change.  shard_config.changes_deleted marks
+-- a range shard whose changes were deleted by hand, stamped or pending (a
+-- rolled back DELETE not), or cfeed.change truncated; retention takes back
+-- the mark its own deletes, with their stamps, made
 SET cfeed.default_storage = ranges;
 SELECT cfeed.create_feed('from-stamps', 1, feed_id => 41, sweep_group => 9);
 SELECT cfeed.create_feed('from-stamps-retained', 1, feed_id => 42, sweep_group => 9);
@@ -517,12 +517,12 @@ ROLLBACK;
 BEGIN;
 DELETE FROM cfeed.change WHERE feed_id = 41 AND change_id = 1;
 ROLLBACK;
-SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 41;
+SELECT feed_id, changes_deleted FROM cfeed.shard_config WHERE feed_id = 41;
 DELETE FROM cfeed.change WHERE feed_id = 41 AND change_id = 2;
 SELECT cfeed.publish(41, 0, 6) AS pending;
 DELETE FROM cfeed.change WHERE feed_id = 41 AND change_id = 6;
 SELECT change_count FROM cfeed.sweep(9);
-SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 41;
+SELECT feed_id, changes_deleted FROM cfeed.shard_config WHERE feed_id = 41;
 SET ROLE ranges_stamps_reader;
 SELECT array_agg(change_id ORDER BY change_sequence_number) FILTER (WHERE change_id <= 6) AS deleted_2,
 	   count(*) AS changes
@@ -530,10 +530,16 @@ FROM cfeed.read(41, 0);
 RESET ROLE;
 BEGIN;
 TRUNCATE cfeed.change;
-SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 41;
+SELECT feed_id, changes_deleted FROM cfeed.shard_config WHERE feed_id = 41;
 SELECT count(*) AS after_truncate FROM cfeed.read(41, 0);
 ROLLBACK;
--- retention deletes whole stamps with their changes: nothing counted
+-- retention on a marked shard leaves the mark
+SELECT pg_sleep(0.01);
+UPDATE cfeed.feed SET retention = '1 millisecond' WHERE feed_id = 41;
+SELECT cfeed.apply_retention() > 0 AS retained;
+UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 41;
+SELECT feed_id, changes_deleted FROM cfeed.shard_config WHERE feed_id = 41;
+-- retention deletes whole stamps with their changes: no mark
 SELECT count(cfeed.publish(42, 0, i)) FROM generate_series(1, 3) i;
 SELECT change_count FROM cfeed.sweep(9);
 SELECT cfeed.publish(42, 0, 4) AS head_change;
@@ -542,7 +548,7 @@ SELECT pg_sleep(0.01);
 UPDATE cfeed.feed SET retention = '1 millisecond' WHERE feed_id = 42;
 SELECT cfeed.apply_retention() AS deleted;
 UPDATE cfeed.feed SET retention = NULL WHERE feed_id = 42;
-SELECT feed_id, deleted_changes FROM cfeed.shard_config WHERE feed_id = 42;
+SELECT feed_id, changes_deleted FROM cfeed.shard_config WHERE feed_id = 42;
 SELECT change_id FROM cfeed.read(42, 0);
 -- a policy change_read altered by the operator (its rule, or the roles it
 -- applies to) is the operator's: read() follows it as a lookup would, not
@@ -576,7 +582,7 @@ SELECT count(*) AS stamps_left FROM cfeed.stamp WHERE feed_id = 43;
 SET cfeed.default_storage = ranges;
 SELECT cfeed.create_feed('from-stamps-again', 1, feed_id => 43, sweep_group => 9);
 RESET cfeed.default_storage;
-SELECT deleted_changes > 0 AS looked_up FROM cfeed.shard_config WHERE feed_id = 43;
+SELECT changes_deleted AS looked_up FROM cfeed.shard_config WHERE feed_id = 43;
 SELECT count(*) AS old_changes FROM cfeed.read(43, 0);
 DELETE FROM cfeed.stamp WHERE feed_id = 43;
 DELETE FROM cfeed.feed WHERE feed_id = 43;

@@ -635,9 +635,9 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 			DatumGetBool(d);
 		out->ranges = cfeed_shard_column(desc, tup, Anum_shard_storage, "storage", &d) &&
 			strcmp(TextDatumGetCString(d), "ranges") == 0;
-		out->stamps_whole = cfeed_shard_column(desc, tup, Anum_shard_deleted_changes,
-											   "deleted_changes", &d) &&
-			DatumGetInt64(d) == 0;
+		out->stamps_whole = cfeed_shard_column(desc, tup, Anum_shard_changes_deleted,
+											   "changes_deleted", &d) &&
+			!DatumGetBool(d);
 		out->last_number = out->floor_number;
 	}
 	systable_endscan(scan);

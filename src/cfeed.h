@@ -42,7 +42,7 @@
 #define Anum_shard_parent			7	/* 1.9 */
 #define Anum_shard_closed			8	/* 1.9 */
 #define Anum_shard_storage			9	/* 1.9 */
-#define Anum_shard_deleted_changes	10	/* 1.9 */
+#define Anum_shard_changes_deleted	10	/* 1.9 */
 
 /* The columns of cfeed.stamp that catalog.c and read.c read (ranges.c has the others). */
 #define Anum_stamp_first_number		3
@@ -79,7 +79,7 @@ typedef struct CfeedShard
 	bool		closed;			/* receives no change any more */
 	bool		ranges;			/* storage 'ranges': numbered by cfeed.stamp rows */
 	bool		stamps_whole;	/* ranges: no stamp names a deleted change
-								 * (deleted_changes is 0) */
+								 * (changes_deleted is false) */
 } CfeedShard;
 
 /* What one sweep did to one shard. */

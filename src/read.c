@@ -316,8 +316,8 @@ policy_shows(bool *imageless)
  *		Whether read() may take a range shard's changes from its stamps,
  *		without looking them up in cfeed.change, as of the snapshot: no
  *		stamp of the shard names a deleted change (shard_config's
- *		deleted_changes is 0: _change_deleted and _change_truncated count
- *		them, retention takes its deletes back with the stamps it deletes),
+ *		changes_deleted is false: _change_deleted and _change_truncated set
+ *		it, retention takes back what its own delete, with the stamps, set),
  *		and row-level security shows the caller every change (images_shown),
  *		or every change without a row image (*imageless: a stamp says
  *		whether it numbers a change with one).  A change a stamp names

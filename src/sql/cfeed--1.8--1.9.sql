@@ -105,15 +105,18 @@ COMMENT ON COLUMN cfeed.shard_config.storage IS 'rows: a sweep numbers a change 
 
 /*
  * A range shard's stamps name changes that may have been deleted since:
- * read() then looks each change up in cfeed.change.  deleted_changes
- * counts the shard's unnumbered changes deleted (_change_deleted) less
- * those retention deleted with their stamps, and goes up at a TRUNCATE of
- * cfeed.change that leaves the shard's stamps (_change_truncated); while
- * it is 0, no stamp of the shard names a deleted change, and read()
- * answers from the stamps alone (read.c).
+ * read() then looks each change up in cfeed.change.  changes_deleted says
+ * that one may have been: set by the first DELETE of one of the shard's
+ * unnumbered changes (_change_deleted), by a TRUNCATE of cfeed.change that
+ * leaves the shard's stamps (_change_truncated), and for a shard given the
+ * key of a dropped one whose stamps are left (_shard_config_storage);
+ * retention, which deletes whole stamps with their changes, unsets what
+ * its own delete set.  While it is false, read() answers from the stamps
+ * alone (read.c).  Only its first setting writes the row, so that
+ * deleters do not queue on it.
  */
-ALTER TABLE cfeed.shard_config ADD COLUMN deleted_changes bigint NOT NULL DEFAULT 0;
-COMMENT ON COLUMN cfeed.shard_config.deleted_changes IS 'of a shard stored in ranges: its unnumbered changes deleted other than by retention (and 1 for each TRUNCATE of cfeed.change that left its stamps, and 1 when it took the key of a dropped shard whose stamps are left); while 0, cfeed.read answers from its stamps alone';
+ALTER TABLE cfeed.shard_config ADD COLUMN changes_deleted bool NOT NULL DEFAULT false;
+COMMENT ON COLUMN cfeed.shard_config.changes_deleted IS 'of a shard stored in ranges: one of its unnumbered changes was deleted other than by retention (or cfeed.change truncated, or it took the key of a dropped shard whose stamps are left); while false, cfeed.read answers from its stamps alone';
 
 /*
  * The pending index also finds a range change from its stamp: a range
@@ -688,7 +691,7 @@ BEGIN
 		   AND EXISTS (SELECT FROM cfeed.stamp t
 					   WHERE t.feed_id OPERATOR(pg_catalog.=) NEW.feed_id
 						 AND t.shard OPERATOR(pg_catalog.=) NEW.shard) THEN
-			NEW.deleted_changes := NEW.deleted_changes OPERATOR(pg_catalog.+) 1;
+			NEW.changes_deleted := true;
 		END IF;
 		RETURN NEW;
 	END IF;
@@ -698,7 +701,7 @@ BEGIN
 	   AND EXISTS (SELECT FROM cfeed.stamp t
 				   WHERE t.feed_id OPERATOR(pg_catalog.=) NEW.feed_id
 					 AND t.shard OPERATOR(pg_catalog.=) NEW.shard) THEN
-		NEW.deleted_changes := NEW.deleted_changes OPERATOR(pg_catalog.+) 1;
+		NEW.changes_deleted := true;
 	END IF;
 	IF NEW.storage = 'ranges' THEN
 		INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier)
@@ -728,7 +731,7 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION cfeed._shard_config_storage() FROM PUBLIC;
-COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group; the first range shard of a sweep group makes its mark; a range shard given the key of a dropped one whose stamps are left counts them as deleted changes';
+COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed.shard_config: a shard''s storage is fixed, a range shard stays in its sweep group; the first range shard of a sweep group makes its mark; a range shard given the key of a dropped one whose stamps are left is marked changes_deleted';
 CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group, feed_id, shard
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
@@ -949,8 +952,8 @@ CREATE TRIGGER stamp_deleted AFTER DELETE ON cfeed.stamp
 	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._stamp_deleted();
 ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_deleted;
 /*
- * _change_deleted (1.4) also counts a range shard's deleted changes
- * (shard_config.deleted_changes): its stamps may name them.  Every
+ * _change_deleted (1.4) also marks a range shard whose changes a DELETE
+ * removed (shard_config.changes_deleted): its stamps may name them.  Every
  * unnumbered change of the shard counts, stamped or not (a sweep running
  * beside the DELETE may stamp it before the DELETE commits).
  */
@@ -970,22 +973,23 @@ BEGIN
 	  AND NOT EXISTS (SELECT FROM cfeed.change c
 					  WHERE c.feed_id = d.feed_id AND c.shard = d.shard
 						AND c.change_sequence_number > d.top);
+	-- the first setting only: from then on, deleters leave the row alone
 	UPDATE cfeed.shard_config s
-	SET deleted_changes = s.deleted_changes + d.n
-	FROM (SELECT o.feed_id, o.shard, count(*) AS n
+	SET changes_deleted = true
+	FROM (SELECT DISTINCT o.feed_id, o.shard
 		  FROM cfeed_deleted_changes o
-		  WHERE o.change_sequence_number IS NULL
-		  GROUP BY o.feed_id, o.shard) d
-	WHERE s.feed_id = d.feed_id AND s.shard = d.shard AND s.storage = 'ranges';
+		  WHERE o.change_sequence_number IS NULL) d
+	WHERE s.feed_id = d.feed_id AND s.shard = d.shard AND s.storage = 'ranges'
+	  AND NOT s.changes_deleted;
 	RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._change_deleted() IS 'internal: remembers the number of a deleted head row, so that it is never issued again, and counts a range shard''s deleted changes';
+COMMENT ON FUNCTION cfeed._change_deleted() IS 'internal: remembers the number of a deleted head row, so that it is never issued again, and marks a range shard whose changes were deleted (shard_config.changes_deleted)';
 
 /*
- * _change_truncated: a TRUNCATE of cfeed.change also counts, for each
- * range shard with stamps, as a deleted change (the stamps outlive their
- * changes).  A sweep holds its lock on cfeed.change until it commits, so
+ * _change_truncated: a TRUNCATE of cfeed.change also marks each range
+ * shard with stamps (shard_config.changes_deleted: the stamps outlive
+ * their changes).  A sweep holds its lock on cfeed.change until it commits, so
  * the stamps are all seen here.
  */
 CREATE OR REPLACE FUNCTION cfeed._change_truncated() RETURNS trigger
@@ -1006,14 +1010,14 @@ BEGIN
 	  AND h.last_change_sequence_number > GREATEST(s.start_sequence_number, s.deleted_head);
 	IF TG_TABLE_NAME = 'change' THEN
 		UPDATE cfeed.shard_config s
-		SET deleted_changes = s.deleted_changes + 1
-		WHERE s.storage = 'ranges'
+		SET changes_deleted = true
+		WHERE s.storage = 'ranges' AND NOT s.changes_deleted
 		  AND EXISTS (SELECT FROM cfeed.stamp t WHERE t.feed_id = s.feed_id AND t.shard = s.shard);
 	END IF;
 	RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._change_truncated() IS 'internal: remembers every shard''s head before TRUNCATE of cfeed.change or cfeed.stamp, so that no number is issued again, and counts a TRUNCATE of cfeed.change as a deleted change of each range shard with stamps';
+COMMENT ON FUNCTION cfeed._change_truncated() IS 'internal: remembers every shard''s head before TRUNCATE of cfeed.change or cfeed.stamp, so that no number is issued again, and marks each range shard with stamps at a TRUNCATE of cfeed.change (shard_config.changes_deleted)';
 CREATE TRIGGER stamp_truncated BEFORE TRUNCATE ON cfeed.stamp
 	FOR EACH STATEMENT EXECUTE FUNCTION cfeed._change_truncated();
 ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
@@ -1158,6 +1162,7 @@ DECLARE
 	v_first bigint;
 	v_first_at timestamptz;
 	v_limit bigint;
+	v_marked bool;
 BEGIN
 	IF max_rows IS NULL THEN PERFORM cfeed._null_arg('max_rows'); END IF;
 	IF ignore_leases IS NULL THEN PERFORM cfeed._null_arg('ignore_leases'); END IF;
@@ -1196,12 +1201,14 @@ BEGIN
 			ORDER BY t.last_number LIMIT 1;
 			CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
 				OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
-			-- the count of deleted changes (shard_config.deleted_changes)
-			-- is updated below and by _change_deleted: not while another
-			-- transaction holds the row (a writer's DELETE of one of the
-			-- shard's changes, still open or prepared; the group-0
-			-- sweeper runs this, and would stall); the next pass retries
-			PERFORM FROM cfeed.shard_config s
+			-- the shard's mark of deleted changes (changes_deleted), as it
+			-- is before the delete below sets it: held, so that no other
+			-- transaction sets it meanwhile; not while another one holds
+			-- it (a writer's first DELETE of one of the shard's changes,
+			-- still open or prepared: the group-0 sweeper runs this, and
+			-- would stall); the next pass retries
+			SELECT s.changes_deleted INTO v_marked
+			FROM cfeed.shard_config s
 			WHERE s.feed_id = r.feed_id AND s.shard = r.shard
 			FOR NO KEY UPDATE SKIP LOCKED;
 			CONTINUE WHEN NOT FOUND;
@@ -1242,11 +1249,13 @@ BEGIN
 			WHERE c.ctid = v.tid;
 			GET DIAGNOSTICS v_count = ROW_COUNT;
 			v_deleted := v_deleted + v_count;
-			-- their stamps went with them: no stamp names them
-			-- (_change_deleted counted them as deleted)
-			UPDATE cfeed.shard_config s
-			SET deleted_changes = s.deleted_changes - v_count
-			WHERE s.feed_id = r.feed_id AND s.shard = r.shard AND v_count > 0;
+			-- their stamps went with them, so no stamp names them: the
+			-- mark _change_deleted set for them alone is taken back
+			IF NOT v_marked THEN
+				UPDATE cfeed.shard_config s
+				SET changes_deleted = false
+				WHERE s.feed_id = r.feed_id AND s.shard = r.shard AND s.changes_deleted;
+			END IF;
 			CONTINUE;
 		END IF;
 		CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
