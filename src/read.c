@@ -336,10 +336,11 @@ stamps_answer(int32 feed_id, int32 shard, Snapshot snapshot, bool *imageless)
 
 /*
  * put_stamped
- *		A stamped change straight into read()'s result, in number order.
+ *		A stamped change straight into read()'s result, in number order
+ *		(stamped_at null where the row has none: history may be edited).
  */
 static void
-put_stamped(ReturnSetInfo *rsinfo, int64 number, int64 change_id, Datum at)
+put_stamped(ReturnSetInfo *rsinfo, int64 number, int64 change_id, Datum at, bool at_null)
 {
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
@@ -347,6 +348,7 @@ put_stamped(ReturnSetInfo *rsinfo, int64 number, int64 change_id, Datum at)
 	values[0] = Int64GetDatum(number);
 	values[1] = Int64GetDatum(change_id);
 	values[2] = at;
+	nulls[2] = at_null;
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }
 
@@ -386,7 +388,9 @@ run_read_direct(FunctionCallInfo fcinfo, int32 feed_id, int32 shard, int64 curso
 		   HeapTupleIsValid(tup = systable_getnext_ordered(scan, ForwardScanDirection)))
 	{
 		bool		isnull;
+		bool		at_null;
 		Datum		tbl;
+		Datum		at;
 
 		CHECK_FOR_INTERRUPTS();
 		tbl = heap_getattr(tup, Anum_change_tbl, desc, &isnull);
@@ -397,10 +401,11 @@ run_read_direct(FunctionCallInfo fcinfo, int32 feed_id, int32 shard, int64 curso
 			if (!OidIsValid(relid) || !cfeed_may_read_table(relid))
 				continue;
 		}
+		at = heap_getattr(tup, Anum_change_stamped_at, desc, &at_null);
 		put_stamped(rsinfo,
 					DatumGetInt64(heap_getattr(tup, Anum_change_sequence, desc, &isnull)),
 					DatumGetInt64(heap_getattr(tup, Anum_change_change_id, desc, &isnull)),
-					heap_getattr(tup, Anum_change_stamped_at, desc, &isnull));
+					at, at_null);
 		got++;
 	}
 	systable_endscan_ordered(scan);
@@ -477,7 +482,7 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, ReturnSetIn
 				continue;
 			if (answers)
 			{
-				put_stamped(rsinfo, number, ids[i], at);
+				put_stamped(rsinfo, number, ids[i], at, false);
 				got++;
 				continue;
 			}
