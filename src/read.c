@@ -518,6 +518,17 @@ read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, Cfeed
 	uint64		got = 0;
 
 	/*
+	 * What the calling statement wrote before (a change a data-modifying
+	 * WITH deleted) is seen, as a plan sees it (SPI advances the command
+	 * counter before each query): the snapshots taken below are as of the
+	 * next command.  Never in parallel mode, where no command starts (read()
+	 * is PARALLEL UNSAFE; a wrapper mislabeled safe then reads as of its
+	 * query).
+	 */
+	if (!IsInParallelMode())
+		CommandCounterIncrement();
+
+	/*
 	 * A range shard's history (numbers at or below its start value, in its
 	 * migration range) is numbered in its rows: it comes first.  read()
 	 * reads them itself where the read policy is cfeed's own, in a schema
