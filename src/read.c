@@ -26,7 +26,11 @@
  *	  leaves them out itself, by the same rule (imageless_shown says when it
  *	  may: no read policy of the operator's on cfeed.change).
  *
- *	  Locking: the reads take ACCESS SHARE on cfeed.change and its index.
+ *	  Locking: the reads take ACCESS SHARE on cfeed.change (cfeed.stamp for
+ *	  a range shard) and the index they scan, and keep it until the
+ *	  transaction ends, as a query of them would: TRUNCATE, which is not
+ *	  MVCC-safe, waits for a reader's transaction rather than empty its
+ *	  next page (spec read_truncate).
  *
  *-------------------------------------------------------------------------
  */
@@ -410,8 +414,9 @@ run_read_direct(FunctionCallInfo fcinfo, int32 feed_id, int32 shard, int64 curso
 	}
 	systable_endscan_ordered(scan);
 	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(heap, AccessShareLock);
+	/* the locks stay until the transaction ends, as a query's (a TRUNCATE waits) */
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
 	return got;
 }
 
@@ -501,8 +506,8 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, ReturnSetIn
 		got += run_range_page(plan, sql, rsinfo->setResult, feed_id, shard, &page);
 	systable_endscan_ordered(scan);
 	UnregisterSnapshot(snapshot);
-	index_close(index, AccessShareLock);
-	table_close(rel, AccessShareLock);
+	index_close(index, NoLock);
+	table_close(rel, NoLock);
 	return got;
 }
 
