@@ -1163,6 +1163,9 @@ DECLARE
 	v_first_at timestamptz;
 	v_limit bigint;
 	v_marked bool;
+	v_stamps bigint[];
+	v_named bigint;
+	v_victims tid[];
 BEGIN
 	IF max_rows IS NULL THEN PERFORM cfeed._null_arg('max_rows'); END IF;
 	IF ignore_leases IS NULL THEN PERFORM cfeed._null_arg('ignore_leases'); END IF;
@@ -1201,52 +1204,57 @@ BEGIN
 			ORDER BY t.last_number LIMIT 1;
 			CONTINUE WHEN v_first IS NULL OR v_first_at >= v_cutoff OR v_first >= r.head
 				OR (NOT ignore_leases AND v_first > r.held) OR v_first > r.dead;
-			-- the shard's mark of deleted changes (changes_deleted), as it
-			-- is before the delete below sets it: held, so that no other
-			-- transaction sets it meanwhile; not while another one holds
-			-- it (a writer's first DELETE of one of the shard's changes,
-			-- still open or prepared: the group-0 sweeper runs this, and
-			-- would stall); the next pass retries
-			SELECT s.changes_deleted INTO v_marked
-			FROM cfeed.shard_config s
-			WHERE s.feed_id = r.feed_id AND s.shard = r.shard
-			FOR NO KEY UPDATE SKIP LOCKED;
-			CONTINUE WHEN NOT FOUND;
 			v_limit := LEAST(cfeed.cursor_at(r.feed_id, r.shard, v_cutoff), r.head - 1,
 							 CASE WHEN ignore_leases THEN NULL ELSE r.held END, r.dead);
-			WITH gone AS (
-				DELETE FROM cfeed.stamp t
-				WHERE t.feed_id = r.feed_id AND t.shard = r.shard
-				  AND t.last_number IN (
-						SELECT w.last_number
-						FROM (SELECT x.last_number, x.last_number - x.first_number + 1 AS n,
-									 pg_catalog.sum(x.last_number - x.first_number + 1)
-										 OVER (ORDER BY x.last_number) AS upto
-							  FROM cfeed.stamp x
-							  WHERE x.feed_id = r.feed_id AND x.shard = r.shard
-								AND x.last_number <= v_limit AND x.stamped_at < v_cutoff) w
-						WHERE w.upto - w.n < max_rows - v_deleted)
-				RETURNING t.first_change_id, t.change_id_deltas, t.first_writer_xid, t.writer_xid_deltas),
+			-- Retention waits for no writer: the group-0 sweeper runs it,
+			-- and would stall (an open or prepared DELETE), or deadlock
+			-- with a DELETE whose statement trigger wants the shard's
+			-- row (_change_deleted).  So it takes every lock it needs
+			-- without waiting, and leaves the shard to its next pass when
+			-- one is taken: the changes of the stamps to delete, then the
+			-- shard's row, whose mark of deleted changes (changes_deleted)
+			-- it notes before its delete sets it.
+			SELECT pg_catalog.array_agg(w.last_number) INTO v_stamps
+			FROM (SELECT x.last_number, x.last_number - x.first_number + 1 AS n,
+						 pg_catalog.sum(x.last_number - x.first_number + 1)
+							 OVER (ORDER BY x.last_number) AS upto
+				  FROM cfeed.stamp x
+				  WHERE x.feed_id = r.feed_id AND x.shard = r.shard
+					AND x.last_number <= v_limit AND x.stamped_at < v_cutoff) w
+			WHERE w.upto - w.n < max_rows - v_deleted;
+			CONTINUE WHEN v_stamps IS NULL;
 			-- as many changes of a (change_id, writer_xid) as the stamps
-			-- gone name, lowest first (read()'s order): a later stamp may
-			-- name the same pair (one writer, or writers adopt_marks made one)
-			named AS (
-				SELECT g.first_change_id + u.dc AS id,
-					   ((g.first_writer_xid::text)::bigint + u.dx)::text::xid8 AS x, pg_catalog.count(*) AS n
-				FROM gone g, ROWS FROM (pg_catalog.unnest(g.change_id_deltas), pg_catalog.unnest(g.writer_xid_deltas)) AS u(dc, dx)
-				GROUP BY 1, 2),
+			-- name, lowest first (read()'s order): a later stamp may name
+			-- the same pair (one writer, or writers adopt_marks made one);
 			-- one probe of change_pending_idx per pair, whatever the
 			-- table's statistics (as read() looks its pages up)
-			victims AS (
+			WITH named AS (
+				SELECT g.first_change_id + u.dc AS id,
+					   ((g.first_writer_xid::text)::bigint + u.dx)::text::xid8 AS x, pg_catalog.count(*) AS n
+				FROM cfeed.stamp g, ROWS FROM (pg_catalog.unnest(g.change_id_deltas), pg_catalog.unnest(g.writer_xid_deltas)) AS u(dc, dx)
+				WHERE g.feed_id = r.feed_id AND g.shard = r.shard AND g.last_number = ANY (v_stamps)
+				GROUP BY 1, 2),
+			found AS (
 				SELECT v.tid FROM named m CROSS JOIN LATERAL (
 					SELECT c.ctid AS tid FROM cfeed.change c
 					WHERE c.writer_xid = m.x AND c.change_id = m.id
 					  AND c.change_sequence_number IS NULL
 					  AND c.feed_id = r.feed_id AND c.shard = r.shard
 					ORDER BY c.ctid LIMIT m.n) v)
-			DELETE FROM cfeed.change c
-			USING victims v
-			WHERE c.ctid = v.tid;
+			SELECT pg_catalog.count(*), pg_catalog.array_agg(l.tid) FILTER (WHERE l.tid IS NOT NULL)
+			INTO v_named, v_victims
+			FROM found f LEFT JOIN LATERAL (
+				SELECT c.ctid AS tid FROM cfeed.change c WHERE c.ctid = f.tid
+				FOR UPDATE SKIP LOCKED) l ON true;
+			CONTINUE WHEN COALESCE(pg_catalog.cardinality(v_victims), 0) < v_named;
+			SELECT s.changes_deleted INTO v_marked
+			FROM cfeed.shard_config s
+			WHERE s.feed_id = r.feed_id AND s.shard = r.shard
+			FOR NO KEY UPDATE SKIP LOCKED;
+			CONTINUE WHEN NOT FOUND;
+			DELETE FROM cfeed.stamp t
+			WHERE t.feed_id = r.feed_id AND t.shard = r.shard AND t.last_number = ANY (v_stamps);
+			DELETE FROM cfeed.change c WHERE c.ctid = ANY (v_victims);
 			GET DIAGNOSTICS v_count = ROW_COUNT;
 			v_deleted := v_deleted + v_count;
 			-- their stamps went with them, so no stamp names them: the
