@@ -12,10 +12,10 @@
  *	  with the row image columns of the change (a change recorded before its
  *	  table had that column, in a database upgraded from an old version, has
  *	  its image in cfeed.row_image, looked up for a change without one).  A
- *	  shard stored in ranges is read from its stamps (run_read_ranges).  When the
- *	  range is empty and wait_ms > 0, it waits for the shard's head to pass
- *	  what it saw (wait.c), then reads again with a new snapshot, so waiting
- *	  needs READ COMMITTED.
+ *	  shard stored in ranges is read from its stamps (run_read_ranges).
+ *	  When the range is empty and wait_ms > 0, it waits for the shard's
+ *	  head to pass what it saw (wait.c), then reads again with a new
+ *	  snapshot, so waiting needs READ COMMITTED.
  *
  *	  Read access (read_access.c): every function here raises 42501 for a
  *	  feed the caller may not read, before looking the feed up (after the
