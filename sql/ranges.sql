@@ -468,11 +468,11 @@ SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_te
 
 -- read() answers from a range shard's stamps alone while none of them names
 -- a deleted change and the read policy shows the reader the changes they
--- name: the same rows as looking each change up.  A stamp says whether a
--- change it numbers has a row image: for a reader the read policy applies
--- to, that stamp's changes are looked up (and hidden when it may not SELECT
--- their table), and so is every change while the operator has a
--- restrictive policy on cfeed.change.  shard_config.changes_deleted marks
+-- name: the same rows as looking each change up.  A stamp names the tables
+-- of its changes' row images (image_tables): for a reader the read policy
+-- applies to that may not SELECT one of them, that stamp's changes are
+-- looked up (and those hidden left out), and so is every change while the
+-- operator has a restrictive policy on cfeed.change.  shard_config.changes_deleted marks
 -- a range shard whose changes were deleted by hand, stamped or pending (a
 -- rolled back DELETE not), or cfeed.change truncated; retention takes back
 -- the mark its own deletes, with their stamps, made
@@ -488,7 +488,9 @@ INSERT INTO public.ranges_hidden VALUES (1);
 SELECT change_count FROM cfeed.sweep(9);
 SELECT count(cfeed.publish(41, 0, i)) FROM generate_series(4, 5) i;
 SELECT change_count FROM cfeed.sweep(9);
-SELECT last_number - first_number + 1 AS changes, images
+SELECT last_number - first_number + 1 AS changes,
+	   image_tables = ARRAY(SELECT table_no FROM cfeed.tracked_table WHERE tbl = 'public.ranges_hidden'::regclass) AS hidden_table,
+	   cardinality(image_tables) AS tables
 FROM cfeed.stamp WHERE feed_id = 41 ORDER BY last_number;
 CREATE ROLE ranges_stamps_reader;
 GRANT SELECT ON cfeed.change TO ranges_stamps_reader;

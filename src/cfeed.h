@@ -48,7 +48,7 @@
 #define Anum_stamp_first_number		3
 #define Anum_stamp_last_number		4
 #define Anum_stamp_stamped_at		5
-#define Anum_stamp_images			10	/* a change it numbers has a row image */
+#define Anum_stamp_image_tables		10	/* its changes' images' tables */
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
 #define CHANGE_NATTS				10
@@ -206,7 +206,7 @@ typedef struct CfeedPendingChange
 	FullTransactionId writer_xid;
 	int64		number;			/* assigned sequence number */
 	bool		ranges;			/* of a shard stored in ranges */
-	bool		image;			/* it has a row image (tbl is not null) */
+	int32		image_table;	/* its row image's table number (tbl), or -1 */
 } CfeedPendingChange;
 
 /* sweep.c */

@@ -283,22 +283,60 @@ entry_deltas(const CfeedPendingChange *first, const CfeedPendingChange *c,
 				 (int64) U64FromFullTransactionId(first->writer_xid), xid_delta);
 }
 
+/* qsort comparator of int32 */
+static int
+compare_int32(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * image_tables
+ *		The tables of the row images of changes[0..n-1], their numbers
+ *		(cfeed.change.tbl), each once, in order: an int[] datum, empty when
+ *		none has an image.  A stamp's image_tables: a reader who may read
+ *		them all sees every change the stamp names (read.c).
+ */
+static Datum
+image_tables(const CfeedPendingChange *changes, int n)
+{
+	Datum	   *tables = palloc(sizeof(Datum) * Max(n, 1));
+	int32	   *numbers = palloc(sizeof(int32) * Max(n, 1));
+	int			count = 0;
+	int			distinct = 0;
+	int			i;
+	ArrayType  *a;
+
+	for (i = 0; i < n; i++)
+		if (changes[i].image_table >= 0)
+			numbers[count++] = changes[i].image_table;
+	qsort(numbers, count, sizeof(int32), compare_int32);
+	for (i = 0; i < count; i++)
+		if (i == 0 || numbers[i] != numbers[i - 1])
+			tables[distinct++] = Int32GetDatum(numbers[i]);
+	a = construct_array(tables, distinct, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+	pfree(tables);
+	pfree(numbers);
+	return PointerGetDatum(a);
+}
+
 /*
  * insert_stamp
  *		One cfeed.stamp row: changes[0..n-1], of one shard, numbered
  *		consecutively, whose change_ids and writers are the first's plus
- *		id_deltas[i] and xid_deltas[i] (int4 datums, from entry_deltas);
- *		images says whether one of them has a row image.
+ *		id_deltas[i] and xid_deltas[i] (int4 datums, from entry_deltas),
+ *		and the tables of their row images (image_tables).
  */
 static void
 insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
 			 Datum *xid_deltas, TimestampTz now)
 {
 	Oid			types[10] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
-	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID, BOOLOID};
+	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID, INT4ARRAYOID};
 	Datum		values[10];
-	bool		images = false;
-	int			i;
 
 	Assert(changes[n - 1].number == changes[0].number + n - 1);
 	values[0] = Int32GetDatum(changes[0].feed_id);
@@ -312,17 +350,16 @@ insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
 	values[7] = FullTransactionIdGetDatum(changes[0].writer_xid);
 	values[8] = PointerGetDatum(construct_array(xid_deltas, n, INT4OID, sizeof(int32),
 												true, TYPALIGN_INT));
-	for (i = 0; i < n && !images; i++)
-		images = changes[i].image;
-	values[9] = BoolGetDatum(images);
+	values[9] = image_tables(changes, n);
 	(void) cfeed_spi_plan(&stamp_insert_plan,
 						  "INSERT INTO cfeed.stamp (feed_id, shard, first_number, last_number, "
 						  "stamped_at, first_change_id, change_id_deltas, first_writer_xid, "
-						  "writer_xid_deltas, images) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+						  "writer_xid_deltas, image_tables) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
 						  10, types);
 	(void) cfeed_spi_run(&stamp_insert_plan, values, SPI_OK_INSERT, "inserting a stamp");
 	pfree(DatumGetPointer(values[6]));
 	pfree(DatumGetPointer(values[8]));
+	pfree(DatumGetPointer(values[9]));
 }
 
 /*

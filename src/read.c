@@ -323,8 +323,9 @@ policy_shows(bool *imageless)
  *		changes_deleted is false: _change_deleted and _change_truncated set
  *		it, retention takes back what its own delete, with the stamps, set),
  *		and row-level security shows the caller every change (images_shown),
- *		or every change without a row image (*imageless: a stamp says
- *		whether it numbers a change with one).  A change a stamp names
+ *		or every change without a row image (*imageless: a stamp's
+ *		image_tables says which tables its changes' images are of,
+ *		images_readable whether the caller may see those).  A change a stamp names
  *		committed before the stamp, so the snapshot that sees the stamp sees
  *		it.
  */
@@ -336,6 +337,49 @@ stamps_answer(int32 feed_id, int32 shard, Snapshot snapshot, bool *imageless)
 	*imageless = false;
 	return cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh) && sh.stamps_whole &&
 		policy_shows(imageless);
+}
+
+/*
+ * image_readable
+ *		Whether the read policy shows the caller (one that may read the feed)
+ *		a change whose row image is of table number tbl: cfeed's rule
+ *		(cfeed._may_read_image), the number's table, if any, and
+ *		cfeed_may_read_table of it.
+ */
+static bool
+image_readable(FmgrInfo *flinfo, int32 tbl)
+{
+	Oid			relid = cfeed_table_of_number(flinfo, tbl);
+
+	return OidIsValid(relid) && cfeed_may_read_table(relid);
+}
+
+/*
+ * images_readable
+ *		Whether the read policy shows the caller every change a stamp names:
+ *		the caller may see the row images of each table of its image_tables
+ *		(image_readable); not for a stamp that does not say (null).
+ */
+static bool
+images_readable(FmgrInfo *flinfo, HeapTuple tup, TupleDesc desc)
+{
+	bool		isnull;
+	Datum		d = heap_getattr(tup, Anum_stamp_image_tables, desc, &isnull);
+	ArrayType  *a;
+	bool		readable;
+	int			n;
+	int			i;
+
+	if (isnull)
+		return false;
+	a = DatumGetArrayTypeP(d);
+	readable = ARR_NDIM(a) <= 1 && !ARR_HASNULL(a) && ARR_ELEMTYPE(a) == INT4OID;
+	n = readable ? ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)) : 0;
+	for (i = 0; i < n && readable; i++)
+		readable = image_readable(flinfo, ((int32 *) ARR_DATA_PTR(a))[i]);
+	if ((Pointer) a != DatumGetPointer(d))
+		pfree(a);
+	return readable;
 }
 
 /*
@@ -398,13 +442,8 @@ run_read_direct(FunctionCallInfo fcinfo, int32 feed_id, int32 shard, int64 curso
 
 		CHECK_FOR_INTERRUPTS();
 		tbl = heap_getattr(tup, Anum_change_tbl, desc, &isnull);
-		if (!all && !isnull)
-		{
-			Oid			relid = cfeed_table_of_number(fcinfo->flinfo, DatumGetInt32(tbl));
-
-			if (!OidIsValid(relid) || !cfeed_may_read_table(relid))
-				continue;
-		}
+		if (!all && !isnull && !image_readable(fcinfo->flinfo, DatumGetInt32(tbl)))
+			continue;
 		at = heap_getattr(tup, Anum_change_stamped_at, desc, &at_null);
 		put_stamped(rsinfo,
 					DatumGetInt64(heap_getattr(tup, Anum_change_sequence, desc, &isnull)),
@@ -436,9 +475,10 @@ run_read_direct(FunctionCallInfo fcinfo, int32 feed_id, int32 shard, int64 curso
  *		sees it.
  */
 static uint64
-run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, ReturnSetInfo *rsinfo,
+run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, FunctionCallInfo fcinfo,
 				int32 feed_id, int32 shard, int64 cursor, int64 max_count)
 {
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Relation	rel = cfeed_table_open("stamp", AccessShareLock);
 	Relation	index = cfeed_index_open("stamp_pkey", AccessShareLock);
 	Snapshot	snapshot = read_snapshot();
@@ -467,8 +507,7 @@ run_read_ranges(SPIPlanPtr *plan, const char *sql, bool from_stamps, ReturnSetIn
 		bool		isnull;
 		int64		first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
 		Datum		at = heap_getattr(tup, Anum_stamp_stamped_at, desc, &isnull);
-		bool		answers = all ||
-			(imageless && !DatumGetBool(heap_getattr(tup, Anum_stamp_images, desc, &isnull)));
+		bool		answers = all || (imageless && images_readable(fcinfo->flinfo, tup, desc));
 		int64	   *ids;
 		FullTransactionId *xids;
 		int			count;
@@ -558,7 +597,7 @@ read_shard(ReadPlans *plans, const char *rows_sql, const char *ranges_sql, Cfeed
 
 		(void) cfeed_mark_load(sh->sweep_group, snapshot, NULL);
 		UnregisterSnapshot(snapshot);
-		got += run_read_ranges(&plans->ranges, ranges_sql, plans->from_stamps, rsinfo,
+		got += run_read_ranges(&plans->ranges, ranges_sql, plans->from_stamps, fcinfo,
 							   sh->feed_id, sh->shard, cursor, max_count - got);
 	}
 	return got;

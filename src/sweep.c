@@ -310,7 +310,7 @@ collect_probe(ScanKey key, void *arg)
 	Relation	heap = s->changerel;
 	IndexScanDesc scan;
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
-	bool		images = cfeed_schema_has(CFEED_SCHEMA_INLINE_IMAGES);
+	bool		images = cfeed_schema_has(CFEED_SCHEMA_TABLE_NUMBERS);
 
 	scan = cfeed_index_beginscan(heap, s->pending_index, s->snapshot, key ? 1 : 0, 0);
 	index_rescan(scan, key, key ? 1 : 0, NULL, 0);
@@ -334,7 +334,14 @@ collect_probe(ScanKey key, void *arg)
 		c->change_id = DatumGetInt64(slot_getattr(slot, Anum_change_change_id, &isnull));
 		c->written_at = DatumGetTimestampTz(slot_getattr(slot, Anum_change_written_at, &isnull));
 		c->writer_xid = DatumGetFullTransactionId(slot_getattr(slot, Anum_change_writer_xid, &isnull));
-		c->image = images && !slot_attisnull(slot, Anum_change_tbl);
+		c->image_table = -1;
+		if (images)
+		{
+			Datum		tbl = slot_getattr(slot, Anum_change_tbl, &isnull);
+
+			if (!isnull)
+				c->image_table = DatumGetInt32(tbl);
+		}
 		/* the address stamp.c updates, of the version this snapshot sees */
 		c->tid = slot->tts_tid;
 		Assert(ItemPointerIsValid(&c->tid));

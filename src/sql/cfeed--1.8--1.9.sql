@@ -139,14 +139,16 @@ CREATE TABLE cfeed.stamp (
 	change_id_deltas int[] NOT NULL,
 	first_writer_xid xid8 NOT NULL,
 	writer_xid_deltas int[] NOT NULL,
-	-- whether a change it numbers has a row image (of a tracked table),
-	-- which the read policy may hide from a reader (true unless a sweep
-	-- wrote it: read() looks such a stamp's changes up in cfeed.change)
-	images bool NOT NULL DEFAULT true,
+	-- the tables (their numbers, cfeed.tracked_table) of the row images
+	-- of the changes it numbers, which the read policy may hide from a
+	-- reader: empty for none; null where a sweep did not say (a stamp
+	-- written by hand, or one of changes of more than 64 tables), whose
+	-- changes read() looks up in cfeed.change
+	image_tables int[],
 	PRIMARY KEY (feed_id, shard, last_number)
 );
 COMMENT ON TABLE cfeed.stamp IS 'the numbers of the changes of shards stored in ranges: number first_number + i - 1 is change_id first_change_id + change_id_deltas[i], written by first_writer_xid + writer_xid_deltas[i]';
-COMMENT ON COLUMN cfeed.stamp.images IS 'some change the stamp numbers has a row image (false only when a sweep saw none)';
+COMMENT ON COLUMN cfeed.stamp.image_tables IS 'the tables (numbers of cfeed.tracked_table) of the row images of the changes the stamp numbers, empty for none (null: not known)';
 -- (no CHECK of the arrays' lengths: the sweep alone writes stamps, and a
 -- CHECK's expression is read anew by every INSERT, a tenth of a sweep's time)
 SELECT pg_catalog.pg_extension_config_dump('cfeed.stamp', '');
