@@ -472,10 +472,11 @@ SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_te
 -- of its changes' row images (image_tables): for a reader the read policy
 -- applies to that may not SELECT one of them, that stamp's changes are
 -- looked up (and those hidden left out), and so is every change while the
--- operator has a restrictive policy on cfeed.change.  shard_config.changes_deleted marks
--- a range shard whose changes were deleted by hand, stamped or pending (a
--- rolled back DELETE not), or cfeed.change truncated; retention takes back
--- the mark its own deletes, with their stamps, made
+-- operator has a restrictive policy on cfeed.change.
+-- shard_config.changes_deleted marks a range shard whose changes were
+-- deleted by hand, stamped or pending (a rolled back DELETE not), or
+-- cfeed.change truncated; retention takes back the mark its own deletes,
+-- with their stamps, made
 SET cfeed.default_storage = ranges;
 SELECT cfeed.create_feed('from-stamps', 1, feed_id => 41, sweep_group => 9);
 SELECT cfeed.create_feed('from-stamps-retained', 1, feed_id => 42, sweep_group => 9);
