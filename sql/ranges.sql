@@ -589,6 +589,26 @@ SELECT changes_deleted AS looked_up FROM cfeed.shard_config WHERE feed_id = 43;
 SELECT count(*) AS old_changes FROM cfeed.read(43, 0);
 DELETE FROM cfeed.stamp WHERE feed_id = 43;
 DELETE FROM cfeed.feed WHERE feed_id = 43;
+-- a tracked table whose number is negative (an update from 1.7 keeps a
+-- table's OID as its number, and an OID above 2^31 is a negative int):
+-- its images are named in the stamp, and hidden from a reader without
+-- SELECT on it
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('from-stamps-negative', 1, feed_id => 44, sweep_group => 9);
+RESET cfeed.default_storage;
+CREATE TABLE public.ranges_negative (id int PRIMARY KEY);
+SELECT cfeed.track('public.ranges_negative', 44);
+UPDATE cfeed.tracked_table SET table_no = -7 WHERE tbl = 'public.ranges_negative'::regclass;
+INSERT INTO public.ranges_negative VALUES (1);
+SELECT change_count FROM cfeed.sweep(9);
+SELECT image_tables FROM cfeed.stamp WHERE feed_id = 44;
+SELECT cfeed.grant_read(44, 'ranges_stamps_reader');
+SET ROLE ranges_stamps_reader;
+SELECT count(*) AS negative_hidden FROM cfeed.read(44, 0);
+RESET ROLE;
+SELECT count(*) AS negative_owner FROM cfeed.read(44, 0);
+SELECT cfeed.untrack('public.ranges_negative');
+DROP TABLE public.ranges_negative;
 SELECT cfeed.untrack('public.ranges_hidden');
 DROP TABLE public.ranges_hidden;
 DROP OWNED BY ranges_stamps_reader;

@@ -206,7 +206,9 @@ typedef struct CfeedPendingChange
 	FullTransactionId writer_xid;
 	int64		number;			/* assigned sequence number */
 	bool		ranges;			/* of a shard stored in ranges */
-	int32		image_table;	/* its row image's table number (tbl), or -1 */
+	bool		image;			/* it has a row image (tbl is not null) */
+	int32		image_table;	/* then its table's number, tbl (any int: an
+								 * OID above 2^31 kept by 1.8 is negative) */
 } CfeedPendingChange;
 
 /* sweep.c */

@@ -311,7 +311,7 @@ image_tables(const CfeedPendingChange *changes, int n)
 	ArrayType  *a;
 
 	for (i = 0; i < n; i++)
-		if (changes[i].image_table >= 0)
+		if (changes[i].image)
 			numbers[count++] = changes[i].image_table;
 	qsort(numbers, count, sizeof(int32), compare_int32);
 	for (i = 0; i < count; i++)

@@ -334,12 +334,14 @@ collect_probe(ScanKey key, void *arg)
 		c->change_id = DatumGetInt64(slot_getattr(slot, Anum_change_change_id, &isnull));
 		c->written_at = DatumGetTimestampTz(slot_getattr(slot, Anum_change_written_at, &isnull));
 		c->writer_xid = DatumGetFullTransactionId(slot_getattr(slot, Anum_change_writer_xid, &isnull));
-		c->image_table = -1;
+		c->image = false;
+		c->image_table = 0;
 		if (images)
 		{
 			Datum		tbl = slot_getattr(slot, Anum_change_tbl, &isnull);
 
-			if (!isnull)
+			c->image = !isnull;
+			if (c->image)
 				c->image_table = DatumGetInt32(tbl);
 		}
 		/* the address stamp.c updates, of the version this snapshot sees */
