@@ -64,11 +64,13 @@ step()
 # latency (quiet, then under a held horizon), the rest.
 step write_overhead.sh 5 8 3
 step track.sh 3 8 3
+STORAGE=ranges step track.sh 3 8 3
 step read_rate.sh 1000000
 STORAGE=ranges step read_rate.sh 1000000
 LATENCY_DUMP=$out/latency.dat step latency.sh 500
 step standby.sh 500
 step held_xmin.sh 60 15 2
+STORAGE=ranges step held_xmin.sh 60 15 2
 step sweep_rate.sh 200000 3
 step idle.sh 20
 step feeds1000.sh 10 200
