@@ -124,11 +124,45 @@ tps_cpu()
 	swept
 	c1=$(cluster_cpu_us)
 	w1=$(psqlc -c "SELECT pg_current_wal_insert_lsn()")
+	echo "$w0 $w1" > "$BENCH_DIR/wal_range"	# for sweep_wal
 	n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
 	echo "$(echo "$out" | sed -n 's/^tps = \([0-9]*\).*/\1/p') $(((c1 - c0) / n))" \
 		"$(psqlc -c "SELECT round(pg_wal_lsn_diff('$w1', '$w0') / $n)")" \
 		"$(cat "$BENCH_DIR"/txlog.* | awk '{ print $3 }' | sort -n |
 			awk '{ v[NR] = $1 } END { i = int(NR * 0.99); if (i < NR * 0.99) i++; printf "%.2f %.2f", v[i] / 1000, v[NR] / 1000 }')"
+}
+
+# sweep_wal FROM TO: the bytes of WAL (full-page images included) between
+# the two LSNs written by the sweeps' transactions: those that wrote a
+# cfeed.stamp or cfeed.sweep_mark row or updated a cfeed.change row (a
+# stamp in rows; writers only insert), all their records counted, their
+# commits too (pg_waldump).  What else ran meanwhile (an autovacuum, which
+# writes without an xid; a checkpoint) is left out.
+sweep_wal()
+{
+	local rels change
+	rels=$(psqlc -c "SELECT pg_relation_filenode('cfeed.stamp') || ' ' || pg_relation_filenode('cfeed.sweep_mark')")
+	change=$(psqlc -c "SELECT pg_relation_filenode('cfeed.change')")
+	as_pg pg_waldump -p "$BENCH_DIR/data/pg_wal" -s "$1" -e "$2" 2>/dev/null |
+		awk -v rels="$rels" -v change="$change" '
+			BEGIN { n = split(rels, a, " "); for (i = 1; i <= n; i++) stamp[a[i]] = 1 }
+			match($0, /tx: *[0-9]+/) {
+				tx = substr($0, RSTART + 3, RLENGTH - 3) + 0
+				if (tx == 0) next
+				match($0, /len \(rec\/tot\): *[0-9]+\/ *[0-9]+/)
+				len = substr($0, RSTART, RLENGTH)
+				sub(/.*\/ */, "", len)
+				bytes[tx] += len
+				rest = $0
+				while (match(rest, /rel [0-9]+\/[0-9]+\/[0-9]+/)) {
+					f = substr(rest, RSTART, RLENGTH)
+					sub(/.*\//, "", f)
+					if ((f in stamp) || (f == change && $0 ~ /desc: (HOT_)?UPDATE/))
+						sweep[tx] = 1
+					rest = substr(rest, RSTART + RLENGTH)
+				}
+			}
+			END { for (t in sweep) total += bytes[t]; print total + 0 }'
 }
 
 # pending: how many committed changes wait for a stamp, in all feeds
