@@ -347,12 +347,11 @@ run_in_root() {
 
 # ---------------------------------------------------------------------------
 # --all: 15 here while the roots of 17 and 18 are made or checked; then 17
-# and 18 (CFEED_MATRIX_JOBS at once), each restoring 15's dump, beside the
-# assertion suite and the packages.
+# and 18 (CFEED_MATRIX_JOBS at once), each restoring 15's dump.
 run_matrix() {
 	local logs m rc started=$SECONDS jobs=${CFEED_MATRIX_JOBS:-2} total_passed=0 total_failed=0 cassert_status=0 cassert_took=0
 	local -A status took setup_pid run_pid
-	local fresh_pid= fresh_status=0 packages_pid= packages_status=0 cassert_pid= cassert_t0
+	local fresh_pid= fresh_status=0 packages_pid= packages_status=0
 	local here t0
 	here=$(local_major)
 	logs=$(mktemp -d /var/tmp/cfeed-matrix.XXXXXX)
@@ -361,7 +360,7 @@ run_matrix() {
 
 	matrix_cleanup() {
 		local p
-		for p in "${setup_pid[@]}" "${run_pid[@]}" $fresh_pid $packages_pid $cassert_pid; do
+		for p in "${setup_pid[@]}" "${run_pid[@]}" $fresh_pid $packages_pid; do
 			kill "$p" 2>/dev/null || true
 		done
 		wait 2>/dev/null || true
@@ -404,16 +403,6 @@ run_matrix() {
 	# lock).
 	CFEED_ROOTS=$ROOTS bash "$SRC/test/matrix/packages.sh" "${MAJORS[@]}" >"$logs/test-packages.log" 2>&1 &
 	packages_pid=$!
-
-	# The suite against an assert-enabled PostgreSQL 17 (in a root of its
-	# own), meanwhile too, without the slow TAP tests, which every other
-	# major runs.  The suites spend most of their time waiting for servers,
-	# not computing: 17 and 18 at once took 1.2x the time of 15 alone, and
-	# the assertion suite beside them saves the ~12 minutes it took alone.
-	cassert_t0=$SECONDS
-	CFEED_ROOTS=$ROOTS bash "$SRC/test/matrix/cassert.sh" CFEED_QUICK=1 "${make_args[@]}" \
-		>"$logs/test-cassert.log" 2>&1 &
-	cassert_pid=$!
 
 	# The roots: at most $jobs at once, each into its log; printed when done.
 	local queue=() t0 m2
@@ -467,16 +456,21 @@ run_matrix() {
 		done
 	fi
 
+	# The suite against an assert-enabled PostgreSQL 17 last, once the
+	# fresh-root demo and the packages are done too, alone (its server's
+	# build takes both cores): without the slow TAP tests, which every other
+	# major runs.
 	wait "$fresh_pid" || fresh_status=$?
 	fresh_pid=
 	wait "$packages_pid" || packages_status=$?
 	packages_pid=
+	echo "===== PostgreSQL 17 with assertions (test/matrix/cassert.sh CFEED_QUICK=1)"
+	t0=$SECONDS
 	rc=0
-	wait "$cassert_pid" || rc=$?
-	cassert_pid=
+	CFEED_ROOTS=$ROOTS bash "$SRC/test/matrix/cassert.sh" CFEED_QUICK=1 "${make_args[@]}" \
+		>"$logs/test-cassert.log" 2>&1 || rc=$?
 	cassert_status=$rc
-	cassert_took=$((SECONDS - cassert_t0))
-	echo "===== PostgreSQL 17 with assertions (test/matrix/cassert.sh CFEED_QUICK=1), $(elapsed "$cassert_took")"
+	cassert_took=$((SECONDS - t0))
 	tail -n 5 "$logs/test-cassert.log"
 
 	echo
