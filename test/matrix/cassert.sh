@@ -15,7 +15,7 @@
 # lacks the version trixie's index names, the version CFEED_CASSERT_VERSION,
 # default 17.11-0+deb13u1, is fetched from its pool and unpacked with
 # dpkg-source, which checks the files' checksums); it is configured
-# there, built with make -j2 (niced; server and contrib: the TAP tests use amcheck,
+# there, built with make -j2 (server and contrib: the TAP tests use amcheck,
 # pgstattuple, pg_stat_statements, test_decoding) and installed into the
 # root's /usr/local/pgsql-cassert.  The build tree and the install stay: a
 # later run finds the installed version in /usr/local/pgsql-cassert/.cfeed-cassert
@@ -161,9 +161,7 @@ build_server() {
 		cd postgresql-$MAJOR-*/
 		./configure --prefix=$PREFIX --enable-cassert --enable-debug --enable-tap-tests \
 			--without-icu --without-readline --with-zlib
-		# niced: under run-tests.sh --all it builds while 17's and 18's
-		# suites run, whose timing matters more than its own
-		nice -n 10 make -j2 -s world-bin
+		make -j2 -s world-bin
 		make -s install-world-bin
 		# the libraries of the install (libpq for the cfeed command) found by the loader
 		echo $PREFIX/lib >/etc/ld.so.conf.d/pgsql-cassert.conf
