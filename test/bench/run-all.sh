@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The benchmark suite (`make bench`): every performance target of
 # test/bench/README.md against its baseline and the peers (PgQ, wal2json)
-# measured in the same run, ~15-18 minutes on 2 cores.  Run as root; each
+# measured in the same run, ~35 minutes on 2 cores.  Run as root; each
 # script starts and removes its own throwaway cluster.
 # The PostgreSQL used:
 # - with BENCH_PREFIX=DIR, a private copy of the PostgreSQL whose pg_config
