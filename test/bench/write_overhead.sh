@@ -34,8 +34,9 @@
 # change).  Row 1e, the WAL of stamping alone per change: the WAL records
 # of the sweeps' transactions during publish's run (lib.sh sweep_wal) over
 # the changes they stamped (one change per transaction), and beside it
-# publish's WAL per transaction less unswept's, in the same round.  VARIANTS (env) runs only those listed (the baselines of
-# the rows printed must be among them).
+# publish's WAL per transaction less unswept's, in the same round.
+# VARIANTS (env) runs only those listed (the baselines of the rows printed
+# must be among them).
 # SWEEP_DELAY (env, ms): cfeed.sweep_delay for the run (default 0);
 # SWEEP_GATHER (env, ms): cfeed.sweep_gather (default: the setting's);
 # SWEEP_GATHER_CHANGES (env): cfeed.sweep_gather_changes (the same).
