@@ -220,6 +220,7 @@ report_absent(Oid dboid)
 static void
 refresh_groups(Oid dboid)
 {
+	static SPIPlanPtr plan = NULL;	/* kept: the refresh runs every second */
 	int			spi_level;
 	int32		groups[CFEED_MAX_GROUPS];
 	int			n = 1;
@@ -227,8 +228,10 @@ refresh_groups(Oid dboid)
 
 	groups[0] = 0;
 	spi_level = cfeed_spi_connect();
-	if (SPI_execute("SELECT DISTINCT sweep_group FROM cfeed.shard_config WHERE sweep_group <> 0 "
-					"ORDER BY 1", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(cfeed_spi_plan(&plan,
+										"SELECT DISTINCT sweep_group FROM cfeed.shard_config "
+										"WHERE sweep_group <> 0 ORDER BY 1", 0, NULL),
+						 NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: listing sweep groups failed");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -261,21 +264,27 @@ static void
 check_always_triggers(void)
 {
 	static bool warned = false;
+	static SPIPlanPtr plan = NULL;	/* kept: the refresh runs every second */
 	int			spi_level;
 	bool		isnull;
 	Datum		fix;
-	Oid			argtype = BOOLOID;
-	Datum		always_guard = BoolGetDatum(cfeed_schema_has(CFEED_SCHEMA_EPOCHS));
+	Oid			argtypes[3] = {BOOLOID, OIDOID, OIDOID};
+	Datum		args[3];
 
+	/* the tables by OID, each time: a kept plan would keep a name's OID */
+	args[0] = BoolGetDatum(cfeed_schema_has(CFEED_SCHEMA_EPOCHS));
+	args[1] = ObjectIdGetDatum(cfeed_relid("change"));
+	args[2] = ObjectIdGetDatum(cfeed_relid("shard_config"));
 	spi_level = cfeed_spi_connect();
-	if (SPI_execute_with_args("SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
-							  "t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
-							  "FROM pg_catalog.pg_trigger t "
-							  "WHERE t.tgrelid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass) "
-							  "AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
-							  "'change_stamp_guard', 'shard_config_guard', 'shard_config_truncate') AND t.tgenabled <> 'A' "
-							  "AND (t.tgname <> 'change_guard' OR $1)",
-							  1, &argtype, &always_guard, NULL, true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(cfeed_spi_plan(&plan,
+										"SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
+										"t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
+										"FROM pg_catalog.pg_trigger t WHERE t.tgrelid IN ($2, $3) "
+										"AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
+										"'change_stamp_guard', 'shard_config_guard', 'shard_config_truncate') "
+										"AND t.tgenabled <> 'A' AND (t.tgname <> 'change_guard' OR $1)",
+										3, argtypes),
+						 args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: checking cfeed's triggers failed");
 	fix = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
 	if (isnull)
