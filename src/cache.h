@@ -66,7 +66,10 @@
  *						timelines may have issued), so that the check before
  *						every statement costs two comparisons.  Backend.
  *						Never dropped: a new timeline no longer matches it.
- *	 saved plans		append.c (3), stamp.c (1), read.c (2), epoch.c (2):
+ *	 saved plans		append.c (3), stamp.c (1), ranges.c (2), read.c (6:
+ *						read, read_rows and read_rows of a regclass tbl,
+ *						each for rows and for ranges), epoch.c (2),
+ *						sweeper.c (2: its once-a-second refresh):
  *						SPI plans kept for the backend.  PostgreSQL's plan
  *						cache re-plans them after an invalidation; one a rule
  *						rewrote into nothing is dropped by cfeed_spi_run.
