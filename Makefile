@@ -74,8 +74,10 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# After the include: Makefile.global resets PROVE_FLAGS.
-PROVE_FLAGS += -I ./test/t
+# After the include: Makefile.global resets PROVE_FLAGS.  CFEED_PROVE_JOBS=N
+# runs N TAP files at once (prove -jN; run-tests.sh --all gives 2 to the
+# suites that run alone: this machine's major and the assert-enabled one).
+PROVE_FLAGS += -I ./test/t $(if $(CFEED_PROVE_JOBS),-j$(CFEED_PROVE_JOBS))
 
 # The `cfeed` command (src/client) has its own Makefile: PGXS builds one
 # MODULE_big or one PROGRAM per Makefile, not both.  Its HTTP gateway
