@@ -271,7 +271,7 @@ check_always_triggers(void)
 	Oid			argtypes[3] = {BOOLOID, OIDOID, OIDOID};
 	Datum		args[3];
 
-	/* the tables by OID, each time: a kept plan would keep a name's OID */
+	/* the tables by OID, from cfeed_relid's cache (one plan for every refresh) */
 	args[0] = BoolGetDatum(cfeed_schema_has(CFEED_SCHEMA_EPOCHS));
 	args[1] = ObjectIdGetDatum(cfeed_relid("change"));
 	args[2] = ObjectIdGetDatum(cfeed_relid("shard_config"));
