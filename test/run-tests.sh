@@ -460,10 +460,10 @@ run_matrix() {
 
 	# The suite against an assert-enabled PostgreSQL 17 last, once the
 	# fresh-root demo and the packages are done too, alone (its server's
-	# build takes both cores), one TAP file at a time (two at once, its
-	# slower server let 103_serve_sse_ids's 8 s resumed stream end before
-	# its first round): without the slow TAP tests, which every other major
-	# runs.
+	# build takes both cores), one TAP file at a time (with two at once,
+	# 103_serve_sse_ids's 8 s resumed stream once delivered nothing, most
+	# likely ending before its first round on this slower server): without
+	# the slow TAP tests, which every other major runs.
 	wait "$fresh_pid" || fresh_status=$?
 	fresh_pid=
 	wait "$packages_pid" || packages_status=$?
