@@ -75,8 +75,8 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # After the include: Makefile.global resets PROVE_FLAGS.  CFEED_PROVE_JOBS=N
-# runs N TAP files at once (prove -jN; run-tests.sh --all gives 2 to this
-# machine's major, which runs alone).
+# runs N TAP files at once (prove -jN; run-tests.sh --all gives 2 to the
+# suites that run alone: this machine's major and the assert-enabled one).
 PROVE_FLAGS += -I ./test/t $(if $(CFEED_PROVE_JOBS),-j$(CFEED_PROVE_JOBS))
 
 # The `cfeed` command (src/client) has its own Makefile: PGXS builds one

@@ -16,6 +16,7 @@ use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Cwd ();
+use File::Basename ();
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
@@ -72,7 +73,10 @@ sub start_gateway
 {
 	my (%o) = @_;
 	my $port = $o{port} // PostgreSQL::Test::Cluster::get_free_port();
-	my $log = $PostgreSQL::Test::Utils::log_path . '/gateway_' . ++$gateways . '.log';
+	# Named after the test too: test files run at once share the log
+	# directory (CFEED_PROVE_JOBS).
+	my $log = sprintf('%s/gateway_%s_%d.log', $PostgreSQL::Test::Utils::log_path,
+		File::Basename::basename($0, '.pl'), ++$gateways);
 	my $out = '';
 	my @cmd = (cfeed_binary(), 'serve', '--dbname', $o{dsn}, '--tokens',
 		$o{tokens}, '--port', $port, '--log-level', 'debug',
