@@ -455,8 +455,7 @@ my (undef, $sse_id) = sse_events($sse_out);
 like($sse_id // '', qr/^(\d+|_first)(\.\d+\.\d+:\d+)?\@\d+$/, 'with a final id (compact: docs/serve.md)');
 $node->safe_psql('postgres', 'select cfeed.publish(1, 2)');
 wait_stamped();
-$r = http_get("$url/orders?stream=1500", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => $sse_id // '');
-my ($sse_new) = sse_events($r->{content});
+my ($sse_new) = sse_events(sse_collect("$url/orders", $alice, 1, undef, 'Last-Event-ID' => $sse_id // ''));
 is(join(',', map { $_->{data}{shard} } @$sse_new), '2', 'reconnected from that id, it gets the new shard');
 is(http_get("$url/orders?token=$old&partition=0&cursor=_first", $alice)->{status}, 409, 'fetch after shards were added: 409');
 $disc = decode_json(http_get("$url/orders", $alice)->{content});
@@ -469,16 +468,7 @@ $stream = start_stream("$url/orders?cursor=_first", $alice, \$sse_text, Accept =
 $node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 30) g');
 wait_stamped();
 my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
-my $sse_deadline = time + 120;
-my ($sse_seen, $sse_counted) = (0, 0);	# data lines counted in the text read so far
-while ($sse_seen < $total && time < $sse_deadline)
-{
-	$stream->pump_nb;
-	my $upto = rindex($sse_text, "\n") + 1;
-	$sse_seen += () = substr($sse_text, $sse_counted, $upto - $sse_counted) =~ /^data:/mg;
-	$sse_counted = $upto;
-	usleep(1_000);
-}
+pump_events($stream, \$sse_text, $total);
 stop_gateway($gw);
 $stream->finish;
 my ($ev1, $last_id) = sse_events($sse_text);
@@ -487,9 +477,9 @@ like($last_id, qr/^\d+(\.\d+\.\d+:\d+)?\@\d+$/, 'SSE id is compact: LO[.HI.SHARD
 $node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 9) g');
 wait_stamped();
 $gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port});
-$r = http_get("$url/orders?stream=1500", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => $last_id);
-is($r->{status}, 200, 'SSE resume: 200');
-my ($ev2) = sse_events($r->{content});
+my $resumed = sse_collect("$url/orders", $alice, 9, undef, 'Last-Event-ID' => $last_id);
+like($resumed, qr/^retry: \d+\nid: /, 'SSE resume: a stream');
+my ($ev2) = sse_events($resumed);
 my @all = map { "$_->{data}{shard}:$_->{data}{number}" } @$ev1, @$ev2;
 my $expect = $node->safe_psql('postgres',
 	"select string_agg(shard || ':' || change_sequence_number, ',' order by shard, change_sequence_number) from cfeed.change where feed_id = 1");
@@ -550,7 +540,7 @@ ok($beats >= 2, "database down: the stream still gets its heartbeats ($beats in 
 is(http_get("$gw->{url}/healthz")->{status}, 503, 'healthz: 503 while the database is down');
 $node->start;
 $node->safe_psql('postgres', 'select cfeed.publish(1, 0) from generate_series(1, 3)');
-$sse_deadline = time + 30;
+my $sse_deadline = time + 30;
 while ((() = $sout =~ /"data"/g) < 3 && time < $sse_deadline)
 {
 	$stream->pump_nb;

@@ -54,29 +54,6 @@ sub all_changes
 		  . ' from cfeed.change where feed_id = 1');
 }
 
-# Pump an open stream until its text holds $want data lines (and, with
-# $id_re, its last id matches it), for at most 120 s.  The stream's rounds
-# pace it, not the test: a slow server takes longer, a skipped change
-# never arrives.
-sub pump_changes
-{
-	my ($h, $text, $want, $id_re) = @_;
-	my $start = Time::HiRes::time();
-	my $deadline = time + 120;
-	my ($seen, $counted) = (0, 0);	# data lines in the text counted so far
-	while (time < $deadline)
-	{
-		$h->pump_nb;
-		my $upto = rindex($$text, "\n") + 1;
-		$seen += () = substr($$text, $counted, $upto - $counted) =~ /^data:/mg;
-		$counted = $upto;
-		last if $seen >= $want && (!$id_re || ((sse_events($$text))[1] // '') =~ $id_re);
-		usleep(10_000);
-	}
-	note(sprintf('%d data lines in %.1f s', $seen, Time::HiRes::time() - $start));
-	return;
-}
-
 # An all-shards stream from the heads (its id lists every shard at once);
 # once it has sent its starting id, changes on every shard (two on 0-199,
 # one on the others).
@@ -89,7 +66,7 @@ $node->safe_psql('postgres',
 	  . 'select cfeed.publish(1, g % 1000) from generate_series(1, 1000) g');
 wait_stamped();
 my $total = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1');
-pump_changes($stream, \$text, $total);
+pump_events($stream, \$text, $total);
 $stream->kill_kill;
 my ($first, $last_id) = sse_events($text);
 is(scalar @$first, $total, 'the stream got every change of the 1,000 shards');
@@ -100,10 +77,7 @@ note('last id: ' . length($last_id) . ' bytes');
 # More changes, on the shards read and on others; reconnect with the id.
 $node->safe_psql('postgres', 'select cfeed.publish(1, g * 7 % 1000) from generate_series(1, 300) g');
 wait_stamped();
-my $resumed = '';
-$stream = start_stream($url, $token, \$resumed, Accept => 'text/event-stream', 'Last-Event-ID' => $last_id);
-pump_changes($stream, \$resumed, 300);
-$stream->kill_kill;
+my $resumed = sse_collect($url, $token, 300, undef, 'Last-Event-ID' => $last_id);
 my ($second) = sse_events($resumed);
 my @got = map { "$_->{data}{shard}:$_->{data}{number}" } @$first, @$second;
 my %count;
@@ -123,11 +97,8 @@ my $listed = $node->safe_psql('postgres',
 	"select string_agg(shard || ':' || last_change_sequence_number || '\@' || cfeed.epoch(), ',' order by shard)"
 	  . ' from cfeed.shard where feed_id = 1 and shard < 10');
 my $rest = $node->safe_psql('postgres', 'select count(*) from cfeed.change where feed_id = 1 and shard >= 10');
-my $old = '';
-$stream = start_stream($url, $token, \$old, Accept => 'text/event-stream', 'Last-Event-ID' => $listed);
-pump_changes($stream, \$old, $rest, qr/^\d+(\.\d+\.\d+:\d+)?\@\d+$/);
-$stream->kill_kill;
-my ($third, $third_id) = sse_events($old);
+my ($third, $third_id) = sse_events(sse_collect($url, $token, $rest, qr/^\d+(\.\d+\.\d+:\d+)?\@\d+$/,
+	'Last-Event-ID' => $listed));
 is(scalar(grep { $_->{data}{shard} >= 10 } @$third) . '/' . scalar(@$third), "$rest/$rest",
 	'an id listing shards (1.8): every change of the shards it does not list, none of those it lists');
 like($third_id // '', qr/^\d+(\.\d+\.\d+:\d+)?\@\d+$/, 'and compact ids after its first round');

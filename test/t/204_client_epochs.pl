@@ -154,9 +154,7 @@ is_deeply([ map { $got{ $start + $_ } } 6 .. 8 ], \@new,
 	'FeedAPI: a cursor from before the failover resumes at the reissued numbers');
 like($page[-1]{cursor}, qr/^\Q@{[ $start + 8 ]}\E@\d+$/, 'FeedAPI: the new cursor is in the new epoch');
 # A Last-Event-ID from before the failover, on the restarted gateway.
-my $resumed = http_get("$f?stream=1500", $token, Accept => 'text/event-stream',
-	'Last-Event-ID' => "0:$sse_id");
-($events) = sse_events($resumed->{content});
+($events) = sse_events(sse_collect($f, $token, 3, undef, 'Last-Event-ID' => "0:$sse_id"));
 %got = %{ ids_by_number(map { $_->{data} } @$events) };
 is_deeply([ map { $got{ $start + $_ } } 6 .. 8 ], \@new,
 	'SSE: a Last-Event-ID from before the failover resumes at the reissued numbers');

@@ -20,8 +20,8 @@ use File::Basename ();
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(cfeed_binary start_gateway stop_gateway http_get ndjson
-  sse_events sse_changes start_stream write_writer_script write_tokens
-  start_counted_node);
+  sse_events sse_changes start_stream pump_events sse_collect
+  write_writer_script write_tokens start_counted_node);
 
 # The binary under test: the one built in this tree, else the installed
 # one: in PostgreSQL's bindir (make install), else on PATH (the Debian
@@ -200,6 +200,45 @@ sub start_stream
 	};
 	return start([ $^X, '-e', $script, $url, encode_json(\%headers) ],
 		'>', $out, '2>', \my $err);
+}
+
+# Pump a stream started by start_stream, whose text goes to $$out, until
+# that text holds $want events with data and, given $id_re, its last id
+# matches it; then 0.2 s more, for events that should not come.  At most
+# 120 s: the gateway's rounds pace a stream, and a slower server (an
+# assert-enabled one, TAP files run at once) takes longer, where a
+# skipped change never arrives.  Returns how many events it saw.
+sub pump_events
+{
+	my ($h, $out, $want, $id_re) = @_;
+	my $start = Time::HiRes::time();
+	my $deadline = $start + 120;
+	my $grace;
+	my ($seen, $counted) = (0, 0);	# data lines in $$out counted so far
+	while (Time::HiRes::time() < ($grace // $deadline))
+	{
+		$h->pump_nb;
+		my $upto = rindex($$out, "\n") + 1;
+		$seen += () = substr($$out, $counted, $upto - $counted) =~ /^data:/mg;
+		$counted = $upto;
+		$grace //= Time::HiRes::time() + 0.2
+		  if $seen >= $want && (!$id_re || ((sse_events($$out))[1] // '') =~ $id_re);
+		usleep(10_000);
+	}
+	Test::More::note(sprintf('%d events in %.1f s', $seen, Time::HiRes::time() - $start));
+	return $seen;
+}
+
+# The SSE text of a stream of $url, read (pump_events) until it holds $want
+# events with data (and an id matching $id_re, if given).
+sub sse_collect
+{
+	my ($url, $token, $want, $id_re, %headers) = @_;
+	my $text = '';
+	my $h = start_stream($url, $token, \$text, Accept => 'text/event-stream', %headers);
+	pump_events($h, \$text, $want, $id_re);
+	$h->kill_kill;
+	return $text;
 }
 
 1;
