@@ -93,6 +93,13 @@ static int	round_results_size;
  *		header), with every shard's head and the feed epoch as of the same
  *		snapshot (SERVE_EPOCH_COLUMN), into *r.  False, with req's answer
  *		set, when a query fails.
+ *
+ *		Each shard's parent and end are looked up beside its row of
+ *		cfeed.stats (a lateral subquery kept apart with OFFSET 0: one probe
+ *		of cfeed.shard per shard).  Joined to cfeed.stats as a view, a
+ *		planner that still took the feed's shards for one (a new feed, not
+ *		yet analyzed) computed every head of cfeed.shard for each shard:
+ *		3 s a round for 1,000 shards (103_serve_sse_ids), 17 ms now.
  */
 static bool
 round_query(PGconn **conn, ServeReq *req, RoundResult *r)
@@ -140,7 +147,8 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 			 " (extract(epoch from t.last_sweep_time) * 1000000)::bigint, t.pending > 0,"
 			 " (extract(epoch from case when pg_catalog.pg_is_in_recovery() then "
 			 SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint, %s, %s, %s"
-			 " from cfeed.stats t join cfeed.shard s on s.feed_id = t.feed_id and s.shard = t.shard"
+			 " from cfeed.stats t cross join lateral (select s.parent, s.ended from cfeed.shard s"
+			 " where s.feed_id = t.feed_id and s.shard = t.shard offset 0) s"
 			 " where t.feed_id = $1::int and t.shard <= 32767 order by t.shard",
 			 SERVE_LAYOUT_COLUMNS, cfeed_serve_layouts ? FIRST_STAMP_SQL : "null::bigint",
 			 SERVE_EPOCH_COLUMN);
