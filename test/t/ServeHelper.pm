@@ -223,7 +223,7 @@ sub pump_events
 		$counted = $upto;
 		$grace //= Time::HiRes::time() + 0.2
 		  if $seen >= $want && (!$id_re || ((sse_events($$out))[1] // '') =~ $id_re);
-		usleep(10_000);
+		usleep(2_000);
 	}
 	Test::More::note(sprintf('%d events in %.1f s', $seen, Time::HiRes::time() - $start));
 	return $seen;
