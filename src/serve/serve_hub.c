@@ -6,8 +6,9 @@
  *		(serve_hub_tail.c), from which every client at the head takes it.
  *
  * Following a shard (its first follower): LISTEN on cfeed.channel (SPEC
- * §3: cfeed_<feed_id>_<shard>), then base = last = cfeed.head(); because
- * LISTEN comes first no wake-up is lost.  A notification is only a hint
+ * §3: cfeed_<feed_id>_<shard>), then base = last = its head; because
+ * LISTEN comes first no wake-up is lost (serve_hub_heads.c, for every
+ * newly followed shard at once).  A notification is only a hint
  * that the shard may have more (anyone may NOTIFY on the channel, and its
  * payload is never read): the hub reads after its last number with
  * cfeed.read_rows and wakes the followers.  Hints are coalesced per shard
@@ -16,8 +17,9 @@
  * a hint that found nothing a shard's hints wait SERVE_HINT_QUIET_MS: a flood of
  * NOTIFYs costs at most one read per shard per SERVE_HINT_QUIET_MS, and a
  * real change after a fruitless read at most that delay.  Every
- * SERVE_SAFETY_MS every followed shard is read anyway
- * (shards with longpoll = false are never notified).  On a hot standby,
+ * SERVE_SAFETY_MS the heads of all followed shards are read in one query,
+ * and those past their tails read (shards with longpoll = false are never
+ * notified; serve_hub_heads.c).  On a hot standby,
  * where LISTEN is refused, the hub waits as serve_hub_standby.c says.  A
  * lost connection is replaced with exponential backoff; the tails continue
  * from their last number, so nothing is skipped.
@@ -54,69 +56,6 @@ static pthread_t hub_thread;
 static atomic_bool hub_stopping;
 static atomic_bool hub_connected;
 static long long hints_deferred_until;	/* hub thread only; 0: none */
-
-/*
- * listen_shard
- *		LISTEN on a followed shard's channel; on a hot standby (25006) note
- *		that the hub waits with cfeed.wait instead.  False when the
- *		connection is lost.
- */
-static bool
-listen_shard(PGconn *conn, HubShard *h)
-{
-	char		sql[64];
-	PGresult   *res;
-
-	snprintf(sql, sizeof(sql), "LISTEN \"%s\"", h->channel);	/* digits and _ */
-	res = PQexec(conn, sql);
-	if (cfeed_result_ok(res, PGRES_COMMAND_OK))
-	{
-		PQclear(res);
-		h->listened = true;
-		return true;
-	}
-	return cfeed_hub_standby_refused(res) || !cfeed_hub_lost(conn, res, "LISTEN");
-}
-
-/*
- * activate
- *		Establish the tail of a newly followed shard: LISTEN, then the head
- *		and the feed epoch of one snapshot (SERVE_EPOCH_COLUMN).  False when
- *		the connection is lost.
- */
-static bool
-activate(PGconn *conn, HubShard *h, unsigned gen)
-{
-	char		feed_text[16];
-	char		shard_text[16];
-	const char *params[2] = {feed_text, shard_text};
-	char		sql[256];
-	PGresult   *res;
-
-	if (!h->listened && !cfeed_hub_on_standby() && !listen_shard(conn, h))
-		return false;
-	snprintf(feed_text, sizeof(feed_text), "%d", h->feed_id);
-	snprintf(shard_text, sizeof(shard_text), "%d", h->shard);
-	snprintf(sql, sizeof(sql), "select s.last_change_sequence_number, %s from cfeed.shard s"
-			 " where s.feed_id = $1::int and s.shard = $2::int", SERVE_EPOCH_COLUMN);
-	res = PQexecParams(conn, sql, 2, NULL, params, NULL, NULL, 0);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-		return !cfeed_hub_lost(conn, res, "reading a head");
-	pthread_mutex_lock(&cfeed_hub_lock);
-	if (h->gen == gen && h->followers > 0 && !h->based)
-	{
-		h->base = h->last = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-		if (h->last > h->head)
-			h->head = h->last;
-		h->epoch = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-		h->epoch_checked = true;
-		h->based = true;
-	}
-	pthread_mutex_unlock(&cfeed_hub_lock);
-	PQclear(res);
-	(void) cfeed_hub_wake(false);
-	return true;
-}
 
 /*
  * feed_token
@@ -254,70 +193,52 @@ take_notifications(PGconn *conn)
 
 /*
  * work
- *		One pass: activate newly followed shards, LISTEN again after a
- *		reconnect (before reading on), read the due ones (but not before
- *		their quiet_until: hints_deferred_until is then the earliest).
- *		False when the connection is lost.
+ *		One pass: establish the tails of newly followed shards, LISTEN again
+ *		after a reconnect (before reading on: serve_hub_heads.c), then read
+ *		the due ones (but not before their quiet_until:
+ *		hints_deferred_until is then the earliest).  False when the
+ *		connection is lost.
  */
 static bool
 work(PGconn *conn)
 {
+	if (!cfeed_hub_activate(conn) || !cfeed_hub_listen(conn))
+		return false;
 	for (;;)
 	{
 		HubShard   *todo = NULL;
-		enum
-		{
-			ACTIVATE, LISTEN, READ
-		}			what = READ;
 		unsigned	gen = 0;
 		long long	from = 0;
 		bool		hinted = false;
-		bool		ok;
 		long long	now = cfeed_now_ms();
 
 		hints_deferred_until = 0;
 		pthread_mutex_lock(&cfeed_hub_lock);
 		for (HubShard *h = cfeed_hub_shards; h != NULL && todo == NULL; h = h->next)
 		{
-			if (h->followers == 0)
+			if (h->followers == 0 || !h->due || !h->based ||
+				(!h->listened && !cfeed_hub_on_standby()))
 				continue;
-			if (!h->based)
-				what = ACTIVATE;
-			else if (!h->listened && !cfeed_hub_on_standby())
-				what = LISTEN;
-			else if (h->due && h->quiet_until > now)
+			if (h->quiet_until > now)
 			{
 				if (hints_deferred_until == 0 || h->quiet_until < hints_deferred_until)
 					hints_deferred_until = h->quiet_until;
 				continue;
 			}
-			else if (h->due)
-				what = READ;
-			else
-				continue;
 			todo = h;
 		}
 		if (todo != NULL)
 		{
-			if (what == READ)
-			{
-				hinted = todo->hinted;
-				todo->due = todo->hinted = false;
-			}
+			hinted = todo->hinted;
+			todo->due = todo->hinted = false;
 			gen = todo->gen;
 			from = todo->last;
 		}
 		pthread_mutex_unlock(&cfeed_hub_lock);
 		if (todo == NULL)
 			return true;
-		ok = what == ACTIVATE ? activate(conn, todo, gen) :
-			what == LISTEN ? listen_shard(conn, todo) :
-			cfeed_hub_read_new(conn, todo, gen, from, hinted);
-		if (!ok)
+		if (!cfeed_hub_read_new(conn, todo, gen, from, hinted))
 			return false;
-		if ((what == ACTIVATE && !todo->based) ||
-			(what == LISTEN && !todo->listened && !cfeed_hub_on_standby()))
-			return true;		/* failed without losing the connection: retry later */
 	}
 }
 
@@ -431,7 +352,7 @@ hub_main(void *arg)
 		}
 		if (ok && now >= next_safety)
 		{
-			cfeed_hub_mark_all_due();
+			ok = cfeed_hub_safety(conn);
 			next_safety = now + SERVE_SAFETY_MS;
 		}
 		if (ok)

@@ -79,6 +79,11 @@ extern bool cfeed_hub_lost(PGconn *conn, PGresult *res, const char *what);
 extern bool cfeed_hub_read_new(PGconn *conn, HubShard *h, unsigned gen, long long from,
 							   bool hinted);
 
+/* serve_hub_heads.c */
+extern bool cfeed_hub_activate(PGconn *conn);
+extern bool cfeed_hub_listen(PGconn *conn);
+extern bool cfeed_hub_safety(PGconn *conn);
+
 /* serve_hub_standby.c */
 extern void cfeed_hub_standby_reset(void);
 extern bool cfeed_hub_on_standby(void);

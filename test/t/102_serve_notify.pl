@@ -128,5 +128,21 @@ for my $pair (1 .. 15)
 is($late, 0, 'both events of every back-to-back pair arrive without a further commit');
 
 $client->kill_kill;
+
+# --- a shard with longpoll = false: no notification, ever.  The hub's
+# safety pass (every 5 s) reads the heads of the followed shards and reads
+# the shards past their tails (1.9; every shard before): its changes
+# arrive all the same, within a pass or two.
+my $quiet_id = $node->safe_psql('postgres', "select cfeed.create_feed('quiet', 1, longpoll => false)");
+write_tokens("$dir/tokens", "$token orders,quiet t");
+stop_gateway($gw);
+$gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+my $quiet = '';
+$client = start_stream("$gw->{url}/feeds/quiet?cursor=_last", $token, \$quiet, Accept => 'text/event-stream');
+my $until = time + 60;
+$client->pump_nb, usleep(10_000) while $quiet !~ /^id:.*\n\n/m && time < $until;
+$node->safe_psql('postgres', "select cfeed.publish($quiet_id, 0) from generate_series(1, 3)");
+is(pump_events($client, \$quiet, 3), 3, 'a shard with longpoll = false: its changes arrive (safety pass)');
+$client->kill_kill;
 stop_gateway($gw);
 done_testing();

@@ -107,6 +107,31 @@ is(scalar(grep { $_->{data}{shard} >= 10 } @$third) . '/' . scalar(@$third), "$r
 	'an id listing shards (1.8): every change of the shards it does not list, none of those it lists');
 like($third_id // '', qr/^\d+(\.\d+\.\d+:\d+)?\@\d+$/, 'and compact ids after its first round');
 
+# The hub's work for a 1,000-shard stream, on a new gateway: following its
+# shards takes two statements for each batch of shards the stream has
+# registered by then (a few), and the safety pass (every 5 s) reads
+# their heads in one query and only the shards past their tails.  Up to
+# 1.9 the hub ran a LISTEN and a head query per shard to follow them, and
+# read every shard at every safety pass (2,000 statements a pass), while
+# every other followed shard waited.
+stop_gateway($gw);
+$gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+$url = "$gw->{url}/feeds/wide";
+my $from = -s $node->logfile;
+my $idle = '';
+$stream = start_stream("$url?cursor=_last", $token, \$idle, Accept => 'text/event-stream');
+$started = time + 60;
+$stream->pump_nb, usleep(10_000) while $idle !~ /^id:.*\n\n/m && time < $started;
+my $quiet = time + 6;	# a safety pass and more
+$stream->pump_nb, usleep(100_000) while time < $quiet;
+$stream->kill_kill;
+my ($hub) = slurp_file($gw->{log}) =~ /hub: connected to the database \(backend (\d+)\)/;
+my @hub = grep { /\[\Q$hub\E\].*(?:statement|execute [^:]*): / } split /\n/, slurp_file($node->logfile, $from);
+my $follow = grep { /: LISTEN |last_change_sequence_number/ } @hub;
+my $reads = grep { /select r\.change_sequence_number/ } @hub;
+cmp_ok($follow, '<', 100, "following 1,000 shards and a safety pass: $follow LISTEN and head statements (2,000 before)");
+is($reads, 0, 'an idle stream over a safety pass: no shard read');
+
 # Each round's query found the safe end in one probe per shard: before
 # 1.9, joined to cfeed.shard as a view, it computed all 1,000 heads for
 # each shard while the feed was not analyzed yet, 3-4 s a round, and these
