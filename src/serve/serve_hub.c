@@ -202,8 +202,6 @@ take_notifications(PGconn *conn)
 static bool
 work(PGconn *conn)
 {
-	if (!cfeed_hub_activate(conn) || !cfeed_hub_listen(conn))
-		return false;
 	for (;;)
 	{
 		HubShard   *todo = NULL;
@@ -212,6 +210,9 @@ work(PGconn *conn)
 		bool		hinted = false;
 		long long	now = cfeed_now_ms();
 
+		/* shards followed since, or whose tail a read dropped (a failover) */
+		if (!cfeed_hub_activate(conn) || !cfeed_hub_listen(conn))
+			return false;
 		hints_deferred_until = 0;
 		pthread_mutex_lock(&cfeed_hub_lock);
 		for (HubShard *h = cfeed_hub_shards; h != NULL && todo == NULL; h = h->next)
@@ -367,6 +368,8 @@ hub_main(void *arg)
 			next = next_refresh;
 		if (next > next_safety)
 			next = next_safety;
+		if (cfeed_hub_heads_retry_ms() != 0 && next > cfeed_hub_heads_retry_ms())
+			next = cfeed_hub_heads_retry_ms();
 		now = cfeed_now_ms();
 		if (ok)
 			ok = cfeed_hub_on_standby() ? cfeed_hub_standby_wait(conn, next > now ? next - now : 1)

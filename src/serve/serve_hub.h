@@ -83,6 +83,7 @@ extern bool cfeed_hub_read_new(PGconn *conn, HubShard *h, unsigned gen, long lon
 extern bool cfeed_hub_activate(PGconn *conn);
 extern bool cfeed_hub_listen(PGconn *conn);
 extern bool cfeed_hub_safety(PGconn *conn);
+extern long long cfeed_hub_heads_retry_ms(void);
 
 /* serve_hub_standby.c */
 extern void cfeed_hub_standby_reset(void);

@@ -26,6 +26,14 @@
 
 #include "serve_hub.h"
 
+/*
+ * After a pass that left shards without their LISTEN or tail for a failure
+ * (a query failed, a shard was not found), no new attempt before this
+ * (cfeed_now_ms; the hub wakes for it: cfeed_hub_heads_retry_ms), rather
+ * than one at every wake-up of the hub.  The hub thread only.
+ */
+static long long retry_ms;
+
 typedef enum
 {
 	WANT_ACTIVATE,				/* followed, no tail yet */
@@ -140,22 +148,37 @@ heads(PGconn *conn, HubShard **hs, int n, bool *lost)
 }
 
 /*
+ * unlistened
+ *		Whether a shard of hs[0..n) is still not listened to after
+ *		listen_on, other than on a hot standby (where nothing is).
+ */
+static bool
+unlistened(HubShard **hs, int n)
+{
+	if (cfeed_hub_on_standby())
+		return false;
+	for (int i = 0; i < n; i++)
+		if (!hs[i]->listened)
+			return true;
+	return false;
+}
+
+/*
  * cfeed_hub_activate
  *		Establish the tails of newly followed shards (see the file header).
  *		Those not listened to or whose head was not found stay without one,
- *		and are tried again at a pass SERVE_RETRY_MS later or more (a query
- *		that fails is not run again at every wake-up of the hub).  False
- *		when the connection is lost.
+ *		and are tried again SERVE_RETRY_MS later (retry_ms).  False when the
+ *		connection is lost.
  */
 bool
 cfeed_hub_activate(PGconn *conn)
 {
-	static long long retry_ms;	/* after a pass that left some: not before */
 	HubShard  **hs;
 	unsigned   *gens;
 	int			n;
-	int			nbased = 0;
 	bool		lost = false;
+	bool		failed = false;
+	bool		based = false;
 	PGresult   *res = NULL;
 
 	if (cfeed_now_ms() < retry_ms)
@@ -164,9 +187,14 @@ cfeed_hub_activate(PGconn *conn)
 	if (n > 0 && !listen_on(conn, hs, n))
 		lost = true;
 	else if (n > 0)
+	{
+		failed = unlistened(hs, n);
 		res = heads(conn, hs, n, &lost);
+		failed |= res == NULL && !lost;
+	}
 	if (res != NULL)
 	{
+		failed |= PQntuples(res) < n;	/* not found (dropped?): read later */
 		pthread_mutex_lock(&cfeed_hub_lock);
 		for (int r = 0; r < PQntuples(res); r++)
 		{
@@ -182,16 +210,19 @@ cfeed_hub_activate(PGconn *conn)
 			h->epoch = strtoll(PQgetvalue(res, r, 2), NULL, 10);
 			h->epoch_checked = true;
 			h->based = true;
-			nbased++;
+			based = true;
 		}
 		pthread_mutex_unlock(&cfeed_hub_lock);
+		if (PQntuples(res) < n)
+			cfeed_serve_log(LOG_DEBUG, "hub: %d followed shard(s) not found", n - PQntuples(res));
 		PQclear(res);
 	}
 	free(hs);
 	free(gens);
-	if (nbased > 0)
+	if (based)
 		(void) cfeed_hub_wake(false);
-	retry_ms = nbased < n && !lost ? cfeed_now_ms() + SERVE_RETRY_MS : 0;
+	if (failed)
+		retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
 	return !lost;
 }
 
@@ -205,12 +236,31 @@ cfeed_hub_listen(PGconn *conn)
 {
 	HubShard  **hs;
 	unsigned   *gens;
-	int			n = collect(WANT_LISTEN, &hs, &gens);
-	bool		ok = n == 0 || listen_on(conn, hs, n);
+	int			n;
+	bool		ok = true;
 
+	if (cfeed_now_ms() < retry_ms)
+		return true;
+	n = collect(WANT_LISTEN, &hs, &gens);
+	if (n > 0)
+	{
+		ok = listen_on(conn, hs, n);
+		if (ok && unlistened(hs, n))
+			retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+	}
 	free(hs);
 	free(gens);
 	return ok;
+}
+
+/*
+ * cfeed_hub_heads_retry_ms
+ *		When the hub should try again what a failure left undone (0: none).
+ */
+long long
+cfeed_hub_heads_retry_ms(void)
+{
+	return cfeed_now_ms() < retry_ms ? retry_ms : 0;
 }
 
 /*
@@ -244,7 +294,8 @@ cfeed_hub_safety(PGconn *conn)
 			found[i] = true;
 			if (h->gen == gens[i] && h->based &&
 				(strtoll(PQgetvalue(res, r, 1), NULL, 10) > h->last ||
-				 strtoll(PQgetvalue(res, r, 2), NULL, 10) != h->epoch || !h->epoch_checked))
+				 strtoll(PQgetvalue(res, r, 2), NULL, 10) != h->epoch ||
+				 (cfeed_serve_epochs && !h->epoch_checked)))
 				h->due = true;
 		}
 		for (int i = 0; i < n; i++)

@@ -146,12 +146,12 @@ round_query(PGconn **conn, ServeReq *req, RoundResult *r)
 			 "select t.shard, t.sweep_group, t.head,"
 			 " (extract(epoch from t.last_sweep_time) * 1000000)::bigint, t.pending > 0,"
 			 " (extract(epoch from case when pg_catalog.pg_is_in_recovery() then "
-			 SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint, %s, %s, %s"
-			 " from cfeed.stats t cross join lateral (select s.parent, s.ended from cfeed.shard s"
-			 " where s.feed_id = t.feed_id and s.shard = t.shard offset 0) s"
+			 SQL_TIME(2) " else pg_catalog.now() end) * 1000000)::bigint, s.parent, s.ended, %s, %s"
+			 " from cfeed.stats t cross join lateral (select %s from cfeed.shard s"
+			 " where s.feed_id = t.feed_id and s.shard = t.shard offset 0) s(parent, ended)"
 			 " where t.feed_id = $1::int and t.shard <= 32767 order by t.shard",
-			 SERVE_LAYOUT_COLUMNS, cfeed_serve_layouts ? FIRST_STAMP_SQL : "null::bigint",
-			 SERVE_EPOCH_COLUMN);
+			 cfeed_serve_layouts ? FIRST_STAMP_SQL : "null::bigint", SERVE_EPOCH_COLUMN,
+			 SERVE_LAYOUT_COLUMNS);
 	res = PQexecParams(*conn, sql, 2, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{

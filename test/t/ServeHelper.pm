@@ -204,7 +204,8 @@ sub start_stream
 
 # Pump a stream started by start_stream, whose text goes to $$out, until
 # that text holds $want events with data and, given $id_re, its last id
-# matches it; then 0.2 s more, for events that should not come.  At most
+# matches it; then 0.2 s more, for events that should not come; or until
+# the stream ends (its client process exits).  At most
 # 120 s: the gateway's rounds pace a stream, and a slower server (an
 # assert-enabled one, TAP files run at once) takes longer, where a
 # skipped change never arrives.  Returns how many events it saw.
@@ -217,12 +218,15 @@ sub pump_events
 	my ($seen, $counted) = (0, 0);	# data lines in $$out counted so far
 	while (Time::HiRes::time() < ($grace // $deadline))
 	{
-		$h->pump_nb;
+		# a stream that ended (its client process with it): take the rest
+		my $ended = !$h->pumpable;
+		$ended ? $h->finish : $h->pump_nb;
 		my $upto = rindex($$out, "\n") + 1;
 		$seen += () = substr($$out, $counted, $upto - $counted) =~ /^data:/mg;
 		$counted = $upto;
 		$grace //= Time::HiRes::time() + 0.2
 		  if $seen >= $want && (!$id_re || ((sse_events($$out))[1] // '') =~ $id_re);
+		last if $ended;
 		usleep(2_000);
 	}
 	Test::More::note(sprintf('%d events in %.1f s', $seen, Time::HiRes::time() - $start));
