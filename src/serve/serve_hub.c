@@ -210,8 +210,8 @@ work(PGconn *conn)
 		bool		hinted = false;
 		long long	now = cfeed_now_ms();
 
-		/* shards followed since, or whose tail a read dropped (a failover) */
-		if (!cfeed_hub_activate(conn) || !cfeed_hub_listen(conn))
+		/* LISTEN after a reconnect; shards followed since, or whose tail a read dropped (a failover) */
+		if (!cfeed_hub_listen(conn) || !cfeed_hub_activate(conn))
 			return false;
 		hints_deferred_until = 0;
 		pthread_mutex_lock(&cfeed_hub_lock);
@@ -311,6 +311,7 @@ reconnect(int *backoff)
 	}
 	*backoff = BACKOFF_MIN_MS;
 	cfeed_hub_standby_reset();
+	cfeed_hub_heads_reset();
 	atomic_store(&hub_connected, true);
 	pthread_mutex_lock(&cfeed_hub_lock);
 	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)

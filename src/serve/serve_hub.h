@@ -82,7 +82,9 @@ extern bool cfeed_hub_read_new(PGconn *conn, HubShard *h, unsigned gen, long lon
 /* serve_hub_heads.c */
 extern bool cfeed_hub_activate(PGconn *conn);
 extern bool cfeed_hub_listen(PGconn *conn);
+extern bool cfeed_hub_activate_wanted;	/* a followed shard has no tail */
 extern bool cfeed_hub_safety(PGconn *conn);
+extern void cfeed_hub_heads_reset(void);
 extern long long cfeed_hub_heads_retry_ms(void);
 
 /* serve_hub_standby.c */

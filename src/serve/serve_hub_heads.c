@@ -27,12 +27,19 @@
 #include "serve_hub.h"
 
 /*
- * After a pass that left shards without their LISTEN or tail for a failure
- * (a query failed, a shard was not found), no new attempt before this
- * (cfeed_now_ms; the hub wakes for it: cfeed_hub_heads_retry_ms), rather
- * than one at every wake-up of the hub.  The hub thread only.
+ * After a pass that left shards without their tail (a query failed, a
+ * shard was not found), or without their LISTEN after a reconnect (refused
+ * without losing the connection), no new attempt at that before these
+ * times (cfeed_now_ms), rather than one at every read of the hub: it wakes
+ * for them (cfeed_hub_heads_retry_ms).  Separate, so that a shard that
+ * cannot get its tail does not keep the others from their LISTEN.  The
+ * hub thread only, as listen_wanted: followed shards may have lost their
+ * LISTEN (a reconnect).  activate_wanted: under cfeed_hub_lock.
  */
-static long long retry_ms;
+static long long activate_retry_ms;
+static long long listen_retry_ms;
+static bool listen_wanted;
+bool		cfeed_hub_activate_wanted;
 
 typedef enum
 {
@@ -83,14 +90,13 @@ listen_on(PGconn *conn, HubShard **hs, int n)
 	ServeBuf	sql = {0};
 	PGresult   *res;
 
+	if (cfeed_hub_on_standby())
+		return true;
 	for (int i = 0; i < n; i++)
 		if (!hs[i]->listened)	/* the hub thread alone writes it */
 			cfeed_buf_printf(&sql, "LISTEN \"%s\";", hs[i]->channel);	/* digits and _ */
-	if (sql.len == 0 || cfeed_hub_on_standby())
-	{
-		free(sql.data);
+	if (sql.len == 0)
 		return true;
-	}
 	res = PQexec(conn, sql.data);
 	free(sql.data);
 	if (!cfeed_result_ok(res, PGRES_COMMAND_OK))
@@ -167,7 +173,7 @@ unlistened(HubShard **hs, int n)
  * cfeed_hub_activate
  *		Establish the tails of newly followed shards (see the file header).
  *		Those not listened to or whose head was not found stay without one,
- *		and are tried again SERVE_RETRY_MS later (retry_ms).  False when the
+ *		and are tried again SERVE_RETRY_MS later (activate_retry_ms).  False when the
  *		connection is lost.
  */
 bool
@@ -179,9 +185,15 @@ cfeed_hub_activate(PGconn *conn)
 	bool		lost = false;
 	bool		failed = false;
 	bool		based = false;
+	bool		wanted;
 	PGresult   *res = NULL;
 
-	if (cfeed_now_ms() < retry_ms)
+	pthread_mutex_lock(&cfeed_hub_lock);
+	wanted = cfeed_hub_activate_wanted && cfeed_now_ms() >= activate_retry_ms;
+	if (wanted)
+		cfeed_hub_activate_wanted = false;
+	pthread_mutex_unlock(&cfeed_hub_lock);
+	if (!wanted)
 		return true;
 	n = collect(WANT_ACTIVATE, &hs, &gens);
 	if (n > 0 && !listen_on(conn, hs, n))
@@ -221,15 +233,22 @@ cfeed_hub_activate(PGconn *conn)
 	free(gens);
 	if (based)
 		(void) cfeed_hub_wake(false);
+	if (failed || lost)
+	{
+		pthread_mutex_lock(&cfeed_hub_lock);
+		cfeed_hub_activate_wanted = true;
+		pthread_mutex_unlock(&cfeed_hub_lock);
+	}
 	if (failed)
-		retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+		activate_retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
 	return !lost;
 }
 
 /*
  * cfeed_hub_listen
- *		LISTEN again on the channels of the followed shards (after a
- *		reconnect).  False when the connection is lost.
+ *		LISTEN again on the channels of the followed shards after a
+ *		reconnect (cfeed_hub_heads_reset).  False when the connection is
+ *		lost.
  */
 bool
 cfeed_hub_listen(PGconn *conn)
@@ -237,20 +256,31 @@ cfeed_hub_listen(PGconn *conn)
 	HubShard  **hs;
 	unsigned   *gens;
 	int			n;
-	bool		ok = true;
+	bool		ok;
 
-	if (cfeed_now_ms() < retry_ms)
+	if (!listen_wanted || cfeed_hub_on_standby() || cfeed_now_ms() < listen_retry_ms)
 		return true;
 	n = collect(WANT_LISTEN, &hs, &gens);
-	if (n > 0)
-	{
-		ok = listen_on(conn, hs, n);
-		if (ok && unlistened(hs, n))
-			retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
-	}
+	ok = n == 0 || listen_on(conn, hs, n);
+	if (ok && unlistened(hs, n))
+		listen_retry_ms = cfeed_now_ms() + SERVE_RETRY_MS;
+	else if (ok)
+		listen_wanted = false;
 	free(hs);
 	free(gens);
 	return ok;
+}
+
+/*
+ * cfeed_hub_heads_reset
+ *		On a new connection: every followed shard is to be LISTENed to
+ *		again, now.
+ */
+void
+cfeed_hub_heads_reset(void)
+{
+	listen_wanted = true;
+	listen_retry_ms = activate_retry_ms = 0;
 }
 
 /*
@@ -260,7 +290,14 @@ cfeed_hub_listen(PGconn *conn)
 long long
 cfeed_hub_heads_retry_ms(void)
 {
-	return cfeed_now_ms() < retry_ms ? retry_ms : 0;
+	long long	now = cfeed_now_ms();
+	long long	next = 0;
+
+	if (listen_wanted && listen_retry_ms > now)
+		next = listen_retry_ms;
+	if (activate_retry_ms > now && (next == 0 || activate_retry_ms < next))
+		next = activate_retry_ms;
+	return next;
 }
 
 /*

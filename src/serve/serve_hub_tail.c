@@ -54,6 +54,7 @@ cfeed_hub_drop_tail(HubShard *h)
 	h->start = h->count = 0;
 	h->based = false;
 	h->gen++;
+	cfeed_hub_activate_wanted = true;
 }
 
 /*
@@ -255,6 +256,7 @@ cfeed_hub_follow(const ServeFeed *feed, ServeCursor *c)
 	{
 		snprintf(h->token, sizeof(h->token), "%s", feed->token);
 		h->token_us = feed->looked_up_us;
+		cfeed_hub_activate_wanted = true;
 	}
 
 	/*

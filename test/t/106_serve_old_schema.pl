@@ -73,7 +73,7 @@ is(scalar(grep { $_->{data} } @page), 10, 'FeedAPI: partition 1 from _first, its
 my $text = '';
 my $stream = start_stream("$url?cursor=_last", $token, \$text, Accept => 'text/event-stream');
 my $until = time + 60;
-$stream->pump_nb, usleep(10_000) while $text !~ /^id:.*\n\n/m && time < $until;
+$stream->pump_nb, usleep(10_000) while $stream->pumpable && $text !~ /^id:.*\n\n/m && time < $until;
 $node->safe_psql('postgres', 'select cfeed.publish(1, g % 3) from generate_series(1, 6) g');
 pump_events($stream, \$text, 6);
 $stream->kill_kill;

@@ -219,8 +219,9 @@ sub pump_events
 	while (Time::HiRes::time() < ($grace // $deadline))
 	{
 		# a stream that ended (its client process with it): take the rest
+		# (pump_nb dies if the process ends under it: seen at the next turn)
 		my $ended = !$h->pumpable;
-		$ended ? $h->finish : $h->pump_nb;
+		$ended ? $h->finish : eval { $h->pump_nb };
 		my $upto = rindex($$out, "\n") + 1;
 		$seen += () = substr($$out, $counted, $upto - $counted) =~ /^data:/mg;
 		$counted = $upto;
