@@ -193,9 +193,9 @@ take_notifications(PGconn *conn)
 
 /*
  * work
- *		One pass: establish the tails of newly followed shards, LISTEN again
- *		after a reconnect (before reading on: serve_hub_heads.c), then read
- *		the due ones (but not before their quiet_until:
+ *		One pass: LISTEN again after a reconnect (before reading on), and
+ *		establish the tails of newly followed shards (serve_hub_heads.c),
+ *		before each read of the due ones (but not before their quiet_until:
  *		hints_deferred_until is then the earliest).  False when the
  *		connection is lost.
  */
