@@ -137,12 +137,12 @@ my $quiet_id = $node->safe_psql('postgres', "select cfeed.create_feed('quiet', 1
 write_tokens("$dir/tokens", "$token orders,quiet t");
 stop_gateway($gw);
 $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
-my $quiet = '';
-$client = start_stream("$gw->{url}/feeds/quiet?cursor=_last", $token, \$quiet, Accept => 'text/event-stream');
+my $unnotified = '';
+$client = start_stream("$gw->{url}/feeds/quiet?cursor=_last", $token, \$unnotified, Accept => 'text/event-stream');
 my $until = time + 60;
-$client->pump_nb, usleep(10_000) while $quiet !~ /^id:.*\n\n/m && time < $until;
+$client->pump_nb, usleep(10_000) while $unnotified !~ /^id:.*\n\n/m && time < $until;
 $node->safe_psql('postgres', "select cfeed.publish($quiet_id, 0) from generate_series(1, 3)");
-is(pump_events($client, \$quiet, 3), 3, 'a shard with longpoll = false: its changes arrive (safety pass)');
+is(pump_events($client, \$unnotified, 3), 3, 'a shard with longpoll = false: its changes arrive (safety pass)');
 $client->kill_kill;
 stop_gateway($gw);
 done_testing();

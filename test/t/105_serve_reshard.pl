@@ -142,12 +142,12 @@ sub sse_pump
 		$sse{connects}++;
 	}
 	$sse{handle}->pump_nb;
-	sse_collect() unless $sse{handle}->pumpable;
+	sse_take() unless $sse{handle}->pumpable;
 	return;
 }
 
 # Take the events of the connection (it ended, or is killed).
-sub sse_collect
+sub sse_take
 {
 	if ($sse{handle}->pumpable)
 	{
@@ -268,7 +268,7 @@ while (time < $deadline)
 note(sprintf('drained %.1f s after the last change was stamped', time - $deadline + 60));
 usleep(500_000);	# anything sent twice comes now
 fa_step();
-sse_collect();
+sse_take();
 
 # Every committed change once, each key's in commit order.
 for my $consumer ([ 'FeedAPI', $fa{got} ], [ 'SSE', $sse{got} ])
