@@ -188,11 +188,17 @@ cfeed_index_open(const char *relname, LOCKMODE lockmode)
 }
 
 /*
- * cfeed_extension_owner
- *		The role that owns the cfeed extension in this database.
+ * cfeed_find_extension_owner
+ *		The role that owns the cfeed extension in this database, InvalidOid
+ *		when it is not installed.  Reads pg_extension itself, with the
+ *		transaction's catalog snapshot, not through a cache: after
+ *		InvalidateCatalogSnapshot() it sees every CREATE EXTENSION whose
+ *		commit has ended, even one whose invalidations are not sent yet
+ *		(PostgreSQL 18's get_extension_oid() answers from a syscache, which
+ *		can still hold "not installed" then; sweeper.c relies on this).
  */
 Oid
-cfeed_extension_owner(void)
+cfeed_find_extension_owner(void)
 {
 	Relation	rel;
 	SysScanDesc scan;
@@ -209,6 +215,17 @@ cfeed_extension_owner(void)
 		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * cfeed_extension_owner
+ *		The role that owns the cfeed extension in this database.
+ */
+Oid
+cfeed_extension_owner(void)
+{
+	Oid			owner = cfeed_find_extension_owner();
 
 	if (!OidIsValid(owner))
 		ereport(ERROR,

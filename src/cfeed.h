@@ -170,6 +170,7 @@ extern Oid	cfeed_relid(const char *relname);
 extern Oid	cfeed_relid_locked(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_table_open(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_index_open(const char *relname, LOCKMODE lockmode);
+extern Oid	cfeed_find_extension_owner(void);
 extern Oid	cfeed_extension_owner(void);
 extern int64 cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot);
 extern bool cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id,

@@ -64,7 +64,6 @@
 #include "commands/dbcommands.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
-#include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -201,15 +200,19 @@ set_db_state(Oid dboid, CfeedDbState state, int ngroups, const int32 *groups)
  *		recorded first, then the extension is looked up again with a new
  *		catalog snapshot, and the database probed when it is there.  Either
  *		the commit came before that look, which sees it, or after ABSENT was
- *		recorded, which its callback sees.
+ *		recorded, which its callback sees.  The look reads pg_extension
+ *		(cfeed_find_extension_owner), not the syscache of PostgreSQL 18's
+ *		get_extension_oid(): the callback runs before the commit's
+ *		invalidations are sent, and until then that cache can still say "not
+ *		installed" (then the database kept no sweeper: 115_sqled_move on 18,
+ *		once in CI).
  */
 static void
 report_absent(Oid dboid)
 {
 	set_db_state(dboid, CFEED_DB_ABSENT, 0, NULL);
-	AcceptInvalidationMessages();
 	InvalidateCatalogSnapshot();
-	if (OidIsValid(get_extension_oid("cfeed", true)))
+	if (OidIsValid(cfeed_find_extension_owner()))
 		set_db_state(dboid, CFEED_DB_PROBE, 0, NULL);
 }
 
