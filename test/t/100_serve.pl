@@ -652,6 +652,7 @@ stop_gateway($gw);
 $node->backup('b');
 my $standby = PostgreSQL::Test::Cluster->new('serve_standby');
 $standby->init_from_backup($node, 'b', has_streaming => 1);
+$standby->append_conf('postgresql.conf', "log_statement = 'all'\n");
 $standby->start;
 $node->wait_for_catchup($standby);
 my $sgw = start_gateway(dsn => $standby->connstr('postgres'), tokens => "$dir/tokens");
@@ -666,6 +667,31 @@ $stream->kill_kill;
 @data = map { $_->{data} } grep { $_->{data} } ndjson($sout =~ s/[^\n]*\z//r);
 is(scalar @data, 3, 'standby: a stream at the head gets the new changes');
 like(slurp_file($sgw->{log}), qr/hot standby/, 'standby: the hub waits with cfeed.wait');
+
+# An all-shards stream on the standby: the hub follows two shards, so it
+# polls, every 50 ms, with one query of their heads, and reads only a
+# shard past its tail.  Up to 1.9 it read every followed shard at every
+# poll (40 reads a second here, 20,000 for a 1,000-shard stream).
+my $ssse = '';
+$stream = start_stream("$sgw->{url}/feeds/orders?cursor=_last", $alice, \$ssse, Accept => 'text/event-stream');
+my $sready = time + 60;
+$stream->pump_nb, usleep(10_000) while $ssse !~ /^id:.*\n\n/m && time < $sready;
+$node->safe_psql('postgres', 'select cfeed.publish(1, s) from generate_series(0, 1) s');
+pump_events($stream, \$ssse, 2);
+my ($sev) = sse_events($ssse);
+is(scalar(@$sev), 2, 'standby: an all-shards stream gets the new change of each shard');
+my ($shub) = slurp_file($sgw->{log}) =~ /hub: connected to the database \(backend (\d+)\)/;
+my $slog = -s $standby->logfile;
+my $squiet = time + 1.5;
+$stream->pump_nb, usleep(50_000) while time < $squiet;
+my @spolls = grep { /\[\Q$shub\E\].*(?:statement|execute [^:]*): / } split /\n/, slurp_file($standby->logfile, $slog);
+cmp_ok(scalar(grep { /ordinality/ } @spolls), '>', 5, 'standby: the idle stream\'s hub polls the heads');
+is(scalar(grep { /select r\.change_sequence_number/ } @spolls), 0, 'standby: ... and reads no shard while none moves');
+$node->safe_psql('postgres', 'select cfeed.publish(1, 1)');
+pump_events($stream, \$ssse, 3);
+($sev) = sse_events($ssse);
+is(scalar(@$sev), 3, 'standby: ... and the next change comes');
+$stream->kill_kill;
 
 # --- graceful shutdown: an open stream ends with a final cursor
 $sout = '';
