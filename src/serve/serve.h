@@ -45,6 +45,7 @@
 #define SERVE_HINT_QUIET_MS		20		/* hints after a read that found
 										 * nothing wait this long */
 #define SERVE_STANDBY_POLL_MS	50
+#define SERVE_PROMOTED_CHECK_MS	1000	/* on a standby: was it promoted? */
 #define SERVE_GZIP_MIN			1024	/* smaller answers are sent as they are */
 #define SERVE_CLIENT_BYTES		(128 * 1024)	/* a client's unsent output:
 												 * pages and takes stop here */

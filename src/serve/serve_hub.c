@@ -311,8 +311,21 @@ reconnect(int *backoff)
 	}
 	*backoff = BACKOFF_MIN_MS;
 	cfeed_hub_standby_reset();
-	cfeed_hub_heads_reset();
+	cfeed_hub_connection_reset();
 	atomic_store(&hub_connected, true);
+	return conn;
+}
+
+/*
+ * cfeed_hub_connection_reset
+ *		A new connection, or one to a standby just promoted: no followed
+ *		shard is LISTENed to on it yet, nor its epoch checked; every one is
+ *		to be LISTENed to and read.
+ */
+void
+cfeed_hub_connection_reset(void)
+{
+	cfeed_hub_heads_reset();
 	pthread_mutex_lock(&cfeed_hub_lock);
 	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
 	{
@@ -321,7 +334,6 @@ reconnect(int *backoff)
 	}
 	pthread_mutex_unlock(&cfeed_hub_lock);
 	cfeed_hub_mark_all_due();
-	return conn;
 }
 
 /*

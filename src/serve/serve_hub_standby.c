@@ -9,10 +9,11 @@
  * SERVE_STANDBY_POLL_MS, or sooner when kicked, and those past their tails
  * are due (cfeed_hub_safety); up to 1.9 every followed shard was read at
  * every poll: 20,000 reads a second for a 1,000-shard stream.  Prefix
- * visibility holds on a
- * standby, so the tails skip nothing there either.  The state belongs to
- * the hub thread: it is set on a refused LISTEN and cleared on each new
- * connection.
+ * visibility holds on a standby, so the tails skip nothing there either.
+ * Once a second the hub asks whether the standby was promoted (its
+ * sessions live on): then it LISTENs and reads every followed shard, as
+ * on a new connection.  The state belongs to the hub thread: it is set on
+ * a refused LISTEN and cleared on each new connection or a promotion.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,6 +23,7 @@
 #include "serve_hub.h"
 
 static bool standby;
+static long long next_promoted_check;	/* cfeed_now_ms */
 
 /*
  * cfeed_hub_standby_reset
@@ -55,7 +57,37 @@ cfeed_hub_standby_refused(PGresult *res)
 		return false;
 	PQclear(res);
 	standby = true;
+	next_promoted_check = cfeed_now_ms() + SERVE_PROMOTED_CHECK_MS;
 	cfeed_serve_log(LOG_INFO, "hub: hot standby (LISTEN refused): waiting with cfeed.wait instead");
+	return true;
+}
+
+/*
+ * promoted
+ *		Every SERVE_PROMOTED_CHECK_MS: whether the standby was promoted (its
+ *		sessions live on); then the hub LISTENs and reads every followed
+ *		shard, as on a new connection.  False when the connection is lost.
+ */
+static bool
+promoted(PGconn *conn)
+{
+	PGresult   *res;
+	bool		in_recovery;
+
+	if (cfeed_now_ms() < next_promoted_check)
+		return true;
+	next_promoted_check = cfeed_now_ms() + SERVE_PROMOTED_CHECK_MS;
+	res = PQexec(conn, "select pg_is_in_recovery()");
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+		return !cfeed_hub_lost(conn, res, "checking for a promotion");
+	in_recovery = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (!in_recovery)
+	{
+		standby = false;
+		cfeed_serve_log(LOG_INFO, "hub: the standby was promoted: LISTEN again");
+		cfeed_hub_connection_reset();
+	}
 	return true;
 }
 
@@ -76,6 +108,10 @@ cfeed_hub_standby_wait(PGconn *conn, long long timeout)
 	const char *params[4] = {text[0], text[1], text[2], text[3]};
 	PGresult   *res;
 
+	if (!promoted(conn))
+		return false;
+	if (!standby)
+		return true;
 	pthread_mutex_lock(&cfeed_hub_lock);
 	for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
 		if (h->followers > 0 && h->based)

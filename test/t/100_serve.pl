@@ -691,6 +691,23 @@ $node->safe_psql('postgres', 'select cfeed.publish(1, 1)');
 pump_events($stream, \$ssse, 3);
 ($sev) = sse_events($ssse);
 is(scalar(@$sev), 3, 'standby: ... and the next change comes');
+
+# The standby promoted under the gateway: the hub's session lives on; it
+# asks once a second whether the server is still in recovery, then
+# LISTENs and stops polling.  Up to 1.9 it polled for the rest of the
+# session.
+$standby->promote;
+wait_for('the hub to notice the promotion', 30, sub { slurp_file($sgw->{log}) =~ /standby was promoted/ }, $stream);
+$slog = -s $standby->logfile;
+$squiet = time + 1.5;
+$stream->pump_nb, usleep(50_000) while time < $squiet;
+@spolls = grep { /\[\Q$shub\E\].*(?:statement|execute [^:]*): / } split /\n/, slurp_file($standby->logfile, $slog);
+cmp_ok(scalar(grep { /ordinality/ } @spolls), '<=', 1, 'promoted: the hub stops polling the heads (a safety pass at most)');
+my $pid_change = $standby->safe_psql('postgres', 'select cfeed.publish(1, 0)');
+pump_events($stream, \$ssse, 4);
+($sev) = sse_events($ssse);
+is($sev->[-1]{data}{change_id}, $pid_change,
+	'promoted: a change published there comes through LISTEN');
 $stream->kill_kill;
 
 # --- graceful shutdown: an open stream ends with a final cursor
