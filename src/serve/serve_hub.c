@@ -168,34 +168,9 @@ refresh_tokens(PGconn *conn)
 }
 
 /*
- * already_read
- *		Whether a notification's payload is a number that the shard's tail
- *		has reached: the sweeper notifies the head it stamped, and the hub
- *		often read it already, with an earlier hint's read.  Reading again
- *		would find nothing and quiet the shard's hints for
- *		SERVE_HINT_QUIET_MS, delaying its next change that long.  Not while
- *		the tail's epoch is unchecked (its numbers may be another
- *		timeline's).  Any other payload (anyone may NOTIFY) is a hint.
- */
-static bool
-already_read(const HubShard *h, const char *payload)
-{
-	char	   *end;
-	long long	head;
-
-	if (!h->based || (cfeed_serve_epochs && !h->epoch_checked) ||
-		payload == NULL || *payload == '\0')
-		return false;
-	errno = 0;
-	head = strtoll(payload, &end, 10);
-	return errno == 0 && *end == '\0' && head <= h->last;
-}
-
-/*
  * take_notifications
- *		Mark the shards that notifications name due (a hint), unless their
- *		tails already reached the head a notification names.  Returns
- *		whether there was any.
+ *		Mark the shards that notifications name due (a hint: the payload is
+ *		not read).  Returns whether there was any.
  */
 static bool
 take_notifications(PGconn *conn)
@@ -207,7 +182,7 @@ take_notifications(PGconn *conn)
 	while ((n = PQnotifies(conn)) != NULL)
 	{
 		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
-			if (strcmp(h->channel, n->relname) == 0 && !already_read(h, n->extra))
+			if (strcmp(h->channel, n->relname) == 0)
 				h->due = h->hinted = true;
 		PQfreemem(n);
 		any = true;

@@ -13,10 +13,7 @@
 #  - back-to-back commits on the two shards, then nothing: both events
 #    reach a streaming client without another commit (1.7 left the second
 #    shard's notification in libpq's queue until something else woke the
-#    hub, up to the 5 s safety read);
-#  - notifications whose payload is a head the hub has read cost no read
-#    (up to 1.9 each could cost a fruitless read and a 20 ms hold on the
-#    shard's next change).
+#    hub, up to the 5 s safety read).
 
 use strict;
 use warnings;
@@ -129,29 +126,6 @@ for my $pair (1 .. 15)
 	$late++ if wait_changes(\$sse, $before + 2, 2) < $before + 2;
 }
 is($late, 0, 'both events of every back-to-back pair arrive without a further commit');
-
-# --- notifications of heads the hub has read: no read.  The sweeper
-# notifies the head it stamped, which the hub may have read already, on
-# an earlier hint; reading again found nothing and held the shard's next
-# change back 20 ms (SERVE_HINT_QUIET_MS; 86 of 6,649 reads in a run of
-# bench row 7a).  A payload at or below the tail is no hint now; any
-# other still is (the flood above).
-my @heads = map { $node->safe_psql('postgres', "select cfeed.head(1, $_)") } 0, 1;
-my $old_heads = join '', map {
-	my $s = $_;
-	map { "select pg_notify('cfeed_1_$s', '" . ($heads[$s] - $_) . "');\n" } 0 .. 4
-} 0, 1;
-$reads0 = hub_reads();
-for (1 .. 30)
-{
-	$node->safe_psql('postgres', $old_heads);
-	$client->pump_nb;
-}
-sleep 1;
-is(hub_reads() - $reads0, 0, 'notifications of heads the hub has read: no read (300 of them)');
-my $had = () = sse_changes($sse);
-$node->safe_psql('postgres', 'select cfeed.publish(1, 0)');
-is(wait_changes(\$sse, $had + 1, 10), $had + 1, '... and the next change comes');
 
 $client->kill_kill;
 
