@@ -60,12 +60,14 @@ typedef struct HubShard
 extern pthread_mutex_t cfeed_hub_lock;
 extern HubShard *cfeed_hub_shards;
 
+/* serve_hub.c */
+extern void cfeed_hub_connection_reset(void);
+
 /* serve_hub_tail.c */
 extern long long cfeed_hub_wake(bool all);
 extern void cfeed_hub_append(HubShard *h, long long number, long long stamped_us,
 							 const char *json, int len);
 extern void cfeed_hub_mark_all_due(void);
-extern void cfeed_hub_connection_reset(void);
 extern void cfeed_hub_drop_tail(HubShard *h);
 
 /* serve_hub_kick.c */

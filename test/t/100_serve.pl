@@ -680,7 +680,9 @@ $node->safe_psql('postgres', 'select cfeed.publish(1, s) from generate_series(0,
 pump_events($stream, \$ssse, 2);
 my ($sev) = sse_events($ssse);
 is(scalar(@$sev), 2, 'standby: an all-shards stream gets the new change of each shard');
-my ($shub) = slurp_file($sgw->{log}) =~ /hub: connected to the database \(backend (\d+)\)/;
+# the hub's backend (its last connection: the checks below would count
+# nothing of an earlier one)
+my ($shub) = (slurp_file($sgw->{log}) =~ /hub: connected to the database \(backend (\d+)\)/g)[-1];
 my $slog = -s $standby->logfile;
 my $squiet = time + 1.5;
 $stream->pump_nb, usleep(50_000) while time < $squiet;
@@ -702,6 +704,8 @@ $slog = -s $standby->logfile;
 $squiet = time + 1.5;
 $stream->pump_nb, usleep(50_000) while time < $squiet;
 @spolls = grep { /\[\Q$shub\E\].*(?:statement|execute [^:]*): / } split /\n/, slurp_file($standby->logfile, $slog);
+is($standby->safe_psql('postgres', "select count(*) from pg_stat_activity where pid = $shub"), '1',
+	'promoted: the hub kept its session');
 cmp_ok(scalar(grep { /ordinality/ } @spolls), '<=', 1, 'promoted: the hub stops polling the heads (a safety pass at most)');
 my $pid_change = $standby->safe_psql('postgres', 'select cfeed.publish(1, 0)');
 pump_events($stream, \$ssse, 4);
