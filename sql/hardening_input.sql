@@ -58,7 +58,8 @@ INSERT INTO h_call VALUES
   ('cfeed.epoch', 'f', '{}', '{}'),
   ('cfeed.adopt_marks', 'f', '{}', '{}'),
   ('cfeed.resume_cursor', 'f', '{1,0,2000000000000001,0}', '{3}'),
-  ('cfeed.reshard', 'f', '{1,2,0}', '{}');
+  ('cfeed.reshard', 'f', '{1,2,0}', '{}'),
+  ('cfeed.set_storage', 'f', '{1,''ranges'',0}', '{}');
 -- every function of the extension (internal ones aside) is in the list
 SELECT p.proname FROM pg_proc p
 WHERE p.pronamespace = 'cfeed'::regnamespace AND p.proname NOT LIKE '\_%'
@@ -147,7 +148,12 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT * FROM cfeed.reshard(2147483647, 2)$$),
   ($$SELECT * FROM cfeed.reshard(1, 2147483647)$$),
   ($$SELECT * FROM cfeed.reshard(1, -2147483648)$$),
-  ($$SELECT * FROM cfeed.reshard(1, 2, -2147483648)$$)
+  ($$SELECT * FROM cfeed.reshard(1, 2, -2147483648)$$),
+  ($$SELECT * FROM cfeed.set_storage(-1, 'ranges')$$),
+  ($$SELECT * FROM cfeed.set_storage(1, '')$$),
+  ($$SELECT * FROM cfeed.set_storage(1, repeat('r', 64))$$),
+  ($$SELECT * FROM cfeed.set_storage(1, 'RANGES')$$),
+  ($$SELECT * FROM cfeed.set_storage(1, 'ranges', -2147483648)$$)
 ) AS t(cmd);
 -- extremes that are valid read and write nothing
 SELECT count(*) FROM cfeed.read(1, 0, 9223372036854775807);

@@ -613,3 +613,73 @@ SELECT cfeed.untrack('public.ranges_hidden');
 DROP TABLE public.ranges_hidden;
 DROP OWNED BY ranges_stamps_reader;
 DROP ROLE ranges_stamps_reader;
+
+-- cfeed.set_storage moves a feed between storages: a reshard into one child
+-- per open shard, stored in the storage given.  Feed 50 is stored in rows,
+-- in a group without a mark; each shard has changes stamped and one pending
+-- at the move.  The children are stored in ranges and make the group's
+-- first mark; every change of the parents and children is numbered once,
+-- and each key keeps its order: its shard's child continues it
+SELECT cfeed.create_feed('moved', 2, feed_id => 50, sweep_group => 11);
+CREATE TEMP TABLE moved_keys (pos serial, k text, change_id bigint);
+INSERT INTO moved_keys (k, change_id)
+SELECT k, cfeed.publish(50, cfeed.shard_for(50, k)) FROM unnest(ARRAY['a', 'b', 'c', 'd']) k;
+SELECT count(*) FROM cfeed.sweep(11);
+INSERT INTO moved_keys (k, change_id)
+SELECT k, cfeed.publish(50, cfeed.shard_for(50, k)) FROM unnest(ARRAY['a', 'b', 'c', 'd']) k;
+SELECT * FROM cfeed.set_storage(50, 'ranges') ORDER BY shard;
+SELECT shard, parent, closed, storage FROM cfeed.shard WHERE feed_id = 50 ORDER BY shard;
+SELECT count(*) AS marks FROM cfeed.sweep_mark WHERE sweep_group = 11;
+SELECT k, cfeed.shard_for(50, k) - 2 = (SELECT shard FROM cfeed.change c WHERE c.change_id = m.change_id) AS child_of_its_shard
+FROM moved_keys m WHERE pos <= 4 ORDER BY k;
+INSERT INTO moved_keys (k, change_id)
+SELECT k, cfeed.publish(50, cfeed.shard_for(50, k)) FROM unnest(ARRAY['a', 'b', 'c', 'd']) k;
+SELECT pg_temp.err($$SELECT cfeed.publish(50, 0)$$) AS parent_closed;
+SELECT sum(change_count) AS stamped FROM cfeed.sweep(11);
+SELECT count(*) FROM cfeed.sweep(11);
+-- every shard gapless from its start, each change once; the parents ended
+SELECT s.shard, s.storage, s.ended, count(r.*) AS changes,
+	   max(r.change_sequence_number) - min(r.change_sequence_number) + 1 = count(r.*) AS gapless,
+	   count(DISTINCT r.change_id) = count(r.*) AS once
+FROM cfeed.shard s LEFT JOIN LATERAL cfeed.read(50, s.shard, NULL, 1000, 0) r ON true
+WHERE s.feed_id = 50 GROUP BY s.shard, s.storage, s.ended ORDER BY s.shard;
+-- each key's changes read parent first, then child: in the order written
+SELECT m.k, array_agg(m.pos ORDER BY s.shard, r.change_sequence_number) AS read_order
+FROM cfeed.shard s, cfeed.read(50, s.shard, NULL, 1000, 0) r, moved_keys m
+WHERE s.feed_id = 50 AND m.change_id = r.change_id GROUP BY m.k ORDER BY m.k;
+-- already there: nothing is closed or created, and nothing returned
+SELECT count(*) AS again FROM cfeed.set_storage(50, 'ranges');
+SELECT count(*) AS shards FROM cfeed.shard WHERE feed_id = 50;
+-- and back to rows: a range shard's children stored in rows
+SELECT * FROM cfeed.set_storage(50, 'rows', 1000) ORDER BY shard;
+SELECT cfeed.publish(50, 4) IS NOT NULL AS published;
+SELECT sum(change_count) AS stamped FROM cfeed.sweep(11);
+SELECT shard, parent, closed, ended, storage FROM cfeed.shard WHERE feed_id = 50 ORDER BY shard;
+SELECT count(*) AS read_child_in_rows FROM cfeed.read(50, 4);
+SELECT count(*) AS numbered_in_its_row FROM cfeed.change
+WHERE feed_id = 50 AND shard = 4 AND change_sequence_number IS NOT NULL;
+-- what set_storage refuses, as reshard does, and a storage it does not know
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'heap')$$) AS unknown_storage;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(NULL, 'rows')$$) AS null_feed;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, NULL)$$) AS null_storage;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'rows', NULL)$$) AS null_wait;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'ranges', -1)$$) AS negative_wait;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(99, 'ranges')$$) AS unknown_feed;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'ranges')$$) AS repeatable_read;
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'ranges')$$) AS read_only;
+ROLLBACK;
+-- only the extension's owner and superusers, even with EXECUTE granted
+CREATE ROLE regress_set_storage;
+SET ROLE regress_set_storage;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'ranges')$$) AS no_execute;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION cfeed.set_storage(int, text, int) TO regress_set_storage;
+SET ROLE regress_set_storage;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'ranges')$$) AS granted_execute;
+RESET ROLE;
+DROP OWNED BY regress_set_storage;
+DROP ROLE regress_set_storage;
+SELECT count(*) AS shards_after_refusals FROM cfeed.shard WHERE feed_id = 50;

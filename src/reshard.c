@@ -12,6 +12,10 @@
  *	  f + (i mod m): every key of a child came from its parent, since
  *	  hash mod k = i implies hash mod m = i mod m.
  *
+ *	  cfeed.set_storage is a reshard into one child each (k = m) whose
+ *	  children are created in the given storage: how a feed moves between
+ *	  storages, since a shard's storage is fixed when it is created.
+ *
  *	  Per-key order (docs/design.md, "Resharding"): every writer of a
  *	  change holds the feed's shards lock in share mode from the moment it
  *	  placed the change until it commits (shards.c); reshard takes it in
@@ -41,12 +45,25 @@
 #include "storage/proc.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "cfeed.h"
 
 PG_FUNCTION_INFO_V1(cfeed_reshard);
+PG_FUNCTION_INFO_V1(cfeed_set_storage);
+
+/* What a reshard does: cfeed.reshard's or cfeed.set_storage's */
+typedef struct Reshard
+{
+	const char *fn;				/* the SQL function, for messages */
+	int32		feed_id;
+	bool		one_each;		/* one child for each open shard */
+	int32		shards;			/* otherwise this many children */
+	int32		wait_ms;
+	const char *storage;		/* the children's; NULL: each its parent's */
+} Reshard;
 
 /*
  * check_may_reshard
@@ -56,21 +73,23 @@ PG_FUNCTION_INFO_V1(cfeed_reshard);
  *		committed one); 25006 in a read-only transaction or on a standby.
  */
 static void
-check_may_reshard(int32 feed_id)
+check_may_reshard(const Reshard *rs)
 {
 	if (!superuser() && !has_privs_of_role(GetUserId(), cfeed_extension_owner()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("permission denied to reshard feed %d", feed_id),
+				 rs->one_each ?
+				 errmsg("permission denied to set the storage of feed %d", rs->feed_id) :
+				 errmsg("permission denied to reshard feed %d", rs->feed_id),
 				 errdetail("Only superusers and roles with the privileges of the extension's owner change a feed's shards.")));
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-				 errmsg("cfeed.reshard() cannot run in a REPEATABLE READ or SERIALIZABLE transaction"),
+				 errmsg("%s cannot run in a REPEATABLE READ or SERIALIZABLE transaction", rs->fn),
 				 errdetail("It waits for the feed's writers and then reads the feed's shards as they committed."),
 				 errhint("Run it in a READ COMMITTED transaction.")));
-	PreventCommandIfReadOnly("cfeed.reshard()");
-	PreventCommandIfParallelMode("cfeed.reshard()");
+	PreventCommandIfReadOnly(rs->fn);
+	PreventCommandIfParallelMode(rs->fn);
 }
 
 /*
@@ -80,7 +99,9 @@ check_may_reshard(int32 feed_id)
 static void
 lock_context(void *arg)
 {
-	errcontext("cfeed.reshard() waiting for the writers of feed %d", *(int32 *) arg);
+	const Reshard *rs = (const Reshard *) arg;
+
+	errcontext("%s waiting for the writers of feed %d", rs->fn, rs->feed_id);
 }
 
 /*
@@ -94,8 +115,10 @@ lock_context(void *arg)
  *		waits or during one.
  */
 static void
-lock_shards(int32 feed_id, int32 wait_ms)
+lock_shards(const Reshard *rs)
 {
+	int32		feed_id = rs->feed_id;
+	int32		wait_ms = rs->wait_ms;
 	int32		limit_ms = (LockTimeout > 0 && LockTimeout < wait_ms) ? LockTimeout : wait_ms;
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), limit_ms);
 	ErrorContextCallback context;
@@ -103,7 +126,7 @@ lock_shards(int32 feed_id, int32 wait_ms)
 	MemoryContext cxt = CurrentMemoryContext;
 
 	context.callback = lock_context;
-	context.arg = &feed_id;
+	context.arg = (void *) rs;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	PG_TRY();
@@ -142,43 +165,68 @@ lock_shards(int32 feed_id, int32 wait_ms)
 
 /*
  * check_children
- *		The number of children must be a multiple of the open shards' m, at
- *		least 2m, and leave every shard number below CFEED_MAX_SHARDS
- *		(22023).
+ *		The number of children of a reshard must be a multiple of the open
+ *		shards' m, at least 2m (a set_storage's is m), and leave every shard
+ *		number below CFEED_MAX_SHARDS (22023).
  */
 static void
-check_children(int32 feed_id, const CfeedLayout *layout, int32 shards)
+check_children(const Reshard *rs, const CfeedLayout *layout)
 {
 	int32		m = layout->count - layout->first_open;
+	int32		shards = rs->one_each ? m : rs->shards;
 
-	if (shards < 2 * m || shards % m != 0)
+	if (!rs->one_each && (shards < 2 * m || shards % m != 0))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot reshard feed %d into %d shards", feed_id, shards),
+				 errmsg("cannot reshard feed %d into %d shards", rs->feed_id, shards),
 				 errdetail("The feed has %d open shards (%d to %d); each gets the same number of children, at least two.",
 						   m, layout->first_open, layout->max_shard),
 				 errhint("Give a multiple of %d, at least %d.", m, 2 * m)));
 	if (shards > CFEED_MAX_SHARDS - layout->count)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("cannot reshard feed %d into %d shards", feed_id, shards),
+				 errmsg("cannot reshard feed %d into %d shards", rs->feed_id, shards),
 				 errdetail("Its shards would be numbered up to %d; a feed has at most %d shard numbers.",
 						   layout->count - 1 + shards, CFEED_MAX_SHARDS)));
 }
 
 /*
- * write_layout
- *		Close the open shards f .. n-1 and create the children n .. n+k-1,
- *		each with its parent's sweep group and longpoll (inside SPI, as the
- *		caller: the guard trigger fires for every row).
+ * open_shards_elsewhere
+ *		How many of the feed's open shards (from first_open on) are not
+ *		stored in storage (inside SPI).
  */
-static void
-write_layout(int32 feed_id, const CfeedLayout *layout, int32 shards)
+static int64
+open_shards_elsewhere(int32 feed_id, int32 first_open, const char *storage)
 {
-	Oid			types[4] = {INT4OID, INT4OID, INT4OID, INT4OID};
-	Datum		values[4];
+	Oid			types[3] = {INT4OID, INT4OID, TEXTOID};
+	Datum		values[3];
+	bool		isnull;
 
 	values[0] = Int32GetDatum(feed_id);
+	values[1] = Int32GetDatum(first_open);
+	values[2] = CStringGetTextDatum(storage);
+	cfeed_spi_exec("SELECT pg_catalog.count(*) FROM cfeed.shard_config"
+				   " WHERE feed_id OPERATOR(pg_catalog.=) $1"
+				   " AND shard OPERATOR(pg_catalog.>=) $2"
+				   " AND storage OPERATOR(pg_catalog.<>) $3",
+				   3, types, values, NULL, SPI_OK_SELECT);
+	return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+/*
+ * write_layout
+ *		Close the open shards f .. n-1 and create the children n .. n+k-1,
+ *		each with its parent's sweep group and longpoll, and its parent's
+ *		storage unless rs gives one (inside SPI, as the caller: the guard
+ *		triggers fire for every row).
+ */
+static void
+write_layout(const Reshard *rs, const CfeedLayout *layout, int32 shards)
+{
+	Oid			types[5] = {INT4OID, INT4OID, INT4OID, INT4OID, TEXTOID};
+	Datum		values[5];
+
+	values[0] = Int32GetDatum(rs->feed_id);
 	values[1] = Int32GetDatum(layout->first_open);
 	cfeed_spi_exec("UPDATE cfeed.shard_config SET closed = true"
 				   " WHERE feed_id OPERATOR(pg_catalog.=) $1"
@@ -186,76 +234,73 @@ write_layout(int32 feed_id, const CfeedLayout *layout, int32 shards)
 				   2, types, values, NULL, SPI_OK_UPDATE);
 	values[2] = Int32GetDatum(layout->count);
 	values[3] = Int32GetDatum(shards);
+	values[4] = rs->storage ? CStringGetTextDatum(rs->storage) : (Datum) 0;
 	cfeed_spi_exec("INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, parent, storage)"
 				   " SELECT p.feed_id, ($3 OPERATOR(pg_catalog.+) c.i), p.sweep_group, p.longpoll, p.shard,"
-				   "  p.storage"
+				   "  COALESCE($5, p.storage)"
 				   " FROM pg_catalog.generate_series(0, ($4 OPERATOR(pg_catalog.-) 1)) c(i)"
 				   " JOIN cfeed.shard_config p ON p.feed_id OPERATOR(pg_catalog.=) $1"
 				   "  AND p.shard OPERATOR(pg_catalog.=)"
 				   "   ($2 OPERATOR(pg_catalog.+) (c.i OPERATOR(pg_catalog.%) ($3 OPERATOR(pg_catalog.-) $2)))"
 				   " ORDER BY c.i",
-				   4, types, values, NULL, SPI_OK_INSERT);
+				   5, types, values, rs->storage ? NULL : "    n", SPI_OK_INSERT);
 	if (SPI_processed != (uint64) shards)
-		elog(ERROR, "cfeed.reshard created " UINT64_FORMAT " shards of feed %d, not %d",
-			 SPI_processed, feed_id, shards);
+		elog(ERROR, "%s created " UINT64_FORMAT " shards of feed %d, not %d",
+			 rs->fn, SPI_processed, rs->feed_id, shards);
 }
 
 /*
- * cfeed_reshard
- *		SQL: cfeed.reshard(feed_id int, shards int, wait_ms int default
- *		10000) returns table(shard int, parent int): closes the feed's open
- *		shards and creates shards children after the highest shard (see the
- *		file header); returns the children.  Errors: 22004 for a null
- *		argument, 22023 for a bad count or wait, 42501, 25000, 25006
- *		(check_may_reshard), 42704 for an unknown feed, 55000 for a layout
- *		shard_for cannot route by, 55P03 when the writers never let go.
+ * reshard
+ *		Close the feed's open shards and create their children (see the
+ *		file header), returning them into fcinfo's materialized result; a
+ *		set_storage whose feed's open shards are all in its storage
+ *		already does nothing and returns no row.
  */
-Datum
-cfeed_reshard(PG_FUNCTION_ARGS)
+static void
+reshard(FunctionCallInfo fcinfo, const Reshard *rs)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	int32		feed_id;
-	int32		shards;
-	int32		wait_ms;
 	CfeedLayout layout;
 	int			spi_level;
-	int32		i;
+	int32		m;
+	int32		shards;
+	bool		moves;
 
-	cfeed_require_arg(fcinfo, 0, "feed_id");
-	cfeed_require_arg(fcinfo, 1, "shards");
-	cfeed_require_arg(fcinfo, 2, "wait_ms");
-	feed_id = PG_GETARG_INT32(0);
-	shards = PG_GETARG_INT32(1);
-	wait_ms = PG_GETARG_INT32(2);
-	cfeed_check_nonnegative(wait_ms, "wait_ms");
+	cfeed_check_nonnegative(rs->wait_ms, "wait_ms");
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 
-	check_may_reshard(feed_id);
-	if (!cfeed_feed_exists(feed_id))
+	check_may_reshard(rs);
+	if (!cfeed_feed_exists(rs->feed_id))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("feed %d does not exist", feed_id),
+				 errmsg("feed %d does not exist", rs->feed_id),
 				 errhint("Create it with cfeed.create_feed().")));
 
 	/* bad input fails before the wait, and again after it if it became so */
-	cfeed_feed_layout(feed_id, &layout);
-	cfeed_check_layout(feed_id, &layout);
-	check_children(feed_id, &layout, shards);
+	cfeed_feed_layout(rs->feed_id, &layout);
+	cfeed_check_layout(rs->feed_id, &layout);
+	check_children(rs, &layout);
 
-	lock_shards(feed_id, wait_ms);
+	lock_shards(rs);
 
 	/* the layout as committed: every writer by the old one is done */
-	cfeed_feed_layout(feed_id, &layout);
-	cfeed_check_layout(feed_id, &layout);
-	check_children(feed_id, &layout, shards);
+	cfeed_feed_layout(rs->feed_id, &layout);
+	cfeed_check_layout(rs->feed_id, &layout);
+	check_children(rs, &layout);
+	m = layout.count - layout.first_open;
+	shards = rs->one_each ? m : rs->shards;
 
 	spi_level = cfeed_spi_connect();
-	write_layout(feed_id, &layout, shards);
+	moves = !rs->one_each ||
+		open_shards_elsewhere(rs->feed_id, layout.first_open, rs->storage) > 0;
+	if (moves)
+		write_layout(rs, &layout, shards);
 	cfeed_spi_finish(spi_level);
+	if (!moves)
+		return;
 
-	for (i = 0; i < shards; i++)
+	for (int32 i = 0; i < shards; i++)
 	{
-		int32		m = layout.count - layout.first_open;
 		Datum		values[2];
 		bool		nulls[2] = {false, false};
 
@@ -263,5 +308,59 @@ cfeed_reshard(PG_FUNCTION_ARGS)
 		values[1] = Int32GetDatum(layout.first_open + i % m);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+}
+
+/*
+ * cfeed_reshard
+ *		SQL: cfeed.reshard(feed_id int, shards int, wait_ms int default
+ *		10000) returns table(shard int, parent int): closes the feed's open
+ *		shards and creates shards children after the highest shard, each in
+ *		its parent's storage (see the file header); returns the children.
+ *		Errors: 22004 for a null argument, 22023 for a bad count or wait,
+ *		42501, 25000, 25006 (check_may_reshard), 42704 for an unknown feed,
+ *		55000 for a layout shard_for cannot route by, 55P03 when the
+ *		writers never let go.
+ */
+Datum
+cfeed_reshard(PG_FUNCTION_ARGS)
+{
+	Reshard		rs = {.fn = "cfeed.reshard()"};
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "shards");
+	cfeed_require_arg(fcinfo, 2, "wait_ms");
+	rs.feed_id = PG_GETARG_INT32(0);
+	rs.shards = PG_GETARG_INT32(1);
+	rs.wait_ms = PG_GETARG_INT32(2);
+	reshard(fcinfo, &rs);
+	return (Datum) 0;
+}
+
+/*
+ * cfeed_set_storage
+ *		SQL: cfeed.set_storage(feed_id int, storage text, wait_ms int
+ *		default 10000) returns table(shard int, parent int): unless every
+ *		open shard of the feed is stored in storage already (then it returns
+ *		nothing), closes them and creates one child each, stored in storage;
+ *		returns the children.  Errors as cfeed_reshard's, and 22023 for a
+ *		storage that is neither rows nor ranges.
+ */
+Datum
+cfeed_set_storage(PG_FUNCTION_ARGS)
+{
+	Reshard		rs = {.fn = "cfeed.set_storage()", .one_each = true};
+
+	cfeed_require_arg(fcinfo, 0, "feed_id");
+	cfeed_require_arg(fcinfo, 1, "storage");
+	cfeed_require_arg(fcinfo, 2, "wait_ms");
+	rs.feed_id = PG_GETARG_INT32(0);
+	rs.storage = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	rs.wait_ms = PG_GETARG_INT32(2);
+	if (strcmp(rs.storage, "rows") != 0 && strcmp(rs.storage, "ranges") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid storage \"%s\"", rs.storage),
+				 errhint("A shard is stored in \"rows\" or \"ranges\".")));
+	reshard(fcinfo, &rs);
 	return (Datum) 0;
 }

@@ -244,6 +244,17 @@ SET ROLE sqled_rs_admin;
 SELECT * FROM cfeed.reshard(:rs_feed, 2);
 RESET ROLE;
 SELECT shard, parent, closed, ended FROM cfeed.shard WHERE feed_id = :rs_feed ORDER BY shard;
+-- cfeed.set_storage: every shard is stored in rows here, so a move to rows
+-- does nothing (no row) and a move to ranges is refused (0A000), the
+-- layout unchanged; its argument checks and privileges are the C edition's
+SELECT count(*) AS to_rows FROM cfeed.set_storage(:rs_feed, 'rows');
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'ranges')$$, :rs_feed)) AS to_ranges;
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'heap')$$, :rs_feed)) AS unknown_storage;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(99999, 'rows')$$) AS unknown_feed;
+SET ROLE sqled_rs_granted;
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'rows')$$, :rs_feed)) AS not_owner;
+RESET ROLE;
+SELECT count(*) AS shards_unchanged FROM cfeed.shard WHERE feed_id = :rs_feed;
 -- an UPDATE moving a change to a closed shard is refused too
 SELECT cfeed.publish(:rs_feed, 1, 70) AS on_child;
 SELECT pg_temp.err(format($$UPDATE cfeed.change SET shard = 0 WHERE feed_id = %s AND change_id = 70$$, :rs_feed)) AS moved_to_closed;

@@ -326,6 +326,18 @@ CREATE FUNCTION cfeed.reshard(feed_id int, shards int, wait_ms int DEFAULT 10000
 COMMENT ON FUNCTION cfeed.reshard(int, int, int) IS 'closes the feed''s open shards and creates shards children after its highest shard (a multiple of the open ones, at least twice as many), waiting up to wait_ms for the feed''s writers; returns the children and their parents';
 REVOKE ALL ON FUNCTION cfeed.reshard(int, int, int) FROM PUBLIC;
 
+/*
+ * cfeed.set_storage: how a feed moves between storages, a shard's being
+ * fixed when it is created: a reshard into one child per open shard, the
+ * children stored in the storage given (src/reshard.c).
+ */
+CREATE FUNCTION cfeed.set_storage(feed_id int, storage text, wait_ms int DEFAULT 10000)
+	RETURNS TABLE(shard int, parent int)
+	LANGUAGE c VOLATILE PARALLEL UNSAFE ROWS 16
+	AS 'MODULE_PATHNAME', 'cfeed_set_storage';
+COMMENT ON FUNCTION cfeed.set_storage(int, text, int) IS 'unless the feed''s open shards are all stored in storage (rows or ranges) already, closes them and creates one child each stored in it, waiting up to wait_ms for the feed''s writers, as cfeed.reshard; returns the children and their parents';
+REVOKE ALL ON FUNCTION cfeed.set_storage(int, text, int) FROM PUBLIC;
+
 COMMENT ON FUNCTION cfeed.shard_for(int, text) IS 'the shard of a partition key: the feed''s first open shard plus FNV-1a 32-bit of the key''s UTF-8 bytes modulo the number of open shards';
 
 /* ---- consumer groups follow splits ---- */

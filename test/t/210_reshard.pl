@@ -16,7 +16,10 @@
 # (pgbench aborts a client on one); their latency around the splits is
 # reported with note() (the benchmark row is make bench's, not a timed test).
 # CFEED_RESHARD_STORAGE = ranges stores every shard in ranges
-# (218_reshard_ranges).
+# (218_reshard_ranges).  CFEED_RESHARD_MOVES = 1 moves the feed to ranges
+# and back to rows with cfeed.set_storage() instead of the two splits
+# (227_set_storage): 2 -> 2 -> 2 open shards, each child in the other
+# storage.
 
 use strict;
 use warnings;
@@ -36,6 +39,7 @@ plan skip_all => 'cfeed command not built' unless -x cfeed_binary();
 my $KEYS = 200;
 my $WRITE_SECONDS = $ENV{CFEED_RESHARD_SECONDS} // 18;
 my $STORAGE = $ENV{CFEED_RESHARD_STORAGE} // 'rows';
+my $MOVES = $ENV{CFEED_RESHARD_MOVES} // 0;
 my @OWNERS = qw(o1 o2 o3);
 
 my $node = cfeed_node('reshard',
@@ -204,29 +208,44 @@ my $pgbench = IPC::Run::start(
 	'>', \$pb_out, '2>', \$pb_err);
 
 my @splits;
-for my $split ([ 4, $WRITE_SECONDS / 3 ], [ 8, 2 * $WRITE_SECONDS / 3 ])
+my @steps = $MOVES
+  ? ("cfeed.set_storage(1, 'ranges')", "cfeed.set_storage(1, 'rows')")
+  : ('cfeed.reshard(1, 4)', 'cfeed.reshard(1, 8)');
+for my $i (0, 1)
 {
-	my ($shards, $at) = @$split;
+	my $at = ($i + 1) * $WRITE_SECONDS / 3;
 	while (time - $t0 < $at) { usleep(50_000); pump_consumers(); }
 	my $before = time;
 	my $children = $node->safe_psql($db, "SELECT string_agg(shard || '<' || parent, ' ' ORDER BY shard)
-		FROM cfeed.reshard(1, $shards)");
+		FROM $steps[$i]");
 	push @splits, [ $before, time ];
-	note(sprintf('split to %d new shards at %.1f s took %.0f ms: %s',
-			$shards, $before - $t0, 1000 * (time - $before), $children));
+	note(sprintf('%s at %.1f s took %.0f ms: %s',
+			$steps[$i], $before - $t0, 1000 * (time - $before), $children));
 }
 while ($pgbench->pumpable) { $pgbench->pump_nb; usleep(100_000); pump_consumers(); }
 $pgbench->finish;
 is($? >> 8, 0, 'pgbench: every writer ran to the end');
 unlike($pb_out . $pb_err, qr/aborted|ERROR/, 'no writer saw an error across the splits');
 
-# The layout: the two original shards, their four children closed; eight open.
-is($node->safe_psql($db, q{
-	SELECT string_agg(shard || ':' || COALESCE(parent::text, '-') || ':' || closed, ' ' ORDER BY shard)
-	FROM cfeed.shard WHERE feed_id = 1}),
-	'0:-:true 1:-:true 2:0:true 3:1:true 4:0:true 5:1:true 6:2:false 7:3:false 8:4:false '
-	  . '9:5:false 10:2:false 11:3:false 12:4:false 13:5:false',
-	'two splits: 2 -> 4 -> 8 shards, each child under its parent');
+# The layout: the two original shards, their four children closed; eight open
+# (moved: their two children in ranges closed, and two open in rows).
+my $layout = q{SELECT string_agg(shard || ':' || COALESCE(parent::text, '-') || ':' || closed
+					|| ':' || storage, ' ' ORDER BY shard)
+			   FROM cfeed.shard WHERE feed_id = 1};
+if ($MOVES)
+{
+	is($node->safe_psql($db, $layout),
+		'0:-:true:rows 1:-:true:rows 2:0:true:ranges 3:1:true:ranges 4:2:false:rows 5:3:false:rows',
+		'two moves: rows -> ranges -> rows, each child under its parent');
+}
+else
+{
+	is($node->safe_psql($db, $layout),
+		join(' ', map { "$_:$STORAGE" }
+			qw(0:-:true 1:-:true 2:0:true 3:1:true 4:0:true 5:1:true 6:2:false 7:3:false 8:4:false
+			   9:5:false 10:2:false 11:3:false 12:4:false 13:5:false)),
+		"two splits: 2 -> 4 -> 8 shards, each child under its parent, every shard stored in $STORAGE");
+}
 # (under load a split may come late, even after the writers stopped: its
 # children then have no change)
 note('changes per shard: ' . $node->safe_psql($db, q{
@@ -235,8 +254,6 @@ note('changes per shard: ' . $node->safe_psql($db, q{
 # (cfeed.stats: a range change keeps no number in its row)
 ok($node->poll_query_until($db, 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
 	'every change stamped');
-is($node->safe_psql($db, q{SELECT string_agg(DISTINCT storage, ',') FROM cfeed.shard WHERE feed_id = 1}),
-	$STORAGE, "every shard stored in $STORAGE");
 ok($node->poll_query_until($db, q{SELECT bool_and(ended) FROM cfeed.shard WHERE feed_id = 1 AND closed}),
 	'every closed shard has ended');
 
