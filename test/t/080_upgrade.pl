@@ -101,12 +101,59 @@ is($node->safe_psql('v15', q{BEGIN;
 	ROLLBACK;}), 'f', '1.5: the foreign key locks the shard\'s row');
 ok(wait_all_stamped($node, 'v15'), 'the background sweeper stamps a 1.5 database');
 $node->safe_psql('v15', q{INSERT INTO cfeed.change (feed_id, shard, change_id) SELECT 1, g % 2, g FROM generate_series(101, 120) g});
+# a consumer group of 1.5, 30 changes into shard 0
+$node->safe_psql('v15', q{
+	SELECT cfeed.checkpoint('g15', 1, 0, 'a', l.epoch, l.cursor + 30)
+	FROM cfeed.acquire('g15', 1, 'a', 600000) l WHERE l.shard = 0});
 $node->safe_psql('v15', 'ALTER EXTENSION cfeed UPDATE');
 is($node->safe_psql('v15', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.9',
 	'ALTER EXTENSION cfeed UPDATE takes 1.5 to 1.9');
 ok(wait_all_stamped($node, 'v15'), 'the changes written at 1.5 are stamped at 1.9');
 check_shard_guarantees('v15', 1, '1.5 updated to 1.9');
 check_invariants($node, 'v15', '1.5 updated to 1.9');
+
+# 1.9: the feed of 1.5 moves to storage in ranges (cfeed.set_storage); its
+# numbers stay, its new changes are stamped in ranges, and the group of 1.5
+# reads on from its checkpoint: the rest of each old shard, then its child,
+# every change once
+is($node->safe_psql('v15', q{
+	SELECT string_agg(shard || '<' || parent, ' ' ORDER BY shard) FROM cfeed.set_storage(1, 'ranges');
+	SELECT string_agg(shard || ':' || storage || ':' || closed, ' ' ORDER BY shard) FROM cfeed.shard WHERE feed_id = 1}),
+	"2<0 3<1\n0:rows:true 1:rows:true 2:ranges:false 3:ranges:false",
+	'1.9: the feed of 1.5 moves to ranges, one child per shard');
+$node->safe_psql('v15', q{
+	CREATE TABLE moved (change_id bigint PRIMARY KEY);
+	INSERT INTO moved SELECT cfeed.publish(1, cfeed.shard_for(1, 'k' || g)) FROM generate_series(1, 40) g;
+	CREATE TABLE got (change_id bigint, shard int, n bigint);});
+ok($node->poll_query_until('v15', q{SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats WHERE feed_id = 1}),
+	'the changes after the move are stamped');
+$node->safe_psql('v15', q{
+	DO $$
+	DECLARE
+		l record;
+		v_last bigint;
+	BEGIN
+		FOR i IN 1 .. 6 LOOP
+			FOR l IN SELECT * FROM cfeed.acquire('g15', 1, 'a', 600000) LOOP
+				WITH r AS (INSERT INTO got SELECT change_id, l.shard, change_sequence_number
+						   FROM cfeed.read(1, l.shard, l.cursor, 1000) RETURNING n)
+				SELECT max(n) INTO v_last FROM r;
+				IF v_last IS NOT NULL THEN
+					PERFORM cfeed.checkpoint('g15', 1, l.shard, 'a', l.epoch, v_last);
+				END IF;
+			END LOOP;
+		END LOOP;
+	END $$;});
+is($node->safe_psql('v15', q{
+	SELECT string_agg(shard || ':' || n, ' ' ORDER BY shard)
+	FROM (SELECT shard, count(*) AS n FROM got GROUP BY shard) s}),
+	'0:30 1:60 2:' . $node->safe_psql('v15', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 2')
+	  . ' 3:' . $node->safe_psql('v15', 'SELECT count(*) FROM cfeed.change WHERE feed_id = 1 AND shard = 3'),
+	'the group of 1.5 read the rest of the old shards from its checkpoint, then their children');
+is($node->safe_psql('v15', q{
+	SELECT (SELECT count(*) FROM moved m WHERE NOT EXISTS (SELECT FROM got g WHERE g.change_id = m.change_id))
+		 + (SELECT count(*) FROM (SELECT change_id FROM got GROUP BY change_id HAVING count(*) > 1) d)}),
+	'0', 'every change written after the move was read, and every change once');
 
 # A database that lives at 1.0: changes, a tracked table, a consumer group,
 # swept by the current library's background sweeper.
