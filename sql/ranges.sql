@@ -649,6 +649,17 @@ FROM cfeed.shard s, cfeed.read(50, s.shard, NULL, 1000, 0) r, moved_keys m
 WHERE s.feed_id = 50 AND m.change_id = r.change_id GROUP BY m.k ORDER BY m.k;
 -- already there: nothing is closed or created, and nothing returned
 SELECT count(*) AS again FROM cfeed.set_storage(50, 'ranges');
+-- a publication of portable cursors (cfeed.change filtered on its number)
+-- would send nothing of a range shard: a move into ranges is refused while
+-- one exists, and nothing changes
+SELECT cfeed.create_feed('portable', 1, feed_id => 51, sweep_group => 11);
+SET client_min_messages = error;
+CREATE PUBLICATION ranges_portable FOR TABLE cfeed.change WHERE (change_sequence_number IS NOT NULL);
+RESET client_min_messages;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(51, 'ranges')$$) AS portable_publication;
+SELECT count(*) AS portable_layout FROM cfeed.shard WHERE feed_id = 51;
+DROP PUBLICATION ranges_portable;
+SELECT * FROM cfeed.set_storage(51, 'ranges');
 SELECT count(*) AS shards FROM cfeed.shard WHERE feed_id = 50;
 -- and back to rows: a range shard's children stored in rows
 SELECT * FROM cfeed.set_storage(50, 'rows', 1000) ORDER BY shard;

@@ -214,6 +214,37 @@ open_shards_elsewhere(int32 feed_id, int32 first_open, const char *storage)
 }
 
 /*
+ * check_no_portable_publication
+ *		Refuse a move into ranges (55000) while a publication sends
+ *		cfeed.change filtered on change_sequence_number: the portable cursors
+ *		of topology A (docs/replication.md) carry stamped rows only, and a
+ *		range change's row is never stamped, so its subscribers would get
+ *		nothing of the feed from the move on (inside SPI).
+ */
+static void
+check_no_portable_publication(const Reshard *rs)
+{
+	char	   *pubname;
+
+	cfeed_spi_exec("SELECT p.pubname::text FROM pg_catalog.pg_publication_rel r"
+				   " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
+				   " WHERE r.prrelid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass"
+				   " AND pg_catalog.strpos(pg_catalog.pg_get_expr(r.prqual, r.prrelid),"
+				   "  'change_sequence_number') OPERATOR(pg_catalog.>) 0"
+				   " ORDER BY 1 LIMIT 1",
+				   0, NULL, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return;
+	pubname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("cannot move feed %d to storage ranges while publication \"%s\" filters cfeed.change on change_sequence_number",
+					rs->feed_id, pubname),
+			 errdetail("Portable cursors through logical replication carry stamped change rows only, and a change stored in ranges is never stamped in its row: the publication's subscribers would receive none of the feed's changes from the move on."),
+			 errhint("Keep a feed whose cursors must be portable between clusters in rows, or take cfeed.change out of the publication first.")));
+}
+
+/*
  * write_layout
  *		Close the open shards f .. n-1 and create the children n .. n+k-1,
  *		each with its parent's sweep group and longpoll, and its parent's
@@ -293,6 +324,8 @@ reshard(FunctionCallInfo fcinfo, const Reshard *rs)
 	spi_level = cfeed_spi_connect();
 	moves = !rs->one_each ||
 		open_shards_elsewhere(rs->feed_id, layout.first_open, rs->storage) > 0;
+	if (moves && rs->storage != NULL && strcmp(rs->storage, "ranges") == 0)
+		check_no_portable_publication(rs);
 	if (moves)
 		write_layout(rs, &layout, shards);
 	cfeed_spi_finish(spi_level);
