@@ -659,7 +659,17 @@ RESET client_min_messages;
 SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(51, 'ranges')$$) AS portable_publication;
 SELECT count(*) AS portable_layout FROM cfeed.shard WHERE feed_id = 51;
 DROP PUBLICATION ranges_portable;
+-- one whose filter sends other feeds only does not count
+SET client_min_messages = error;
+CREATE PUBLICATION ranges_portable_other FOR TABLE cfeed.change
+	WHERE (feed_id = 999 AND change_sequence_number IS NOT NULL);
+CREATE PUBLICATION ranges_portable_this FOR TABLE cfeed.change
+	WHERE (feed_id IN (51, 52) AND change_sequence_number > 2000000000000000);
+RESET client_min_messages;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(51, 'ranges')$$) AS portable_this_feed;
+DROP PUBLICATION ranges_portable_this;
 SELECT * FROM cfeed.set_storage(51, 'ranges');
+DROP PUBLICATION ranges_portable_other;
 SELECT count(*) AS shards FROM cfeed.shard WHERE feed_id = 50;
 -- and back to rows: a range shard's children stored in rows
 SELECT * FROM cfeed.set_storage(50, 'rows', 1000) ORDER BY shard;

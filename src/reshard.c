@@ -185,6 +185,9 @@ check_children(const Reshard *rs, const CfeedLayout *layout)
 	if (shards > CFEED_MAX_SHARDS - layout->count)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 rs->one_each ?
+				 errmsg("cannot move feed %d to storage %s: its %d open shards need new shard numbers",
+						rs->feed_id, rs->storage, shards) :
 				 errmsg("cannot reshard feed %d into %d shards", rs->feed_id, shards),
 				 errdetail("Its shards would be numbered up to %d; a feed has at most %d shard numbers.",
 						   layout->count - 1 + shards, CFEED_MAX_SHARDS)));
@@ -215,33 +218,71 @@ open_shards_elsewhere(int32 feed_id, int32 first_open, const char *storage)
 
 /*
  * check_no_portable_publication
- *		Refuse a move into ranges (55000) while a publication sends
- *		cfeed.change filtered on change_sequence_number: the portable cursors
- *		of topology A (docs/replication.md) carry stamped rows only, and a
- *		range change's row is never stamped, so its subscribers would get
- *		nothing of the feed from the move on (inside SPI).
+ *		Refuse a move into ranges (55000) while a publication sends the
+ *		feed's stamped changes by a row filter on change_sequence_number:
+ *		the portable cursors of topology A (docs/replication.md) carry
+ *		stamped change rows only, and a range change's row is never
+ *		stamped, so its subscribers would get nothing of the feed from the
+ *		move on.  A filter counts when a stamped change row of the feed
+ *		(its feed_id and the number after a shard's start, the rest null)
+ *		passes it (inside SPI).
  */
 static void
 check_no_portable_publication(const Reshard *rs)
 {
-	char	   *pubname;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1];
+	uint64		npubs;
+	SPITupleTable *pubs;
 
-	cfeed_spi_exec("SELECT p.pubname::text FROM pg_catalog.pg_publication_rel r"
+	cfeed_spi_exec("SELECT p.pubname, pg_catalog.pg_get_expr(r.prqual, r.prrelid)"
+				   " FROM pg_catalog.pg_publication_rel r"
 				   " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
 				   " WHERE r.prrelid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass"
 				   " AND pg_catalog.strpos(pg_catalog.pg_get_expr(r.prqual, r.prrelid),"
 				   "  'change_sequence_number') OPERATOR(pg_catalog.>) 0"
-				   " ORDER BY 1 LIMIT 1",
+				   " ORDER BY 1",
 				   0, NULL, NULL, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 0)
-		return;
-	pubname = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("cannot move feed %d to storage ranges while publication \"%s\" filters cfeed.change on change_sequence_number",
-					rs->feed_id, pubname),
-			 errdetail("Portable cursors through logical replication carry stamped change rows only, and a change stored in ranges is never stamped in its row: the publication's subscribers would receive none of the feed's changes from the move on."),
-			 errhint("Keep a feed whose cursors must be portable between clusters in rows, or take cfeed.change out of the publication first.")));
+	npubs = SPI_processed;
+	pubs = SPI_tuptable;
+	values[0] = Int32GetDatum(rs->feed_id);
+	for (uint64 i = 0; i < npubs; i++)
+	{
+		char	   *pubname = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 1);
+		char	   *filter = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 2);
+
+		cfeed_spi_exec(psprintf("SELECT FROM pg_catalog.json_populate_record(NULL::cfeed.change,"
+								" pg_catalog.json_build_object('feed_id', $1, 'change_sequence_number',"
+								"  (SELECT pg_catalog.max(s.start_sequence_number) OPERATOR(pg_catalog.+) 1"
+								"   FROM cfeed.shard_config s WHERE s.feed_id OPERATOR(pg_catalog.=) $1)))"
+								" WHERE (%s)", filter),
+					   1, types, values, NULL, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot move feed %d to storage ranges while publication \"%s\" sends its stamped changes",
+							rs->feed_id, pubname),
+					 errdetail("The publication filters cfeed.change on change_sequence_number (portable cursors), which carries stamped change rows only, and a change stored in ranges is never stamped in its row: its subscribers would receive none of the feed's changes from the move on."),
+					 errhint("Keep a feed whose cursors must be portable between clusters in rows, or leave the feed out of the publication's row filter first.")));
+	}
+}
+
+/*
+ * must_move
+ *		Whether the reshard has anything to do (inside SPI): a split always,
+ *		a set_storage when an open shard of the layout is stored elsewhere,
+ *		which for a move into ranges no publication may forbid.
+ */
+static bool
+must_move(const Reshard *rs, const CfeedLayout *layout)
+{
+	if (!rs->one_each)
+		return true;
+	if (open_shards_elsewhere(rs->feed_id, layout->first_open, rs->storage) == 0)
+		return false;
+	if (strcmp(rs->storage, "ranges") == 0)
+		check_no_portable_publication(rs);
+	return true;
 }
 
 /*
@@ -307,10 +348,18 @@ reshard(FunctionCallInfo fcinfo, const Reshard *rs)
 				 errmsg("feed %d does not exist", rs->feed_id),
 				 errhint("Create it with cfeed.create_feed().")));
 
-	/* bad input fails before the wait, and again after it if it became so */
+	/*
+	 * Bad input fails before the wait, and again after it if it became so; a
+	 * set_storage with nothing to move waits for nobody.
+	 */
 	cfeed_feed_layout(rs->feed_id, &layout);
 	cfeed_check_layout(rs->feed_id, &layout);
 	check_children(rs, &layout);
+	spi_level = cfeed_spi_connect();
+	moves = must_move(rs, &layout);
+	cfeed_spi_finish(spi_level);
+	if (!moves)
+		return;
 
 	lock_shards(rs);
 
@@ -322,10 +371,7 @@ reshard(FunctionCallInfo fcinfo, const Reshard *rs)
 	shards = rs->one_each ? m : rs->shards;
 
 	spi_level = cfeed_spi_connect();
-	moves = !rs->one_each ||
-		open_shards_elsewhere(rs->feed_id, layout.first_open, rs->storage) > 0;
-	if (moves && rs->storage != NULL && strcmp(rs->storage, "ranges") == 0)
-		check_no_portable_publication(rs);
+	moves = must_move(rs, &layout);
 	if (moves)
 		write_layout(rs, &layout, shards);
 	cfeed_spi_finish(spi_level);

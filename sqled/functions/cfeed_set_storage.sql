@@ -3,7 +3,7 @@
  * edition is stored in rows (docs/sql-edition.md), so a move to rows does
  * nothing and returns no row, as the C function does for a feed already
  * there, and a move to ranges is refused (0A000) before anything is
- * locked or written.  The argument checks are the C function's.
+ * locked or written.  The checks before it are the C function's.
  */
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 16
 	SET search_path = pg_catalog, pg_temp
@@ -25,10 +25,21 @@ BEGIN
 			USING ERRCODE = '42501',
 				  DETAIL = 'Only superusers and roles with the privileges of the extension''s owner change a feed''s shards.';
 	END IF;
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'cfeed.set_storage() cannot run in a REPEATABLE READ or SERIALIZABLE transaction'
+			USING ERRCODE = '25000',
+				  DETAIL = 'It waits for the feed''s writers and then reads the feed''s shards as they committed.',
+				  HINT = 'Run it in a READ COMMITTED transaction.';
+	END IF;
+	IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
+		RAISE EXCEPTION 'cannot execute cfeed.set_storage() in a read-only transaction'
+			USING ERRCODE = '25006';
+	END IF;
 	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = set_storage.feed_id) THEN
 		RAISE EXCEPTION 'feed % does not exist', set_storage.feed_id
 			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
 	END IF;
+	PERFORM cfeed._sqled_layout(set_storage.feed_id, false);	-- 55000 for a layout shard_for cannot route by
 	IF set_storage.storage = 'ranges' THEN
 		RAISE EXCEPTION 'storage in ranges is not in the SQL edition of cfeed'
 			USING ERRCODE = '0A000',

@@ -251,9 +251,17 @@ SELECT count(*) AS to_rows FROM cfeed.set_storage(:rs_feed, 'rows');
 SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'ranges')$$, :rs_feed)) AS to_ranges;
 SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'heap')$$, :rs_feed)) AS unknown_storage;
 SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(99999, 'rows')$$) AS unknown_feed;
+GRANT EXECUTE ON FUNCTION cfeed.set_storage(int, text, int) TO sqled_rs_granted;
 SET ROLE sqled_rs_granted;
 SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'rows')$$, :rs_feed)) AS not_owner;
 RESET ROLE;
+REVOKE EXECUTE ON FUNCTION cfeed.set_storage(int, text, int) FROM sqled_rs_granted;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'rows')$$, :rs_feed)) AS repeatable_read;
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.set_storage(%s, 'ranges')$$, :rs_feed)) AS read_only;
+ROLLBACK;
 SELECT count(*) AS shards_unchanged FROM cfeed.shard WHERE feed_id = :rs_feed;
 -- an UPDATE moving a change to a closed shard is refused too
 SELECT cfeed.publish(:rs_feed, 1, 70) AS on_child;
