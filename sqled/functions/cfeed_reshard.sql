@@ -42,22 +42,8 @@ BEGIN
 		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', reshard.wait_ms
 			USING ERRCODE = '22023';
 	END IF;
-	IF NOT cfeed._sqled_owner() THEN
-		RAISE EXCEPTION 'permission denied to reshard feed %', v_feed
-			USING ERRCODE = '42501',
-				  DETAIL = 'Only superusers and roles with the privileges of the extension''s owner change a feed''s shards.';
-	END IF;
+	PERFORM cfeed._sqled_may_reshard(v_feed, 'cfeed.reshard()', 'reshard');
 	v_limit_ms := CASE WHEN v_session_ms > 0 AND v_session_ms < reshard.wait_ms THEN v_session_ms ELSE reshard.wait_ms END;
-	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-		RAISE EXCEPTION 'cfeed.reshard() cannot run in a REPEATABLE READ or SERIALIZABLE transaction'
-			USING ERRCODE = '25000',
-				  DETAIL = 'It waits for the feed''s writers and then reads the feed''s shards as they committed.',
-				  HINT = 'Run it in a READ COMMITTED transaction.';
-	END IF;
-	IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
-		RAISE EXCEPTION 'cannot execute cfeed.reshard() in a read-only transaction'
-			USING ERRCODE = '25006';
-	END IF;
 	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = v_feed) THEN
 		RAISE EXCEPTION 'feed % does not exist', v_feed
 			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';

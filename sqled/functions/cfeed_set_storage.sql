@@ -20,21 +20,7 @@ BEGIN
 		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', set_storage.wait_ms
 			USING ERRCODE = '22023';
 	END IF;
-	IF NOT cfeed._sqled_owner() THEN
-		RAISE EXCEPTION 'permission denied to set the storage of feed %', set_storage.feed_id
-			USING ERRCODE = '42501',
-				  DETAIL = 'Only superusers and roles with the privileges of the extension''s owner change a feed''s shards.';
-	END IF;
-	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-		RAISE EXCEPTION 'cfeed.set_storage() cannot run in a REPEATABLE READ or SERIALIZABLE transaction'
-			USING ERRCODE = '25000',
-				  DETAIL = 'It waits for the feed''s writers and then reads the feed''s shards as they committed.',
-				  HINT = 'Run it in a READ COMMITTED transaction.';
-	END IF;
-	IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
-		RAISE EXCEPTION 'cannot execute cfeed.set_storage() in a read-only transaction'
-			USING ERRCODE = '25006';
-	END IF;
+	PERFORM cfeed._sqled_may_reshard(set_storage.feed_id, 'cfeed.set_storage()', 'set the storage of');
 	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = set_storage.feed_id) THEN
 		RAISE EXCEPTION 'feed % does not exist', set_storage.feed_id
 			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';

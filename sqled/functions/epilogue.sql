@@ -37,6 +37,37 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_owner() IS 'internal (SQL edition): whether the current user has the privileges of the owner of cfeed''s tables';
 
 /*
+ * cfeed._sqled_may_reshard: cfeed.reshard's and cfeed.set_storage's checks
+ * of the caller, as src/reshard.c's check_may_reshard: 42501 unless it has
+ * the privileges of the owner of cfeed's tables (denied says what it may
+ * not do to the feed), 25000 in REPEATABLE READ or SERIALIZABLE, 25006 in
+ * a read-only transaction.
+ */
+CREATE FUNCTION cfeed._sqled_may_reshard(feed_id int, fn text, denied text) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NOT cfeed._sqled_owner() THEN
+		RAISE EXCEPTION 'permission denied to % feed %', _sqled_may_reshard.denied, _sqled_may_reshard.feed_id
+			USING ERRCODE = '42501',
+				  DETAIL = 'Only superusers and roles with the privileges of the extension''s owner change a feed''s shards.';
+	END IF;
+	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION '% cannot run in a REPEATABLE READ or SERIALIZABLE transaction', _sqled_may_reshard.fn
+			USING ERRCODE = '25000',
+				  DETAIL = 'It waits for the feed''s writers and then reads the feed''s shards as they committed.',
+				  HINT = 'Run it in a READ COMMITTED transaction.';
+	END IF;
+	IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
+		RAISE EXCEPTION 'cannot execute % in a read-only transaction', _sqled_may_reshard.fn
+			USING ERRCODE = '25006';
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_may_reshard(int, text, text) IS 'internal (SQL edition): the caller checks of cfeed.reshard and cfeed.set_storage (42501, 25000, 25006)';
+
+/*
  * cfeed._sqled_shard_start: a writer's check of its change's shard, the
  * foreign key of cfeed.change: takes the feed's shards lock in share mode
  * until the transaction ends (a shard that goes away takes it in exclusive
