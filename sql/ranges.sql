@@ -679,50 +679,6 @@ SELECT shard, parent, closed, ended, storage FROM cfeed.shard WHERE feed_id = 50
 SELECT count(*) AS read_child_in_rows FROM cfeed.read(50, 4);
 SELECT count(*) AS numbered_in_its_row FROM cfeed.change
 WHERE feed_id = 50 AND shard = 4 AND change_sequence_number IS NOT NULL;
--- the old shards stored in rows, closed with nothing left to stamp, are
--- recorded as drained by the retention pass; then neither the view's ended
--- nor cfeed.stats nor a read at their head looks for their changes in
--- change_pending_idx (which holds every range change) again
-SELECT shard, drained FROM cfeed.shard_config WHERE feed_id = 50 ORDER BY shard;
-SELECT cfeed._apply_retention() >= 0 AS retention_pass;
-SELECT shard, drained FROM cfeed.shard_config WHERE feed_id = 50 ORDER BY shard;
--- pending_scans(): scans of change_pending_idx and of cfeed.change's heap
--- in this transaction
-CREATE FUNCTION pg_temp.pending_scans() RETURNS bigint LANGUAGE sql AS $$
-	SELECT pg_stat_get_xact_numscans('cfeed.change_pending_idx'::regclass)
-		 + pg_stat_get_xact_numscans('cfeed.change'::regclass)
-$$;
-BEGIN;
-SELECT pg_temp.pending_scans() AS before \gset
-SELECT shard, ended FROM cfeed.shard WHERE feed_id = 50 AND shard IN (0, 1) ORDER BY shard;
-SELECT cfeed._read_to_end(50, 0, cfeed.head(50, 0)) AS read_to_end;
-SELECT cfeed.wait(50, 0, cfeed.head(50, 0), 10000) = cfeed.head(50, 0) AS wait_at_head;
-SELECT pg_temp.pending_scans() - :before AS pending_scans;
-ROLLBACK;
--- the same before they drained: scans
-BEGIN;
-UPDATE cfeed.shard_config SET drained = false WHERE feed_id = 50 AND shard IN (0, 1);
-SELECT pg_temp.pending_scans() AS before \gset
-SELECT shard, ended FROM cfeed.shard WHERE feed_id = 50 AND shard IN (0, 1) ORDER BY shard;
-SELECT cfeed._read_to_end(50, 0, cfeed.head(50, 0)) AS read_to_end;
-SELECT cfeed.wait(50, 0, cfeed.head(50, 0), 10000) = cfeed.head(50, 0) AS wait_at_head;
-SELECT pg_temp.pending_scans() - :before > 0 AS pending_scanned;
-ROLLBACK;
--- drained is set only where it is true, and unset when the shard is opened
-SELECT pg_temp.err($$UPDATE cfeed.shard_config SET drained = true WHERE feed_id = 50 AND shard = 4$$) AS open_shard;
-SELECT pg_temp.err($$UPDATE cfeed.shard_config SET drained = true WHERE feed_id = 50 AND shard = 2$$) AS range_shard;
-BEGIN;
-SET LOCAL session_replication_role = replica;
-INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (50, 0, 42);
-SET LOCAL session_replication_role = origin;
-UPDATE cfeed.shard_config SET drained = false WHERE feed_id = 50 AND shard = 0;
-SELECT pg_temp.err($$UPDATE cfeed.shard_config SET drained = true WHERE feed_id = 50 AND shard = 0$$) AS pending_change;
-ROLLBACK;
-BEGIN;
-UPDATE cfeed.shard_config SET closed = false WHERE feed_id = 50 AND shard IN (0, 1);
-SELECT shard, closed, drained FROM cfeed.shard_config WHERE feed_id = 50 AND shard IN (0, 1) ORDER BY shard;
-ROLLBACK;
-
 -- what set_storage refuses, as reshard does, and a storage it does not know
 SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'heap')$$) AS unknown_storage;
 SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(NULL, 'rows')$$) AS null_feed;

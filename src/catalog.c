@@ -432,8 +432,7 @@ ranges_pending_writer(Relation rel, Oid pending, const CfeedShard *sh, Snapshot 
  *		looked at.  With a valid *writer (the one a previous call found),
  *		that writer's entries are probed first: while it still has a change
  *		of the shard pending, which is the common case for a caller that
- *		polls, the answer costs one probe.  A drained row shard has none,
- *		for good (shard_config.drained).  A range shard's are found by its
+ *		polls, the answer costs one probe.  A range shard's are found by its
  *		group's mark (ranges_pending_writer).
  */
 bool
@@ -445,7 +444,7 @@ cfeed_shard_pending_writer(const CfeedShard *sh, Snapshot snapshot, FullTransact
 
 	if (sh->ranges)
 		found = ranges_pending_writer(rel, pending, sh, snapshot, writer);
-	else if (!sh->drained)
+	else
 	{
 		if (FullTransactionIdIsValid(*writer))
 			found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
@@ -656,8 +655,6 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 		out->stamps_whole = cfeed_shard_column(desc, tup, Anum_shard_changes_deleted,
 											   "changes_deleted", &d) &&
 			!DatumGetBool(d);
-		out->drained = cfeed_shard_column(desc, tup, Anum_shard_drained, "drained", &d) &&
-			DatumGetBool(d);
 		out->last_number = out->floor_number;
 	}
 	systable_endscan(scan);

@@ -43,7 +43,6 @@
 #define Anum_shard_closed			8	/* 1.9 */
 #define Anum_shard_storage			9	/* 1.9 */
 #define Anum_shard_changes_deleted	10	/* 1.9 */
-#define Anum_shard_drained			11	/* 1.9 */
 
 /* The columns of cfeed.stamp that catalog.c and read.c read (ranges.c has the others). */
 #define Anum_stamp_first_number		3
@@ -81,8 +80,6 @@ typedef struct CfeedShard
 	bool		ranges;			/* storage 'ranges': numbered by cfeed.stamp rows */
 	bool		stamps_whole;	/* ranges: no stamp names a deleted change
 								 * (changes_deleted is false) */
-	bool		drained;		/* closed, rows, no change left unstamped for
-								 * good (drained) */
 } CfeedShard;
 
 /* What one sweep did to one shard. */

@@ -119,47 +119,6 @@ ALTER TABLE cfeed.shard_config ADD COLUMN changes_deleted bool NOT NULL DEFAULT 
 COMMENT ON COLUMN cfeed.shard_config.changes_deleted IS 'of a shard stored in ranges: one of its unnumbered changes was deleted other than by retention (or cfeed.change truncated, or it took the key of a dropped shard whose stamps are left); while false, cfeed.read answers from its stamps alone';
 
 /*
- * A closed shard stored in rows has ended once no change of it is left
- * unstamped, and then for good: no change comes to a closed shard.  Which
- * it is takes a scan of change_pending_idx, which is not ordered by shard
- * and holds every change stored in ranges (their rows are never numbered),
- * and the view cfeed.shard, cfeed.stats and the waits ask it again and
- * again: a feed moved to ranges (cfeed.set_storage) keeps its old shards,
- * closed, in rows.  So the retention pass records the answer once:
- * drained, which _shard_config_drained lets be set only when it is true.
- * A shard opened again is not drained any more.
- */
-ALTER TABLE cfeed.shard_config ADD COLUMN drained bool NOT NULL DEFAULT false;
-COMMENT ON COLUMN cfeed.shard_config.drained IS 'of a closed shard stored in rows: none of its changes is left unstamped, for good (set by the retention pass); then nothing looks for them again';
-CREATE FUNCTION cfeed._shard_config_drained() RETURNS trigger
-	LANGUAGE plpgsql
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-BEGIN
-	IF NOT NEW.drained OR (TG_OP = 'UPDATE' AND OLD.drained AND NEW.closed) THEN
-		RETURN NEW;
-	END IF;
-	IF TG_OP = 'UPDATE' AND OLD.drained THEN
-		NEW.drained := false;	-- opened again
-		RETURN NEW;
-	END IF;
-	IF NOT NEW.closed OR NEW.storage <> 'rows' OR EXISTS (
-		SELECT FROM cfeed.change c
-		WHERE c.feed_id = NEW.feed_id AND c.shard = NEW.shard AND c.change_sequence_number IS NULL) THEN
-		RAISE EXCEPTION 'shard % of feed % has not drained', NEW.shard, NEW.feed_id
-			USING ERRCODE = '55000',
-				  DETAIL = 'drained says that a closed shard stored in rows has no change left to stamp; the retention pass sets it.';
-	END IF;
-	RETURN NEW;
-END
-$fn$;
-REVOKE ALL ON FUNCTION cfeed._shard_config_drained() FROM PUBLIC;
-COMMENT ON FUNCTION cfeed._shard_config_drained() IS 'internal: trigger of cfeed.shard_config: drained is set only on a closed shard stored in rows with no unstamped change, and unset when the shard is opened again';
-CREATE TRIGGER shard_config_drained BEFORE INSERT OR UPDATE OF drained, closed
-	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_drained();
-ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_drained;
-
-/*
  * The pending index also finds a range change from its stamp: a range
  * change stays in it (its number is never written into its row), and its
  * stamp keeps each change's writer_xid beside its change_id.
@@ -241,7 +200,7 @@ COMMENT ON FUNCTION cfeed._shard_ended(int, int) IS 'internal: the shard is clos
  * become fewer, and no others come.  A range shard's head is its last
  * stamp's last number, and whether it has ended is cfeed._shard_ended's.
  * A row shard's unstamped changes are those without a number, looked
- * for here unless it drained (the same scan of change_pending_idx as cfeed._shard_ended's,
+ * for here (the same scan of change_pending_idx as cfeed._shard_ended's,
  * without its second lookup of the shard; and the SQL edition, whose
  * shards are all stored in rows, answers it without a call).
  */
@@ -255,7 +214,7 @@ SELECT * FROM (
 		   s.parent,
 		   s.closed,
 		   CASE WHEN NOT s.closed THEN false
-				WHEN s.storage OPERATOR(pg_catalog.=) 'rows' THEN s.drained OR NOT EXISTS (
+				WHEN s.storage OPERATOR(pg_catalog.=) 'rows' THEN NOT EXISTS (
 				SELECT FROM cfeed.change p
 				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
 				  AND p.shard OPERATOR(pg_catalog.=) s.shard
@@ -1086,8 +1045,7 @@ ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
  * group and cluster (t/221_mark_held_horizon.pl).  A range change stays in
  * change_pending_idx (its row never gets a number), where a row shard's
  * pending changes are looked for: that scan runs only when some shard is
- * stored in rows and not drained (a closed one found with none left, by
- * the retention pass), so that with every other shard in ranges a read of the view
+ * stored in rows, so that with every shard in ranges a read of the view
  * does not grow with every change the feeds hold (cfeed serve reads it at
  * every round of its streams).
  */
@@ -1105,9 +1063,7 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 			   JOIN cfeed.shard_config sc
 				 ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id AND sc.shard OPERATOR(pg_catalog.=) c.shard
 			   WHERE c.change_sequence_number IS NULL AND sc.storage OPERATOR(pg_catalog.=) 'rows'
-				 AND NOT sc.drained
-				 AND EXISTS (SELECT FROM cfeed.shard_config r
-							 WHERE r.storage OPERATOR(pg_catalog.=) 'rows' AND NOT r.drained)
+				 AND EXISTS (SELECT FROM cfeed.shard_config r WHERE r.storage OPERATOR(pg_catalog.=) 'rows')
 			   GROUP BY c.feed_id, c.shard
 			   UNION ALL
 			   SELECT c.feed_id, c.shard, pg_catalog.count(*), pg_catalog.min(c.written_at)
@@ -1230,18 +1186,6 @@ BEGIN
 	IF max_rows <= 0 THEN
 		RAISE EXCEPTION 'argument "max_rows" must be positive, got %', max_rows USING ERRCODE = '22023';
 	END IF;
-
-	-- A closed shard stored in rows with no change left to stamp has
-	-- drained, for good: recorded, nothing looks for its changes again
-	-- (shard_config.drained).  Without waiting for a row lock, as below.
-	UPDATE cfeed.shard_config sc SET drained = true
-	FROM (SELECT c.feed_id, c.shard FROM cfeed.shard_config c
-		  WHERE c.closed AND c.storage = 'rows' AND NOT c.drained
-			AND NOT EXISTS (SELECT FROM cfeed.change p
-							WHERE p.feed_id = c.feed_id AND p.shard = c.shard
-							  AND p.change_sequence_number IS NULL)
-		  FOR UPDATE OF c SKIP LOCKED) d
-	WHERE sc.feed_id = d.feed_id AND sc.shard = d.shard;
 
 	FOR r IN
 		SELECT s.feed_id, s.shard, s.storage, s.sweep_group, s.last_change_sequence_number AS head, f.retention,
