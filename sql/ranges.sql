@@ -704,3 +704,7 @@ RESET ROLE;
 DROP OWNED BY regress_set_storage;
 DROP ROLE regress_set_storage;
 SELECT count(*) AS shards_after_refusals FROM cfeed.shard WHERE feed_id = 50;
+-- a move needs a new shard number for each open shard: past 65,536, 22023
+SELECT cfeed.create_feed('many', 32769, feed_id => 52, sweep_group => 11);
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(52, 'ranges')$$) AS out_of_shard_numbers;
+SELECT count(*) AS shards_unchanged FROM cfeed.shard_config WHERE feed_id = 52;

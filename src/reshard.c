@@ -170,10 +170,9 @@ lock_shards(const Reshard *rs)
  *		number below CFEED_MAX_SHARDS (22023).
  */
 static void
-check_children(const Reshard *rs, const CfeedLayout *layout)
+check_children(const Reshard *rs, const CfeedLayout *layout, int32 shards)
 {
 	int32		m = layout->count - layout->first_open;
-	int32		shards = rs->one_each ? m : rs->shards;
 
 	if (!rs->one_each && (shards < 2 * m || shards % m != 0))
 		ereport(ERROR,
@@ -268,21 +267,32 @@ check_no_portable_publication(const Reshard *rs)
 }
 
 /*
- * must_move
- *		Whether the reshard has anything to do (inside SPI): a split always,
- *		a set_storage when an open shard of the layout is stored elsewhere,
- *		which for a move into ranges no publication may forbid.
+ * layout_moves
+ *		Read the feed's layout as committed into *layout and the number of
+ *		children into *shards, and check them; return whether the reshard
+ *		has anything to do: a split always, a set_storage when an open shard
+ *		is stored elsewhere, which for a move into ranges no publication may
+ *		forbid.
  */
 static bool
-must_move(const Reshard *rs, const CfeedLayout *layout)
+layout_moves(const Reshard *rs, CfeedLayout *layout, int32 *shards)
 {
+	int			spi_level;
+	bool		moves = true;
+
+	cfeed_feed_layout(rs->feed_id, layout);
+	cfeed_check_layout(rs->feed_id, layout);
+	*shards = rs->one_each ? layout->count - layout->first_open : rs->shards;
+	check_children(rs, layout, *shards);
 	if (!rs->one_each)
 		return true;
+	spi_level = cfeed_spi_connect();
 	if (open_shards_elsewhere(rs->feed_id, layout->first_open, rs->storage) == 0)
-		return false;
-	if (strcmp(rs->storage, "ranges") == 0)
+		moves = false;
+	else if (strcmp(rs->storage, "ranges") == 0)
 		check_no_portable_publication(rs);
-	return true;
+	cfeed_spi_finish(spi_level);
+	return moves;
 }
 
 /*
@@ -336,7 +346,6 @@ reshard(FunctionCallInfo fcinfo, const Reshard *rs)
 	int			spi_level;
 	int32		m;
 	int32		shards;
-	bool		moves;
 
 	cfeed_check_nonnegative(rs->wait_ms, "wait_ms");
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
@@ -352,32 +361,18 @@ reshard(FunctionCallInfo fcinfo, const Reshard *rs)
 	 * Bad input fails before the wait, and again after it if it became so; a
 	 * set_storage with nothing to move waits for nobody.
 	 */
-	cfeed_feed_layout(rs->feed_id, &layout);
-	cfeed_check_layout(rs->feed_id, &layout);
-	check_children(rs, &layout);
-	spi_level = cfeed_spi_connect();
-	moves = must_move(rs, &layout);
-	cfeed_spi_finish(spi_level);
-	if (!moves)
+	if (!layout_moves(rs, &layout, &shards))
 		return;
-
 	lock_shards(rs);
-
 	/* the layout as committed: every writer by the old one is done */
-	cfeed_feed_layout(rs->feed_id, &layout);
-	cfeed_check_layout(rs->feed_id, &layout);
-	check_children(rs, &layout);
-	m = layout.count - layout.first_open;
-	shards = rs->one_each ? m : rs->shards;
-
-	spi_level = cfeed_spi_connect();
-	moves = must_move(rs, &layout);
-	if (moves)
-		write_layout(rs, &layout, shards);
-	cfeed_spi_finish(spi_level);
-	if (!moves)
+	if (!layout_moves(rs, &layout, &shards))
 		return;
 
+	spi_level = cfeed_spi_connect();
+	write_layout(rs, &layout, shards);
+	cfeed_spi_finish(spi_level);
+
+	m = layout.count - layout.first_open;
 	for (int32 i = 0; i < shards; i++)
 	{
 		Datum		values[2];
