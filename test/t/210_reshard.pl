@@ -376,8 +376,10 @@ is(join("\n", map { my $err = named_call_stderr($owner{$_}); $owner{$_}->result 
 	'', 'every owner ran until told to stop');
 check_consumer('consumer group',
 	split /\n/, $node->safe_psql($db, 'SELECT change_id FROM processed ORDER BY id'));
-is($node->safe_psql($db, 'SELECT count(DISTINCT owner) FROM processed'), scalar(@OWNERS),
-	'every owner did some of the work');
+# (moved, the feed keeps 2 open shards for 3 owners: one may hold none of
+# them, and of the closed ones only what it took before they were consumed)
+cmp_ok($node->safe_psql($db, 'SELECT count(DISTINCT owner) FROM processed'), '>=',
+	$MOVES ? 2 : scalar(@OWNERS), 'every owner that could hold a shard did some of the work');
 
 # cfeed tail: every line printed once the head is reached.
 my $want_lines = $committed;
