@@ -41,7 +41,8 @@ OBJS = \
 	src/change_id.o \
 	src/dead_letters.o \
 	src/reshard.o \
-	src/splits.o
+	src/splits.o \
+	src/pending.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

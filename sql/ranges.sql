@@ -208,6 +208,9 @@ SELECT count(cfeed.publish(11, 0)) AS pending_range FROM generate_series(1, 2);
 SELECT cfeed.publish(12, 0) IS NOT NULL AS pending_row;
 UPDATE cfeed.sweep_mark SET system_identifier = 1 WHERE sweep_group = 2;
 SELECT pg_temp.err('SELECT * FROM cfeed.sweep(2)');
+-- cfeed.stats, read by every reader, does not raise: it counts by the
+-- group's highest mark of any cluster
+SELECT feed_id, shard, pending FROM cfeed.stats WHERE feed_id IN (11, 12) ORDER BY feed_id, shard;
 SELECT sweep_group, stamps, changes, unstamped_writers > 0 AS some_unstamped FROM cfeed.adopt_marks();
 SELECT * FROM cfeed.adopt_marks();
 SELECT feed_id, shard, change_count FROM cfeed.sweep(2) ORDER BY feed_id, shard;
@@ -462,6 +465,9 @@ SELECT change_count FROM cfeed.sweep(8);
 DELETE FROM cfeed.sweep_mark WHERE sweep_group = 8;
 SELECT cfeed.publish(40, 0) IS NOT NULL AS pending;
 SELECT pg_temp.err('SELECT * FROM cfeed.sweep(8)');
+-- meanwhile cfeed.stats counts every change of the group's range shards
+-- pending, as ended does (which are stamped is unknown), not none
+SELECT shard, pending FROM cfeed.stats WHERE feed_id = 40;
 SELECT sweep_group, stamps, changes, unstamped_writers > 0 AS some_unstamped FROM cfeed.adopt_marks();
 SELECT feed_id, shard, change_count FROM cfeed.sweep(8) ORDER BY feed_id, shard;
 SELECT count(*) AS changes, count(DISTINCT id) AS ids, min(n), max(n) FROM pg_temp.numbered(40, 0);

@@ -136,6 +136,14 @@ RESET ROLE;
 -- the owner sees it all
 SELECT feed_id, count(*) FROM cfeed.change GROUP BY 1 ORDER BY 1;
 SELECT count(*) AS owner_stats_rows FROM cfeed.stats;
+-- cfeed._pending(), which any role may call (cfeed.stats's pending),
+-- counts the pending changes of the feeds the caller may read only
+BEGIN;
+SELECT count(cfeed.publish(f, 0, 900 + f)) FROM generate_series(1, 2) f;
+SELECT feed_id, shard, pending FROM cfeed._pending() ORDER BY 1, 2;
+SET LOCAL ROLE regress_ra_order_reader;
+SELECT feed_id, shard, pending FROM cfeed._pending() ORDER BY 1, 2;
+ROLLBACK;
 
 -- granted feed 2 too, it reads feed 2, but not secrets' images (no SELECT
 -- on secrets): the tracked change is not in its feed, the change published

@@ -245,6 +245,7 @@ extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 /* ranges.c: storage in ranges */
 extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
 extern bool cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot);
+extern bool cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
 extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark,
 							 FullTransactionId prev);
 extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);

@@ -143,6 +143,31 @@ cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot)
 }
 
 /*
+ * mark_from_tuple
+ *		A sweep_mark row into *mark (xip palloc'd, sorted, below xmax).
+ */
+static void
+mark_from_tuple(HeapTuple tup, TupleDesc desc, CfeedMark *mark)
+{
+	bool		isnull;
+	Datum	   *elems;
+	int			nelems;
+	int			i;
+
+	mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
+	deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
+					  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+	mark->xip = palloc(sizeof(FullTransactionId) * Max(nelems, 1));
+	mark->nxip = 0;
+	/* xip holds xids below xmax only: each xid is probed once */
+	for (i = 0; i < nelems; i++)
+		if (FullTransactionIdPrecedes(DatumGetFullTransactionId(elems[i]), mark->xmax))
+			mark->xip[mark->nxip++] = DatumGetFullTransactionId(elems[i]);
+	cfeed_sort_fxids(mark->xip, &mark->nxip);
+}
+
+/*
  * cfeed_mark_load
  *		The latest mark of a sweep group as of the snapshot, into *mark
  *		(xip palloc'd, sorted, below xmax); false when the group has none
@@ -164,7 +189,6 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 {
 	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
 	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
-	TupleDesc	desc = RelationGetDescr(rel);
 	SysScanDesc scan;
 	ScanKeyData keys[2];
 	HeapTuple	tup;
@@ -180,25 +204,66 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 	tup = systable_getnext_ordered(scan, BackwardScanDirection);
 	found = HeapTupleIsValid(tup);
 	if (found && mark != NULL)
-	{
-		bool		isnull;
-		Datum	   *elems;
-		int			nelems;
-		int			i;
-
-		mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
-		deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
-						  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
-						  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
-		mark->xip = palloc(sizeof(FullTransactionId) * Max(nelems, 1));
-		mark->nxip = 0;
-		/* xip holds xids below xmax only: each xid is probed once */
-		for (i = 0; i < nelems; i++)
-			if (FullTransactionIdPrecedes(DatumGetFullTransactionId(elems[i]), mark->xmax))
-				mark->xip[mark->nxip++] = DatumGetFullTransactionId(elems[i]);
-		cfeed_sort_fxids(mark->xip, &mark->nxip);
-	}
+		mark_from_tuple(tup, RelationGetDescr(rel), mark);
 	systable_endscan_ordered(scan);
+	index_close(index, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * cfeed_mark_load_any
+ *		Like cfeed_mark_load, without refusing another cluster's marks: of
+ *		each cluster's latest mark of the group, the one of the highest
+ *		xmax (after pg_upgrade, until cfeed.adopt_marks(), the old
+ *		cluster's, whose xids the new one continues).  For cfeed.stats,
+ *		which every reader reads and which must not raise.  Each cluster's
+ *		latest is found as cfeed_mark_load finds this one's, from the end
+ *		of the key below the system identifier of the one before.
+ */
+bool
+cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
+{
+	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
+	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
+	TupleDesc	desc = RelationGetDescr(rel);
+	bool		found = false;
+	bool		first = true;
+	bool		more = true;
+	int64		below = 0;
+
+	while (more)
+	{
+		SysScanDesc scan;
+		ScanKeyData keys[2];
+		HeapTuple	tup;
+
+		CHECK_FOR_INTERRUPTS();
+		ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
+					F_INT4EQ, Int32GetDatum(sweep_group));
+		ScanKeyInit(&keys[1], Anum_mark_system_identifier, BTLessStrategyNumber,
+					F_INT8LT, Int64GetDatum(below));
+		scan = systable_beginscan_ordered(rel, index, snapshot, first ? 1 : 2, keys);
+		tup = systable_getnext_ordered(scan, BackwardScanDirection);
+		more = HeapTupleIsValid(tup);
+		if (more)
+		{
+			bool		isnull;
+			FullTransactionId xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax,
+																			desc, &isnull));
+
+			below = DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull));
+			first = false;
+			if (!found || FullTransactionIdFollows(xmax, mark->xmax))
+			{
+				if (found)
+					pfree(mark->xip);
+				mark_from_tuple(tup, desc, mark);
+				found = true;
+			}
+		}
+		systable_endscan_ordered(scan);
+	}
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;

@@ -1037,18 +1037,27 @@ CREATE TRIGGER stamp_truncated BEFORE TRUNCATE ON cfeed.stamp
 ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
 
 /*
- * cfeed.stats: a range shard's pending changes are those its group's mark
- * has not stamped (writer_xid at or above next_xid, or in running), found
- * through change_pending_idx; a row shard's, those without a number.  The
- * group's mark is its highest of any cluster (after pg_upgrade, before
- * adopt_marks, the old cluster's is the right one), found by a probe per
- * group and cluster (t/221_mark_held_horizon.pl).  A range change stays in
- * change_pending_idx (its row never gets a number), where a row shard's
- * pending changes are looked for: that scan runs only when some shard is
- * stored in rows, so that with every shard in ranges a read of the view
- * does not grow with every change the feeds hold (cfeed serve reads it at
- * every round of its streams).
+ * cfeed._pending (src/pending.c): each shard's changes committed and not
+ * stamped yet, found by direct index access whatever the table's
+ * statistics: a range shard's are those its group's mark has not stamped
+ * (writer_xid at or above next_xid, or in running; the group's mark is its
+ * highest of any cluster: after pg_upgrade, before adopt_marks, the old
+ * cluster's is the right one), a row shard's those without a number.  As a
+ * query, the probe of running became a sequential scan of cfeed.change per
+ * range shard once the statistics saw few writers (a bulk insert).  The walk
+ * of change_pending_idx for row shards, which also holds every range
+ * change, runs only when some shard is stored in rows, so that with every
+ * shard in ranges a read of the view does not grow with every change the
+ * feeds hold (cfeed serve reads it at every round of its streams).  Rows of
+ * the feeds the caller may read only: any role may call it.
  */
+CREATE FUNCTION cfeed._pending(OUT feed_id int, OUT shard int, OUT pending bigint,
+							   OUT oldest_written_at timestamptz)
+	RETURNS SETOF record
+	LANGUAGE c STABLE PARALLEL SAFE ROWS 10
+	AS 'MODULE_PATHNAME', 'cfeed_pending';
+COMMENT ON FUNCTION cfeed._pending() IS 'internal: each shard''s changes not stamped yet and the oldest one''s written_at (cfeed.stats), of the feeds the caller may read';
+
 CREATE OR REPLACE VIEW cfeed.stats AS
 	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
 		   s.last_change_sequence_number AS head, s.last_sweep_time,
@@ -1057,43 +1066,7 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 		   cfeed._retention_held_by(s.feed_id, s.shard) AS retention_held_by
 	FROM cfeed.shard s
 	JOIN cfeed.feed f ON f.feed_id OPERATOR(pg_catalog.=) s.feed_id
-	LEFT JOIN (SELECT c.feed_id, c.shard, pg_catalog.count(*) AS pending,
-					  pg_catalog.min(c.written_at) AS oldest_written_at
-			   FROM cfeed.change c
-			   JOIN cfeed.shard_config sc
-				 ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id AND sc.shard OPERATOR(pg_catalog.=) c.shard
-			   WHERE c.change_sequence_number IS NULL AND sc.storage OPERATOR(pg_catalog.=) 'rows'
-				 AND EXISTS (SELECT FROM cfeed.shard_config r WHERE r.storage OPERATOR(pg_catalog.=) 'rows')
-			   GROUP BY c.feed_id, c.shard
-			   UNION ALL
-			   SELECT c.feed_id, c.shard, pg_catalog.count(*), pg_catalog.min(c.written_at)
-			   FROM (WITH RECURSIVE latest AS (
-						 -- each (group, cluster)'s latest mark, from the key's
-						 -- end backward: a held horizon's dead marks of a key
-						 -- are below its latest, and never walked
-						 (SELECT k.sweep_group, k.system_identifier, k.next_xid, k.running
-						  FROM cfeed.sweep_mark k
-						  ORDER BY k.sweep_group DESC, k.system_identifier DESC, k.next_xid DESC LIMIT 1)
-						 UNION ALL
-						 SELECT n.sweep_group, n.system_identifier, n.next_xid, n.running
-						 FROM latest l CROSS JOIN LATERAL (
-							 SELECT k.sweep_group, k.system_identifier, k.next_xid, k.running
-							 FROM cfeed.sweep_mark k
-							 WHERE ROW(k.sweep_group, k.system_identifier)
-								   OPERATOR(pg_catalog.<) ROW(l.sweep_group, l.system_identifier)
-							 ORDER BY k.sweep_group DESC, k.system_identifier DESC, k.next_xid DESC LIMIT 1) n)
-					 SELECT DISTINCT ON (latest.sweep_group) latest.sweep_group, latest.next_xid, latest.running
-					 FROM latest ORDER BY latest.sweep_group, latest.next_xid DESC) m
-			   CROSS JOIN LATERAL (
-					SELECT x.feed_id, x.shard, x.written_at FROM cfeed.change x
-					WHERE x.writer_xid OPERATOR(pg_catalog.>=) m.next_xid AND x.change_sequence_number IS NULL
-					UNION ALL
-					SELECT x.feed_id, x.shard, x.written_at FROM cfeed.change x
-					WHERE x.writer_xid OPERATOR(pg_catalog.=) ANY (m.running) AND x.change_sequence_number IS NULL) c
-			   JOIN cfeed.shard_config sc
-				 ON sc.feed_id OPERATOR(pg_catalog.=) c.feed_id AND sc.shard OPERATOR(pg_catalog.=) c.shard
-			   WHERE sc.storage OPERATOR(pg_catalog.=) 'ranges' AND sc.sweep_group OPERATOR(pg_catalog.=) m.sweep_group
-			   GROUP BY c.feed_id, c.shard) p
+	LEFT JOIN cfeed._pending() p
 		   ON p.feed_id OPERATOR(pg_catalog.=) s.feed_id AND p.shard OPERATOR(pg_catalog.=) s.shard;
 ALTER VIEW cfeed.stats SET (security_barrier = true);
 
