@@ -17,10 +17,15 @@
  *	  a read of the view over 600,000 changes and 4 shards, where cfeed
  *	  serve reads it at every round of its all-shards streams.
  *
- *	  The range part costs the probes of each group's unstamped tail
- *	  (nothing once swept); the row part is a walk of all of
- *	  change_pending_idx, which also holds every range change, and runs
- *	  only when some shard is stored in rows.
+ *	  One walk of change_pending_idx serves both: from the lowest xmax of
+ *	  the range groups' marks on (the writers no sweep has seen yet), or
+ *	  all of it when a shard is stored in rows or a range group has no
+ *	  mark (every range change stays in the index); then one probe per xid
+ *	  of each group's xip.  With every shard in ranges a read costs the
+ *	  changes written since the oldest mark: nothing more once every group
+ *	  is swept, but all the changes written since a group last stamped one
+ *	  while it is idle (its mark is stored by the sweeps that stamp range
+ *	  changes only), as a sweep of that group reads them.
  *
  *	  Counts come from every change of the shard, also those whose row
  *	  image the caller may not read (as cfeed._shard_ended), and only for
@@ -54,26 +59,32 @@ typedef struct PendingKey
 	int32		shard;
 } PendingKey;
 
+/* A sweep group of range shards, and its mark (docs/design.md). */
+typedef struct PendingGroup
+{
+	int32		sweep_group;
+	bool		has_mark;		/* without one, none of its changes is stamped */
+	CfeedMark	mark;
+} PendingGroup;
+
 typedef struct PendingShard
 {
 	PendingKey	key;
-	int32		sweep_group;
-	bool		ranges;
+	PendingGroup *group;		/* NULL for a row shard */
 	int64		count;
 	TimestampTz oldest;
 } PendingShard;
 
 /*
  * load_shards
- *		Every shard of shard_config as of the snapshot into a new hash table;
- *		in *any_rows whether one is stored in rows, and the sweep groups of
- *		the range shards in *groups (a List of ints, each once).
+ *		Every shard of shard_config as of the snapshot into *shards, and the
+ *		sweep group of each range shard into *groups (with its mark), both
+ *		new hash tables; in *any_rows whether a shard is stored in rows.
  */
-static HTAB *
-load_shards(Snapshot snapshot, bool *any_rows, List **groups)
+static void
+load_shards(Snapshot snapshot, HTAB **shards, HTAB **groups, bool *any_rows)
 {
 	HASHCTL		ctl;
-	HTAB	   *shards;
 	Relation	rel = cfeed_table_open("shard_config", AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 	SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
@@ -82,9 +93,11 @@ load_shards(Snapshot snapshot, bool *any_rows, List **groups)
 	ctl.keysize = sizeof(PendingKey);
 	ctl.entrysize = sizeof(PendingShard);
 	ctl.hcxt = CurrentMemoryContext;
-	shards = hash_create("cfeed pending shards", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	*shards = hash_create("cfeed pending shards", 64, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	ctl.keysize = sizeof(int32);
+	ctl.entrysize = sizeof(PendingGroup);
+	*groups = hash_create("cfeed pending groups", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	*any_rows = false;
-	*groups = NIL;
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		PendingKey	key;
@@ -95,39 +108,63 @@ load_shards(Snapshot snapshot, bool *any_rows, List **groups)
 		CHECK_FOR_INTERRUPTS();
 		key.feed_id = DatumGetInt32(heap_getattr(tup, Anum_shard_feed_id, desc, &isnull));
 		key.shard = DatumGetInt32(heap_getattr(tup, Anum_shard_shard, desc, &isnull));
-		entry = hash_search(shards, &key, HASH_ENTER, NULL);
-		entry->sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group, desc, &isnull));
-		entry->ranges = cfeed_shard_column(desc, tup, Anum_shard_storage, "storage", &d) &&
-			strcmp(TextDatumGetCString(d), "ranges") == 0;
+		entry = hash_search(*shards, &key, HASH_ENTER, NULL);
+		entry->group = NULL;
 		entry->count = 0;
 		entry->oldest = DT_NOEND;
-		if (entry->ranges)
-			*groups = list_append_unique_int(*groups, entry->sweep_group);
+		if (cfeed_shard_column(desc, tup, Anum_shard_storage, "storage", &d) &&
+			strcmp(TextDatumGetCString(d), "ranges") == 0)
+		{
+			int32		sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group,
+																 desc, &isnull));
+			bool		found;
+
+			entry->group = hash_search(*groups, &sweep_group, HASH_ENTER, &found);
+			if (!found)
+				entry->group->has_mark = cfeed_mark_load_any(sweep_group, snapshot,
+															 &entry->group->mark);
+		}
 		else
 			*any_rows = true;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return shards;
+}
+
+/*
+ * unstamped
+ *		Whether a change of the shard written by writer (as found by
+ *		change_pending_idx, its row without a number) is not stamped: a row
+ *		shard's is not; a range shard's is not when its group has no mark,
+ *		or was written from the mark's xmax on (those of its xip are probed
+ *		apart, count_running).
+ */
+static bool
+unstamped(const PendingShard *entry, FullTransactionId writer)
+{
+	if (entry->group == NULL || !entry->group->has_mark)
+		return true;
+	return !FullTransactionIdPrecedes(writer, entry->group->mark.xmax);
 }
 
 /*
  * count_scan
- *		Count the changes without a number that change_pending_idx finds with
- *		the keys (none: all of it) and that belong to a range shard of the
- *		sweep group (ranges) or to a row shard (!ranges).
+ *		Count, per shard, the changes without a number that
+ *		change_pending_idx finds with the key (none: all of it) and that
+ *		match: those of a range shard of sweep group running_of written by
+ *		one of its xip (running_of not NULL), else those unstamped says are.
  */
 static void
-count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, bool ranges,
-		   int32 sweep_group, int nkeys, ScanKey keys)
+count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, int nkeys, ScanKey key,
+		   const PendingGroup *running_of)
 {
-	SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, nkeys, keys);
+	SysScanDesc scan = systable_beginscan(rel, pending, true, snapshot, nkeys, key);
 	TupleDesc	desc = RelationGetDescr(rel);
 	HeapTuple	tup;
 
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
-		PendingKey	key;
+		PendingKey	k;
 		PendingShard *entry;
 		bool		isnull;
 		TimestampTz written;
@@ -136,11 +173,14 @@ count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, bool rang
 		(void) heap_getattr(tup, Anum_change_sequence, desc, &isnull);
 		if (!isnull)
 			continue;
-		key.feed_id = DatumGetInt32(heap_getattr(tup, Anum_change_feed_id, desc, &isnull));
-		key.shard = DatumGetInt32(heap_getattr(tup, Anum_change_shard, desc, &isnull));
-		entry = hash_search(shards, &key, HASH_FIND, NULL);
-		if (entry == NULL || entry->ranges != ranges ||
-			(ranges && entry->sweep_group != sweep_group))
+		k.feed_id = DatumGetInt32(heap_getattr(tup, Anum_change_feed_id, desc, &isnull));
+		k.shard = DatumGetInt32(heap_getattr(tup, Anum_change_shard, desc, &isnull));
+		entry = hash_search(shards, &k, HASH_FIND, NULL);
+		if (entry == NULL)
+			continue;
+		if (running_of != NULL ? entry->group != running_of :
+			!unstamped(entry, DatumGetFullTransactionId(heap_getattr(tup, Anum_change_writer_xid,
+																	 desc, &isnull))))
 			continue;
 		written = DatumGetTimestampTz(heap_getattr(tup, Anum_change_written_at, desc, &isnull));
 		entry->count++;
@@ -151,34 +191,48 @@ count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, bool rang
 }
 
 /*
- * count_group
- *		Count the unstamped changes of the sweep group's range shards: those
- *		its mark points at, one scan of the writers from its xmax on and one
- *		probe per xid of its xip.  Without a mark (a row of cfeed.sweep_mark
- *		deleted by hand, which the group's sweeps refuse) none is stamped.
+ * count_pending
+ *		Count every shard's unstamped changes: one walk of
+ *		change_pending_idx, all of it when a shard is stored in rows or a
+ *		range group has no mark, else from the lowest xmax of the groups'
+ *		marks on (the writers no sweep has seen); then one probe per xid of
+ *		each group's xip.
  */
 static void
-count_group(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, int32 sweep_group)
+count_pending(Snapshot snapshot, HTAB *shards, HTAB *groups, bool any_rows)
 {
-	CfeedMark	mark;
+	Relation	rel = cfeed_table_open("change", AccessShareLock);
+	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+	HASH_SEQ_STATUS status;
+	PendingGroup *g;
+	bool		all = any_rows;
+	bool		tail = false;
+	FullTransactionId from = InvalidFullTransactionId;
 	ScanKeyData key;
-	int			i;
 
-	if (!cfeed_mark_load_any(sweep_group, snapshot, &mark))
+	hash_seq_init(&status, groups);
+	while ((g = hash_seq_search(&status)) != NULL)
 	{
-		count_scan(rel, pending, snapshot, shards, true, sweep_group, 0, NULL);
-		return;
+		all = all || !g->has_mark;
+		if (g->has_mark && (!tail || FullTransactionIdPrecedes(g->mark.xmax, from)))
+			from = g->mark.xmax;
+		tail = tail || g->has_mark;
 	}
 	ScanKeyInit(&key, Anum_change_writer_xid, BTGreaterEqualStrategyNumber, F_XID8GE,
-				FullTransactionIdGetDatum(mark.xmax));
-	count_scan(rel, pending, snapshot, shards, true, sweep_group, 1, &key);
-	for (i = 0; i < mark.nxip; i++)
-	{
-		ScanKeyInit(&key, Anum_change_writer_xid, BTEqualStrategyNumber, F_XID8EQ,
-					FullTransactionIdGetDatum(mark.xip[i]));
-		count_scan(rel, pending, snapshot, shards, true, sweep_group, 1, &key);
-	}
-	pfree(mark.xip);
+				FullTransactionIdGetDatum(from));
+	if (all || tail)
+		count_scan(rel, pending, snapshot, shards, all ? 0 : 1, &key, NULL);
+
+	hash_seq_init(&status, groups);
+	while ((g = hash_seq_search(&status)) != NULL)
+		for (int i = 0; g->has_mark && i < g->mark.nxip; i++)
+		{
+			ScanKeyInit(&key, Anum_change_writer_xid, BTEqualStrategyNumber, F_XID8EQ,
+						FullTransactionIdGetDatum(g->mark.xip[i]));
+			count_scan(rel, pending, snapshot, shards, 1, &key, g);
+		}
+	UnlockRelationOid(pending, AccessShareLock);
+	table_close(rel, AccessShareLock);
 }
 
 /*
@@ -194,24 +248,14 @@ cfeed_pending(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Snapshot	snapshot = GetActiveSnapshot();
 	bool		any_rows;
-	List	   *groups;
 	HTAB	   *shards;
-	Relation	rel;
-	Oid			pending;
-	ListCell   *lc;
+	HTAB	   *groups;
 	HASH_SEQ_STATUS status;
 	PendingShard *entry;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	shards = load_shards(snapshot, &any_rows, &groups);
-	rel = cfeed_table_open("change", AccessShareLock);
-	pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
-	foreach(lc, groups)
-		count_group(rel, pending, snapshot, shards, lfirst_int(lc));
-	if (any_rows)
-		count_scan(rel, pending, snapshot, shards, false, 0, 0, NULL);
-	UnlockRelationOid(pending, AccessShareLock);
-	table_close(rel, AccessShareLock);
+	load_shards(snapshot, &shards, &groups, &any_rows);
+	count_pending(snapshot, shards, groups, any_rows);
 
 	hash_seq_init(&status, shards);
 	while ((entry = hash_seq_search(&status)) != NULL)
@@ -228,5 +272,6 @@ cfeed_pending(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	hash_destroy(shards);
+	hash_destroy(groups);
 	return (Datum) 0;
 }

@@ -151,18 +151,22 @@ mark_from_tuple(HeapTuple tup, TupleDesc desc, CfeedMark *mark)
 {
 	bool		isnull;
 	Datum	   *elems;
+	bool	   *nulls;
 	int			nelems;
 	int			i;
 
 	mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
 	deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
 					  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &elems, NULL, &nelems);
+					  TYPALIGN_DOUBLE, &elems, &nulls, &nelems);
 	mark->xip = palloc(sizeof(FullTransactionId) * Max(nelems, 1));
 	mark->nxip = 0;
-	/* xip holds xids below xmax only: each xid is probed once */
+	/*
+	 * xip holds xids below xmax only: each xid is probed once (a null, which
+	 * only an edit by hand puts there, names no writer)
+	 */
 	for (i = 0; i < nelems; i++)
-		if (FullTransactionIdPrecedes(DatumGetFullTransactionId(elems[i]), mark->xmax))
+		if (!nulls[i] && FullTransactionIdPrecedes(DatumGetFullTransactionId(elems[i]), mark->xmax))
 			mark->xip[mark->nxip++] = DatumGetFullTransactionId(elems[i]);
 	cfeed_sort_fxids(mark->xip, &mark->nxip);
 }

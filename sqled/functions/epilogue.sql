@@ -423,6 +423,24 @@ COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start 
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
 
 /*
+ * The pending changes of each shard of the feeds the current user may
+ * read, counted below the read policy (a change whose row image the caller
+ * may not read counts too, as in the C extension), for cfeed._pending
+ * (cfeed.stats): every shard of the SQL edition is stored in rows.  A
+ * security barrier: a caller's own condition sees no other feed's counts.
+ */
+CREATE VIEW cfeed._sqled_unstamped WITH (security_barrier = true) AS
+	SELECT p.feed_id, p.shard, p.pending, p.oldest_written_at
+	FROM (SELECT c.feed_id, c.shard, pg_catalog.count(*) AS pending,
+				 pg_catalog.min(c.written_at) AS oldest_written_at
+		  FROM cfeed.change c
+		  WHERE c.change_sequence_number IS NULL
+		  GROUP BY c.feed_id, c.shard) p
+	WHERE cfeed._may_read(p.feed_id);
+COMMENT ON VIEW cfeed._sqled_unstamped IS 'internal (SQL edition): each shard''s changes not stamped yet and the oldest one''s written_at, of the feeds the current user may read';
+GRANT SELECT ON cfeed._sqled_unstamped TO PUBLIC;
+
+/*
  * Calls as the owner, checked as the caller: cfeed.fail and
  * cfeed.resolve_dead_letter (src/dead_letters.c) check what the caller may
  * do (a read grant on the feed and a privilege on a table of cfeed), then

@@ -202,6 +202,20 @@ SELECT count(*) AS shards FROM cfeed.shard;
 SELECT pg_temp.err($$SELECT cfeed.publish(1, 0)$$);
 RESET ROLE;
 
+-- pending changes (cfeed.stats's pending, cfeed._pending): counted below
+-- the read policy, for the feeds the caller may read only
+BEGIN;
+SELECT count(cfeed.publish(f, 0, 900 + f)) FROM generate_series(1, 2) f;
+GRANT SELECT ON cfeed.stats TO sqled_reader;
+SELECT feed_id, shard, pending FROM cfeed.stats WHERE pending > 0 ORDER BY 1, 2;
+SET LOCAL ROLE sqled_reader;
+SELECT feed_id, shard, pending FROM cfeed.stats WHERE pending > 0 ORDER BY 1, 2;
+SELECT feed_id, shard, pending FROM cfeed._pending() ORDER BY 1, 2;
+SELECT count(*) AS feed2_unstamped FROM cfeed._sqled_unstamped WHERE feed_id = 2;
+SET LOCAL ROLE sqled_nobody;
+SELECT count(*) AS nobody_pending FROM cfeed._pending();
+ROLLBACK;
+
 -- resharding (sql/reshard.sql runs on the SQL edition too, with these
 -- differences): the feed's shards lock is the advisory lock (1667655013,
 -- feed_id), shared by a writer and by shard_for where it can write

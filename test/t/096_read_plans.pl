@@ -299,5 +299,16 @@ cmp_ok($after - $before, '<', 100,
 	'bulk writes: cfeed.stats read a few rows of cfeed.change, not the table (' . ($after - $before) . ')');
 $node->safe_psql('k', 'SELECT count(*) FROM cfeed.sweep()');
 is($node->safe_psql('k', 'SELECT sum(pending) FROM cfeed.stats'), '0', 'bulk writes: none pending once swept');
+# Two sweep groups, one walk: each range change is counted by its own
+# group's mark (feed 2 in group 1, its first change stamped).
+$node->safe_psql('k', q{SET cfeed.default_storage = ranges;
+	SELECT cfeed.create_feed('g1', 1, sweep_group => 1);
+	SELECT cfeed.publish(2, 0); SELECT count(*) FROM cfeed.sweep(1);
+	SELECT cfeed.publish(2, 0); SELECT cfeed.publish(2, 0); SELECT cfeed.publish(1, 3);});
+is($node->safe_psql('k', q{SELECT string_agg(feed_id || '.' || shard || ':' || pending, ',' ORDER BY feed_id, shard)
+	FROM cfeed.stats}), '1.0:0,1.1:0,1.2:0,1.3:1,2.0:2', 'two sweep groups: each change counted by its group\'s mark');
+$node->safe_psql('k', 'SELECT count(*) FROM cfeed.sweep(0)');
+is($node->safe_psql('k', q{SELECT string_agg(feed_id || '.' || shard || ':' || pending, ',' ORDER BY feed_id, shard)
+	FROM cfeed.stats WHERE pending > 0}), '2.0:2', 'two sweep groups: one swept, the other still pending');
 
 done_testing();
