@@ -390,60 +390,77 @@ mark_stamped(const CfeedMark *mark, FullTransactionId xid)
 }
 
 /*
- * ranges_pending_writer
- *		cfeed_shard_pending_writer for a range shard: every change of it
- *		stays in change_pending_idx, and those not stamped are the ones its
- *		group's mark (as of the snapshot, as the changes) points at: written
- *		by an xid from its xmax on, or in its xip (docs/design.md, "Storage
- *		in ranges").  The previous writer first, then the writers from xmax
- *		on (the recent ones), then those of xip, one probe each.  Without a
- *		mark (a row of cfeed.sweep_mark deleted by hand, which the group's
- *		sweeps refuse) no change of the shard is stamped.
+ * marked_pending_writer
+ *		Whether the shard has an unstamped change among those the mark of
+ *		its sweep group points at (docs/design.md, "Storage in ranges"):
+ *		written by an xid from its xmax on, or in its xip.  The previous
+ *		writer first, then the writers from xmax on (the recent ones), then
+ *		those of xip, one probe each.  Frees mark->xip.
  */
 static bool
-ranges_pending_writer(Relation rel, Oid pending, const CfeedShard *sh, Snapshot snapshot,
-					  FullTransactionId *writer)
+marked_pending_writer(Relation rel, Oid pending, const CfeedShard *sh, Snapshot snapshot,
+					  CfeedMark *mark, FullTransactionId *writer)
 {
-	CfeedMark	mark;
 	bool		found = false;
 	int			i;
 
-	if (!cfeed_mark_load(sh->sweep_group, snapshot, &mark))
-		return pending_scan(rel, pending, snapshot, sh->feed_id, sh->shard, 0, NULL, writer);
-	if (FullTransactionIdIsValid(*writer) && !mark_stamped(&mark, *writer))
+	if (FullTransactionIdIsValid(*writer) && !mark_stamped(mark, *writer))
 		found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
 							BTEqualStrategyNumber, *writer, writer);
 	if (!found)
 		found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
-							BTGreaterEqualStrategyNumber, mark.xmax, writer);
-	for (i = 0; !found && i < mark.nxip; i++)
+							BTGreaterEqualStrategyNumber, mark->xmax, writer);
+	for (i = 0; !found && i < mark->nxip; i++)
 		found = writer_scan(rel, pending, snapshot, sh->feed_id, sh->shard,
-							BTEqualStrategyNumber, mark.xip[i], writer);
-	pfree(mark.xip);
+							BTEqualStrategyNumber, mark->xip[i], writer);
+	pfree(mark->xip);
 	return found;
+}
+
+/*
+ * row_shard_mark
+ *		The mark that records which changes of a row shard are stamped: its
+ *		sweep group's, once the group has one (its first range shard made
+ *		it), whose sweeps then look for changes only where it points, those
+ *		of its row shards too (sweep.c; a row shard with unstamped changes
+ *		may not join a marked group).  False without one, and while the
+ *		group has another cluster's mark (its sweeps refuse until
+ *		cfeed.adopt_marks(): every change without a number is unstamped).
+ */
+static bool
+row_shard_mark(const CfeedShard *sh, Snapshot snapshot, CfeedMark *mark)
+{
+	return cfeed_schema_has(CFEED_SCHEMA_RANGES) &&
+		!cfeed_mark_foreign(sh->sweep_group, snapshot) &&
+		cfeed_mark_load(sh->sweep_group, snapshot, mark);
 }
 
 /*
  * cfeed_shard_pending_writer
  *		Whether cfeed.change holds an unstamped change of the shard as of the
- *		snapshot, and the writer of one in *writer (invalid when none).  For
- *		a row shard, change_pending_idx, whose entries are the backlog a
- *		sweep reads, is not ordered by shard: all of it may have to be
- *		looked at.  With a valid *writer (the one a previous call found),
- *		that writer's entries are probed first: while it still has a change
- *		of the shard pending, which is the common case for a caller that
- *		polls, the answer costs one probe.  A range shard's are found by its
- *		group's mark (ranges_pending_writer).
+ *		snapshot, and the writer of one in *writer (invalid when none).  A
+ *		shard whose sweep group has a mark (a range shard's always should)
+ *		is probed where the mark points (marked_pending_writer).  Else
+ *		change_pending_idx, whose entries are the backlog a sweep reads and
+ *		every change of a range shard, is not ordered by shard: all of it
+ *		may have to be looked at.  With a valid *writer (the one a previous
+ *		call found), that writer's entries are probed first: while it still
+ *		has a change of the shard pending, which is the common case for a
+ *		caller that polls, the answer costs one probe.  A range shard of a
+ *		group without a mark (a row of cfeed.sweep_mark deleted by hand,
+ *		which the group's sweeps refuse) has no change stamped.
  */
 bool
 cfeed_shard_pending_writer(const CfeedShard *sh, Snapshot snapshot, FullTransactionId *writer)
 {
 	Relation	rel = cfeed_table_open("change", AccessShareLock);
 	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
+	CfeedMark	mark;
 	bool		found = false;
 
-	if (sh->ranges)
-		found = ranges_pending_writer(rel, pending, sh, snapshot, writer);
+	if (sh->ranges ? cfeed_mark_load(sh->sweep_group, snapshot, &mark) :
+		row_shard_mark(sh, snapshot, &mark))
+		found = marked_pending_writer(rel, pending, sh, snapshot, &mark, writer);
 	else
 	{
 		if (FullTransactionIdIsValid(*writer))

@@ -236,6 +236,8 @@ typedef struct CfeedMark
 	FullTransactionId xmax;
 	int			nxip;
 	FullTransactionId *xip;		/* sorted, unique */
+	TransactionId stored_by;	/* the (sub)transaction that stored this
+								 * version of its row (its raw xmin) */
 } CfeedMark;
 extern void cfeed_sort_fxids(FullTransactionId *xids, int *n);
 extern void cfeed_watermark_adopt(CfeedGroupWatermark *gw, const CfeedMark *mark);
@@ -245,7 +247,8 @@ extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 /* ranges.c: storage in ranges */
 extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
 extern bool cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot);
-extern bool cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
+extern bool cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark,
+								bool *foreign);
 extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark,
 							 FullTransactionId prev);
 extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);

@@ -5,27 +5,33 @@
  *	  stamped yet, and the oldest one's written_at, for the view
  *	  cfeed.stats.
  *
- *	  A row shard's are the entries of change_pending_idx whose row has no
- *	  number.  A range shard's changes all stay in that index (their rows
- *	  are never updated), and its unstamped ones are those its group's mark
- *	  points at: written by an xid from the mark's xmax on, or by one of
- *	  its xip (docs/design.md, "Storage in ranges").  Both are found by
- *	  direct index access, so that the work does not hang on a plan: as a
- *	  query, the probe of xip (writer_xid = ANY (running)) was planned as a
- *	  sequential scan of cfeed.change for every range shard once the
- *	  table's statistics saw few writers (a backfill, a bulk insert): 0.4 s
- *	  a read of the view over 600,000 changes and 4 shards, where cfeed
- *	  serve reads it at every round of its all-shards streams.
+ *	  Once a sweep group has a mark (its first range shard made it), the
+ *	  mark records which of the group's changes are stamped, those of its
+ *	  row shards too: its sweeps look for changes only where the mark
+ *	  points (sweep.c), written by an xid from its xmax on or by one of its
+ *	  xip, and a row shard with unstamped changes may not join the group
+ *	  (cfeed._shard_config_storage).  So the unstamped changes of a shard
+ *	  of a marked group are the entries of change_pending_idx the mark
+ *	  points at whose row has no number (a range change's row never gets
+ *	  one); those of a shard of another group, every entry of its shard
+ *	  whose row has no number.  A database whose feeds moved to ranges
+ *	  (cfeed.set_storage) keeps their old row shards in the same groups,
+ *	  and pays no more for them.
  *
- *	  One walk of change_pending_idx serves both: from the lowest xmax of
- *	  the range groups' marks on (the writers no sweep has seen yet), or
- *	  all of it when a shard is stored in rows or a range group has no
- *	  mark (every range change stays in the index); then one probe per xid
- *	  of each group's xip.  With every shard in ranges a read costs the
- *	  changes written since the oldest mark: nothing more once every group
- *	  is swept, but all the changes written since a group last stamped one
- *	  while it is idle (its mark is stored by the sweeps that stamp range
- *	  changes only), as a sweep of that group reads them.
+ *	  Both are found by direct index access, so that the work does not
+ *	  hang on a plan: as a query, the probe of xip (writer_xid = ANY
+ *	  (running)) was planned as a sequential scan of cfeed.change for
+ *	  every range shard once the table's statistics saw few writers (a
+ *	  backfill, a bulk insert): 0.4 s a read of the view over 600,000
+ *	  changes and 4 shards, where cfeed serve reads it at every round of
+ *	  its all-shards streams.  One walk of change_pending_idx serves every
+ *	  group: from the lowest xmax of the marks on, or all of it when a
+ *	  shard's group has no mark (every range change stays in the index);
+ *	  then one probe per xid of each mark's xip.  With every group marked,
+ *	  a read costs the changes written since the oldest mark: nothing more
+ *	  once every group is swept, but all those written since a group last
+ *	  stamped a range change while it is idle (a mark is stored by the
+ *	  sweeps that stamp one), as a sweep of that group reads them.
  *
  *	  Counts come from every change of the shard, also those whose row
  *	  image the caller may not read (as cfeed._shard_ended), and only for
@@ -59,18 +65,21 @@ typedef struct PendingKey
 	int32		shard;
 } PendingKey;
 
-/* A sweep group of range shards, and its mark (docs/design.md). */
+/* A sweep group, and its mark (docs/design.md, "Storage in ranges"). */
 typedef struct PendingGroup
 {
 	int32		sweep_group;
-	bool		has_mark;		/* without one, none of its changes is stamped */
+	bool		has_mark;
+	bool		foreign;		/* one of its marks is another cluster's */
 	CfeedMark	mark;
 } PendingGroup;
 
 typedef struct PendingShard
 {
 	PendingKey	key;
-	PendingGroup *group;		/* NULL for a row shard */
+	PendingGroup *group;
+	bool		by_mark;		/* its unstamped changes are those the group's
+								 * mark points at */
 	int64		count;
 	TimestampTz oldest;
 } PendingShard;
@@ -78,11 +87,23 @@ typedef struct PendingShard
 /*
  * load_shards
  *		Every shard of shard_config as of the snapshot into *shards, and the
- *		sweep group of each range shard into *groups (with its mark), both
- *		new hash tables; in *any_rows whether a shard is stored in rows.
+ *		sweep group of each into *groups (with its mark), both new hash
+ *		tables; in *any_unmarked whether a shard's unstamped changes are
+ *		not known from a mark.
+ *
+ *		A group's mark, once it has one (its first range shard made it), is
+ *		the record of which of its changes are stamped, the changes of its
+ *		row shards too: its sweeps look for changes nowhere else (sweep.c),
+ *		and a row shard with unstamped changes may not join it (the guard of
+ *		cfeed.shard_config).  A range shard goes by its group's highest mark
+ *		of any cluster (cfeed_mark_load_any); a row shard by the mark only
+ *		while no other cluster's is there (the group's sweeps refuse then,
+ *		and its unstamped changes are those without a number); a shard of a
+ *		group without a mark by its changes without a number (a range
+ *		shard's: none is stamped).
  */
 static void
-load_shards(Snapshot snapshot, HTAB **shards, HTAB **groups, bool *any_rows)
+load_shards(Snapshot snapshot, HTAB **shards, HTAB **groups, bool *any_unmarked)
 {
 	HASHCTL		ctl;
 	Relation	rel = cfeed_table_open("shard_config", AccessShareLock);
@@ -97,35 +118,34 @@ load_shards(Snapshot snapshot, HTAB **shards, HTAB **groups, bool *any_rows)
 	ctl.keysize = sizeof(int32);
 	ctl.entrysize = sizeof(PendingGroup);
 	*groups = hash_create("cfeed pending groups", 16, &ctl, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	*any_rows = false;
+	*any_unmarked = false;
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		PendingKey	key;
 		PendingShard *entry;
+		PendingGroup *group;
+		int32		sweep_group;
 		bool		isnull;
+		bool		found;
+		bool		ranges;
 		Datum		d;
 
 		CHECK_FOR_INTERRUPTS();
 		key.feed_id = DatumGetInt32(heap_getattr(tup, Anum_shard_feed_id, desc, &isnull));
 		key.shard = DatumGetInt32(heap_getattr(tup, Anum_shard_shard, desc, &isnull));
+		sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group, desc, &isnull));
+		ranges = cfeed_shard_column(desc, tup, Anum_shard_storage, "storage", &d) &&
+			strcmp(TextDatumGetCString(d), "ranges") == 0;
+		group = hash_search(*groups, &sweep_group, HASH_ENTER, &found);
+		if (!found)
+			group->has_mark = cfeed_mark_load_any(sweep_group, snapshot, &group->mark,
+												  &group->foreign);
 		entry = hash_search(*shards, &key, HASH_ENTER, NULL);
-		entry->group = NULL;
+		entry->group = group;
+		entry->by_mark = group->has_mark && (ranges || !group->foreign);
 		entry->count = 0;
 		entry->oldest = DT_NOEND;
-		if (cfeed_shard_column(desc, tup, Anum_shard_storage, "storage", &d) &&
-			strcmp(TextDatumGetCString(d), "ranges") == 0)
-		{
-			int32		sweep_group = DatumGetInt32(heap_getattr(tup, Anum_shard_sweep_group,
-																 desc, &isnull));
-			bool		found;
-
-			entry->group = hash_search(*groups, &sweep_group, HASH_ENTER, &found);
-			if (!found)
-				entry->group->has_mark = cfeed_mark_load_any(sweep_group, snapshot,
-															 &entry->group->mark);
-		}
-		else
-			*any_rows = true;
+		*any_unmarked = *any_unmarked || !entry->by_mark;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -133,26 +153,24 @@ load_shards(Snapshot snapshot, HTAB **shards, HTAB **groups, bool *any_rows)
 
 /*
  * unstamped
- *		Whether a change of the shard written by writer (as found by
- *		change_pending_idx, its row without a number) is not stamped: a row
- *		shard's is not; a range shard's is not when its group has no mark,
- *		or was written from the mark's xmax on (those of its xip are probed
- *		apart, count_running).
+ *		Whether a change of the shard written by writer (found in
+ *		change_pending_idx, its row without a number) is not stamped: one
+ *		of a shard not known by a mark is not; else one written from the
+ *		mark's xmax on is not (those of its xip are probed apart).
  */
 static bool
 unstamped(const PendingShard *entry, FullTransactionId writer)
 {
-	if (entry->group == NULL || !entry->group->has_mark)
-		return true;
-	return !FullTransactionIdPrecedes(writer, entry->group->mark.xmax);
+	return !entry->by_mark || !FullTransactionIdPrecedes(writer, entry->group->mark.xmax);
 }
 
 /*
  * count_scan
  *		Count, per shard, the changes without a number that
  *		change_pending_idx finds with the key (none: all of it) and that
- *		match: those of a range shard of sweep group running_of written by
- *		one of its xip (running_of not NULL), else those unstamped says are.
+ *		match: those of a shard that goes by the mark of sweep group
+ *		running_of, written by one of its xip (running_of not NULL), else
+ *		those unstamped says are.
  */
 static void
 count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, int nkeys, ScanKey key,
@@ -178,7 +196,7 @@ count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, int nkeys
 		entry = hash_search(shards, &k, HASH_FIND, NULL);
 		if (entry == NULL)
 			continue;
-		if (running_of != NULL ? entry->group != running_of :
+		if (running_of != NULL ? entry->group != running_of || !entry->by_mark :
 			!unstamped(entry, DatumGetFullTransactionId(heap_getattr(tup, Anum_change_writer_xid,
 																	 desc, &isnull))))
 			continue;
@@ -193,19 +211,17 @@ count_scan(Relation rel, Oid pending, Snapshot snapshot, HTAB *shards, int nkeys
 /*
  * count_pending
  *		Count every shard's unstamped changes: one walk of
- *		change_pending_idx, all of it when a shard is stored in rows or a
- *		range group has no mark, else from the lowest xmax of the groups'
- *		marks on (the writers no sweep has seen); then one probe per xid of
- *		each group's xip.
+ *		change_pending_idx, all of it when a shard is not known by a mark,
+ *		else from the lowest xmax of the groups' marks on (the writers no
+ *		sweep has seen); then one probe per xid of each group's xip.
  */
 static void
-count_pending(Snapshot snapshot, HTAB *shards, HTAB *groups, bool any_rows)
+count_pending(Snapshot snapshot, HTAB *shards, HTAB *groups, bool any_unmarked)
 {
 	Relation	rel = cfeed_table_open("change", AccessShareLock);
 	Oid			pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
 	HASH_SEQ_STATUS status;
 	PendingGroup *g;
-	bool		all = any_rows;
 	bool		tail = false;
 	FullTransactionId from = InvalidFullTransactionId;
 	ScanKeyData key;
@@ -213,15 +229,14 @@ count_pending(Snapshot snapshot, HTAB *shards, HTAB *groups, bool any_rows)
 	hash_seq_init(&status, groups);
 	while ((g = hash_seq_search(&status)) != NULL)
 	{
-		all = all || !g->has_mark;
 		if (g->has_mark && (!tail || FullTransactionIdPrecedes(g->mark.xmax, from)))
 			from = g->mark.xmax;
 		tail = tail || g->has_mark;
 	}
 	ScanKeyInit(&key, Anum_change_writer_xid, BTGreaterEqualStrategyNumber, F_XID8GE,
 				FullTransactionIdGetDatum(from));
-	if (all || tail)
-		count_scan(rel, pending, snapshot, shards, all ? 0 : 1, &key, NULL);
+	if (any_unmarked || tail)
+		count_scan(rel, pending, snapshot, shards, any_unmarked ? 0 : 1, &key, NULL);
 
 	hash_seq_init(&status, groups);
 	while ((g = hash_seq_search(&status)) != NULL)
@@ -247,15 +262,15 @@ cfeed_pending(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	Snapshot	snapshot = GetActiveSnapshot();
-	bool		any_rows;
+	bool		any_unmarked;
 	HTAB	   *shards;
 	HTAB	   *groups;
 	HASH_SEQ_STATUS status;
 	PendingShard *entry;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	load_shards(snapshot, &shards, &groups, &any_rows);
-	count_pending(snapshot, shards, groups, any_rows);
+	load_shards(snapshot, &shards, &groups, &any_unmarked);
+	count_pending(snapshot, shards, groups, any_unmarked);
 
 	hash_seq_init(&status, shards);
 	while ((entry = hash_seq_search(&status)) != NULL)

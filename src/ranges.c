@@ -144,7 +144,10 @@ cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot)
 
 /*
  * mark_from_tuple
- *		A sweep_mark row into *mark (xip palloc'd, sorted, below xmax).
+ *		A sweep_mark row into *mark (xip palloc'd, sorted, below xmax), with
+ *		the xid that stored this version of it: a mark can be replaced under
+ *		the same next_xid (cfeed_mark_store), and a watermark tells the
+ *		version it descends from by both (watermark.c).
  */
 static void
 mark_from_tuple(HeapTuple tup, TupleDesc desc, CfeedMark *mark)
@@ -156,6 +159,7 @@ mark_from_tuple(HeapTuple tup, TupleDesc desc, CfeedMark *mark)
 	int			i;
 
 	mark->xmax = DatumGetFullTransactionId(heap_getattr(tup, Anum_mark_xmax, desc, &isnull));
+	mark->stored_by = HeapTupleHeaderGetRawXmin(tup->t_data);
 	deconstruct_array(DatumGetArrayTypeP(heap_getattr(tup, Anum_mark_xip, desc, &isnull)),
 					  XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
 					  TYPALIGN_DOUBLE, &elems, &nulls, &nelems);
@@ -220,13 +224,14 @@ cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
  *		Like cfeed_mark_load, without refusing another cluster's marks: of
  *		each cluster's latest mark of the group, the one of the highest
  *		xmax (after pg_upgrade, until cfeed.adopt_marks(), the old
- *		cluster's, whose xids the new one continues).  For cfeed.stats,
- *		which every reader reads and which must not raise.  Each cluster's
- *		latest is found as cfeed_mark_load finds this one's, from the end
- *		of the key below the system identifier of the one before.
+ *		cluster's, whose xids the new one continues); *foreign says whether
+ *		one of them is another cluster's.  For cfeed.stats, which every
+ *		reader reads and which must not raise.  Each cluster's latest is
+ *		found as cfeed_mark_load finds this one's, from the end of the key
+ *		below the system identifier of the one before.
  */
 bool
-cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
+cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark, bool *foreign)
 {
 	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
 	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
@@ -236,6 +241,7 @@ cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 	bool		more = true;
 	int64		below = 0;
 
+	*foreign = false;
 	while (more)
 	{
 		SysScanDesc scan;
@@ -257,6 +263,7 @@ cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
 																			desc, &isnull));
 
 			below = DatumGetInt64(heap_getattr(tup, Anum_mark_system_identifier, desc, &isnull));
+			*foreign = *foreign || below != (int64) GetSystemIdentifier();
 			first = false;
 			if (!found || FullTransactionIdFollows(xmax, mark->xmax))
 			{

@@ -4,8 +4,7 @@
  *	  cfeed._read_to_end: whether a cursor has read a closed shard to its
  *	  end, for cfeed._consumed (consumer groups across splits,
  *	  docs/consumer-groups.md "Splits"); cfeed._shard_ended: whether a
- *	  closed shard has ended, the view cfeed.shard's ended of a shard
- *	  stored in ranges.
+ *	  closed shard has ended, the view cfeed.shard's ended.
  *
  *	  The answer depends on every change of the shard, also those the
  *	  caller may not read (the read policy of cfeed.change hides the
@@ -21,16 +20,20 @@
  *	  the changes they name; not "the cursor is at the head": the head may
  *	  be a number whose change was deleted, which no member can read and
  *	  checkpoint), and only then the scan of the unstamped changes
- *	  (change_pending_idx, not ordered by shard; a range shard's, those its
- *	  group's mark points at), all in the statement's snapshot.
+ *	  (change_pending_idx, not ordered by shard; where the shard's group
+ *	  has a mark, those it points at), all in the statement's snapshot.
  *
- *	  ended is that last scan alone, in C for a range shard: its group's
- *	  mark is found as a sweep finds it (the latest of this cluster,
- *	  backward in sweep_mark_pkey: not through the dead versions a held
- *	  xmin horizon keeps), and another cluster's mark, which the sweep and
- *	  read() refuse (55000), makes the answer false rather than an error
- *	  for the view's readers: which of the shard's changes are stamped is
- *	  unknown until cfeed.adopt_marks(), and a reader must not go past it.
+ *	  ended is that last scan alone, for the view cfeed.shard: where the
+ *	  shard's sweep group has a mark, a few probes where it points (the
+ *	  mark records which of the group's changes are stamped, those of its
+ *	  row shards too: catalog.c), found as a sweep finds it (the latest of
+ *	  this cluster, backward in sweep_mark_pkey: not through the dead
+ *	  versions a held xmin horizon keeps).  Another cluster's mark, which
+ *	  the sweep and read() refuse (55000), makes a range shard's answer
+ *	  false rather than an error for the view's readers: which of its
+ *	  changes are stamped is unknown until cfeed.adopt_marks(), and a
+ *	  reader must not go past it; a row shard's changes without a number
+ *	  are then its unstamped ones.
  *
  *-------------------------------------------------------------------------
  */

@@ -67,9 +67,13 @@
 #define WATERMARK_MAX_XIDS			4096
 
 /*
- * An xid watermark: look at writer_xid in xip[] or >= xmax.  version: the
- * next_xid of the group's stored mark it descends from (ranges.c), else
- * invalid.
+ * An xid watermark: look at writer_xid in xip[] or >= xmax.  version and
+ * version_by: the next_xid of the group's stored mark it descends from
+ * (ranges.c), else invalid, and the xid that stored that version of the
+ * mark's row.  Both, since a mark can be replaced under the same next_xid
+ * (cfeed_mark_store: a sweep whose snapshot has the xmax of the mark before
+ * it, when no xid above it completed since, as after cfeed.adopt_marks()
+ * made in a transaction whose xid is below one that committed before).
  */
 typedef struct Watermark
 {
@@ -77,6 +81,7 @@ typedef struct Watermark
 	int			nxip;
 	FullTransactionId *xip;		/* sorted */
 	FullTransactionId version;
+	TransactionId version_by;
 } Watermark;
 
 /* Per sweep group: the committed watermark and one awaiting commit. */
@@ -104,6 +109,7 @@ watermark_copy(Watermark *dst, const Watermark *src)
 		pfree(dst->xip);
 	dst->xmax = src->xmax;
 	dst->version = src->version;
+	dst->version_by = src->version_by;
 	dst->nxip = src->nxip;
 	dst->xip = NULL;
 	if (src->nxip > 0)
@@ -290,9 +296,13 @@ cfeed_sort_fxids(FullTransactionId *xids, int *n)
  * cfeed_watermark_adopt
  *		A sweep group with range shards: its stored mark (ranges.c), read
  *		by this sweep, becomes its committed watermark, exactly, unless the
- *		committed one descends from that same mark (no sweep has stored a
- *		mark since this backend read it): then it is the newer of the two,
- *		and as exact, since the sweeps it came from stamped no range change.
+ *		committed one descends from that same mark, the same version of its
+ *		row (no sweep has stored a mark since this backend read it): then
+ *		it is the newer of the two, and as exact, since the sweeps it came
+ *		from stamped no range change.  By next_xid alone, a mark another
+ *		backend stored in place of that one, with the same next_xid and the
+ *		writers it stamped gone from running, was taken for it, and those
+ *		writers' range changes were stamped again (isolation test ranges).
  */
 void
 cfeed_watermark_adopt(CfeedGroupWatermark *gw, const CfeedMark *mark)
@@ -300,10 +310,12 @@ cfeed_watermark_adopt(CfeedGroupWatermark *gw, const CfeedMark *mark)
 	Watermark	w;
 
 	Assert(cfeed_sweep_lock_held(gw->sweep_group));
-	if (gw->valid && FullTransactionIdEquals(gw->committed.version, mark->xmax))
+	if (gw->valid && FullTransactionIdEquals(gw->committed.version, mark->xmax) &&
+		TransactionIdEquals(gw->committed.version_by, mark->stored_by))
 		return;
 	w.xmax = mark->xmax;
 	w.version = mark->xmax;
+	w.version_by = mark->stored_by;
 	w.nxip = mark->nxip;
 	w.xip = mark->xip;
 	watermark_copy(&gw->committed, &w);
@@ -340,6 +352,8 @@ cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark)
 	mark->nxip = gw->proposed.nxip;
 	mark->xip = gw->proposed.xip;
 	gw->proposed.version = gw->proposed.xmax;
+	/* the caller stores it next, in this (sub)transaction */
+	gw->proposed.version_by = GetCurrentTransactionId();
 }
 
 /*
@@ -418,6 +432,7 @@ cfeed_watermark_propose(CfeedGroupWatermark *gw, Snapshot snapshot,
 	w.nxip = nxip;
 	w.xip = xip;
 	w.version = gw->valid ? gw->committed.version : InvalidFullTransactionId;
+	w.version_by = gw->valid ? gw->committed.version_by : InvalidTransactionId;
 	watermark_copy(&gw->proposed, &w);
 	gw->proposed_valid = true;
 	gw->proposed_subid = GetCurrentSubTransactionId();

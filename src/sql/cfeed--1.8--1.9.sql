@@ -174,10 +174,13 @@ SELECT pg_catalog.pg_extension_config_dump('cfeed.sweep_mark', '');
 REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
 
 /*
- * cfeed._shard_ended (src/splits.c): ended of a closed shard stored in
- * ranges.  Its unstamped changes are those its group's mark points at
- * (written by an xid from next_xid on, or in running), as cfeed.stats
- * counts them: every change of it stays without a number.  The mark is
+ * cfeed._shard_ended (src/splits.c): ended of a closed shard (the view
+ * cfeed.shard's).  Its unstamped changes are those its group's mark
+ * points at (written by an xid from next_xid on, or in running), as
+ * cfeed.stats counts them: every change of a range shard stays without a
+ * number, and the mark is the record of a row shard's in the same group
+ * too (its sweeps look nowhere else); a row shard of a group without a
+ * mark, or with another cluster's, has those without a number.  The mark is
  * the group's latest of this cluster, found as a sweep finds it (backward
  * in sweep_mark_pkey: not through the dead version each sweep leaves
  * under a held xmin horizon); while the group has a mark of another
@@ -190,7 +193,7 @@ REVOKE ALL ON cfeed.sweep_mark FROM PUBLIC;
 CREATE FUNCTION cfeed._shard_ended(feed_id int, shard int) RETURNS bool
 	LANGUAGE c STABLE STRICT PARALLEL SAFE
 	AS 'MODULE_PATHNAME', 'cfeed_shard_ended';
-COMMENT ON FUNCTION cfeed._shard_ended(int, int) IS 'internal: the shard is closed and has nothing unstamped left, false while its group has another cluster''s mark (null for a feed the caller may not read)';
+COMMENT ON FUNCTION cfeed._shard_ended(int, int) IS 'internal: the shard is closed and has nothing unstamped left, false for a range shard while its group has another cluster''s mark (null for a feed the caller may not read)';
 
 /*
  * The view gains parent, closed, ended and storage at the end (CREATE OR
@@ -198,11 +201,12 @@ COMMENT ON FUNCTION cfeed._shard_ended(int, int) IS 'internal: the shard is clos
  * options, so security_barrier is set again).  ended is evaluated for a
  * closed shard only: the pending changes of a closed shard can only
  * become fewer, and no others come.  A range shard's head is its last
- * stamp's last number, and whether it has ended is cfeed._shard_ended's.
- * A row shard's unstamped changes are those without a number, looked
- * for here (the same scan of change_pending_idx as cfeed._shard_ended's,
- * without its second lookup of the shard; and the SQL edition, whose
- * shards are all stored in rows, answers it without a call).
+ * stamp's last number.  Whether a closed shard has ended is
+ * cfeed._shard_ended's, a row shard's too: in a sweep group with a mark
+ * (a feed moved to ranges by cfeed.set_storage keeps its old row shards in
+ * their groups, beside their range children) the mark says which of its
+ * changes can still be unstamped, a few probes where a query would walk
+ * every entry of change_pending_idx, which holds every range change.
  */
 CREATE OR REPLACE VIEW cfeed.shard AS
 SELECT * FROM (
@@ -214,11 +218,6 @@ SELECT * FROM (
 		   s.parent,
 		   s.closed,
 		   CASE WHEN NOT s.closed THEN false
-				WHEN s.storage OPERATOR(pg_catalog.=) 'rows' THEN NOT EXISTS (
-				SELECT FROM cfeed.change p
-				WHERE p.feed_id OPERATOR(pg_catalog.=) s.feed_id
-				  AND p.shard OPERATOR(pg_catalog.=) s.shard
-				  AND p.change_sequence_number IS NULL)
 				ELSE cfeed._shard_ended(s.feed_id, s.shard)
 			   END AS ended,
 		   s.storage
