@@ -151,6 +151,23 @@ SELECT pg_temp.err($$SELECT cfeed.grant_read(1, 987654321::oid::regrole)$$) AS g
 SELECT cfeed.grant_read(2, 0::regrole) AS public_still_works;
 SELECT grantee, feed_id FROM cfeed.read_grant ORDER BY 2, 1;
 
+/*
+ * History set back to null is written anew by the updating transaction (its
+ * writer_xid; stamped_at null): a sweep looks only at writers that had not
+ * finished at the last sweep (this session's watermark), so with the
+ * backfill's writer_xid it stayed unnumbered (seen failing: 0 stamped, n
+ * null).
+ */
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)
+VALUES (2, 0, nextval('cfeed.change_id'), 7);
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY 1, 2;
+UPDATE cfeed.change SET change_sequence_number = NULL
+WHERE feed_id = 2 AND shard = 0 AND change_sequence_number = 7
+RETURNING writer_xid = pg_current_xact_id() AS written_anew, stamped_at IS NULL AS unstamped;
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY 1, 2;
+SELECT change_sequence_number - 2000000000000000 AS n, stamped_at IS NOT NULL AS stamped
+FROM cfeed.change WHERE feed_id = 2 AND shard = 0;
+
 DROP TABLE public.num_items;
 REVOKE CREATE ON SCHEMA public FROM regress_num_owner;
 DROP EXTENSION cfeed;

@@ -403,6 +403,29 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 }
 
 /*
+ * history_unnumbered
+ *		A history change whose number is set back to null is written anew
+ *		by the updating transaction, as by an INSERT: its writer_xid becomes
+ *		this transaction's and its stamped_at null.  The sweeps of its group
+ *		look only at the writers that had not finished at the last sweep
+ *		(its watermark, or its mark in a group with range shards): with its
+ *		old writer's xid no sweep would ever number it.  Not in replica
+ *		mode: logical replication's apply copies the publisher's row, whose
+ *		writer_xid its guard set (a later UPDATE finds the row by it, the
+ *		replica identity).
+ */
+static HeapTuple
+history_unnumbered(HeapTuple newtup, TupleDesc desc)
+{
+	int			cols[2] = {Anum_change_writer_xid, Anum_change_stamped_at};
+	Datum		values[2] = {FullTransactionIdGetDatum(GetTopFullTransactionId()), (Datum) 0};
+	bool		nulls[2] = {false, true};
+
+	cfeed_note_write();
+	return heap_modify_tuple_by_cols(newtup, desc, 2, cols, values, nulls);
+}
+
+/*
  * cfeed_change_stamp_guard
  *		BEFORE UPDATE OF feed_id, shard, change_sequence_number, stamped_at
  *		on cfeed.change, for rows already numbered (WHEN OLD's number is not
@@ -411,7 +434,7 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
  *		renumbering it would let the sweeper issue the number again, or
  *		collide with one it issues later (refused, 22023).  Backfilled
  *		history, numbered at or below its shard's start value, may be edited
- *		within the migration range.
+ *		within the migration range, or set back to null (history_unnumbered).
  */
 Datum
 cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
@@ -461,10 +484,12 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 
 	/* backfilled history: the new number must stay in the migration range */
 	number = DatumGetInt64(heap_getattr(newtup, Anum_change_sequence, desc, &new_null));
-	if (!new_null)
-		check_writer_number(DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &isnull)),
-							DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &isnull)),
-							number, false);
+	if (new_null)
+		PG_RETURN_POINTER(SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ?
+						  newtup : history_unnumbered(newtup, desc));
+	check_writer_number(DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &isnull)),
+						DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &isnull)),
+						number, false);
 	PG_RETURN_POINTER(newtup);
 }
 

@@ -3,7 +3,8 @@
  * change_sequence_number, stamped_at on cfeed.change, for rows already
  * numbered: a number the sweeper issued stays with its change where it
  * was stamped (22023); backfilled history may be edited within the
- * migration range.
+ * migration range, or set back to null: then it is written anew by this
+ * transaction (its writer_xid), as in src/guard.c.
  */
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
@@ -25,7 +26,15 @@ BEGIN
 				  DETAIL = 'Its number was issued by the sweeper; feed_id, shard, change_sequence_number and stamped_at of a stamped change are fixed.',
 				  HINT = 'Delete the change instead: its number is never issued again.';
 	END IF;
-	IF NEW.change_sequence_number IS NOT NULL THEN
+	IF NEW.change_sequence_number IS NULL THEN
+		-- history set back to null is written anew by this transaction: the
+		-- sweeps look only at writers not finished at the last sweep (not
+		-- in replica mode: the apply copies the publisher's row)
+		IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+			NEW.writer_xid := pg_catalog.pg_current_xact_id();
+			NEW.stamped_at := NULL;
+		END IF;
+	ELSE
 		PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number, false);
 	END IF;
 	RETURN NEW;

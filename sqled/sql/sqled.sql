@@ -133,6 +133,20 @@ SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = change_seq
 WHERE feed_id = 1 AND shard = 0 AND change_id = 10$$);
 SELECT pg_temp.err($$DELETE FROM cfeed.shard WHERE feed_id = 1 AND shard = 1$$);
 
+-- history set back to null is written anew by the updating transaction:
+-- this session's sweeps look only at writers not finished at its last one
+-- (seen failing: not numbered)
+SELECT cfeed.create_feed('history', 1, feed_id => 9);
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (9, 0, 90, 4);
+SELECT count(*) FROM cfeed.sweep();
+UPDATE cfeed.change SET change_sequence_number = NULL
+WHERE feed_id = 9 AND change_sequence_number = 4
+RETURNING writer_xid = pg_current_xact_id() AS written_anew;
+SELECT feed_id, shard, change_count FROM cfeed.sweep();
+SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(9, 0);
+DELETE FROM cfeed.change WHERE feed_id = 9;
+DELETE FROM cfeed.feed WHERE feed_id = 9;
+
 -- sweeping needs READ COMMITTED
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
