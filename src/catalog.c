@@ -431,8 +431,7 @@ static bool
 row_shard_mark(const CfeedShard *sh, Snapshot snapshot, CfeedMark *mark)
 {
 	return cfeed_schema_has(CFEED_SCHEMA_RANGES) &&
-		!cfeed_mark_foreign(sh->sweep_group, snapshot) &&
-		cfeed_mark_load(sh->sweep_group, snapshot, mark);
+		cfeed_mark_load_local(sh->sweep_group, snapshot, mark);
 }
 
 /*

@@ -246,6 +246,7 @@ extern void cfeed_watermark_proposal(CfeedGroupWatermark *gw, CfeedMark *mark);
 
 /* ranges.c: storage in ranges */
 extern bool cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
+extern bool cfeed_mark_load_local(int32 sweep_group, Snapshot snapshot, CfeedMark *mark);
 extern bool cfeed_mark_foreign(int32 sweep_group, Snapshot snapshot);
 extern bool cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark *mark,
 								bool *foreign);

@@ -176,13 +176,13 @@ mark_from_tuple(HeapTuple tup, TupleDesc desc, CfeedMark *mark)
 }
 
 /*
- * cfeed_mark_load
+ * mark_load
  *		The latest mark of a sweep group as of the snapshot, into *mark
  *		(xip palloc'd, sorted, below xmax); false when the group has none
- *		(no range shard).  No mark of the group may be another cluster's
- *		(foreign_mark).  With mark NULL, only that check: read() of a range
- *		shard makes it, since until cfeed.adopt_marks() the group's stamps
- *		name another cluster's writers.
+ *		(no range shard), or has another cluster's: refused with
+ *		refuse_foreign (foreign_mark).  With mark NULL, only that check:
+ *		read() of a range shard makes it, since until cfeed.adopt_marks()
+ *		the group's stamps name another cluster's writers.
  *
  *		Every sweep that stamps range changes stores a mark and deletes the
  *		one before it, so under a held xmin horizon the group's key holds
@@ -192,31 +192,58 @@ mark_from_tuple(HeapTuple tup, TupleDesc desc, CfeedMark *mark)
  *		cluster's latest is the first visible in backward next_xid order
  *		(marks' next_xids grow with the sweeps that store them).
  */
-bool
-cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
+static bool
+mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark, bool refuse_foreign)
 {
 	Relation	rel = cfeed_table_open("sweep_mark", AccessShareLock);
 	Relation	index = cfeed_index_open("sweep_mark_pkey", AccessShareLock);
-	SysScanDesc scan;
-	ScanKeyData keys[2];
-	HeapTuple	tup;
-	bool		found;
+	bool		found = false;
 
-	if (foreign_mark_visible(rel, index, snapshot, sweep_group))
+	if (!foreign_mark_visible(rel, index, snapshot, sweep_group))
+	{
+		SysScanDesc scan;
+		ScanKeyData keys[2];
+		HeapTuple	tup;
+
+		ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
+					F_INT4EQ, Int32GetDatum(sweep_group));
+		ScanKeyInit(&keys[1], Anum_mark_system_identifier, BTEqualStrategyNumber,
+					F_INT8EQ, Int64GetDatum((int64) GetSystemIdentifier()));
+		scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+		tup = systable_getnext_ordered(scan, BackwardScanDirection);
+		found = HeapTupleIsValid(tup);
+		if (found && mark != NULL)
+			mark_from_tuple(tup, RelationGetDescr(rel), mark);
+		systable_endscan_ordered(scan);
+	}
+	else if (refuse_foreign)
 		foreign_mark(sweep_group);
-	ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(sweep_group));
-	ScanKeyInit(&keys[1], Anum_mark_system_identifier, BTEqualStrategyNumber,
-				F_INT8EQ, Int64GetDatum((int64) GetSystemIdentifier()));
-	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
-	tup = systable_getnext_ordered(scan, BackwardScanDirection);
-	found = HeapTupleIsValid(tup);
-	if (found && mark != NULL)
-		mark_from_tuple(tup, RelationGetDescr(rel), mark);
-	systable_endscan_ordered(scan);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
+}
+
+/*
+ * cfeed_mark_load
+ *		The latest mark of a sweep group as of the snapshot (mark_load), and
+ *		another cluster's refused.
+ */
+bool
+cfeed_mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
+{
+	return mark_load(sweep_group, snapshot, mark, true);
+}
+
+/*
+ * cfeed_mark_load_local
+ *		The latest mark of a sweep group as of the snapshot (mark_load),
+ *		false while the group has another cluster's mark: for a caller that
+ *		must answer without raising until cfeed.adopt_marks() runs.
+ */
+bool
+cfeed_mark_load_local(int32 sweep_group, Snapshot snapshot, CfeedMark *mark)
+{
+	return mark_load(sweep_group, snapshot, mark, false);
 }
 
 /*
