@@ -22,12 +22,14 @@
 # A and C deliver the same number per second (62,500 with the defaults),
 # what the 2 cores can carry beside the database and the load client.
 # Usage: bash test/bench/serve.sh [clients] [seconds] [rate]
+# (env SMALL: the clients of phases A and B, 1,000 by default, for the
+# curve of commit -> delivered against the clients at one rate)
 . "$(dirname "$0")/lib.sh"
 CLIENTS=${1:-10000}
 SECS=${2:-10}
 RATE=${3:-1000}
 SHARDS=16
-SMALL=1000
+SMALL=${SMALL:-1000}
 LOW=$((RATE / 10))
 SSE_PCT=10
 THREADS=2
