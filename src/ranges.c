@@ -86,6 +86,27 @@ foreign_mark(int32 sweep_group)
 }
 
 /*
+ * cluster_marks_scan
+ *		An ordered scan of sweep_group's marks whose system identifier
+ *		compares with this cluster's by strategy (BTEqualStrategyNumber: this
+ *		cluster's; less, greater: others'), in next_xid order within each.
+ */
+static SysScanDesc
+cluster_marks_scan(Relation rel, Relation index, Snapshot snapshot, int32 sweep_group,
+				   StrategyNumber strategy)
+{
+	ScanKeyData keys[2];
+
+	ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(sweep_group));
+	ScanKeyInit(&keys[1], Anum_mark_system_identifier, strategy,
+				strategy == BTLessStrategyNumber ? F_INT8LT :
+				strategy == BTGreaterStrategyNumber ? F_INT8GT : F_INT8EQ,
+				Int64GetDatum((int64) GetSystemIdentifier()));
+	return systable_beginscan_ordered(rel, index, snapshot, 2, keys);
+}
+
+/*
  * foreign_mark_probe
  *		Whether the snapshot sees a mark of sweep_group whose system
  *		identifier is strictly below (strategy BTLessStrategyNumber) or
@@ -96,16 +117,9 @@ static bool
 foreign_mark_probe(Relation rel, Relation index, Snapshot snapshot, int32 sweep_group,
 				   StrategyNumber strategy)
 {
-	SysScanDesc scan;
-	ScanKeyData keys[2];
+	SysScanDesc scan = cluster_marks_scan(rel, index, snapshot, sweep_group, strategy);
 	bool		found;
 
-	ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
-				F_INT4EQ, Int32GetDatum(sweep_group));
-	ScanKeyInit(&keys[1], Anum_mark_system_identifier, strategy,
-				strategy == BTLessStrategyNumber ? F_INT8LT : F_INT8GT,
-				Int64GetDatum((int64) GetSystemIdentifier()));
-	scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
 	found = HeapTupleIsValid(systable_getnext_ordered(scan, ForwardScanDirection));
 	systable_endscan_ordered(scan);
 	return found;
@@ -201,16 +215,10 @@ mark_load(int32 sweep_group, Snapshot snapshot, CfeedMark *mark, bool refuse_for
 
 	if (!foreign_mark_visible(rel, index, snapshot, sweep_group))
 	{
-		SysScanDesc scan;
-		ScanKeyData keys[2];
-		HeapTuple	tup;
+		SysScanDesc scan = cluster_marks_scan(rel, index, snapshot, sweep_group,
+											  BTEqualStrategyNumber);
+		HeapTuple	tup = systable_getnext_ordered(scan, BackwardScanDirection);
 
-		ScanKeyInit(&keys[0], Anum_mark_sweep_group, BTEqualStrategyNumber,
-					F_INT4EQ, Int32GetDatum(sweep_group));
-		ScanKeyInit(&keys[1], Anum_mark_system_identifier, BTEqualStrategyNumber,
-					F_INT8EQ, Int64GetDatum((int64) GetSystemIdentifier()));
-		scan = systable_beginscan_ordered(rel, index, snapshot, 2, keys);
-		tup = systable_getnext_ordered(scan, BackwardScanDirection);
 		found = HeapTupleIsValid(tup);
 		if (found && mark != NULL)
 			mark_from_tuple(tup, RelationGetDescr(rel), mark);
