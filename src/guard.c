@@ -405,14 +405,15 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 /*
  * history_unnumbered
  *		A history change whose number is set back to null is written anew
- *		by the updating transaction, as by an INSERT: its writer_xid becomes
- *		this transaction's and its stamped_at null.  The sweeps of its group
- *		look only at the writers that had not finished at the last sweep
- *		(its watermark, or its mark in a group with range shards): with its
- *		old writer's xid no sweep would ever number it.  Not in replica
- *		mode: logical replication's apply copies the publisher's row, whose
- *		writer_xid its guard set (a later UPDATE finds the row by it, the
- *		replica identity).
+ *		by the updating transaction, as by an INSERT: its shard is checked
+ *		as an INSERT's (check_shard: 23503, and 55000 for a closed shard,
+ *		whose readers and consumer groups have gone on to its children),
+ *		its writer_xid becomes this transaction's and its stamped_at null.
+ *		The sweeps of its group look only at the writers that had not
+ *		finished at the last sweep (its watermark, or its mark in a group
+ *		with range shards): with its old writer's xid no sweep would ever
+ *		number it.  In replica mode too, as change_guard gives an unnumbered
+ *		row the apply's xid.
  */
 static HeapTuple
 history_unnumbered(HeapTuple newtup, TupleDesc desc)
@@ -420,7 +421,14 @@ history_unnumbered(HeapTuple newtup, TupleDesc desc)
 	int			cols[2] = {Anum_change_writer_xid, Anum_change_stamped_at};
 	Datum		values[2] = {FullTransactionIdGetDatum(GetTopFullTransactionId()), (Datum) 0};
 	bool		nulls[2] = {false, true};
+	bool		feed_null;
+	bool		shard_null;
+	int32		feed_id = DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &feed_null));
+	int32		shard = DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &shard_null));
 
+	/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
+	if (!feed_null && !shard_null)
+		check_shard(feed_id, shard, false);
 	cfeed_note_write();
 	return heap_modify_tuple_by_cols(newtup, desc, 2, cols, values, nulls);
 }
@@ -485,8 +493,7 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 	/* backfilled history: the new number must stay in the migration range */
 	number = DatumGetInt64(heap_getattr(newtup, Anum_change_sequence, desc, &new_null));
 	if (new_null)
-		PG_RETURN_POINTER(SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ?
-						  newtup : history_unnumbered(newtup, desc));
+		PG_RETURN_POINTER(history_unnumbered(newtup, desc));
 	check_writer_number(DatumGetInt32(heap_getattr(newtup, Anum_change_feed_id, desc, &isnull)),
 						DatumGetInt32(heap_getattr(newtup, Anum_change_shard, desc, &isnull)),
 						number, false);
@@ -500,8 +507,9 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
  *		check of an UPDATE, and like it enabled in origin mode only):
  *		the new shard must exist (23503), checked as an INSERT's
  *		(cfeed_shard_check: the new feed's shards lock in share mode).  A
- *		pending change moved is as good as a new one; a stamped one is also
- *		refused by change_stamp_guard, which fires after this.
+ *		pending change may move within its sweep group only
+ *		(change_stamped_keys_guard, after this); a stamped one is refused by
+ *		change_stamp_guard, which fires after this too.
  */
 Datum
 cfeed_change_shard_guard(PG_FUNCTION_ARGS)

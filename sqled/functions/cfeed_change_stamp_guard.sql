@@ -4,7 +4,8 @@
  * numbered: a number the sweeper issued stays with its change where it
  * was stamped (22023); backfilled history may be edited within the
  * migration range, or set back to null: then it is written anew by this
- * transaction (its writer_xid), as in src/guard.c.
+ * transaction (its shard checked as an INSERT's, its writer_xid), as in
+ * src/guard.c.
  */
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
@@ -27,13 +28,16 @@ BEGIN
 				  HINT = 'Delete the change instead: its number is never issued again.';
 	END IF;
 	IF NEW.change_sequence_number IS NULL THEN
-		-- history set back to null is written anew by this transaction: the
-		-- sweeps look only at writers not finished at the last sweep (not
-		-- in replica mode: the apply copies the publisher's row)
-		IF pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
-			NEW.writer_xid := pg_catalog.pg_current_xact_id();
-			NEW.stamped_at := NULL;
+		-- history set back to null is written anew by this transaction, in
+		-- a shard an INSERT may write (23503, 55000 closed; not in replica
+		-- mode): the sweeps look only at writers not finished at the last
+		-- sweep
+		IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL
+		   AND pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+			PERFORM cfeed._sqled_shard_start(NEW.feed_id, NEW.shard);
 		END IF;
+		NEW.writer_xid := pg_catalog.pg_current_xact_id();
+		NEW.stamped_at := NULL;
 	ELSE
 		PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number, false);
 	END IF;

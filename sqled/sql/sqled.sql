@@ -144,8 +144,19 @@ WHERE feed_id = 9 AND change_sequence_number = 4
 RETURNING writer_xid = pg_current_xact_id() AS written_anew;
 SELECT feed_id, shard, change_count FROM cfeed.sweep();
 SELECT change_id, change_sequence_number - 2000000000000000 AS n FROM cfeed.read(9, 0);
-DELETE FROM cfeed.change WHERE feed_id = 9;
-DELETE FROM cfeed.feed WHERE feed_id = 9;
+-- not in a closed shard (55000, as an INSERT); an unnumbered change moves
+-- within its sweep group only (0A000: the other group's sweeps may have
+-- passed its writer over)
+SELECT cfeed.create_feed('history-other-group', 1, feed_id => 10, sweep_group => 3);
+SELECT cfeed.publish(9, 0, 91) AS pending;
+SELECT pg_temp.err($$UPDATE cfeed.change SET feed_id = 10 WHERE change_id = 91$$) AS to_another_group;
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number) VALUES (9, 0, 92, 3);
+SELECT count(*) AS children FROM cfeed.reshard(9, 2);
+SELECT pg_temp.err($$UPDATE cfeed.change SET shard = 1 WHERE change_id = 91$$) AS within_its_group,
+	   pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = NULL WHERE change_id = 92$$) AS closed_shard;
+SELECT shard, change_count FROM cfeed.sweep() WHERE feed_id = 9;
+DELETE FROM cfeed.change WHERE feed_id IN (9, 10);
+DELETE FROM cfeed.feed WHERE feed_id IN (9, 10);
 
 -- sweeping needs READ COMMITTED
 BEGIN ISOLATION LEVEL REPEATABLE READ;

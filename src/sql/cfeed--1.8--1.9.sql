@@ -893,8 +893,10 @@ COMMENT ON FUNCTION cfeed.adopt_marks() IS 'makes the stamps and marks of sweep 
  * stamped: an UPDATE of those columns of an unnumbered change would lose a
  * stamped change or stamp it again.  So a change of a range shard keeps
  * them, a change cannot move into a range shard, no unnumbered change's
- * writer_xid changes, and one moving into a sweep group with a mark stays
- * in its own group (the mark would not point at its writer).  (Even an
+ * writer_xid changes, and an unnumbered change stays in its sweep group:
+ * the other group's sweeps look only at the writers not finished at their
+ * last sweep (its mark, or each backend's watermark in a group of row
+ * shards), which may have passed its writer over for good.  (Even an
  * unstamped range change may not move: a sweep stamping it at that moment
  * names its old shard, and no row lock tells it.)  Fires after
  * change_shard_guard (by name), so a missing shard is 23503 first; in
@@ -910,19 +912,19 @@ BEGIN
 				  WHERE s.storage = 'ranges'
 					AND ((s.feed_id = OLD.feed_id AND s.shard = OLD.shard)
 						 OR (s.feed_id = NEW.feed_id AND s.shard = NEW.shard)))
-	   OR EXISTS (SELECT FROM cfeed.shard_config o, cfeed.shard_config n, cfeed.sweep_mark m
+	   OR EXISTS (SELECT FROM cfeed.shard_config o, cfeed.shard_config n
 				  WHERE o.feed_id = OLD.feed_id AND o.shard = OLD.shard
 					AND n.feed_id = NEW.feed_id AND n.shard = NEW.shard
-					AND n.sweep_group <> o.sweep_group AND m.sweep_group = n.sweep_group) THEN
+					AND n.sweep_group <> o.sweep_group) THEN
 		RAISE EXCEPTION 'change % of shard % of feed % cannot be moved or re-keyed', OLD.change_id, OLD.shard, OLD.feed_id
 			USING ERRCODE = '0A000',
-				  DETAIL = 'A change of a shard stored in ranges, or moving into one or into another sweep group with such a shard, keeps its feed_id, shard, change_id and writer_xid: its stamp and its group''s mark name it by them.',
+				  DETAIL = 'An unnumbered change stays in its sweep group, whose sweeps look for it by its writer_xid; one of a shard stored in ranges, or moving into one, keeps its feed_id, shard, change_id and writer_xid: its stamp and its group''s mark name it by them.',
 				  HINT = 'Delete the change and publish a new one.';
 	END IF;
 	RETURN NEW;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._change_ranges_guard() IS 'internal: refuses an UPDATE that moves or re-keys an unnumbered change its stamp or its group''s mark names';
+COMMENT ON FUNCTION cfeed._change_ranges_guard() IS 'internal: refuses an UPDATE that moves or re-keys an unnumbered change its stamp or its group''s mark names, or moves one to another sweep group';
 REVOKE ALL ON FUNCTION cfeed._change_ranges_guard() FROM PUBLIC;
 CREATE TRIGGER change_stamped_keys_guard BEFORE UPDATE OF feed_id, shard, change_id, writer_xid ON cfeed.change
 	FOR EACH ROW
