@@ -729,3 +729,13 @@ WHERE feed_id IN (60, 61) AND change_sequence_number = 3;
 SELECT feed_id, shard, change_count FROM cfeed.sweep(20) ORDER BY 1, 2;
 SELECT f AS feed_id, n FROM generate_series(60, 61) f, pg_temp.numbered(f, 0) ORDER BY 1, 2;
 SELECT feed_id, pending FROM cfeed.stats WHERE feed_id IN (60, 61) ORDER BY 1;
+-- a change of a range shard cannot be given a number by an UPDATE: stamped
+-- or not, its number is its stamp's (0A000; seen failing: a stamped change
+-- read twice, at its history number and at its stamp's)
+SELECT cfeed.publish(60, 0, 6000) AS stamped_soon;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(20) ORDER BY 1, 2;
+SELECT cfeed.publish(60, 0, 6001) AS pending;
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 1 WHERE change_id = 6000$$) AS stamped,
+	   pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 2 WHERE change_id = 6001$$) AS pending;
+SELECT feed_id, shard, change_count FROM cfeed.sweep(20) ORDER BY 1, 2;
+SELECT n, id FROM pg_temp.numbered(60, 0) ORDER BY 1;

@@ -262,6 +262,7 @@ extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
 extern void cfeed_stamp_commit_level(void);
+extern bool cfeed_stamping(void);
 
 /* The most shards (and shard numbers) a feed has. */
 #define CFEED_MAX_SHARDS		65536

@@ -434,15 +434,73 @@ history_unnumbered(HeapTuple newtup, TupleDesc desc)
 }
 
 /*
+ * number_given
+ *		An UPDATE gives an unnumbered change a number: a sweep's own passes
+ *		(stamp.c's SQL path, cfeed_stamping; the SQL edition's sweep is kept
+ *		out by the trigger's WHEN).  Any other is checked as an INSERT's
+ *		number (check_writer_number: history only, 22023; in replica mode,
+ *		as a stamped change copied in, any number from a role with the
+ *		owner's privileges), and refused in a shard stored in ranges (0A000:
+ *		the change may be stamped already, its number held by a stamp).
+ *		stamped_at is filled in as an INSERT's, and readers are woken at
+ *		commit.
+ */
+static HeapTuple
+number_given(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
+{
+	HeapTuple	tups[2] = {oldtup, newtup};
+	bool		isnull;
+	bool		new_null;
+	int32		feed_id;
+	int32		shard;
+	int64		number = DatumGetInt64(heap_getattr(newtup, Anum_change_sequence, desc, &new_null));
+	int			col = Anum_change_stamped_at;
+	Datum		stamped_at;
+	bool		not_null = false;
+	CfeedShard	sh;
+
+	if (new_null || cfeed_stamping())
+		return newtup;
+	for (int i = 0; i < (int) lengthof(tups); i++)
+	{
+		bool		feed_null;
+		bool		shard_null;
+
+		feed_id = DatumGetInt32(heap_getattr(tups[i], Anum_change_feed_id, desc, &feed_null));
+		shard = DatumGetInt32(heap_getattr(tups[i], Anum_change_shard, desc, &shard_null));
+		/* a null feed_id or shard is NOT NULL's to refuse (23502), after this */
+		if (feed_null || shard_null)
+			return newtup;
+		if (cfeed_shard_fetch(feed_id, shard, NULL, false, &sh) && sh.ranges)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("a change of shard %d of feed %d, which is stored in ranges, cannot be given a number",
+							shard, feed_id),
+					 errdetail("The numbers of a range shard's changes are held by its stamps (cfeed.stamp), which its sweeps write; the change may be stamped already."),
+					 errhint("Insert history rows with their numbers instead.")));
+	}
+	check_writer_number(feed_id, shard, number,
+						SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA);
+	cfeed_broadcast_at_commit(feed_id, shard);
+	(void) heap_getattr(newtup, Anum_change_stamped_at, desc, &isnull);
+	if (!isnull)
+		return newtup;
+	stamped_at = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	return heap_modify_tuple_by_cols(newtup, desc, 1, &col, &stamped_at, &not_null);
+}
+
+/*
  * cfeed_change_stamp_guard
  *		BEFORE UPDATE OF feed_id, shard, change_sequence_number, stamped_at
- *		on cfeed.change, for rows already numbered (WHEN OLD's number is not
- *		null: the sweeper's own updates never fire it).  A number the sweeper
- *		issued stays with its change where it was stamped: moving or
- *		renumbering it would let the sweeper issue the number again, or
- *		collide with one it issues later (refused, 22023).  Backfilled
- *		history, numbered at or below its shard's start value, may be edited
- *		within the migration range, or set back to null (history_unnumbered).
+ *		on cfeed.change, for rows already numbered, and (since 1.9) for rows
+ *		given a number (WHEN; not the SQL edition's sweeps: its setting
+ *		cfeed_sqled.stamping).  A number the sweeper issued stays with its
+ *		change where it was stamped: moving or renumbering it would let the
+ *		sweeper issue the number again, or collide with one it issues later
+ *		(refused, 22023).  Backfilled history, numbered at or below its
+ *		shard's start value, may be edited within the migration range, or
+ *		set back to null (history_unnumbered).  An unnumbered change may be
+ *		given a history number only (number_given).
  */
 Datum
 cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
@@ -479,9 +537,11 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 	if (!changed)
 		PG_RETURN_POINTER(newtup);
 
+	number = DatumGetInt64(heap_getattr(oldtup, Anum_change_sequence, desc, &isnull));
+	if (isnull)
+		PG_RETURN_POINTER(number_given(oldtup, newtup, desc));
 	feed_id = DatumGetInt32(heap_getattr(oldtup, Anum_change_feed_id, desc, &isnull));
 	shard = DatumGetInt32(heap_getattr(oldtup, Anum_change_shard, desc, &isnull));
-	number = DatumGetInt64(heap_getattr(oldtup, Anum_change_sequence, desc, &isnull));
 	if (cfeed_shard_fetch(feed_id, shard, NULL, false, &sh) && number > sh.start_number)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -60,6 +60,9 @@ static SPIPlanPtr update_changes_plan = NULL;
 /* The current transaction stamped (its commit level is set again at commit). */
 static bool stamped_in_xact = false;
 
+/* stamp_with_sql's update is running (cfeed_stamping). */
+static bool stamping_with_sql = false;
+
 /*
  * build_array
  *		A one-dimensional array of n pass-by-value datums.
@@ -148,18 +151,38 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
 	args[1] = build_array(numbers, n, INT8OID);
 	args[2] = TimestampTzGetDatum(now);
-	rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
-										 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
-										 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
-										 "WHERE c.ctid = u.tid",
-										 3, types),
-						  args, NULL, false, 0);
+	stamping_with_sql = true;
+	PG_TRY();
+	{
+		rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
+											 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
+											 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+											 "WHERE c.ctid = u.tid",
+											 3, types),
+							  args, NULL, false, 0);
+	}
+	PG_FINALLY();
+	{
+		stamping_with_sql = false;
+	}
+	PG_END_TRY();
 	if (rc != SPI_OK_UPDATE)
 		elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
 	if (SPI_processed != (uint64) n)
 		concurrent_sweep_error(n, SPI_processed);
 	AtEOXact_GUC(true, nestlevel);
 	cfeed_spi_finish(spi_level);
+}
+
+/*
+ * cfeed_stamping
+ *		Whether the update that gives changes their numbers is a sweep's own
+ *		(stamp_with_sql): change_stamp_guard lets it pass.
+ */
+bool
+cfeed_stamping(void)
+{
+	return stamping_with_sql;
 }
 
 /*

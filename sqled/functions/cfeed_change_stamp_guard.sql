@@ -1,8 +1,11 @@
 /*
  * cfeed._change_stamp_guard(): BEFORE UPDATE OF feed_id, shard,
  * change_sequence_number, stamped_at on cfeed.change, for rows already
- * numbered: a number the sweeper issued stays with its change where it
- * was stamped (22023); backfilled history may be edited within the
+ * numbered, and rows given a number other than by a sweep (whose setting
+ * cfeed_sqled.stamping the WHEN clause reads): an unnumbered change may be
+ * given a history number only, as an INSERT's (22023); a number the
+ * sweeper issued stays with its change where it was stamped (22023);
+ * backfilled history may be edited within the
  * migration range, or set back to null: then it is written anew by this
  * transaction (its shard checked as an INSERT's, its writer_xid), as in
  * src/guard.c.
@@ -39,7 +42,15 @@ BEGIN
 		NEW.writer_xid := pg_catalog.pg_current_xact_id();
 		NEW.stamped_at := NULL;
 	ELSE
-		PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number, false);
+		-- an unnumbered change given a number (not by a sweep: its setting
+		-- keeps it out, in the WHEN) is checked as an INSERT's: history
+		-- only; in replica mode, a stamped change copied in
+		PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number,
+										  OLD.change_sequence_number IS NULL
+										  AND pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.=) 'replica');
+		IF OLD.change_sequence_number IS NULL THEN
+			NEW.stamped_at := COALESCE(NEW.stamped_at, pg_catalog.transaction_timestamp());
+		END IF;
 	END IF;
 	RETURN NEW;
 END

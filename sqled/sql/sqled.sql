@@ -155,6 +155,15 @@ SELECT count(*) AS children FROM cfeed.reshard(9, 2);
 SELECT pg_temp.err($$UPDATE cfeed.change SET shard = 1 WHERE change_id = 91$$) AS within_its_group,
 	   pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = NULL WHERE change_id = 92$$) AS closed_shard;
 SELECT shard, change_count FROM cfeed.sweep() WHERE feed_id = 9;
+-- an unnumbered change given a number by an UPDATE: history only (22023),
+-- as an INSERT; the sweep's own numbering passes (its setting)
+SELECT cfeed.publish(9, 1, 93) AS pending;
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 2000000000000007 WHERE change_id = 93$$) AS above_start,
+	   pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 6 WHERE change_id = 93$$) AS history;
+SELECT change_sequence_number AS n, stamped_at IS NOT NULL AS stamped FROM cfeed.change WHERE change_id = 93;
+SELECT cfeed.publish(9, 1, 94) AS pending;
+SELECT shard, change_count FROM cfeed.sweep() WHERE feed_id = 9;
+SELECT pg_catalog.current_setting('cfeed_sqled.stamping', true) IS DISTINCT FROM 'on' AS not_stamping_after_sweep;
 DELETE FROM cfeed.change WHERE feed_id IN (9, 10);
 DELETE FROM cfeed.feed WHERE feed_id IN (9, 10);
 

@@ -934,6 +934,27 @@ CREATE TRIGGER change_stamped_keys_guard BEFORE UPDATE OF feed_id, shard, change
 	EXECUTE FUNCTION cfeed._change_ranges_guard();
 
 /*
+ * An UPDATE that gives an unnumbered change a number is checked as an
+ * INSERT's number is (history only, 22023; never in a shard stored in
+ * ranges, 0A000: its number may be a stamp's already): before 1.9 the
+ * WHEN clause let every such UPDATE pass, which could number a range
+ * change twice or leave a gap above a row shard's head.  The sweeps' own
+ * updates pass: the C extension's (src/stamp.c's SQL path) in the trigger
+ * function, the SQL edition's by its transaction-local setting
+ * cfeed_sqled.stamping, here.
+ */
+DROP TRIGGER change_stamp_guard ON cfeed.change;
+CREATE TRIGGER change_stamp_guard
+	BEFORE UPDATE OF feed_id, shard, change_sequence_number, stamped_at ON cfeed.change
+	FOR EACH ROW
+	WHEN (OLD.change_sequence_number IS NOT NULL
+		  OR (NEW.change_sequence_number IS NOT NULL
+			  AND pg_catalog.current_setting('cfeed_sqled.stamping', true) IS DISTINCT FROM 'on'))
+	EXECUTE FUNCTION cfeed._change_stamp_guard();
+ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_stamp_guard;
+COMMENT ON FUNCTION cfeed._change_stamp_guard() IS 'internal: refuses renumbering or moving a change the sweeper stamped, and giving an unnumbered change a number outside the migration range';
+
+/*
  * A range shard's numbers are its stamps': a stamp deleted or truncated by
  * hand must not let its numbers be issued again.  As for cfeed.change
  * (1.4: _change_deleted, _change_truncated), the shard's floor,
