@@ -26,7 +26,8 @@
  *	   not yet updated, a WHEN clause the callers' rows never satisfy)
  *	   and, in a database whose cfeed.change still has its foreign key to
  *	   shard_config (not deferred), that key's check; for UPDATE
- *	   change_stamp_guard, change_shard_guard and change_stamped_keys_guard,
+ *	   change_stamp_guard, which lets a sweep's own numbers pass
+ *	   (cfeed_stamping), change_shard_guard and change_stamped_keys_guard,
  *	   whose WHEN clauses the sweep's rows never satisfy (a stamp changes
  *	   no key), and change_image_guard, which refuses
  *	   only a new row image (triggers_known);
@@ -153,8 +154,8 @@ layout_matches(Relation rel, const Oid *types, const bool *notnull, int natts)
  *		never writes, and the foreign-key check against shard_config of a
  *		database whose cfeed.change still has that key, not deferred (an
  *		INSERT checks at once, an UPDATE leaves the key alone);
- *		for UPDATE change_stamp_guard, whose WHEN clause the sweep's rows
- *		(unnumbered) never satisfy, change_shard_guard, whose WHEN clause
+ *		for UPDATE change_stamp_guard, which lets a sweep's own numbers
+ *		pass (cfeed_stamping), change_shard_guard, whose WHEN clause
  *		holds only for a row moved to another feed or shard (the sweep's
  *		UPDATE sets neither), and change_image_guard, which refuses only a
  *		new row image (the sweep's UPDATE leaves the image alone).

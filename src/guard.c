@@ -438,10 +438,12 @@ history_unnumbered(HeapTuple newtup, TupleDesc desc)
  *		An UPDATE gives an unnumbered change a number: a sweep's own passes
  *		(stamp.c's SQL path, cfeed_stamping; the SQL edition's sweep is kept
  *		out by the trigger's WHEN).  Any other is checked as an INSERT's
- *		number (check_writer_number: history only, 22023; in replica mode,
- *		as a stamped change copied in, any number from a role with the
- *		owner's privileges), and refused in a shard stored in ranges (0A000:
- *		the change may be stamped already, its number held by a stamp).
+ *		number: its shard (check_shard: 23503, and 55000 for a closed one,
+ *		whose readers have gone on to its children), the number
+ *		(check_writer_number: history only, 22023; in replica mode, as a
+ *		stamped change copied in, any number from a role with the owner's
+ *		privileges), and never in a shard stored in ranges (0A000: the
+ *		change may be stamped already, its number held by a stamp).
  *		stamped_at is filled in as an INSERT's, and readers are woken at
  *		commit.
  */
@@ -479,6 +481,7 @@ number_given(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
 					 errdetail("The numbers of a range shard's changes are held by its stamps (cfeed.stamp), which its sweeps write; the change may be stamped already."),
 					 errhint("Insert history rows with their numbers instead.")));
 	}
+	check_shard(feed_id, shard, false);
 	check_writer_number(feed_id, shard, number,
 						SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA);
 	cfeed_broadcast_at_commit(feed_id, shard);

@@ -43,8 +43,13 @@ BEGIN
 		NEW.stamped_at := NULL;
 	ELSE
 		-- an unnumbered change given a number (not by a sweep: its setting
-		-- keeps it out, in the WHEN) is checked as an INSERT's: history
-		-- only; in replica mode, a stamped change copied in
+		-- keeps it out, in the WHEN) is checked as an INSERT's: its shard
+		-- (23503, 55000 closed), history only; in replica mode, a stamped
+		-- change copied in
+		IF OLD.change_sequence_number IS NULL AND NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL
+		   AND pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.<>) 'replica' THEN
+			PERFORM cfeed._sqled_shard_start(NEW.feed_id, NEW.shard);
+		END IF;
 		PERFORM cfeed._sqled_check_number(NEW.feed_id, NEW.shard, NEW.change_sequence_number,
 										  OLD.change_sequence_number IS NULL
 										  AND pg_catalog.current_setting('session_replication_role') OPERATOR(pg_catalog.=) 'replica');

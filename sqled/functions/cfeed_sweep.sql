@@ -98,10 +98,11 @@ BEGIN
 		v_wm_xip := pg_catalog.string_to_array(v_wm[3], ',')::xid8[];
 	END IF;
 
-	-- 2. collect, number, write (the setting keeps the guard trigger
-	-- change_stamp_guard from firing for the sweep's own numbers)
+	-- 2. collect, number, write (the setting, this transaction's id, keeps
+	-- the guard trigger change_stamp_guard from firing for the sweep's own
+	-- numbers)
 	v_now := pg_catalog.clock_timestamp();
-	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', 'on', true);
+	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', pg_catalog.pg_current_xact_id()::text, true);
 	WITH pending AS MATERIALIZED (
 		SELECT c.ctid AS tid, c.feed_id, c.shard, c.change_id
 		FROM cfeed.change c
@@ -147,7 +148,7 @@ BEGIN
 	INTO v_expected, v_stamped, v_feeds, v_shard_nos, v_counts, v_lasts, v_lags, v_notify
 	FROM per_shard r
 	JOIN cfeed.shard_config s ON s.feed_id = r.feed_id AND s.shard = r.shard;
-	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', 'off', true);
+	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', '', true);
 	IF v_stamped <> v_expected THEN
 		RAISE EXCEPTION 'cfeed.sweep of group % found % pending changes but could stamp only %',
 			v_group, v_expected, v_stamped

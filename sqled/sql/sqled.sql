@@ -163,7 +163,20 @@ SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 2000000000
 SELECT change_sequence_number AS n, stamped_at IS NOT NULL AS stamped FROM cfeed.change WHERE change_id = 93;
 SELECT cfeed.publish(9, 1, 94) AS pending;
 SELECT shard, change_count FROM cfeed.sweep() WHERE feed_id = 9;
-SELECT pg_catalog.current_setting('cfeed_sqled.stamping', true) IS DISTINCT FROM 'on' AS not_stamping_after_sweep;
+SELECT pg_catalog.current_setting('cfeed_sqled.stamping', true) IS DISTINCT FROM pg_current_xact_id()::text AS not_stamping_after_sweep;
+-- the setting set for the session (or a role) names no sweep: checked still
+SET cfeed_sqled.stamping = on;
+SELECT cfeed.publish(9, 1, 95) AS pending;
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 2000000000000009 WHERE change_id = 95$$) AS setting_set;
+RESET cfeed_sqled.stamping;
+-- nor to a change of a closed shard (55000)
+SELECT cfeed.create_feed('closed-numbering', 1, feed_id => 11, sweep_group => 4);
+SELECT cfeed.publish(11, 0, 111) AS pending;
+SELECT count(*) AS children FROM cfeed.reshard(11, 2);
+SELECT pg_temp.err($$UPDATE cfeed.change SET change_sequence_number = 3 WHERE change_id = 111$$) AS closed_shard;
+SELECT shard, change_count FROM cfeed.sweep(4);
+DELETE FROM cfeed.change WHERE feed_id = 11;
+DELETE FROM cfeed.feed WHERE feed_id = 11;
 DELETE FROM cfeed.change WHERE feed_id IN (9, 10);
 DELETE FROM cfeed.feed WHERE feed_id IN (9, 10);
 

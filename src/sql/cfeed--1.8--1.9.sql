@@ -940,8 +940,10 @@ CREATE TRIGGER change_stamped_keys_guard BEFORE UPDATE OF feed_id, shard, change
  * WHEN clause let every such UPDATE pass, which could number a range
  * change twice or leave a gap above a row shard's head.  The sweeps' own
  * updates pass: the C extension's (src/stamp.c's SQL path) in the trigger
- * function, the SQL edition's by its transaction-local setting
- * cfeed_sqled.stamping, here.
+ * function, the SQL edition's here, by its transaction-local setting
+ * cfeed_sqled.stamping, which holds the sweeping transaction's id while
+ * its UPDATE runs (a value set by mistake for a role or a database names
+ * no transaction).
  */
 DROP TRIGGER change_stamp_guard ON cfeed.change;
 CREATE TRIGGER change_stamp_guard
@@ -949,7 +951,8 @@ CREATE TRIGGER change_stamp_guard
 	FOR EACH ROW
 	WHEN (OLD.change_sequence_number IS NOT NULL
 		  OR (NEW.change_sequence_number IS NOT NULL
-			  AND pg_catalog.current_setting('cfeed_sqled.stamping', true) IS DISTINCT FROM 'on'))
+			  AND pg_catalog.current_setting('cfeed_sqled.stamping', true)
+				  IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text))
 	EXECUTE FUNCTION cfeed._change_stamp_guard();
 ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_stamp_guard;
 COMMENT ON FUNCTION cfeed._change_stamp_guard() IS 'internal: refuses renumbering or moving a change the sweeper stamped, and giving an unnumbered change a number outside the migration range';
