@@ -128,7 +128,6 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	int			i;
 	int			nestlevel;
 	int			spi_level = cfeed_spi_connect();
-	int			rc;
 
 	for (i = 0; rel->rd_rules != NULL && i < rel->rd_rules->numLocks; i++)
 	{
@@ -154,22 +153,23 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	stamping_with_sql = true;
 	PG_TRY();
 	{
-		rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
-											 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
-											 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
-											 "WHERE c.ctid = u.tid",
-											 3, types),
-							  args, NULL, false, 0);
+		int			rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
+														 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
+														 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+														 "WHERE c.ctid = u.tid",
+														 3, types),
+										  args, NULL, false, 0);
+
+		if (rc != SPI_OK_UPDATE)
+			elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
+		if (SPI_processed != (uint64) n)
+			concurrent_sweep_error(n, SPI_processed);
 	}
 	PG_FINALLY();
 	{
 		stamping_with_sql = false;
 	}
 	PG_END_TRY();
-	if (rc != SPI_OK_UPDATE)
-		elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
-	if (SPI_processed != (uint64) n)
-		concurrent_sweep_error(n, SPI_processed);
 	AtEOXact_GUC(true, nestlevel);
 	cfeed_spi_finish(spi_level);
 }
