@@ -293,11 +293,13 @@ failed_tap_files() {
 }
 
 # What failed, in short, from log $1: regress and isolation tests marked
-# failed, prove's failed files, and each failed TAP assertion with its
-# diagnostics (so that the summary at the end of --all shows it).
+# failed, prove's failed files, each failed TAP assertion with its
+# diagnostics, and what a TAP file died of or bailed out on (safe_psql's
+# "error running SQL" with the server's message, a die's "at FILE line N."),
+# so that the summary at the end of --all shows it.
 show_failed_tests() {
 	echo "----- failed in $(basename "$1"):"
-	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])|^# Looks like|[^#].* at test/t/[^ ]+ line [0-9]+\.$' "$1" ||
+	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])|^# Looks like|^error running SQL|^while running |^psql:.*(ERROR|FATAL|PANIC):|^Bail ?out|[^#].* at [^ ]+ line [0-9]+\.$' "$1" ||
 		true; } | head -n 80
 }
 
@@ -513,7 +515,7 @@ run_matrix() {
 		failed_majors+=("Debian packages")
 		total_failed=$((total_failed + (pk_failed > 0 ? pk_failed : 1)))
 	fi
-	# cassert.sh's own count: its tests plus each failed Assert or leak
+	# cassert.sh's own count: its tests plus each failed Assert, leak or crash
 	local ca_passed=0 ca_failed=0
 	line=$(grep -aE '^tests: [0-9]+ passed, [0-9]+ failed' "$logs/test-cassert.log" | tail -n 1 || true)
 	if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
@@ -526,7 +528,7 @@ run_matrix() {
 		printf 'PostgreSQL 17 with assertions: FAILED  %s passed, %s failed (%s)\n' \
 			"$ca_passed" "$ca_failed" "$(elapsed "$cassert_took")"
 		show_failed_tests "$logs/test-cassert.log"
-		grep -aA12 '^===== failed Assert or leak' "$logs/test-cassert.log" | head -n 80 || true
+		grep -aA12 '^===== failed Assert, leak or crash' "$logs/test-cassert.log" | head -n 80 || true
 		[ "$ca_passed" -gt 0 ] || tail -n 30 "$logs/test-cassert.log"
 		failed_majors+=("17 with assertions")
 		[ "$ca_failed" -gt 0 ] || ca_failed=1

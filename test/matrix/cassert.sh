@@ -28,8 +28,9 @@
 # against its pg_config (CI=true: -Werror) and runs `make installcheck` as
 # the postgres user (initdb refuses root).  Afterwards every server log of
 # the run is searched for "TRAP:" (a failed Assert: the server prints the
-# condition, file and line, and a backtrace, then aborts) and for the leaks
-# the server warns of at a transaction's end (PROBLEMS below); each one found
+# condition, file and line, and a backtrace, then aborts), for the leaks
+# the server warns of at a transaction's end and for crashes (PROBLEMS
+# below); each one found
 # is printed, a TRAP with its backtrace, and counted as a failed test.  The
 # last line is "tests: N passed, N failed".  Run as root; holds the root's
 # lock ($root.lock) throughout and unmounts on the way out.
@@ -179,8 +180,11 @@ build_server() {
 # Assert (TRAP: the condition, file and line, then a backtrace, before the
 # server aborts), and the leaks a transaction's end finds (buffer pins,
 # relcache references, resources of the resource owners, hash_seq_search
-# scans, parallel contexts, temporary files), which it only warns of.
-PROBLEMS='TRAP: |WARNING:  (buffer refcount leak|local buffer refcount leak|leaked hash_seq_search|leaking still-referenced|resource was not closed|leaked parallel context|[0-9]+ temporary files and directories not closed)'
+# scans, parallel contexts, temporary files), which it only warns of; and
+# any other crash: a PANIC, a process the postmaster saw die of SIGSEGV,
+# SIGBUS, SIGILL or SIGFPE (the SIGKILLs of the crash tests are theirs; an
+# Assert's SIGABRT comes after its TRAP).
+PROBLEMS='TRAP: |PANIC: |was terminated by signal (4|7|8|11)[^0-9]|WARNING:  (buffer refcount leak|local buffer refcount leak|leaked hash_seq_search|leaking still-referenced|resource was not closed|leaked parallel context|[0-9]+ temporary files and directories not closed)'
 
 # The PROBLEMS in the server logs under $1 (log/*.log: pg_regress's and
 # isolation's postmaster.log, the TAP clusters' logs): each line with the 40
@@ -192,7 +196,7 @@ report_problems() {
 	while IFS= read -r -d '' f; do
 		grep -aqE "$PROBLEMS" "$f" || continue
 		n_problems=$((n_problems + $(grep -acE "$PROBLEMS" "$f")))
-		echo "===== failed Assert or leak in ${f#"$root"}"
+		echo "===== failed Assert, leak or crash in ${f#"$root"}"
 		awk -v re="$PROBLEMS" '$0 ~ re { n = 41 } n > 0 { print; n-- }' "$f"
 	done < <(find "$dir" -path '*/log/*.log' -type f -print0 2>/dev/null)
 }
@@ -241,7 +245,7 @@ if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
 fi
 [ "$rc" -eq 0 ] || [ "$failed" -gt 0 ] || failed=1
 failed=$((failed + n_problems))
-echo "cassert.sh: $(cat "$root$PREFIX/.cfeed-cassert"), asserts on: $n_problems failed Assert(s) or leak(s) in the server logs;" \
+echo "cassert.sh: $(cat "$root$PREFIX/.cfeed-cassert"), asserts on: $n_problems failed Assert(s), leak(s) or crash(es) in the server logs;" \
 	"server ready in $((built - started)) s, suites $((SECONDS - built)) s"
 echo "tests: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
