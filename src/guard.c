@@ -302,6 +302,28 @@ check_shard(int32 feed_id, int32 shard, bool restored_row)
 }
 
 /*
+ * writer_number
+ *		A number that a writer gives a change, by an INSERT or by an UPDATE
+ *		of an unnumbered change (number_given): checked (check_writer_number,
+ *		restored_row as there), readers woken at commit (a stamped change
+ *		copied in: replication, restore), and stamped_at, when the row
+ *		leaves it null, appended to the columns (cols, values, *ncols) that
+ *		the caller sets: the transaction's start, as a sweep's stamp.
+ */
+static void
+writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row,
+			  bool stamped_null, int *cols, Datum *values, int *ncols)
+{
+	check_writer_number(feed_id, shard, number, restored_row);
+	cfeed_broadcast_at_commit(feed_id, shard);
+	if (stamped_null)
+	{
+		cols[*ncols] = Anum_change_stamped_at;
+		values[(*ncols)++] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	}
+}
+
+/*
  * cfeed_change_guard
  *		BEFORE INSERT on cfeed.change, for every row, checking its shard;
  *		in a database not yet updated, whose trigger has a WHEN clause, only
@@ -388,16 +410,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	if (number_null)
 		cfeed_note_write();		/* a replicated change wakes the sweepers too */
 	else
-	{
-		check_writer_number(feed_id, shard, DatumGetInt64(number), restored_row);
-		/* a stamped change copied in (replication, restore) wakes readers */
-		cfeed_broadcast_at_commit(feed_id, shard);
-		if (stamped_null)
-		{
-			cols[ncols] = Anum_change_stamped_at;
-			values[ncols++] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-		}
-	}
+		writer_number(feed_id, shard, DatumGetInt64(number), restored_row, stamped_null,
+					  cols, values, &ncols);
 
 	PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, ncols, cols, values, nulls));
 }
@@ -456,9 +470,10 @@ number_given(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
 	int32		feed_id;
 	int32		shard;
 	int64		number = DatumGetInt64(heap_getattr(newtup, Anum_change_sequence, desc, &new_null));
-	int			col = Anum_change_stamped_at;
+	int			col;
 	Datum		stamped_at;
 	bool		not_null = false;
+	int			ncols = 0;
 	CfeedShard	sh;
 
 	if (new_null || cfeed_stamping())
@@ -482,14 +497,12 @@ number_given(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
 					 errhint("Insert history rows with their numbers instead.")));
 	}
 	check_shard(feed_id, shard, false);
-	check_writer_number(feed_id, shard, number,
-						SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA);
-	cfeed_broadcast_at_commit(feed_id, shard);
 	(void) heap_getattr(newtup, Anum_change_stamped_at, desc, &isnull);
-	if (!isnull)
+	writer_number(feed_id, shard, number, SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA,
+				  isnull, &col, &stamped_at, &ncols);
+	if (ncols == 0)
 		return newtup;
-	stamped_at = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	return heap_modify_tuple_by_cols(newtup, desc, 1, &col, &stamped_at, &not_null);
+	return heap_modify_tuple_by_cols(newtup, desc, ncols, &col, &stamped_at, &not_null);
 }
 
 /*
