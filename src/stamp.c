@@ -81,17 +81,19 @@ build_array(Datum *values, int n, Oid elemtype)
 /*
  * concurrent_sweep_error
  *		A stamping update touched fewer of the batch's changes than it read
- *		as pending: a concurrent sweep got there first.
+ *		as pending: another transaction changed them first (a sweep of
+ *		another group, of a shard moved between groups; the owner's UPDATE
+ *		that numbered one).
  */
 static void
 concurrent_sweep_error(uint64 expected, uint64 updated)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-			 errmsg("a concurrent sweep changed the changes while this sweep ran"),
+			 errmsg("another transaction changed the changes this sweep read as pending"),
 			 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
 					   expected, updated),
-			 errhint("Nothing was stamped by this sweep; run it again.  A shard was probably moved to another sweep group.")));
+			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups) or an UPDATE of cfeed.change that numbered a change does this.")));
 }
 
 /*
