@@ -10,7 +10,9 @@
 # background sweeper stamping meanwhile, and the server's CPU time per
 # transaction (which decides: it varies less than the TPS of a shared
 # machine); ROUNDS rounds of each variant with the security on and off,
-# alternated, best of each.  Reads: readrate.c as a
+# alternated: each round's pair gives a ratio, and the row reports the
+# median of the rounds' ratios with their range (the tail), the median TPS
+# and CPU beside.  Reads: readrate.c as a
 # role granted the feed (cfeed._may_read runs for every row it reads),
 # cfeed.read and the plain index range over an N-change shard, best of 3
 # passes each way after a warm-up.
@@ -19,7 +21,7 @@
 N=${1:-300000}
 SECS=${2:-5}
 CLIENTS=${3:-8}
-ROUNDS=${4:-2}
+ROUNDS=${4:-5}
 cc_tool readrate
 bench_start
 bench_settings
@@ -57,28 +59,42 @@ sql_file insert.sql '\set s random(0, 3)' "BEGIN;" \
 	"INSERT INTO app (payload, change_id) VALUES ('hello', nextval('cfeed.change_id'));" \
 	"INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, :s, currval('cfeed.change_id'));" "COMMIT;"
 sql_file tracked.sql "INSERT INTO tracked (payload) VALUES ('hello');"
-declare -A best cpu
+declare -A tps_r cpu_r
 for round in $(seq 1 "$ROUNDS"); do
 	for v in publish insert tracked; do
 		for state in on off; do
 			[ "$state" = on ] && rls ENABLE || rls DISABLE
 			read -r t c _ < <(tps_cpu "$CLIENTS" "$SECS" "$v.sql" -U bench_writer)
 			echo "round $round: $v, row-level security $state: $t tps, $c µs server CPU per transaction"
-			[ "${best[$v-$state]:-0}" -ge "$t" ] || best[$v-$state]=$t
-			[ "${cpu[$v-$state]:-999999999}" -le "$c" ] || cpu[$v-$state]=$c
+			tps_r[$v-$state-$round]=$t
+			cpu_r[$v-$state-$round]=$c
 		done
 	done
 done
 rls ENABLE
+# per variant: the median TPS and CPU of each state, and the median and the
+# range of the rounds' on/off ratios (each round's pair ran back to back)
+declare -A med ratio span
 for v in publish insert tracked; do
-	echo "best of $ROUNDS: $v ${best[$v-on]} tps, ${cpu[$v-on]} µs CPU/tx with per-feed read access; ${best[$v-off]} tps, ${cpu[$v-off]} µs without ($(calc "${best[$v-on]} / ${best[$v-off]}")× TPS, $(calc "${cpu[$v-on]} / ${cpu[$v-off]}")× CPU)"
+	for state in on off; do
+		med[tps-$v-$state]=$(for r in $(seq 1 "$ROUNDS"); do echo "${tps_r[$v-$state-$r]}"; done | median)
+		med[cpu-$v-$state]=$(for r in $(seq 1 "$ROUNDS"); do echo "${cpu_r[$v-$state-$r]}"; done | median)
+	done
+	for m in tps cpu; do
+		ratios=$(for r in $(seq 1 "$ROUNDS"); do
+			if [ "$m" = tps ]; then calc "${tps_r[$v-on-$r]} / ${tps_r[$v-off-$r]}"; else calc "${cpu_r[$v-on-$r]} / ${cpu_r[$v-off-$r]}"; fi
+		done)
+		ratio[$m-$v]=$(echo "$ratios" | median)
+		span[$m-$v]="$(echo "$ratios" | sort -g | head -n 1)-$(echo "$ratios" | sort -g | tail -n 1)"
+	done
+	echo "median of $ROUNDS: $v ${med[tps-$v-on]} tps, ${med[cpu-$v-on]} µs CPU/tx with per-feed access; ${med[tps-$v-off]} tps, ${med[cpu-$v-off]} µs without (rounds' ratios: ${ratio[tps-$v]}× TPS, ${span[tps-$v]}; ${ratio[cpu-$v]}× CPU, ${span[cpu-$v]})"
 done
 # The CPU per transaction decides: the TPS of a loaded 2-core machine varies more than the cost.
-worst=$(calc "x = ${cpu[publish-on]} / ${cpu[publish-off]}; y = ${cpu[insert-on]} / ${cpu[insert-off]}; z = ${cpu[tracked-on]} / ${cpu[tracked-off]}; if (y > x) x = y; if (z > x) x = z; x")
-result "per-feed read and write access, writer of one feed ($CLIENTS clients): with vs without the row-level security" "≤ 1.03× server CPU per transaction (nothing measurable)" \
-	"publish ${best[publish-on]} tps ${cpu[publish-on]} µs, INSERT ${best[insert-on]} tps ${cpu[insert-on]} µs, tracked ${best[tracked-on]} tps ${cpu[tracked-on]} µs" \
-	"without: ${best[publish-off]} tps ${cpu[publish-off]} µs, ${best[insert-off]} tps ${cpu[insert-off]} µs, ${best[tracked-off]} tps ${cpu[tracked-off]} µs" \
-	"CPU $(calc "${cpu[publish-on]} / ${cpu[publish-off]}")×, $(calc "${cpu[insert-on]} / ${cpu[insert-off]}")×, $(calc "${cpu[tracked-on]} / ${cpu[tracked-off]}")×; TPS $(calc "${best[publish-on]} / ${best[publish-off]}")×, $(calc "${best[insert-on]} / ${best[insert-off]}")×, $(calc "${best[tracked-on]} / ${best[tracked-off]}")×" \
+worst=$(calc "x = ${ratio[cpu-publish]}; y = ${ratio[cpu-insert]}; z = ${ratio[cpu-tracked]}; if (y > x) x = y; if (z > x) x = z; x")
+result "per-feed read and write access, writer of one feed ($CLIENTS clients, medians of $ROUNDS alternated rounds): with vs without the row-level security" "≤ 1.03× server CPU per transaction (nothing measurable)" \
+	"publish ${med[tps-publish-on]} tps ${med[cpu-publish-on]} µs, INSERT ${med[tps-insert-on]} tps ${med[cpu-insert-on]} µs, tracked ${med[tps-tracked-on]} tps ${med[cpu-tracked-on]} µs" \
+	"without: ${med[tps-publish-off]} tps ${med[cpu-publish-off]} µs, ${med[tps-insert-off]} tps ${med[cpu-insert-off]} µs, ${med[tps-tracked-off]} tps ${med[cpu-tracked-off]} µs" \
+	"CPU ${ratio[cpu-publish]}× (${span[cpu-publish]}), ${ratio[cpu-insert]}× (${span[cpu-insert]}), ${ratio[cpu-tracked]}× (${span[cpu-tracked]}); TPS ${ratio[tps-publish]}×, ${ratio[tps-insert]}×, ${ratio[tps-tracked]}×" \
 	"$(yesno "$worst <= 1.03")"
 result "per-feed read access, reader rows/s (1000-row pages, $N-change shard): a granted reader with vs without its row-level security" "≥ 0.9×" \
 	"cfeed.read ${rows[cfeed-on]}, plain range ${rows[plain-on]} rows/s" \

@@ -76,7 +76,7 @@ step idle.sh 20
 step feeds1000.sh 10 200
 step e2e.sh 100000
 step open_writer.sh 20
-step read_access.sh 300000 5 8 3
+step read_access.sh 300000 5 8 5
 step serve.sh 10000 10 1000
 step wide.sh 10000
 step reshard.sh 30 8
