@@ -22,7 +22,11 @@
  *	  more than 2^40 ids that the standby never saw.  Both are sequence
  *	  writes, which no rollback undoes; the marker's lock makes concurrent
  *	  first statements wait for one another, so no draw on the new timeline
- *	  precedes the move.
+ *	  precedes the move.  That lock is SHARE UPDATE EXCLUSIVE: it conflicts
+ *	  with itself, not with the ROW EXCLUSIVE lock that every read of the
+ *	  marker (and setval) holds until its transaction ends; an EXCLUSIVE
+ *	  lock (up to 1.9) deadlocked two first statements that had both read
+ *	  the marker, failing one of them (40P01) right after a promotion.
  *
  *	  The check runs at ExecutorStart and ProcessUtility of every statement
  *	  in a backend that has loaded cfeed (all of them under
@@ -120,7 +124,7 @@ secure_timeline(Oid marker, Oid change_id, TimeLineID timeline)
 	seen = sequence_value(marker);
 	if (seen != (int64) timeline)
 	{
-		LockRelationOid(marker, ExclusiveLock);
+		LockRelationOid(marker, ShareUpdateExclusiveLock);
 		seen = sequence_value(marker);
 		if (seen != (int64) timeline)
 		{
@@ -143,7 +147,7 @@ secure_timeline(Oid marker, Oid change_id, TimeLineID timeline)
 			DirectFunctionCall2(setval_oid, ObjectIdGetDatum(marker),
 								Int64GetDatum((int64) timeline));
 		}
-		UnlockRelationOid(marker, ExclusiveLock);
+		UnlockRelationOid(marker, ShareUpdateExclusiveLock);
 	}
 	cfeed_restore_user(saved_user);
 	return moved;

@@ -18,6 +18,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
+use IPC::Run;
 use lib 'test/t';
 use CfeedCheck;
 
@@ -143,6 +145,50 @@ $standby->restart;
 write_changes($standby, 2);
 cmp_ok($standby->safe_psql('postgres', 'select last_value from cfeed.change_id'), '<', $before + 100,
 	'a restart on the same timeline continues the ids (no move)');
+
+# Two backends whose first statements on a new timeline come at once both
+# secure it: each reads the marker (a sequence read holds ROW EXCLUSIVE
+# until its transaction ends), then takes the securers' lock.  Up to 1.9
+# that lock was EXCLUSIVE on the marker, which conflicts with the other's
+# read: a deadlock (40P01) that failed one of them, a writer or the
+# sweeper, right after a promotion (226_failover_ranges died of it once).
+# Here the marker is set back to another timeline and an ALTER SEQUENCE
+# holds both writers' reads until it commits, so that they read together.
+my ($hin, $hout, $herr) = ('', '', '');
+my $holder = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $standby->connstr('postgres') ],
+	'<', \$hin, '>', \$hout, '2>', \$herr);
+# (its first statement secures its own backend: it checks no more)
+$hin .= "select 'connected';\n";
+$holder->pump until $hout =~ /connected/;
+$standby->safe_psql('postgres', "select setval('cfeed.change_id_timeline', 99)");
+$hin .= "begin;\nalter sequence cfeed.change_id_timeline cache 1;\nselect 'held';\n";
+$holder->pump until $hout =~ /held/ || $herr ne '';
+my @writers = map {
+	my %w = (out => '', err => '');
+	$w{h} = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $standby->connstr('postgres'),
+		  '-c', 'select cfeed.publish(1, 0) > 0' ],
+		'>', \$w{out}, '2>', \$w{err});
+	\%w;
+} 1 .. 2;
+# both wait for the ALTER SEQUENCE (asked in the holder, which is secured)
+for (my $waiting = 0; $waiting < 2; )
+{
+	$hout = '';
+	$hin .= "select 'waiting ' || count(*) from pg_locks "
+	  . "where relation = 'cfeed.change_id_timeline'::regclass and not granted;\n";
+	$holder->pump until $hout =~ /waiting (\d+)/;
+	$waiting = $1;
+	usleep(20_000) if $waiting < 2;
+}
+$hin .= "commit;\n\\q\n";
+$holder->finish;
+$_->{h}->finish for @writers;
+is(join('|', map { "$_->{out}$_->{err}" } @writers), "t\n|t\n",
+	'two first statements on a new timeline both secure it, without a deadlock');
+is($standby->safe_psql('postgres', 'select last_value from cfeed.change_id_timeline'), '2',
+	'the marker holds the timeline again');
 
 $standby->stop;
 done_testing();
