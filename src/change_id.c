@@ -23,10 +23,11 @@
  *	  writes, which no rollback undoes; the marker's lock makes concurrent
  *	  first statements wait for one another, so no draw on the new timeline
  *	  precedes the move.  That lock is SHARE UPDATE EXCLUSIVE: it conflicts
- *	  with itself, not with the ROW EXCLUSIVE lock that every read of the
- *	  marker (and setval) holds until its transaction ends; an EXCLUSIVE
- *	  lock (up to 1.9) deadlocked two first statements that had both read
- *	  the marker, failing one of them (40P01) right after a promotion.
+ *	  with itself (and DDL), not with the ROW EXCLUSIVE lock that every
+ *	  read of the marker (and setval) holds until its transaction ends; an
+ *	  EXCLUSIVE lock (up to 1.8) deadlocked two first statements that had
+ *	  both read the marker, failing one of them (40P01) right after a
+ *	  promotion.
  *
  *	  The check runs at ExecutorStart and ProcessUtility of every statement
  *	  in a backend that has loaded cfeed (all of them under

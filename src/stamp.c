@@ -81,9 +81,9 @@ build_array(Datum *values, int n, Oid elemtype)
 /*
  * concurrent_sweep_error
  *		A stamping update touched fewer of the batch's changes than it read
- *		as pending: another transaction changed them first (a sweep of
- *		another group, of a shard moved between groups; the owner's UPDATE
- *		that numbered one).
+ *		as pending: another transaction changed or deleted one first (a
+ *		sweep of another group, of a shard moved between groups; an UPDATE
+ *		or a DELETE of a pending change).
  */
 static void
 concurrent_sweep_error(uint64 expected, uint64 updated)
@@ -93,7 +93,7 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
 			 errmsg("another transaction changed the changes this sweep read as pending"),
 			 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
 					   expected, updated),
-			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups) or an UPDATE of cfeed.change that numbered a change does this.")));
+			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE or DELETE of a pending change in cfeed.change, does this.")));
 }
 
 /*

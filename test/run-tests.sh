@@ -295,11 +295,11 @@ failed_tap_files() {
 # What failed, in short, from log $1: regress and isolation tests marked
 # failed, prove's failed files, each failed TAP assertion with its
 # diagnostics, and what a TAP file died of or bailed out on (safe_psql's
-# "error running SQL" with the server's message, a die's "at FILE line N."),
-# so that the summary at the end of --all shows it.
+# "error running SQL" with the server's message and where it ran, a die
+# in the test file), so that the summary at the end of --all shows it.
 show_failed_tests() {
 	echo "----- failed in $(basename "$1"):"
-	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])|^# Looks like|^error running SQL|^while running |^psql:.*(ERROR|FATAL|PANIC):|^Bail ?out|[^#].* at [^ ]+ line [0-9]+\.$' "$1" ||
+	{ grep -aE '^not ok|^test/t/.*(Wstat|Dubious)|^(# )?  Failed test|^#  +(at|got|expected|[A-Za-z])|^# Looks like|^error running SQL|^while running |^psql:.*(ERROR|FATAL|PANIC):|^Bail ?out|[^#].* at test/t/[^ ]+ line [0-9]+\.$' "$1" ||
 		true; } | head -n 80
 }
 

@@ -150,12 +150,12 @@ BEGIN
 	JOIN cfeed.shard_config s ON s.feed_id = r.feed_id AND s.shard = r.shard;
 	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', '', true);
 	IF v_stamped <> v_expected THEN
-		-- the C edition's error (stamp.c): a sweep of another group, or the
-		-- owner's UPDATE that numbered a change, got there first
+		-- the C edition's error (stamp.c): a sweep of another group, or an
+		-- UPDATE or DELETE of a pending change, got there first
 		RAISE EXCEPTION 'another transaction changed the changes this sweep read as pending'
 			USING ERRCODE = '40001',
 				  DETAIL = pg_catalog.format('Expected to update %s rows, updated %s.', v_expected, v_stamped),
-				  HINT = 'Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups) or an UPDATE of cfeed.change that numbered a change does this.';
+				  HINT = 'Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE or DELETE of a pending change in cfeed.change, does this.';
 	END IF;
 	IF v_stamped > 0 THEN
 		PERFORM cfeed._sqled_epoch_begin(v_feeds, v_shard_nos, v_counts);

@@ -18,7 +18,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use Time::HiRes qw(time usleep);
 use IPC::Run;
 use lib 'test/t';
 use CfeedCheck;
@@ -148,16 +148,18 @@ cmp_ok($standby->safe_psql('postgres', 'select last_value from cfeed.change_id')
 
 # Two backends whose first statements on a new timeline come at once both
 # secure it: each reads the marker (a sequence read holds ROW EXCLUSIVE
-# until its transaction ends), then takes the securers' lock.  Up to 1.9
+# until its transaction ends), then takes the securers' lock.  Up to 1.8
 # that lock was EXCLUSIVE on the marker, which conflicts with the other's
 # read: a deadlock (40P01) that failed one of them, a writer or the
 # sweeper, right after a promotion (226_failover_ranges died of it once).
 # Here the marker is set back to another timeline and an ALTER SEQUENCE
 # holds both writers' reads until it commits, so that they read together.
+# Every process is bounded by the suite's timeout.
+my $limit = $PostgreSQL::Test::Utils::timeout_default;
 my ($hin, $hout, $herr) = ('', '', '');
 my $holder = IPC::Run::start(
 	[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $standby->connstr('postgres') ],
-	'<', \$hin, '>', \$hout, '2>', \$herr);
+	'<', \$hin, '>', \$hout, '2>', \$herr, IPC::Run::timeout($limit));
 # (its first statement secures its own backend: it checks no more)
 $hin .= "select 'connected';\n";
 $holder->pump until $hout =~ /connected/;
@@ -169,12 +171,21 @@ my @writers = map {
 	$w{h} = IPC::Run::start(
 		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $standby->connstr('postgres'),
 		  '-c', 'select cfeed.publish(1, 0) > 0' ],
-		'>', \$w{out}, '2>', \$w{err});
+		'>', \$w{out}, '2>', \$w{err}, IPC::Run::timeout($limit));
 	\%w;
 } 1 .. 2;
-# both wait for the ALTER SEQUENCE (asked in the holder, which is secured)
+# both wait for the ALTER SEQUENCE (asked in the holder, which is secured);
+# a writer that ended before it waited fails the test at once
+my $deadline = time + $limit;
 for (my $waiting = 0; $waiting < 2; )
 {
+	for my $w (@writers)
+	{
+		$w->{h}->pump_nb;
+		die "a writer ended before it waited for the marker: $w->{out}$w->{err}"
+		  unless $w->{h}->pumpable;
+	}
+	die 'the writers did not both wait for the marker' if time > $deadline;
 	$hout = '';
 	$hin .= "select 'waiting ' || count(*) from pg_locks "
 	  . "where relation = 'cfeed.change_id_timeline'::regclass and not granted;\n";
