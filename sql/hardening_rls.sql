@@ -55,6 +55,20 @@ SELECT pg_temp.err($$SELECT cfeed.head(2, 0)$$) AS feed2_head;
 SELECT feed_id, shard FROM cfeed.shard ORDER BY 1, 2;
 RESET ROLE;
 DROP POLICY h_writers ON cfeed.change;
+-- a writer's backend remembers what the INSERT policies say (direct.c,
+-- insert_policies) until they change: a policy created after a direct write
+-- applies to the next one, and one dropped no longer does
+SET ROLE regress_cfeed_h_writer;
+SELECT cfeed.publish(1, 0) > 0 AS published_before;
+RESET ROLE;
+CREATE POLICY h_none ON cfeed.change AS RESTRICTIVE FOR INSERT WITH CHECK (false);
+SET ROLE regress_cfeed_h_writer;
+SELECT pg_temp.err($$SELECT cfeed.publish(1, 0)$$) AS refused_by_new_policy;
+RESET ROLE;
+DROP POLICY h_none ON cfeed.change;
+SET ROLE regress_cfeed_h_writer;
+SELECT cfeed.publish(1, 0) > 0 AS published_after;
+RESET ROLE;
 ALTER TABLE cfeed.change NO FORCE ROW LEVEL SECURITY;
 
 DROP EXTENSION cfeed;

@@ -50,6 +50,13 @@
  *						invalidation of either grant table, of a table
  *						decided about or of every relation, and at any change
  *						of pg_authid or pg_auth_members.
+ *	 insert policies	direct.c: what the INSERT policies of cfeed.change
+ *						say (whether a direct INSERT has their semantics,
+ *						whether they refuse a change to a feed the user may
+ *						not write), whoever the user.  Backend.  Dropped at a
+ *						relcache invalidation of cfeed.change or of every
+ *						relation, and at any change of pg_proc or
+ *						pg_namespace.
  *	 direct indexes		direct.c: the IndexInfo of cfeed.change's indexes,
  *						and an expression context for their predicates (reset
  *						after each row).  Backend.  Rebuilt when the table's
@@ -144,6 +151,7 @@ typedef enum CfeedCacheId
 	CFEED_CACHE_TRACKED_RELS,
 	CFEED_CACHE_ROW_IMAGES,
 	CFEED_CACHE_READ_ACCESS,	/* also pg_authid, pg_auth_members */
+	CFEED_CACHE_POLICIES,		/* also pg_proc, pg_namespace */
 	CFEED_CACHE_HEAD_HINTS,		/* never invalidated */
 	CFEED_CACHE_COUNT
 } CfeedCacheId;

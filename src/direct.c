@@ -46,9 +46,11 @@
  * Per backend the IndexInfo of cfeed.change's indexes is cached,
  * with their predicates prepared, and rebuilt when the relation's index list
  * changes (a new index has a new OID; an index's definition never changes
- * under its OID).  Everything else (triggers, RLS, privileges, indisready)
- * is read from the relation at every call: relations cannot stay open past
- * the statement, whose end a row trigger does not see.
+ * under its OID); and what its INSERT policies say, until an invalidation
+ * (insert_policies).  Everything else (triggers, whom row-level security
+ * applies to, privileges, indisready) is read from the relation at every
+ * call: relations cannot stay open past the statement, whose end a row
+ * trigger does not see.
  *
  * Locking: the caller holds cfeed.change in ROW EXCLUSIVE mode until its
  * transaction ends; its indexes are opened with ROW EXCLUSIVE, as the
@@ -80,6 +82,7 @@
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
 
+#include "cache.h"
 #include "cfeed.h"
 
 #define CHANGE_GUARD_TRIGGER		"change_guard"
@@ -310,6 +313,87 @@ for_public(RowSecurityPolicy *policy)
 }
 
 /*
+ * What the INSERT policies of cfeed.change say, whoever writes
+ * (insert_policies): one walk of the relation's policy list, done again
+ * only after a relcache invalidation of the table (CREATE, ALTER or DROP
+ * POLICY send one) or a change to pg_proc or pg_namespace (is_write_check
+ * names a function by schema and name), rather than at every change
+ * written.  Whom the policies apply to is decided at every call
+ * (check_enable_rls), as is row_security.  gen counts invalidations, so
+ * that one arriving during a walk (its catalog lookups read invalidations)
+ * leaves the memo unset.
+ */
+typedef struct CfeedPolicyMemo
+{
+	Oid			relid;			/* InvalidOid: not known */
+	uint64		gen;
+	bool		insert_direct;	/* the policies let a direct INSERT through */
+	bool		needs_grant;	/* they refuse a change the user may not write */
+} CfeedPolicyMemo;
+
+static CfeedPolicyMemo policy_memo;
+
+static void
+policy_memo_invalidate(Oid relid)
+{
+	if (!OidIsValid(relid) || relid == policy_memo.relid)
+		policy_memo.relid = InvalidOid;
+	policy_memo.gen++;
+}
+
+/*
+ * insert_policies
+ *		The memo of rel's INSERT policies (rel->rd_rsdesc not NULL):
+ *		insert_direct when no restrictive policy but one for
+ *		cfeed._may_write(feed_id) applies to INSERT and a permissive one for
+ *		PUBLIC is WITH CHECK (true) or cfeed._may_write(feed_id) (see
+ *		rls_direct_ok); needs_grant when a restrictive policy for PUBLIC, or
+ *		every permissive one, checks cfeed._may_write(feed_id) (see
+ *		cfeed_insert_needs_grant).
+ */
+static const CfeedPolicyMemo *
+insert_policies(Relation rel)
+{
+	uint64		gen;
+	bool		allowed = false;
+	bool		restricted = false;
+	bool		public_write_check = false;
+	bool		every_permissive = true;
+	ListCell   *lc;
+
+	if (policy_memo.relid == RelationGetRelid(rel))
+		return &policy_memo;
+	cfeed_cache_register(CFEED_CACHE_POLICIES, policy_memo_invalidate);
+	gen = policy_memo.gen;
+	foreach(lc, rel->rd_rsdesc->policies)
+	{
+		RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
+		Expr	   *check;
+		bool		write_check;
+
+		if (!for_insert(policy, &check))
+			continue;
+		write_check = is_write_check(check);
+		if (policy->permissive)
+		{
+			every_permissive &= write_check;
+			if (is_true_const(check) || write_check)
+				allowed |= for_public(policy);
+		}
+		else
+		{
+			restricted |= !write_check;
+			public_write_check |= write_check && for_public(policy);
+		}
+	}
+	policy_memo.insert_direct = allowed && !restricted;
+	policy_memo.needs_grant = public_write_check || every_permissive;
+	if (policy_memo.gen == gen)
+		policy_memo.relid = RelationGetRelid(rel);
+	return &policy_memo;
+}
+
+/*
  * rls_direct_ok
  *		On a relation with row-level security enabled: whether
  *		the current user's cmd (an INSERT or UPDATE without RETURNING) is, as
@@ -319,41 +403,15 @@ for_public(RowSecurityPolicy *policy)
  *		cfeed._may_write(feed_id) (change_write: the caller has made that
  *		check, cfeed_check_write) or permissive ones, one of which is for
  *		PUBLIC WITH CHECK (true) or cfeed._may_write(feed_id): per-feed
- *		access then costs a writer one walk of the policy list.  Otherwise
- *		the caller's SQL applies them.
+ *		access then costs a writer a look at the memo of the policies
+ *		(insert_policies).  Otherwise the caller's SQL applies them.
  */
 static bool
 rls_direct_ok(Relation rel, CmdType cmd)
 {
-	RowSecurityDesc *rsdesc = rel->rd_rsdesc;
-
-	if (cmd == CMD_INSERT && row_security && rsdesc != NULL)
-	{
-		bool		allowed = false;
-		bool		restricted = false;
-		ListCell   *lc;
-
-		foreach(lc, rsdesc->policies)
-		{
-			RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
-			Expr	   *check;
-
-			if (!for_insert(policy, &check))
-				continue;
-			if (!policy->permissive)
-			{
-				if (is_write_check(check))
-					continue;
-				restricted = true;
-				break;
-			}
-			if (!is_true_const(check) && !is_write_check(check))
-				continue;
-			allowed |= for_public(policy);
-		}
-		if (allowed && !restricted)
-			return true;
-	}
+	if (cmd == CMD_INSERT && row_security && rel->rd_rsdesc != NULL &&
+		insert_policies(rel)->insert_direct)
+		return true;
 	return check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED;
 }
 
@@ -372,29 +430,9 @@ rls_direct_ok(Relation rel, CmdType cmd)
 bool
 cfeed_insert_needs_grant(Relation rel)
 {
-	RowSecurityDesc *rsdesc = rel->rd_rsdesc;
-	bool		every_permissive = true;
-	ListCell   *lc;
-
-	if (rsdesc == NULL ||
-		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) != RLS_ENABLED)
-		return false;
-	foreach(lc, rsdesc->policies)
-	{
-		RowSecurityPolicy *policy = (RowSecurityPolicy *) lfirst(lc);
-		Expr	   *check;
-
-		if (!for_insert(policy, &check))
-			continue;
-		if (policy->permissive)
-		{
-			every_permissive &= is_write_check(check);
-			continue;
-		}
-		if (is_write_check(check) && for_public(policy))
-			return true;
-	}
-	return every_permissive;
+	return rel->rd_rsdesc != NULL &&
+		check_enable_rls(RelationGetRelid(rel), InvalidOid, true) == RLS_ENABLED &&
+		insert_policies(rel)->needs_grant;
 }
 
 /*
