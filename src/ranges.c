@@ -42,6 +42,7 @@
 #include "executor/spi.h"
 #include "utils/array.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/timestamp.h"
@@ -80,8 +81,8 @@ foreign_mark(int32 sweep_group)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("a sweep mark of sweep group %d was made in another database cluster", sweep_group),
-			 errdetail("Its transaction ids are another cluster's: the group's shards stored in ranges were restored from a dump, or the cluster was upgraded with pg_upgrade."),
+			 errmsg("a sweep mark of sweep group %d was made in another database cluster or restored from a dump", sweep_group),
+			 errdetail("Its transaction ids are another database's: the group's shards stored in ranges were restored from a dump (of this cluster or another), or the cluster was upgraded with pg_upgrade."),
 			 errhint("As cfeed's owner, run SELECT * FROM cfeed.adopt_marks() once (docs/operations.md, \"Storage in ranges\").")));
 }
 
@@ -338,14 +339,24 @@ xid_array(const FullTransactionId *xids, int n)
  *		latest, normally the only one alive), is deleted by its key, which
  *		no dead version of an older mark shares, and one with the same next_xid (a sweep right
  *		after cfeed.adopt_marks(), no xid assigned between) is replaced.
- *		The caller is connected to SPI (cfeed_spi_connect).
+ *		The caller is connected to SPI (cfeed_spi_connect), whose GUC
+ *		level keeps cfeed_mark.maker.
  */
 void
 cfeed_mark_store(int32 sweep_group, const CfeedMark *mark, FullTransactionId prev)
 {
 	Oid			types[5] = {INT4OID, XID8OID, XID8ARRAYOID, INT8OID, XID8OID};
 	Datum		values[5];
+	char		maker[32];
 
+	/*
+	 * A mark of this cluster is one cfeed made (cfeed._sweep_mark_restored
+	 * takes one that a restore brings for another cluster's); until
+	 * cfeed_spi_finish pops the caller's level.
+	 */
+	snprintf(maker, sizeof(maker), UINT64_FORMAT, U64FromFullTransactionId(GetTopFullTransactionId()));
+	(void) set_config_option("cfeed_mark.maker", maker, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	values[0] = Int32GetDatum(sweep_group);
 	values[1] = FullTransactionIdGetDatum(mark->xmax);
 	values[2] = xid_array(mark->xip, mark->nxip);

@@ -717,6 +717,8 @@ BEGIN
 		NEW.changes_deleted := true;
 	END IF;
 	IF NEW.storage = 'ranges' THEN
+		-- a mark made here (cfeed._sweep_mark_restored)
+		PERFORM pg_catalog.set_config('cfeed_mark.maker', pg_catalog.pg_current_xact_id()::text, true);
 		INSERT INTO cfeed.sweep_mark (sweep_group, next_xid, running, system_identifier)
 		SELECT NEW.sweep_group, pg_catalog.pg_snapshot_xmax(s),
 			   ARRAY(SELECT pg_catalog.pg_snapshot_xip(s)
@@ -748,6 +750,40 @@ COMMENT ON FUNCTION cfeed._shard_config_storage() IS 'internal: trigger of cfeed
 CREATE TRIGGER shard_config_storage BEFORE INSERT OR UPDATE OF storage, sweep_group, feed_id, shard
 	ON cfeed.shard_config FOR EACH ROW EXECUTE FUNCTION cfeed._shard_config_storage();
 ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
+
+/*
+ * A mark names writers by their xids, which mean something only in the
+ * database whose transactions made it.  A mark restored from a dump (COPY
+ * in pg_restore or psql), even of a database of this very cluster, names
+ * the dumped database's writers, while the restore gives the change rows
+ * the restoring transaction's xid (change_guard): the restored mark and
+ * stamps no longer match the changes.  Another cluster's mark is known by
+ * its system_identifier; one dumped in this cluster has this cluster's.  So
+ * a mark inserted by anything but cfeed's own marking (the sweeps,
+ * cfeed._shard_config_storage, cfeed.adopt_marks, which set
+ * cfeed_mark.maker to their transaction's xid) with this cluster's
+ * identifier gets 0 instead: another cluster's, which the group's sweeps
+ * and reads refuse (55000) until cfeed.adopt_marks() matches the stamps to
+ * the restored changes.  Before 1.9 was released a same-cluster restore
+ * went on with the mismatch: the changes pending at the dump were never
+ * stamped, and read_rows found none of the stamped ones.
+ */
+CREATE FUNCTION cfeed._sweep_mark_restored() RETURNS trigger
+	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+	AS $$
+BEGIN
+	IF NEW.system_identifier OPERATOR(pg_catalog.=) (SELECT c.system_identifier FROM pg_catalog.pg_control_system() c) THEN
+		NEW.system_identifier := 0;
+	END IF;
+	RETURN NEW;
+END
+$$;
+REVOKE ALL ON FUNCTION cfeed._sweep_mark_restored() FROM PUBLIC;
+COMMENT ON FUNCTION cfeed._sweep_mark_restored() IS 'internal: trigger of cfeed.sweep_mark: a mark not made by cfeed here (a restore, even of a dump of this cluster) is another cluster''s, to adopt';
+CREATE TRIGGER sweep_mark_restored BEFORE INSERT ON cfeed.sweep_mark FOR EACH ROW
+	WHEN (pg_catalog.current_setting('cfeed_mark.maker', true) IS DISTINCT FROM pg_catalog.pg_current_xact_id()::text)
+	EXECUTE FUNCTION cfeed._sweep_mark_restored();
+ALTER TABLE cfeed.sweep_mark ENABLE ALWAYS TRIGGER sweep_mark_restored;
 
 /*
  * cfeed._marks_local: whether every mark of a sweep group is this
@@ -866,6 +902,7 @@ BEGIN
 		  AND sc.sweep_group = v_group AND sc.storage = 'ranges';
 		GET DIAGNOSTICS stamps = ROW_COUNT;
 		DELETE FROM cfeed.sweep_mark m WHERE m.sweep_group = v_group;
+		PERFORM pg_catalog.set_config('cfeed_mark.maker', v_me::text, true);
 		INSERT INTO cfeed.sweep_mark AS m (sweep_group, next_xid, running, system_identifier)
 		SELECT v_group, pg_catalog.pg_snapshot_xmax(s),
 			   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(s) x

@@ -12,7 +12,8 @@
 # resumes at its checkpoint, and new writes are numbered on; the background
 # sweeper too.  Seen failing before adopt_marks: read() left out the
 # change_id written twice (its stamp names the dumped cluster's writer),
-# and the sweep refused the mark.
+# and the sweep refused the mark.  Then the same dump restored into another
+# database of the dumped cluster, which must be adopted the same way.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -102,6 +103,30 @@ $new->append_conf('postgresql.conf', "cfeed.enable_sweeper = on\n");
 $new->reload;
 ok($new->poll_query_until('app', q{SELECT sum(pending) = 0 FROM cfeed.stats}), 'the background sweeper stamps new writes');
 is($new->safe_psql('app', $CHECK), '0', 'every change read as often as written, each shard gapless');
+
+# The same dump restored into another database of the same cluster.  Its
+# marks carry this cluster's identifier, yet the restore gave the changes
+# the restoring transaction's xid all the same: the restored mark is taken
+# for another cluster's (cfeed._sweep_mark_restored) and adopted as one.
+# Seen failing before: the sweep took the restored mark, the changes
+# pending at the dump were never stamped (pending 0) and read_rows found
+# none of the stamped ones.
+$old->safe_psql('postgres', 'CREATE DATABASE copy');
+$old->command_ok([ 'pg_restore', '-d', $old->connstr('copy'), $old->basedir . '/app.dump' ],
+	'pg_restore into another database of the same cluster');
+($rc, $out, $err) = $old->psql('copy', 'SELECT count(*) FROM cfeed.sweep(0)');
+like($err, qr/a sweep mark of sweep group 0 was made in another database cluster or restored from a dump/,
+	'same cluster: the sweep refuses the restored mark');
+like($old->safe_psql('copy', q{SELECT string_agg(format('%s:%s', sweep_group, changes), ',') FROM cfeed.adopt_marks()}),
+	qr/^0:\d+$/, 'same cluster: adopt_marks adopts group 0');
+is($old->safe_psql('copy', $READ_ALL), $stamped_old, 'same cluster: every change stamped before the dump is read with its number');
+is($old->safe_psql('copy', q{SELECT sum(pending) FROM cfeed.stats}), '10', 'same cluster: the changes pending at the dump are pending');
+is($old->safe_psql('copy', q{SELECT sum(change_count) FROM cfeed.sweep(0)}), '10', 'same cluster: the sweep stamps them');
+is($old->safe_psql('copy', $CHECK), '0', 'same cluster: every change read as often as written, each shard gapless');
+is($old->safe_psql('copy', q{
+	SELECT (SELECT count(*) FROM cfeed.read_rows(1, 0, NULL, 1000000)) = (SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000000))}),
+	't', 'same cluster: read_rows finds every change read() gives');
+is($old->safe_psql('postgres', q{SELECT sum(pending) FROM cfeed.stats}), '10', 'the dumped database is untouched');
 
 $old->stop;
 $new->stop;
