@@ -435,3 +435,35 @@ SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed
 SELECT cfeed.resolve_dead_letter('h', 1, 0, :head);
 SELECT count(*) AS dead_letters_left FROM cfeed.dead_letters WHERE group_name = 'h';
 SELECT cfeed.drop_group('h', 1);
+
+-- a change whose row image the consumer may not see (of a table it has no
+-- SELECT on) is left out of what it reads, and fail() answers for it as
+-- for a change that does not exist (42704): no failure is recorded, and
+-- cfeed.failed_change shows nothing of it (before, fail() recorded it, its
+-- change_id included, and so told that a hidden change was there)
+CREATE TABLE public.dl_visible (id int PRIMARY KEY);
+CREATE TABLE public.dl_secret (id int PRIMARY KEY);
+SELECT cfeed.create_feed('dl-images', 1, feed_id => 41);
+SELECT cfeed.track('public.dl_visible', 41), cfeed.track('public.dl_secret', 41);
+CREATE ROLE dl_partial;
+GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.feed, cfeed.failed_change TO dl_partial;
+GRANT SELECT, INSERT, UPDATE ON cfeed.lease TO dl_partial;
+GRANT SELECT ON public.dl_visible TO dl_partial;
+SELECT cfeed.grant_read(41, 'dl_partial');
+INSERT INTO public.dl_visible VALUES (1);
+INSERT INTO public.dl_secret VALUES (1);
+INSERT INTO public.dl_visible VALUES (2);
+SELECT change_count FROM cfeed.sweep() WHERE feed_id = 41;
+SELECT start_sequence_number AS s41 FROM cfeed.shard WHERE feed_id = 41 AND shard = 0 \gset
+SET ROLE dl_partial;
+SELECT change_sequence_number - :s41 AS n FROM cfeed.read(41, 0) ORDER BY 1;
+SELECT epoch AS p_epoch FROM cfeed.acquire('p', 41, 'm', 600000) WHERE shard = 0 \gset
+SELECT n, pg_temp.err(format('SELECT * FROM cfeed.fail(%L, 41, 0, %L, %s, %s, %L)', 'p', 'm', :p_epoch, :s41 + n, 'x'))
+FROM (VALUES (2), (4)) AS t(n);
+SELECT attempts, dead_letter FROM cfeed.fail('p', 41, 0, 'm', :p_epoch, :s41 + 3, 'x');
+SELECT change_sequence_number - :s41 AS n FROM cfeed.failed_change WHERE feed_id = 41;
+RESET ROLE;
+SELECT change_sequence_number - :s41 AS n, tbl IS NOT NULL AS has_image FROM cfeed.read_rows(41, 0) ORDER BY 1;
+SELECT cfeed.drop_group('p', 41);
+DROP OWNED BY dl_partial;
+DROP ROLE dl_partial;

@@ -122,11 +122,43 @@ run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo
 }
 
 /*
+ * check_visible
+ *		After cfeed._fail found the change (as the owner, who sees every
+ *		change): raise what it raises for a change that does not exist
+ *		(42704) when the caller may not see it, a change of a table whose
+ *		row images the caller may not read, which cfeed.read leaves out for
+ *		the caller.  The error undoes the failure recorded, and the caller
+ *		learns no more of the change than of a deleted one.
+ */
+static void
+check_visible(int32 feed_id, int32 shard, int64 number)
+{
+	Oid			types[3] = {INT4OID, INT4OID, INT8OID};
+	Datum		values[3] = {Int32GetDatum(feed_id), Int32GetDatum(shard), Int64GetDatum(number)};
+	int			spi_level = cfeed_spi_connect();
+	bool		isnull;
+	bool		visible;
+
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT FROM cfeed.read($1, $2, $3 - 1, 1) r "
+							  "WHERE r.change_sequence_number = $3)",
+							  3, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "cfeed: the visibility check of a failed change failed");
+	visible = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	cfeed_spi_finish(spi_level);
+	if (!visible)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("change " INT64_FORMAT " of shard %d of feed %d does not exist", number, shard, feed_id),
+				 errhint("Report the change_sequence_number of a change cfeed.read_group() returned.")));
+}
+
+/*
  * cfeed_fail
  *		SQL: cfeed.fail(group_name text, feed_id int, shard int, owner text,
  *		epoch bigint, change_sequence_number bigint, error text)
  *		returns table (attempts int, retry_at timestamptz, dead_letter bool).
- *		The caller needs a read grant on the feed and UPDATE on cfeed.lease.
+ *		The caller needs a read grant on the feed and UPDATE on cfeed.lease,
+ *		and must see the change (check_visible).
  */
 Datum
 cfeed_fail(PG_FUNCTION_ARGS)
@@ -142,6 +174,7 @@ cfeed_fail(PG_FUNCTION_ARGS)
 	run_as_owner(fcinfo,
 				 "SELECT f.attempts, f.retry_at, f.dead_letter FROM cfeed._fail($1, $2, $3, $4, $5, $6, $7) f",
 				 types, (ReturnSetInfo *) fcinfo->resultinfo);
+	check_visible(PG_GETARG_INT32(1), PG_GETARG_INT32(2), PG_GETARG_INT64(5));
 	return (Datum) 0;
 }
 

@@ -535,10 +535,33 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_fail_run() IS 'internal (SQL edition): cfeed.fail''s work, as the owner, after cfeed._sqled_fail_check';
 REVOKE ALL ON FUNCTION cfeed._sqled_fail_run() FROM PUBLIC;
 
+-- after the run, as the caller: a change whose row image the caller may
+-- not read (cfeed.read leaves it out) is answered as one that does not
+-- exist (42704), which undoes the failure recorded (src/dead_letters.c,
+-- check_visible)
+CREATE FUNCTION cfeed._sqled_fail_visible() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NOT EXISTS (SELECT FROM cfeed.read(NEW.feed_id, NEW.shard, NEW.change_sequence_number - 1, 1) r
+				   WHERE r.change_sequence_number = NEW.change_sequence_number) THEN
+		RAISE EXCEPTION 'change % of shard % of feed % does not exist', NEW.change_sequence_number, NEW.shard, NEW.feed_id
+			USING ERRCODE = '42704',
+				  HINT = 'Report the change_sequence_number of a change cfeed.read_group() returned.';
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_fail_visible() IS 'internal (SQL edition): cfeed.fail''s last check, as the caller: the change is one cfeed.read gives the caller (42704 otherwise, as for a change that does not exist)';
+REVOKE ALL ON FUNCTION cfeed._sqled_fail_visible() FROM PUBLIC;
+
 CREATE TRIGGER fail_1_check INSTEAD OF INSERT ON cfeed._sqled_fail
 	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_fail_check();
 CREATE TRIGGER fail_2_run INSTEAD OF INSERT ON cfeed._sqled_fail
 	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_fail_run();
+CREATE TRIGGER fail_3_visible INSTEAD OF INSERT ON cfeed._sqled_fail
+	FOR EACH ROW EXECUTE FUNCTION cfeed._sqled_fail_visible();
 
 CREATE VIEW cfeed._sqled_resolve_dead_letter AS
 	SELECT NULL::text AS group_name, NULL::int AS feed_id, NULL::int AS shard,

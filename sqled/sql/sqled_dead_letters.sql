@@ -22,12 +22,14 @@ FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE t.tgrelid IN ('cfeed._sqled_fail'::regclass, 'cfeed._sqled_resolve_dead_letter'::regclass)
 ORDER BY 1, 2;
 
--- roles: a consumer of feed 1 (UPDATE on cfeed.lease), an operator
--- (DELETE on cfeed.failed_change), and a stranger with both privileges but
--- no read grant
+-- roles: a consumer of feed 1 (a reader's SELECT on cfeed.change and
+-- cfeed.shard, which fail's last check reads as it, and UPDATE on
+-- cfeed.lease), an operator (DELETE on cfeed.failed_change), and a
+-- stranger with those privileges but no read grant
 CREATE ROLE sqled_dl_consumer;
 CREATE ROLE sqled_dl_operator;
 CREATE ROLE sqled_dl_stranger;
+GRANT SELECT ON cfeed.change, cfeed.shard TO sqled_dl_consumer, sqled_dl_stranger;
 GRANT SELECT, UPDATE ON cfeed.lease TO sqled_dl_consumer, sqled_dl_stranger;
 GRANT SELECT, DELETE ON cfeed.failed_change TO sqled_dl_operator, sqled_dl_stranger;
 SELECT cfeed.grant_read(1, 'sqled_dl_consumer'), cfeed.grant_read(1, 'sqled_dl_operator');
