@@ -1324,10 +1324,18 @@ BEGIN
 		-- the age test keeps young backfilled rows of the migration range.
 		v_limit := LEAST(v_limit::pg_catalog.numeric,
 						 v_first::pg_catalog.numeric + (max_rows - v_deleted) - 1)::bigint;
-		DELETE FROM cfeed.change c
-		WHERE c.feed_id = r.feed_id AND c.shard = r.shard
-		  AND c.change_sequence_number BETWEEN v_first AND v_limit
-		  AND COALESCE(c.stamped_at, c.written_at) < v_cutoff;
+		-- without waiting, as for range shards: a change another
+		-- transaction has locked (a deleter of its feed keeping its DELETE
+		-- open) stays for the next pass, rather than stall the group-0
+		-- sweeper and the stamping of every feed it sweeps
+		SELECT pg_catalog.array_agg(v.tid) INTO v_victims
+		FROM (SELECT x.ctid AS tid FROM cfeed.change x
+			  WHERE x.feed_id = r.feed_id AND x.shard = r.shard
+				AND x.change_sequence_number BETWEEN v_first AND v_limit
+				AND COALESCE(x.stamped_at, x.written_at) < v_cutoff
+			  FOR UPDATE SKIP LOCKED) v;
+		CONTINUE WHEN v_victims IS NULL;
+		DELETE FROM cfeed.change c WHERE c.ctid = ANY (v_victims);
 		GET DIAGNOSTICS v_count = ROW_COUNT;
 		v_deleted := v_deleted + v_count;
 	END LOOP;
