@@ -89,6 +89,10 @@ BEGIN
 			USING ERRCODE = '0A000',
 				  DETAIL = 'Moving feeds stored in ranges between the editions is not built yet.';
 	END IF;
+	-- a sweep mark left by a dropped range feed moves as it is: the same
+	-- database, its xids still this database's (cfeed._sweep_mark_restored
+	-- takes any other insert of one for a restore's)
+	PERFORM pg_catalog.set_config('cfeed_mark.maker', pg_catalog.pg_current_xact_id()::text, true);
 	FOREACH v_table IN ARRAY v_order LOOP
 		SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_cols
 		FROM pg_catalog.pg_attribute a
@@ -96,6 +100,7 @@ BEGIN
 		  AND a.attnum OPERATOR(pg_catalog.>) 0 AND NOT a.attisdropped;
 		EXECUTE pg_catalog.format('INSERT INTO cfeed.%1$I (%2$s) SELECT %2$s FROM cfeed_moving.%1$I', v_table, v_cols);
 	END LOOP;
+	PERFORM pg_catalog.set_config('cfeed_mark.maker', '', true);
 	FOR r IN SELECT c.relname FROM pg_catalog.pg_class c
 			 WHERE c.relnamespace OPERATOR(pg_catalog.=) 'cfeed'::regnamespace AND c.relkind OPERATOR(pg_catalog.=) 'S'
 			 ORDER BY 1

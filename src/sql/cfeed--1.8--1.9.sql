@@ -741,6 +741,9 @@ BEGIN
 		FROM pg_catalog.pg_current_snapshot() s
 		WHERE NOT EXISTS (SELECT FROM cfeed.sweep_mark m WHERE m.sweep_group OPERATOR(pg_catalog.=) NEW.sweep_group)
 		ON CONFLICT DO NOTHING;
+		-- for this insert only: a restore in one transaction inserts the
+		-- dumped marks after
+		PERFORM pg_catalog.set_config('cfeed_mark.maker', '', true);
 	END IF;
 	RETURN NEW;
 END
@@ -760,8 +763,10 @@ ALTER TABLE cfeed.shard_config ENABLE ALWAYS TRIGGER shard_config_storage;
  * stamps no longer match the changes.  Another cluster's mark is known by
  * its system_identifier; one dumped in this cluster has this cluster's.  So
  * a mark inserted by anything but cfeed's own marking (the sweeps,
- * cfeed._shard_config_storage, cfeed.adopt_marks, which set
- * cfeed_mark.maker to their transaction's xid) with this cluster's
+ * cfeed._shard_config_storage, cfeed.adopt_marks and the move between the
+ * editions, which set cfeed_mark.maker to their transaction's xid for
+ * their insert only: a restore in one transaction, pg_restore -1, may make
+ * a first mark before it inserts the dumped ones) with this cluster's
  * identifier gets 0 instead: another cluster's, which the group's sweeps
  * and reads refuse (55000) until cfeed.adopt_marks() matches the stamps to
  * the restored changes.  Before 1.9 was released a same-cluster restore
@@ -917,6 +922,7 @@ BEGIN
 			   v_sysid
 		FROM pg_catalog.pg_current_snapshot() s
 		RETURNING pg_catalog.cardinality(m.running) INTO unstamped_writers;
+		PERFORM pg_catalog.set_config('cfeed_mark.maker', '', true);
 		RETURN NEXT;
 	END LOOP;
 END
