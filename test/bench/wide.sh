@@ -7,11 +7,12 @@
 # joining (steals), a renewal, a checkpoint, a seek, a release, the views
 # consumer_lag and groups, and drop_group.  Each call is timed by psql
 # (\timing) and by the CPU time of its backend (schedstat), ROUNDS rounds
-# of a phase of each size on feeds of their own, the small one first in
-# odd rounds and the wide one first in even ones.  Every call's CPU time is
-# linear in shards (2,500 to 20,000); single samples were not: a shared
-# 2-core machine's other jobs hold a core or slow the one given, which made
-# one pair's worst ratio anywhere from 2.2x to 13x (run 7's 6.3x was one).
+# of a phase of each size, each phase in a new database, the small one
+# first in odd rounds and the wide one first in even ones.  Every call's
+# CPU time is linear in shards (2,500 to 20,000); single samples were not:
+# a shared 2-core machine's other jobs hold a core or slow the one given,
+# which made one pair's worst ratio anywhere from 2.2x to 13x (run 7's
+# 6.3x was one).
 # Linear means the 10,000-shard CPU time is about 4x the 2,500-shard one,
 # judged on the median of the rounds' ratios; the goal allows 6x (fixed
 # costs favour the small feed), and the first acquire must take at most
@@ -23,7 +24,6 @@ ROUNDS=${2:-5}
 SMALL=$((SHARDS / 4))
 BENCH_EXTRA_CONF="autovacuum = off" bench_start
 bench_settings
-psqlc -c "CREATE EXTENSION cfeed" >/dev/null
 
 # ms SQL: "WALL CPU", the time of one statement in ms (psql's \timing) and
 # the CPU time of its backend meanwhile in ms
@@ -33,11 +33,12 @@ ms()
 		"SELECT 'cpu ' || round((split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint - :t0) / 1e6, 3);" |
 		psqlc -f - | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p; s/^cpu //p' | paste -sd ' '
 }
-# phase N FEED: prints "WALL CPU" of first join renew checkpoint seek release lag groups drop
+# phase N FEED: prints "WALL CPU" of first join renew checkpoint seek release lag groups drop,
+# in a database of its own (BENCH_DB), made and dropped by the caller
 phase()
 {
 	local n=$1 f=$2 t=()
-	psqlc -c "SELECT cfeed.create_feed('wide$f', $n, $f)" >/dev/null
+	psqlc -c "CREATE EXTENSION cfeed" -c "SELECT cfeed.create_feed('wide$f', $n, $f)" >/dev/null
 	t+=("$(ms "SELECT count(*) FROM cfeed.acquire('g', $f, 'a')")")
 	t+=("$(ms "SELECT count(*) FROM cfeed.acquire('g', $f, 'b')")")
 	t+=("$(ms "SELECT count(*) FROM cfeed.acquire('g', $f, 'c')")")
@@ -58,7 +59,12 @@ for round in $(seq 1 "$ROUNDS"); do
 	[ $((round % 2)) = 1 ] || sizes="$SHARDS $SMALL"
 	for n in $sizes; do
 		f=$((f + 1))
-		read -r -a t < <(phase "$n" "$f")
+		# a new database each time: nothing left by the phases before it
+		# (their feeds' shards, the dead leases of drop_group with
+		# autovacuum off) weighs on this one
+		psqlc -c "CREATE DATABASE wide$f" >/dev/null
+		read -r -a t < <(BENCH_DB=wide$f phase "$n" "$f")
+		psqlc -c "DROP DATABASE wide$f WITH (FORCE)" >/dev/null
 		for i in "${!names[@]}"; do
 			wall[$n-$i-$round]=${t[$((2 * i))]}
 			cpu[$n-$i-$round]=${t[$((2 * i + 1))]}
