@@ -104,44 +104,38 @@ $new->reload;
 ok($new->poll_query_until('app', q{SELECT sum(pending) = 0 FROM cfeed.stats}), 'the background sweeper stamps new writes');
 is($new->safe_psql('app', $CHECK), '0', 'every change read as often as written, each shard gapless');
 
-# The same dump restored into another database of the same cluster.  Its
-# marks carry this cluster's identifier, yet the restore gave the changes
-# the restoring transaction's xid all the same: the restored mark is taken
-# for another cluster's (cfeed._sweep_mark_restored) and adopted as one.
-# Seen failing before: the sweep took the restored mark, the changes
-# pending at the dump were never stamped (pending 0) and read_rows found
-# none of the stamped ones.
-$old->safe_psql('postgres', 'CREATE DATABASE copy');
-$old->command_ok([ 'pg_restore', '-d', $old->connstr('copy'), $old->basedir . '/app.dump' ],
-	'pg_restore into another database of the same cluster');
-($rc, $out, $err) = $old->psql('copy', 'SELECT count(*) FROM cfeed.sweep(0)');
-like($err, qr/a sweep mark of sweep group 0 was made in another database cluster or restored from a dump/,
-	'same cluster: the sweep refuses the restored mark');
-like($old->safe_psql('copy', q{SELECT string_agg(format('%s:%s', sweep_group, changes), ',') FROM cfeed.adopt_marks()}),
-	qr/^0:\d+$/, 'same cluster: adopt_marks adopts group 0');
-is($old->safe_psql('copy', $READ_ALL), $stamped_old, 'same cluster: every change stamped before the dump is read with its number');
-is($old->safe_psql('copy', q{SELECT sum(pending) FROM cfeed.stats}), '10', 'same cluster: the changes pending at the dump are pending');
-is($old->safe_psql('copy', q{SELECT sum(change_count) FROM cfeed.sweep(0)}), '10', 'same cluster: the sweep stamps them');
-is($old->safe_psql('copy', $CHECK), '0', 'same cluster: every change read as often as written, each shard gapless');
-is($old->safe_psql('copy', q{
-	SELECT (SELECT count(*) FROM cfeed.read_rows(1, 0, NULL, 1000000)) = (SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000000))}),
-	't', 'same cluster: read_rows finds every change read() gives');
+# The same dump restored into another database of the same cluster, by
+# one pg_restore per database (options @opts).  Its marks carry this
+# cluster's identifier, yet the restore gave the changes the restoring
+# transaction's xid all the same: the restored mark is taken for another
+# cluster's (cfeed._sweep_mark_restored) and adopted as one.  Seen failing
+# before: the sweep took the restored mark, the changes pending at the dump
+# were never stamped (pending 0) and read_rows found none of the stamped
+# ones; with -1, when the first mark's cfeed_mark.maker (the restore of
+# shard_config makes it before the dumped marks come) lasted to the end of
+# the transaction.
+sub restore_here
+{
+	my ($db, $label, @opts) = @_;
+	$old->safe_psql('postgres', "CREATE DATABASE $db");
+	$old->command_ok([ 'pg_restore', @opts, '-d', $old->connstr($db), $old->basedir . '/app.dump' ],
+		"$label: pg_restore into another database of the same cluster");
+	my ($rc, $out, $err) = $old->psql($db, 'SELECT count(*) FROM cfeed.sweep(0)');
+	like($err, qr/a sweep mark of sweep group 0 was made in another database cluster or restored from a dump/,
+		"$label: the sweep refuses the restored mark");
+	like($old->safe_psql($db, q{SELECT string_agg(format('%s:%s', sweep_group, changes), ',') FROM cfeed.adopt_marks()}),
+		qr/^0:\d+$/, "$label: adopt_marks adopts group 0");
+	is($old->safe_psql($db, $READ_ALL), $stamped_old, "$label: every change stamped before the dump is read with its number");
+	is($old->safe_psql($db, q{SELECT sum(pending) FROM cfeed.stats}), '10', "$label: the changes pending at the dump are pending");
+	is($old->safe_psql($db, q{SELECT sum(change_count) FROM cfeed.sweep(0)}), '10', "$label: the sweep stamps them");
+	is($old->safe_psql($db, $CHECK), '0', "$label: every change read as often as written, each shard gapless");
+	is($old->safe_psql($db, q{
+		SELECT (SELECT count(*) FROM cfeed.read_rows(1, 0, NULL, 1000000)) = (SELECT count(*) FROM cfeed.read(1, 0, NULL, 1000000))}),
+		't', "$label: read_rows finds every change read() gives");
+}
+restore_here('copy', 'same cluster');
+restore_here('copy1', 'one transaction', '--single-transaction');
 is($old->safe_psql('postgres', q{SELECT sum(pending) FROM cfeed.stats}), '10', 'the dumped database is untouched');
-
-# ... and restored in one transaction (pg_restore -1), where the restore of
-# shard_config makes the group's first mark before the dumped marks come
-# (seen failing when that first mark's cfeed_mark.maker lasted to the end
-# of the transaction: the dumped marks passed for this database's)
-$old->safe_psql('postgres', 'CREATE DATABASE copy1');
-$old->command_ok([ 'pg_restore', '--single-transaction', '-d', $old->connstr('copy1'), $old->basedir . '/app.dump' ],
-	'pg_restore -1 into another database of the same cluster');
-($rc, $out, $err) = $old->psql('copy1', 'SELECT count(*) FROM cfeed.sweep(0)');
-like($err, qr/a sweep mark of sweep group 0 was made in another database cluster or restored from a dump/,
-	'one transaction: the sweep refuses the restored mark');
-like($old->safe_psql('copy1', q{SELECT string_agg(format('%s:%s', sweep_group, changes), ',') FROM cfeed.adopt_marks()}),
-	qr/^0:\d+$/, 'one transaction: adopt_marks adopts group 0');
-is($old->safe_psql('copy1', q{SELECT sum(change_count) FROM cfeed.sweep(0)}), '10', 'one transaction: the sweep stamps the pending changes');
-is($old->safe_psql('copy1', $CHECK), '0', 'one transaction: every change read as often as written, each shard gapless');
 
 $old->stop;
 $new->stop;
