@@ -207,6 +207,7 @@ typedef struct CfeedPendingChange
 	FullTransactionId writer_xid;
 	int64		number;			/* assigned sequence number */
 	bool		ranges;			/* of a shard stored in ranges */
+	bool		locked;			/* another transaction holds its row lock */
 	bool		image;			/* it has a row image (tbl is not null) */
 	int32		image_table;	/* then its table's number, tbl (any int: an
 								 * OID above 2^31 kept by 1.8 is negative) */
@@ -259,6 +260,7 @@ extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 									 Snapshot snapshot);
 
 /* stamp.c: a sweep's write step */
+extern bool cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot);
 extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
 extern void cfeed_stamp_commit_level(void);

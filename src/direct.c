@@ -557,8 +557,9 @@ cfeed_direct_insert(Relation rel, TupleTableSlot *slot)
  *		Replace the version of row tid visible to snapshot with the row in
  *		newslot, heap and (unless the update is HOT) indexes, as the current
  *		command.  Returns false, having written nothing, when that version
- *		was updated or deleted meanwhile.  The caller has had
- *		cfeed_direct_ok(rel, CMD_UPDATE) say yes in this statement.
+ *		was updated or deleted meanwhile, or another transaction holds a lock
+ *		on it: it never waits for one (cfeed_stamp_would_wait).  The caller
+ *		has had cfeed_direct_ok(rel, CMD_UPDATE) say yes in this statement.
  */
 bool
 cfeed_direct_update(Relation rel, ItemPointer tid, TupleTableSlot *newslot,
@@ -573,8 +574,8 @@ cfeed_direct_update(Relation rel, ItemPointer tid, TupleTableSlot *newslot,
 	Assert(ItemPointerIsValid(tid));
 	Assert(IsMVCCSnapshot(snapshot));
 	result = table_tuple_update(rel, tid, newslot, GetCurrentCommandId(true), snapshot,
-								InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
-	if (result == TM_Updated || result == TM_Deleted)
+								InvalidSnapshot, false, &tmfd, &lockmode, &update_indexes);
+	if (result == TM_Updated || result == TM_Deleted || result == TM_BeingModified)
 		return false;
 	if (result != TM_Ok)
 		elog(ERROR, "cfeed sweep: unexpected result %d updating a change", (int) result);

@@ -18,6 +18,18 @@
  * sweep of another group got there first (a shard moved between groups,
  * isolation test sweep_moved_shard).
  *
+ * Neither way waits for a row lock.  A change whose row another
+ * transaction has locked (a DELETE or UPDATE of a pending change, a SELECT
+ * ... FOR UPDATE, still running) would hold up the stamping of every feed
+ * of the sweep group for as long as that transaction stays open: the sweep
+ * finds such a change while collecting (cfeed_stamp_would_wait) and leaves
+ * it, and the changes after it in its shard, for a later sweep (sweep.c).
+ * A lock taken after that look, just before the write, fails the sweep
+ * with 40001 instead of making it wait: the direct update does not wait
+ * (cfeed_direct_update), and the SQL update is preceded by a lock of each
+ * change that does not either (lock_batch).  The next sweep leaves the
+ * change (isolation test locked_pending).
+ *
  * The stamping transaction commits synchronously, at
  * cfeed.sweep_synchronous_commit (a level of synchronous_commit, default on,
  * never off), set for that transaction only (cfeed_stamp_commit_level): with
@@ -35,6 +47,7 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -93,7 +106,64 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
 			 errmsg("another transaction changed the changes this sweep read as pending"),
 			 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
 					   expected, updated),
-			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE or DELETE of a pending change in cfeed.change, does this.")));
+			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE, DELETE or row lock of a pending change in cfeed.change, does this.")));
+}
+
+/*
+ * cfeed_stamp_would_wait
+ *		Whether stamping the change in slot, the version of it the sweep's
+ *		snapshot sees as just fetched from cfeed.change (rel), would wait
+ *		for another transaction: one still running holds a lock on it (its
+ *		DELETE, UPDATE or SELECT ... FOR SHARE or UPDATE).  So does the
+ *		sweep's own transaction, when it locked the change before the sweep:
+ *		that change is left too.  Heap only (the slot holds the page's
+ *		buffer pinned); with another access method the lock step of the SQL
+ *		update tells instead, by failing the sweep.
+ */
+bool
+cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot)
+{
+	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
+	TM_Result	result;
+
+	if (!TTS_IS_BUFFERTUPLE(slot))
+		return false;
+	Assert(BufferIsValid(bslot->buffer));
+	LockBuffer(bslot->buffer, BUFFER_LOCK_SHARE);
+	/* as a writer inserted it, with no xmax: the common case, at once */
+	if (bslot->base.tuple->t_data->t_infomask & HEAP_XMAX_INVALID)
+		result = TM_Ok;
+	else
+		result = HeapTupleSatisfiesUpdate(bslot->base.tuple, GetCurrentCommandId(false),
+										  bslot->buffer);
+	LockBuffer(bslot->buffer, BUFFER_LOCK_UNLOCK);
+	return result == TM_BeingModified;
+}
+
+/*
+ * lock_batch
+ *		Lock each of the batch's changes for the SQL update, without waiting
+ *		(which the update would do): a change another transaction locked
+ *		since the sweep collected it fails the sweep (40001), and the next
+ *		sweep leaves it (cfeed_stamp_would_wait).
+ */
+static void
+lock_batch(Relation rel, CfeedPendingChange *changes, int n, Snapshot snapshot)
+{
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	CommandId	cid = GetCurrentCommandId(true);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		TM_FailureData tmfd;
+
+		CHECK_FOR_INTERRUPTS();
+		if (table_tuple_lock(rel, &changes[i].tid, snapshot, slot, cid, LockTupleNoKeyExclusive,
+							 LockWaitSkip, 0, &tmfd) != TM_Ok)
+			concurrent_sweep_error(n, 0);
+	}
+	ExecDropSingleTupleTableSlot(slot);
 }
 
 /*
@@ -116,12 +186,13 @@ pin_plan_shapes(void)
 
 /*
  * stamp_with_sql
- *		Write the numbers with one update of all the batch's changes, which
- *		must touch each of them (a concurrent sweep would have made some
- *		invisible).
+ *		Write the numbers with one update of all the batch's changes, each
+ *		locked first (lock_batch), which must touch each of them (a
+ *		concurrent sweep would have made some invisible).
  */
 static void
-stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now)
+stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
+			   Snapshot snapshot)
 {
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
@@ -142,6 +213,7 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 					 errdetail("Stamps are written by an update of cfeed.change, which the rule would replace."),
 					 errhint("Drop the rule, or make it DO ALSO.")));
 	}
+	lock_batch(rel, changes, n, snapshot);
 	for (i = 0; i < n; i++)
 	{
 		tids[i] = PointerGetDatum(&changes[i].tid);
@@ -282,7 +354,7 @@ cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 	}
 #endif
 	if (!stamp_direct(rel, changes, n, now, snapshot))
-		stamp_with_sql(rel, changes, n, now);
+		stamp_with_sql(rel, changes, n, now, snapshot);
 }
 
 /*

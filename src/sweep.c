@@ -33,9 +33,15 @@
  *	 cut		at most cfeed.sweep_batch_size of them, the lowest change_ids
  *				(a transaction that committed before another began drew
  *				lower change_ids, so it is never numbered after it)
+ *	 leave		the changes of row shards whose rows another transaction
+ *				has locked (its DELETE or UPDATE of a pending change still
+ *				running), each with the changes after it in its shard and, in
+ *				a group with a mark, its writer's range changes: left for a
+ *				later sweep, as a sweep never waits for a row lock (stamp.c)
  *	 number		per shard in change_id order, on from the shard's head as of
  *				the snapshot
- *	 propose	the next watermark, with the xids of the changes left
+ *	 propose	the next watermark, with the xids of the changes left (cut,
+ *				locked or out of numbers)
  *	 write		the numbers and stamped_at (stamp.c), after a new feed
  *				epoch is recorded if this is the first stamp on this timeline;
  *				the commit is forced synchronous at
@@ -138,6 +144,14 @@ typedef struct ShardEntry
 	int32		held;			/* changes left pending: out of numbers */
 } ShardEntry;
 
+/* A writer with a change left, while leave_locked closes the left set. */
+typedef struct LeftWriter
+{
+	FullTransactionId xid;		/* hash key */
+	bool		left;			/* has a change left: its range changes go too */
+	List	   *ranged;			/* indexes of its range changes in the batch */
+} LeftWriter;
+
 /* A writer with a change of a range shard, while the batch is cut. */
 typedef struct RangeWriter
 {
@@ -162,6 +176,8 @@ typedef struct SweepState
 	int			ncollected;		/* changes[nbatch..ncollected-1]: cut off */
 	FullTransactionId *held;	/* writer_xids of the changes held back */
 	int			nheld;
+	FullTransactionId *locked;	/* writer_xids of the changes left locked */
+	int			nlocked;
 	int			nexhausted;		/* shards with changes held back */
 	HTAB	   *shards;			/* ShardEntry by (feed_id, shard) */
 	int			nshards;		/* shards with a change in the batch */
@@ -334,6 +350,7 @@ collect_probe(ScanKey key, void *arg)
 		c->change_id = DatumGetInt64(slot_getattr(slot, Anum_change_change_id, &isnull));
 		c->written_at = DatumGetTimestampTz(slot_getattr(slot, Anum_change_written_at, &isnull));
 		c->writer_xid = DatumGetFullTransactionId(slot_getattr(slot, Anum_change_writer_xid, &isnull));
+		c->locked = cfeed_stamp_would_wait(heap, slot);
 		c->image = false;
 		c->image_table = 0;
 		if (images)
@@ -542,21 +559,158 @@ sweep_cut(SweepState *s)
 }
 
 /*
+ * LeaveState: leave_locked's closure over the batch, sorted by shard
+ */
+typedef struct LeaveState
+{
+	SweepState *s;
+	bool	   *leave;			/* per change: left for a later sweep */
+	int		   *first;			/* per change: its shard's first index */
+	int		   *stop;			/* at a shard's first index: its first left */
+	HTAB	   *writers;		/* LeftWriter by writer_xid (a marked group) */
+	List	   *work;			/* LeftWriters whose range changes must go */
+} LeaveState;
+
+/*
+ * leave_from
+ *		Leave change i and the rest of its shard in the batch (those after
+ *		it in change_id order: a shard's numbers follow that order without a
+ *		gap).  In a group with a mark, each writer of a change left joins
+ *		the work list once, for its range changes (leave_locked).
+ */
+static void
+leave_from(LeaveState *ls, int i)
+{
+	int			first = ls->first[i];
+	int			j;
+
+	for (j = i; j < ls->stop[first]; j++)
+	{
+		ls->leave[j] = true;
+		if (ls->writers != NULL)
+		{
+			LeftWriter *w = hash_search(ls->writers, &ls->s->changes[j].writer_xid,
+										HASH_FIND, NULL);
+
+			if (w != NULL && !w->left)
+			{
+				w->left = true;
+				ls->work = lappend(ls->work, w);
+			}
+		}
+	}
+	ls->stop[first] = Min(ls->stop[first], i);
+}
+
+/*
+ * leave_locked
+ *		The leave step: a change of a row shard whose row another
+ *		transaction has locked (cfeed_stamp_would_wait, at collect) cannot
+ *		be stamped without waiting for that transaction, which may stay open
+ *		for as long as it likes and hold up every feed of the group.  It is
+ *		left for a later sweep, with the changes after it in its shard.  In a
+ *		group with a mark, a writer with a change left keeps its xid in the
+ *		mark, which then says that none of its range changes is stamped: so
+ *		its range changes are left too, each with the rest of its shard, and
+ *		so on for their writers.  Each change is left once.  The writer_xids
+ *		of the changes left go to s->locked, for the proposed watermark; the
+ *		batch shrinks within changes[0..nbatch-1].
+ */
+static void
+sweep_leave_locked(SweepState *s)
+{
+	LeaveState	ls;
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < s->nchanges; i++)
+		if (s->changes[i].locked && !s->changes[i].ranges)
+			break;
+	if (i == s->nchanges)
+		return;
+
+	qsort(s->changes, s->nchanges, sizeof(CfeedPendingChange), compare_shard_change);
+	ls.s = s;
+	ls.leave = palloc0(sizeof(bool) * s->nchanges);
+	ls.first = palloc(sizeof(int) * s->nchanges);
+	ls.stop = palloc(sizeof(int) * s->nchanges);
+	ls.writers = NULL;
+	ls.work = NIL;
+	for (i = 0; i < s->nchanges; i++)
+	{
+		bool		same = i > 0 && s->changes[i].feed_id == s->changes[i - 1].feed_id &&
+			s->changes[i].shard == s->changes[i - 1].shard;
+
+		ls.first[i] = same ? ls.first[i - 1] : i;
+		ls.stop[ls.first[i]] = i + 1;
+	}
+	if (s->marked)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(FullTransactionId);
+		ctl.entrysize = sizeof(LeftWriter);
+		ctl.hcxt = CurrentMemoryContext;
+		ls.writers = hash_create("cfeed sweep left writers", 64, &ctl,
+								 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		for (i = 0; i < s->nchanges; i++)
+		{
+			bool		found;
+			LeftWriter *w = hash_search(ls.writers, &s->changes[i].writer_xid, HASH_ENTER, &found);
+
+			if (!found)
+			{
+				w->left = false;
+				w->ranged = NIL;
+			}
+			if (s->changes[i].ranges)
+				w->ranged = lappend_int(w->ranged, i);
+		}
+	}
+	for (i = 0; i < s->nchanges; i++)
+		if (s->changes[i].locked && !s->changes[i].ranges)
+			leave_from(&ls, i);
+	while (ls.work != NIL)
+	{
+		LeftWriter *w = linitial(ls.work);
+		ListCell   *lc;
+
+		ls.work = list_delete_first(ls.work);
+		foreach(lc, w->ranged)
+			leave_from(&ls, lfirst_int(lc));
+	}
+
+	s->locked = palloc(sizeof(FullTransactionId) * s->nchanges);
+	for (i = 0; i < s->nchanges; i++)
+	{
+		if (ls.leave[i])
+			s->locked[s->nlocked++] = s->changes[i].writer_xid;
+		else
+			s->changes[n++] = s->changes[i];
+	}
+	s->nchanges = n;
+}
+
+/*
  * sweep_propose
  *		Propose the watermark that holds once the sweep commits, with the
  *		writer_xids of the changes left for a later sweep: those the cut
- *		left, and those held back because their shard is out of numbers.
+ *		left, those left locked, and those held back because their shard is
+ *		out of numbers.
  */
 static void
 sweep_propose(SweepState *s)
 {
-	int			nleft = s->nheld + (s->ncollected - s->nbatch);
+	int			ncut = s->ncollected - s->nbatch;
+	int			nleft = s->nheld + s->nlocked + ncut;
 	FullTransactionId *left = palloc(sizeof(FullTransactionId) * Max(nleft, 1));
 	int			i;
 
 	memcpy(left, s->held, sizeof(FullTransactionId) * s->nheld);
-	for (i = s->nbatch; i < s->ncollected; i++)
-		left[s->nheld + i - s->nbatch] = s->changes[i].writer_xid;
+	if (s->nlocked > 0)
+		memcpy(left + s->nheld, s->locked, sizeof(FullTransactionId) * s->nlocked);
+	for (i = 0; i < ncut; i++)
+		left[s->nheld + s->nlocked + i] = s->changes[s->nbatch + i].writer_xid;
 	cfeed_watermark_propose(s->watermark, s->snapshot, left, nleft);
 }
 
@@ -805,6 +959,7 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 	sweep_begin(&s, sweep_group);
 	sweep_collect(&s);
 	sweep_cut(&s);
+	sweep_leave_locked(&s);
 	if (s.nchanges > 0)
 		sweep_number(&s);
 	check_held_writers(&s);

@@ -15,11 +15,16 @@
  *     and the statement's snapshot sees (committed, or the sweep's own
  *     transaction's), numbered per shard in change_id order on from the
  *     shard's head (highest stamped number, deleted head, start value),
- *     stamped_at the same clock reading for all.  The UPDATE must touch
- *     every change it numbered (a change deleted or moved meanwhile would
- *     leave a gap): else 40001 and nothing is stamped.  The first sweep
- *     that stamps on a new server, timeline or database records a feed
- *     epoch with the heads before its stamps (cfeed._sqled_epoch_begin).
+ *     stamped_at the same clock reading for all.  A change whose row
+ *     another transaction has locked (its DELETE or UPDATE of a pending
+ *     change still running) is left, with the rest of its shard, for a
+ *     later sweep: the sweep never waits for it, which would hold up every
+ *     feed of the group (its writer's xid joins the watermark).  The
+ *     UPDATE must touch every change it numbered (a change deleted or
+ *     moved meanwhile would leave a gap): else 40001 and nothing is
+ *     stamped.  The first sweep that stamps on a new server, timeline or
+ *     database records a feed epoch with the heads before its stamps
+ *     (cfeed._sqled_epoch_begin).
  *  3. announce: NOTIFY of each longpoll shard's new head on
  *     cfeed_<feed_id>_<shard> (sent at commit, with the stamps).
  *
@@ -53,6 +58,7 @@ DECLARE
 	v_now timestamptz;
 	v_expected bigint;
 	v_stamped bigint;
+	v_left xid8[];
 	v_feeds int[];
 	v_shard_nos int[];
 	v_counts int[];
@@ -104,14 +110,31 @@ BEGIN
 	v_now := pg_catalog.clock_timestamp();
 	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', pg_catalog.pg_current_xact_id()::text, true);
 	WITH pending AS MATERIALIZED (
-		SELECT c.ctid AS tid, c.feed_id, c.shard, c.change_id
+		SELECT c.ctid AS tid, c.feed_id, c.shard, c.change_id, c.writer_xid
 		FROM cfeed.change c
 		WHERE c.change_sequence_number IS NULL
 		  AND (v_wm_xmax IS NULL OR c.writer_xid >= v_wm_xmax OR c.writer_xid = ANY (v_wm_xip))
-	), batch AS MATERIALIZED (
+	), found AS MATERIALIZED (
 		SELECT p.* FROM pending p
 		JOIN cfeed.shard_config s ON s.feed_id = p.feed_id AND s.shard = p.shard
 		WHERE s.sweep_group = v_group
+	), free AS MATERIALIZED (
+		-- the changes locked now without waiting: one whose row another
+		-- transaction has locked in any mode (its DELETE or UPDATE still
+		-- running) is left for a later sweep, with the rest of its shard
+		-- (src/sweep.c, the leave step)
+		SELECT c.ctid AS tid FROM cfeed.change c
+		WHERE c.ctid = ANY (ARRAY(SELECT f.tid FROM found f))
+		FOR UPDATE OF c SKIP LOCKED
+	), stops AS MATERIALIZED (
+		SELECT DISTINCT ON (f.feed_id, f.shard) f.feed_id, f.shard, f.change_id, f.tid
+		FROM found f
+		WHERE NOT EXISTS (SELECT 1 FROM free l WHERE l.tid = f.tid)
+		ORDER BY f.feed_id, f.shard, f.change_id, f.tid
+	), batch AS MATERIALIZED (
+		SELECT f.* FROM found f
+		LEFT JOIN stops t ON t.feed_id = f.feed_id AND t.shard = f.shard
+		WHERE t.feed_id IS NULL OR (f.change_id, f.tid) < (t.change_id, t.tid)
 	), heads AS MATERIALIZED (
 		-- each shard's head once, before the UPDATE adds index entries
 		SELECT s.feed_id, s.shard,
@@ -139,13 +162,15 @@ BEGIN
 		FROM stamped st GROUP BY st.feed_id, st.shard
 	)
 	SELECT (SELECT pg_catalog.count(*) FROM numbered), COALESCE(pg_catalog.sum(r.n), 0),
+		   (SELECT pg_catalog.array_agg(DISTINCT f.writer_xid) FROM found f
+			WHERE NOT EXISTS (SELECT 1 FROM batch b WHERE b.tid = f.tid)),
 		   pg_catalog.array_agg(r.feed_id ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(r.shard ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(r.n ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(r.last ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(r.lag ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(s.longpoll ORDER BY r.feed_id, r.shard)
-	INTO v_expected, v_stamped, v_feeds, v_shard_nos, v_counts, v_lasts, v_lags, v_notify
+	INTO v_expected, v_stamped, v_left, v_feeds, v_shard_nos, v_counts, v_lasts, v_lags, v_notify
 	FROM per_shard r
 	JOIN cfeed.shard_config s ON s.feed_id = r.feed_id AND s.shard = r.shard;
 	PERFORM pg_catalog.set_config('cfeed_sqled.stamping', '', true);
@@ -161,12 +186,14 @@ BEGIN
 		PERFORM cfeed._sqled_epoch_begin(v_feeds, v_shard_nos, v_counts);
 	END IF;
 
-	-- the next watermark: this sweep's snapshot, and this transaction
+	-- the next watermark: this sweep's snapshot, this transaction, and the
+	-- writers of the changes left locked
 	PERFORM pg_catalog.set_config(v_setting,
 		v_shards || ';' || pg_catalog.pg_snapshot_xmax(v_snap) || ';'
 		|| COALESCE(pg_catalog.array_to_string(
 			   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(v_snap) x
-					 UNION SELECT v_own WHERE v_own IS NOT NULL), ','), ''),
+					 UNION SELECT v_own WHERE v_own IS NOT NULL
+					 UNION SELECT l FROM pg_catalog.unnest(v_left) l), ','), ''),
 		false);
 
 	-- 3. announce
