@@ -13,6 +13,7 @@
 
 #include "access/htup.h"
 #include "access/skey.h"
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
@@ -261,7 +262,7 @@ extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 
 /* stamp.c: a sweep's write step */
 extern bool cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot);
-extern void cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
+extern int	cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
 extern void cfeed_stamp_commit_level(void);
 extern bool cfeed_stamping(void);
@@ -298,7 +299,7 @@ extern void cfeed_shard_check(int32 feed_id, int32 shard);
 extern bool cfeed_direct_ok(Relation rel, CmdType cmd);
 extern bool cfeed_insert_needs_grant(Relation rel);
 extern void cfeed_direct_insert(Relation rel, TupleTableSlot *slot);
-extern bool cfeed_direct_update(Relation rel, ItemPointer tid,
+extern TM_Result cfeed_direct_update(Relation rel, ItemPointer tid,
 								TupleTableSlot *newslot, Snapshot snapshot);
 
 /* One change to append (append.c). */

@@ -24,11 +24,12 @@
  * of the sweep group for as long as that transaction stays open: the sweep
  * finds such a change while collecting (cfeed_stamp_would_wait) and leaves
  * it, and the changes after it in its shard, for a later sweep (sweep.c).
- * A lock taken after that look, just before the write, fails the sweep
- * with 40001 instead of making it wait: the direct update does not wait
+ * A lock taken after that look, just before the write, is found there
+ * without waiting either: the direct update does not wait
  * (cfeed_direct_update), and the SQL update is preceded by a lock of each
- * change that does not either (lock_batch).  The next sweep leaves the
- * change (isolation test locked_pending).
+ * change that does not (lock_batch).  The change and the rest of its
+ * shard's are then not written, and flagged locked for the caller, which
+ * leaves them as it would have (isolation test locked_pending).
  *
  * The stamping transaction commits synchronously, at
  * cfeed.sweep_synchronous_commit (a level of synchronous_commit, default on,
@@ -106,7 +107,7 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
 			 errmsg("another transaction changed the changes this sweep read as pending"),
 			 errdetail("Expected to update " UINT64_FORMAT " rows, updated " UINT64_FORMAT ".",
 					   expected, updated),
-			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE, DELETE or row lock of a pending change in cfeed.change, does this.")));
+			 errhint("Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE or DELETE of a pending change in cfeed.change, does this.")));
 }
 
 /*
@@ -141,29 +142,60 @@ cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot)
 }
 
 /*
+ * leave_shard_from
+ *		Flag changes[i] and the rest of its shard's (the batch is ordered by
+ *		shard) as locked: not written, for the caller to leave.  Returns the
+ *		index after the shard's last change.
+ */
+static int
+leave_shard_from(CfeedPendingChange *changes, int n, int i)
+{
+	int			j;
+
+	for (j = i; j < n && changes[j].feed_id == changes[i].feed_id &&
+		 changes[j].shard == changes[i].shard; j++)
+		changes[j].locked = true;
+	return j;
+}
+
+/*
  * lock_batch
  *		Lock each of the batch's changes for the SQL update, without waiting
- *		(which the update would do): a change another transaction locked
- *		since the sweep collected it fails the sweep (40001), and the next
- *		sweep leaves it (cfeed_stamp_would_wait).
+ *		(which the update would do).  A change another transaction locked
+ *		since the sweep collected it is left, with the rest of its shard's
+ *		(leave_shard_from); one updated or deleted meanwhile fails the sweep
+ *		(40001), as the update would.  Returns how many were left.
  */
-static void
+static int
 lock_batch(Relation rel, CfeedPendingChange *changes, int n, Snapshot snapshot)
 {
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	CommandId	cid = GetCurrentCommandId(true);
-	int			i;
+	int			nleft = 0;
+	int			i = 0;
 
-	for (i = 0; i < n; i++)
+	while (i < n)
 	{
 		TM_FailureData tmfd;
+		TM_Result	result;
 
 		CHECK_FOR_INTERRUPTS();
-		if (table_tuple_lock(rel, &changes[i].tid, snapshot, slot, cid, LockTupleNoKeyExclusive,
-							 LockWaitSkip, 0, &tmfd) != TM_Ok)
+		result = table_tuple_lock(rel, &changes[i].tid, snapshot, slot, cid,
+								  LockTupleNoKeyExclusive, LockWaitSkip, 0, &tmfd);
+		if (result == TM_WouldBlock)
+		{
+			int			end = leave_shard_from(changes, n, i);
+
+			nleft += end - i;
+			i = end;
+			continue;
+		}
+		if (result != TM_Ok)
 			concurrent_sweep_error(n, 0);
+		i++;
 	}
 	ExecDropSingleTupleTableSlot(slot);
+	return nleft;
 }
 
 /*
@@ -186,11 +218,12 @@ pin_plan_shapes(void)
 
 /*
  * stamp_with_sql
- *		Write the numbers with one update of all the batch's changes, each
- *		locked first (lock_batch), which must touch each of them (a
- *		concurrent sweep would have made some invisible).
+ *		Write the numbers with one update of the batch's changes, each locked
+ *		first (lock_batch), which must touch each of them (a concurrent
+ *		sweep would have made some invisible).  Returns how many were left
+ *		locked.
  */
-static void
+static int
 stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 			   Snapshot snapshot)
 {
@@ -200,6 +233,8 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
 	int			i;
 	int			nestlevel;
+	int			nleft;
+	int			nwrite = 0;
 	int			spi_level = cfeed_spi_connect();
 
 	for (i = 0; rel->rd_rules != NULL && i < rel->rd_rules->numLocks; i++)
@@ -213,16 +248,23 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 					 errdetail("Stamps are written by an update of cfeed.change, which the rule would replace."),
 					 errhint("Drop the rule, or make it DO ALSO.")));
 	}
-	lock_batch(rel, changes, n, snapshot);
+	nleft = lock_batch(rel, changes, n, snapshot);
 	for (i = 0; i < n; i++)
 	{
-		tids[i] = PointerGetDatum(&changes[i].tid);
-		numbers[i] = Int64GetDatum(changes[i].number);
+		if (changes[i].locked)
+			continue;
+		tids[nwrite] = PointerGetDatum(&changes[i].tid);
+		numbers[nwrite++] = Int64GetDatum(changes[i].number);
+	}
+	if (nwrite == 0)
+	{
+		cfeed_spi_finish(spi_level);
+		return nleft;
 	}
 
 	nestlevel = pin_plan_shapes();
-	args[0] = PointerGetDatum(construct_array(tids, n, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
-	args[1] = build_array(numbers, n, INT8OID);
+	args[0] = PointerGetDatum(construct_array(tids, nwrite, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
+	args[1] = build_array(numbers, nwrite, INT8OID);
 	args[2] = TimestampTzGetDatum(now);
 	stamping_with_sql = true;
 	PG_TRY();
@@ -236,8 +278,8 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 
 		if (rc != SPI_OK_UPDATE)
 			elog(ERROR, "cfeed sweep: updating the changes failed: %s", SPI_result_code_string(rc));
-		if (SPI_processed != (uint64) n)
-			concurrent_sweep_error(n, SPI_processed);
+		if (SPI_processed != (uint64) nwrite)
+			concurrent_sweep_error(nwrite, SPI_processed);
 	}
 	PG_FINALLY();
 	{
@@ -246,6 +288,7 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	PG_END_TRY();
 	AtEOXact_GUC(true, nestlevel);
 	cfeed_spi_finish(spi_level);
+	return nleft;
 }
 
 /*
@@ -265,24 +308,31 @@ cfeed_stamping(void)
  *		stamp_with_sql would: per change, the version visible to the sweep's
  *		snapshot is updated to a new one with its number and stamped_at, and
  *		the new version's index entries are made.  Each update must succeed
- *		(else a concurrent sweep got there first).  Returns false, having
- *		written nothing, when the update must run as SQL (see direct.c).
- *		rel is cfeed.change, locked by the caller until its transaction ends.
+ *		(else a concurrent sweep got there first), but for a change another
+ *		transaction locked since the sweep collected it, which is left with
+ *		the rest of its shard's (leave_shard_from); *nleft says how many.
+ *		Returns false, having written nothing, when the update must run as
+ *		SQL (see direct.c).  rel is cfeed.change, locked by the caller until
+ *		its transaction ends.
  */
 static bool
-stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
+stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot,
+			 int *nleft)
 {
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
-	int			i;
+	int			i = 0;
 
 	if (!cfeed_direct_ok(rel, CMD_UPDATE))
 		return false;
 
+	*nleft = 0;
 	oldslot = table_slot_create(rel, NULL);
 	newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
-	for (i = 0; i < n; i++)
+	while (i < n)
 	{
+		TM_Result	result;
+
 		CHECK_FOR_INTERRUPTS();
 		if (!table_tuple_fetch_row_version(rel, &changes[i].tid, snapshot, oldslot))
 			concurrent_sweep_error(n, i);
@@ -313,8 +363,18 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
 		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(now);
 		newslot->tts_isnull[Anum_change_stamped_at - 1] = false;
 		ExecStoreVirtualTuple(newslot);
-		if (!cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot))
-			concurrent_sweep_error(n, i);
+		result = cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot);
+		if (result == TM_BeingModified)
+		{
+			int			end = leave_shard_from(changes, n, i);
+
+			*nleft += end - i;
+			i = end;
+			continue;
+		}
+		if (result != TM_Ok)
+			concurrent_sweep_error(n, i - *nleft);
+		i++;
 	}
 	ExecDropSingleTupleTableSlot(newslot);
 	ExecDropSingleTupleTableSlot(oldslot);
@@ -326,35 +386,44 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
  * cfeed_stamp
  *		Write the numbers of changes[0..n-1] (and stamped_at now) into
  *		cfeed.change, rel, opened by the caller; snapshot is the sweep's.
- *		Directly when direct.c allows it, else with one SQL update.
+ *		Directly when direct.c allows it, else with one SQL update.  A change
+ *		another transaction locked since the sweep collected it is not
+ *		written, nor are the changes after it in its shard: they are flagged
+ *		locked, and their number is returned, for the caller to leave them.
  */
-void
+int
 cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 			Snapshot snapshot)
 {
+	int			nleft;
 #ifdef USE_ASSERT_CHECKING
 	int			i;
 
 	/*
 	 * The sweep holds cfeed.change against rewrites, and the batch is
 	 * ordered by shard with each shard's numbers consecutive: gapless, and
-	 * following change_id order.
+	 * following change_id order.  None was found locked (the sweep left
+	 * those).
 	 */
 	Assert(CheckRelationLockedByMe(rel, RowExclusiveLock, true));
 	Assert(n > 0 && IsMVCCSnapshot(snapshot));
+	Assert(!changes[0].locked);
 	for (i = 1; i < n; i++)
 	{
 		const CfeedPendingChange *a = &changes[i - 1];
 		const CfeedPendingChange *b = &changes[i];
 
+		Assert(!b->locked);
 		if (a->feed_id == b->feed_id && a->shard == b->shard)
 			Assert(b->number == a->number + 1 && b->change_id >= a->change_id);
 		else
 			Assert(a->feed_id < b->feed_id || (a->feed_id == b->feed_id && a->shard < b->shard));
 	}
 #endif
-	if (!stamp_direct(rel, changes, n, now, snapshot))
-		stamp_with_sql(rel, changes, n, now, snapshot);
+
+	if (!stamp_direct(rel, changes, n, now, snapshot, &nleft))
+		nleft = stamp_with_sql(rel, changes, n, now, snapshot);
+	return nleft;
 }
 
 /*

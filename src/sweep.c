@@ -42,8 +42,10 @@
  *				the snapshot
  *	 propose	the next watermark, with the xids of the changes left (cut,
  *				locked or out of numbers)
- *	 write		the numbers and stamped_at (stamp.c), after a new feed
- *				epoch is recorded if this is the first stamp on this timeline;
+ *	 write		the numbers and stamped_at (stamp.c: a change locked since it
+ *				was collected is left then, as in the leave step), after a
+ *				new feed epoch is recorded if this is the first stamp on this
+ *				timeline;
  *				the commit is forced synchronous at
  *				cfeed.sweep_synchronous_commit (stamp.c), so a stamp is
  *				on disk (and on a synchronous standby) before a reader can see it
@@ -471,6 +473,7 @@ sweep_collect(SweepState *s)
 	s->shards = hash_create("cfeed sweep shards", 64, &ctl,
 							HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	s->held = palloc(sizeof(FullTransactionId) * Max(s->nchanges, 1));
+	s->locked = palloc(sizeof(FullTransactionId) * Max(s->nchanges, 1));
 	for (i = 0; i < s->nchanges; i++)
 	{
 		ShardEntry *e = shard_entry(s, s->changes[i].feed_id, s->changes[i].shard);
@@ -603,7 +606,7 @@ leave_from(LeaveState *ls, int i)
 }
 
 /*
- * leave_locked
+ * sweep_leave_locked
  *		The leave step: a change of a row shard whose row another
  *		transaction has locked (cfeed_stamp_would_wait, at collect) cannot
  *		be stamped without waiting for that transaction, which may stay open
@@ -614,7 +617,9 @@ leave_from(LeaveState *ls, int i)
  *		its range changes are left too, each with the rest of its shard, and
  *		so on for their writers.  Each change is left once.  The writer_xids
  *		of the changes left go to s->locked, for the proposed watermark; the
- *		batch shrinks within changes[0..nbatch-1].
+ *		batch shrinks within changes[0..nbatch-1].  Run again once the rows
+ *		are written, for the changes locked since they were collected
+ *		(sweep_write), none of which is written.
  */
 static void
 sweep_leave_locked(SweepState *s)
@@ -680,7 +685,6 @@ sweep_leave_locked(SweepState *s)
 			leave_from(&ls, lfirst_int(lc));
 	}
 
-	s->locked = palloc(sizeof(FullTransactionId) * s->nchanges);
 	for (i = 0; i < s->nchanges; i++)
 	{
 		if (ls.leave[i])
@@ -715,13 +719,60 @@ sweep_propose(SweepState *s)
 }
 
 /*
+ * batch_shard
+ *		The sweep's entry of the shard of a change in the batch.
+ */
+static ShardEntry *
+batch_shard(SweepState *s, const CfeedPendingChange *c)
+{
+	int32		key[2] = {c->feed_id, c->shard};
+	ShardEntry *e = hash_search(s->shards, key, HASH_FIND, NULL);
+
+	/* only changes of the group's shards, not out of numbers, are left */
+	Assert(e != NULL && e->in_group && e->shard.last_number < PG_INT64_MAX);
+	return e;
+}
+
+/*
+ * sweep_tally
+ *		Record each shard's count of changes in the batch, its new head and
+ *		its oldest change's age; the batch is ordered by shard and number.
+ */
+static void
+sweep_tally(SweepState *s)
+{
+	HASH_SEQ_STATUS status;
+	ShardEntry *e;
+	int			i;
+
+	hash_seq_init(&status, s->shards);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		e->count = 0;
+		e->lag_ms = 0;
+	}
+	s->nshards = 0;
+	for (i = 0; i < s->nchanges; i++)
+	{
+		e = batch_shard(s, &s->changes[i]);
+		if (e->count++ == 0)
+			s->nshards++;
+		/* a stamp is above the shard's head as of the snapshot, and its floor */
+		Assert(s->changes[i].number > e->shard.last_number &&
+			   s->changes[i].number > e->shard.floor_number);
+		e->new_last = s->changes[i].number;
+		e->lag_ms = Max(e->lag_ms, (s->now - s->changes[i].written_at) / 1000);
+	}
+}
+
+/*
  * sweep_number
  *		The number step: per shard in change_id order, each change the next
- *		number after its shard's head; records each shard's new head and the
- *		oldest change's age.  A change whose number would pass 2^63 - 1 is
- *		held back (hold_change) and leaves the batch; so are the rest of its
- *		shard's.  The batch shrinks within changes[0..nbatch-1]; the cut-off
- *		part after it is left untouched.
+ *		number after its shard's head (sweep_tally then records the shards'
+ *		new heads).  A change whose number would pass 2^63 - 1 is held back
+ *		(hold_change) and leaves the batch; so are the rest of its shard's.
+ *		The batch shrinks within changes[0..nbatch-1]; the cut-off part after
+ *		it is left untouched.
  */
 static void
 sweep_number(SweepState *s)
@@ -733,30 +784,24 @@ sweep_number(SweepState *s)
 	s->now = GetCurrentTimestamp();
 	for (i = 0; i < s->nchanges; i++)
 	{
-		int32		key[2] = {s->changes[i].feed_id, s->changes[i].shard};
-		ShardEntry *e = hash_search(s->shards, key, HASH_FIND, NULL);
-		int64		lag = (s->now - s->changes[i].written_at) / 1000;
+		ShardEntry *e = batch_shard(s, &s->changes[i]);
 		int64		last;
 		int64		next;
 
-		/* only changes of the group's shards, not out of numbers, are left */
-		Assert(e != NULL && e->in_group && e->shard.last_number < PG_INT64_MAX);
+		/* new_last is the shard's last number so far, once count is set */
 		last = e->count > 0 ? e->new_last : e->shard.last_number;
 		if (pg_add_s64_overflow(last, 1, &next))
 		{
 			hold_change(s, e, &s->changes[i]);
 			continue;
 		}
-		if (e->count++ == 0)
-			s->nshards++;
-		/* a stamp is above the shard's head as of the snapshot, and its floor */
-		Assert(next > e->shard.last_number && next > e->shard.floor_number);
+		e->count++;
 		e->new_last = next;
-		e->lag_ms = Max(e->lag_ms, lag);
 		s->changes[n] = s->changes[i];
 		s->changes[n++].number = next;
 	}
 	s->nchanges = n;
+	sweep_tally(s);
 }
 
 /*
@@ -798,11 +843,51 @@ check_held_writers(SweepState *s)
 }
 
 /*
+ * write_rows
+ *		Write the numbers of the batch's changes of row shards into their
+ *		rows (stamp.c).  A change another transaction locked since the sweep
+ *		collected it is not written, nor are the rest of its shard's: they
+ *		leave the batch as if they had been found locked (sweep_leave_locked,
+ *		with the range changes of their writers, none written yet), the
+ *		shards' heads are counted again and the watermark proposed again.
+ */
+static void
+write_rows(SweepState *s)
+{
+	CfeedPendingChange *rows = palloc(sizeof(CfeedPendingChange) * s->nchanges);
+	int		   *at = palloc(sizeof(int) * s->nchanges);
+	int			nrows = 0;
+	int			nleft;
+	int			i;
+
+	for (i = 0; i < s->nchanges; i++)
+		if (!s->changes[i].ranges)
+		{
+			at[nrows] = i;
+			rows[nrows++] = s->changes[i];
+		}
+	if (nrows == 0 || (nleft = cfeed_stamp(s->changerel, rows, nrows, s->now, s->snapshot)) == 0)
+		return;
+	for (i = 0; i < nrows; i++)
+		s->changes[at[i]].locked = rows[i].locked;
+	sweep_leave_locked(s);
+#ifdef USE_ASSERT_CHECKING
+	/* the closure left no row change that was written */
+	for (i = 0; i < s->nchanges; i++)
+		if (!s->changes[i].ranges)
+			nrows--;
+	Assert(nrows == nleft);
+#endif
+	sweep_tally(s);
+	sweep_propose(s);
+}
+
+/*
  * sweep_write
  *		The write step: a new feed epoch first if this is the first stamp on
  *		this timeline; the numbers of row shards' changes into their rows
- *		(stamp.c), those of range shards' as cfeed.stamp rows (ranges.c), in
- *		the order of the number step; and, when it stamped a range change,
+ *		(write_rows), those of range shards' as cfeed.stamp rows (ranges.c),
+ *		in the order of the number step; and, when it stamped a range change,
  *		the group's new mark, its proposed watermark (a sweep that stamped
  *		none leaves the stored mark as it is: still true, if older).  The
  *		commit is forced synchronous.
@@ -811,20 +896,14 @@ static void
 sweep_write(SweepState *s)
 {
 	CfeedPendingChange *ranged = palloc(sizeof(CfeedPendingChange) * s->nchanges);
-	int			nrows = 0;
 	int			nranged = 0;
 	int			i;
 
+	cfeed_epoch_begin();
+	write_rows(s);
 	for (i = 0; i < s->nchanges; i++)
-	{
 		if (s->changes[i].ranges)
 			ranged[nranged++] = s->changes[i];
-		else
-			s->changes[nrows++] = s->changes[i];
-	}
-	cfeed_epoch_begin();
-	if (nrows > 0)
-		cfeed_stamp(s->changerel, s->changes, nrows, s->now, s->snapshot);
 	if (nranged > 0)
 	{
 		CfeedMark	mark;

@@ -180,7 +180,7 @@ BEGIN
 		RAISE EXCEPTION 'another transaction changed the changes this sweep read as pending'
 			USING ERRCODE = '40001',
 				  DETAIL = pg_catalog.format('Expected to update %s rows, updated %s.', v_expected, v_stamped),
-				  HINT = 'Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE, DELETE or row lock of a pending change in cfeed.change, does this.';
+				  HINT = 'Nothing was stamped by this sweep; run it again.  A sweep of another group (a shard moved between groups), or an UPDATE or DELETE of a pending change in cfeed.change, does this.';
 	END IF;
 	IF v_stamped > 0 THEN
 		PERFORM cfeed._sqled_epoch_begin(v_feeds, v_shard_nos, v_counts);
