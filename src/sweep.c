@@ -30,14 +30,16 @@
  *				extension's (a move to the SQL edition), take the snapshot
  *	 collect	the pending changes the watermark points at, visible to the
  *				snapshot, of shards that are in the group as of it
- *	 cut		at most cfeed.sweep_batch_size of them, the lowest change_ids
- *				(a transaction that committed before another began drew
- *				lower change_ids, so it is never numbered after it)
  *	 leave		the changes of row shards whose rows another transaction
  *				has locked (its DELETE or UPDATE of a pending change still
  *				running), each with the changes after it in its shard and, in
  *				a group with a mark, its writer's range changes: left for a
- *				later sweep, as a sweep never waits for a row lock (stamp.c)
+ *				later sweep, as a sweep never waits for a row lock (stamp.c);
+ *				before the cut, so that what they hold back never fills a
+ *				batch
+ *	 cut		at most cfeed.sweep_batch_size of the rest, the lowest
+ *				change_ids (a transaction that committed before another
+ *				began drew lower change_ids, so it is never numbered after it)
  *	 number		per shard in change_id order, on from the shard's head as of
  *				the snapshot
  *	 propose	the next watermark, with the xids of the changes left (cut,
@@ -616,10 +618,13 @@ leave_from(LeaveState *ls, int i)
  *		mark, which then says that none of its range changes is stamped: so
  *		its range changes are left too, each with the rest of its shard, and
  *		so on for their writers.  Each change is left once.  The writer_xids
- *		of the changes left go to s->locked, for the proposed watermark; the
- *		batch shrinks within changes[0..nbatch-1].  Run again once the rows
- *		are written, for the changes locked since they were collected
- *		(sweep_write), none of which is written.
+ *		of the changes left go to s->locked, for the proposed watermark.  Run
+ *		on the changes collected, before the cut: the backlog behind a locked
+ *		change, which has the lowest change_ids, would otherwise fill every
+ *		batch and stall the group.  They shrink within changes[0..nchanges-1].
+ *		Run again on the batch once its rows are written, for the changes
+ *		locked since they were collected (write_rows), none of which is
+ *		written.
  */
 static void
 sweep_leave_locked(SweepState *s)
@@ -1037,8 +1042,8 @@ cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner, CfeedSweepResult *r
 
 	sweep_begin(&s, sweep_group);
 	sweep_collect(&s);
-	sweep_cut(&s);
 	sweep_leave_locked(&s);
+	sweep_cut(&s);
 	if (s.nchanges > 0)
 		sweep_number(&s);
 	check_held_writers(&s);

@@ -123,18 +123,22 @@ BEGIN
 		-- transaction has locked in any mode (its DELETE or UPDATE still
 		-- running) is left for a later sweep, with the rest of its shard
 		-- (src/sweep.c, the leave step)
-		SELECT c.ctid AS tid FROM cfeed.change c
+		SELECT c.ctid AS tid, c.feed_id, c.shard, c.change_id, c.writer_xid FROM cfeed.change c
 		WHERE c.ctid = ANY (ARRAY(SELECT f.tid FROM found f))
 		FOR UPDATE OF c SKIP LOCKED
-	), stops AS MATERIALIZED (
-		SELECT DISTINCT ON (f.feed_id, f.shard) f.feed_id, f.shard, f.change_id, f.tid
-		FROM found f
-		WHERE NOT EXISTS (SELECT 1 FROM free l WHERE l.tid = f.tid)
-		ORDER BY f.feed_id, f.shard, f.change_id, f.tid
+	), marked AS MATERIALIZED (
+		-- each change found, kept when it and every change before it in its
+		-- shard is free (grouped and windowed, not joined: the planner
+		-- expects few pending rows, and a nested loop over thousands of
+		-- them would be quadratic)
+		SELECT m.*, pg_catalog.bool_and(m.free) OVER (PARTITION BY m.feed_id, m.shard
+													  ORDER BY m.change_id, m.tid) AS keep
+		FROM (SELECT u.tid, u.feed_id, u.shard, u.change_id, u.writer_xid,
+					 pg_catalog.count(*) = 2 AS free
+			  FROM (SELECT * FROM found UNION ALL SELECT * FROM free) u
+			  GROUP BY u.tid, u.feed_id, u.shard, u.change_id, u.writer_xid) m
 	), batch AS MATERIALIZED (
-		SELECT f.* FROM found f
-		LEFT JOIN stops t ON t.feed_id = f.feed_id AND t.shard = f.shard
-		WHERE t.feed_id IS NULL OR (f.change_id, f.tid) < (t.change_id, t.tid)
+		SELECT k.tid, k.feed_id, k.shard, k.change_id FROM marked k WHERE k.keep
 	), heads AS MATERIALIZED (
 		-- each shard's head once, before the UPDATE adds index entries
 		SELECT s.feed_id, s.shard,
@@ -162,8 +166,7 @@ BEGIN
 		FROM stamped st GROUP BY st.feed_id, st.shard
 	)
 	SELECT (SELECT pg_catalog.count(*) FROM numbered), COALESCE(pg_catalog.sum(r.n), 0),
-		   (SELECT pg_catalog.array_agg(DISTINCT f.writer_xid) FROM found f
-			WHERE NOT EXISTS (SELECT 1 FROM batch b WHERE b.tid = f.tid)),
+		   (SELECT pg_catalog.array_agg(DISTINCT k.writer_xid) FROM marked k WHERE NOT k.keep),
 		   pg_catalog.array_agg(r.feed_id ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(r.shard ORDER BY r.feed_id, r.shard),
 		   pg_catalog.array_agg(r.n ORDER BY r.feed_id, r.shard),
@@ -187,13 +190,16 @@ BEGIN
 	END IF;
 
 	-- the next watermark: this sweep's snapshot, this transaction, and the
-	-- writers of the changes left locked
+	-- writers of the changes left locked; none (the next sweep looks at
+	-- every pending change) past 4096 of those, as the C edition falls back
+	-- to a range there
 	PERFORM pg_catalog.set_config(v_setting,
-		v_shards || ';' || pg_catalog.pg_snapshot_xmax(v_snap) || ';'
-		|| COALESCE(pg_catalog.array_to_string(
-			   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(v_snap) x
-					 UNION SELECT v_own WHERE v_own IS NOT NULL
-					 UNION SELECT l FROM pg_catalog.unnest(v_left) l), ','), ''),
+		CASE WHEN COALESCE(pg_catalog.array_length(v_left, 1), 0) > 4096 THEN ''
+		ELSE v_shards || ';' || pg_catalog.pg_snapshot_xmax(v_snap) || ';'
+			|| COALESCE(pg_catalog.array_to_string(
+				   ARRAY(SELECT x FROM pg_catalog.pg_snapshot_xip(v_snap) x
+						 UNION SELECT v_own WHERE v_own IS NOT NULL
+						 UNION SELECT l FROM pg_catalog.unnest(v_left) l), ','), '') END,
 		false);
 
 	-- 3. announce
