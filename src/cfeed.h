@@ -19,6 +19,7 @@
 #include "datatype/timestamp.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
+#include "nodes/parsenodes.h"
 #include "storage/lockdefs.h"
 #include "utils/guc.h"
 #include "utils/relcache.h"
@@ -259,6 +260,9 @@ extern int	cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids,
 								FullTransactionId **xids);
 extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 									 Snapshot snapshot);
+
+/* lock_guard.c */
+extern void cfeed_check_lock_statement(LockStmt *stmt);
 
 /* stamp.c: a sweep's write step */
 extern bool cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot);

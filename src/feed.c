@@ -14,7 +14,9 @@
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "fmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 
 #include "cfeed.h"
@@ -83,9 +85,15 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 
 	spi_level = cfeed_spi_connect();
 
-	/* Concurrent create_feed calls pick feed ids and names one at a time. */
-	cfeed_spi_exec("LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE", 0, NULL, NULL, NULL,
-			 SPI_OK_UTILITY);
+	/*
+	 * Concurrent create_feed calls pick feed ids and names one at a time.
+	 * The lock is taken in C, for a caller with INSERT on cfeed.feed, which
+	 * a LOCK statement would refuse to a role that does not own it
+	 * (lock_guard.c); the INSERT below checks the privilege again.
+	 */
+	if (pg_class_aclcheck(cfeed_relid("feed"), GetUserId(), ACL_INSERT) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_TABLE, "feed");
+	(void) cfeed_relid_locked("feed", ShareRowExclusiveLock);
 
 	if (PG_ARGISNULL(2))
 	{

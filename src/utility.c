@@ -4,8 +4,8 @@
  *	  The ProcessUtility hook (installed under the preload): it keeps
  *	  sweepers out of the way of DROP DATABASE and friends, tells the
  *	  launcher about CREATE EXTENSION and wakes the sweepers after COMMIT
- *	  PREPARED, and runs change_id.c's check (COPY draws change_ids without
- *	  the executor).
+ *	  PREPARED, runs change_id.c's check (COPY draws change_ids without the
+ *	  executor), and lock_guard.c's check of LOCK TABLE.
  *
  *	  A database with paused > 0 gets no sweeper (launcher.c): DROP
  *	  DATABASE, CREATE DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME / SET
@@ -262,6 +262,8 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 	Oid			target = utility_target_db(parsetree);
 
 	(void) cfeed_change_ids_check();	/* COPY draws without the executor */
+	if (IsA(parsetree, LockStmt))
+		cfeed_check_lock_statement((LockStmt *) parsetree);
 	if (IsA(parsetree, CreateExtensionStmt) &&
 		strcmp(((CreateExtensionStmt *) parsetree)->extname, "cfeed") == 0)
 		created_extension = true;
