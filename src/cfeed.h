@@ -13,7 +13,6 @@
 
 #include "access/htup.h"
 #include "access/skey.h"
-#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
@@ -303,7 +302,7 @@ extern void cfeed_shard_check(int32 feed_id, int32 shard);
 extern bool cfeed_direct_ok(Relation rel, CmdType cmd);
 extern bool cfeed_insert_needs_grant(Relation rel);
 extern void cfeed_direct_insert(Relation rel, TupleTableSlot *slot);
-extern TM_Result cfeed_direct_update(Relation rel, ItemPointer tid,
+extern bool cfeed_direct_update(Relation rel, ItemPointer tid,
 								TupleTableSlot *newslot, Snapshot snapshot);
 
 /* One change to append (append.c). */

@@ -556,13 +556,11 @@ cfeed_direct_insert(Relation rel, TupleTableSlot *slot)
  * cfeed_direct_update
  *		Replace the version of row tid visible to snapshot with the row in
  *		newslot, heap and (unless the update is HOT) indexes, as the current
- *		command.  Returns TM_Ok, or, having written nothing, TM_Updated or
- *		TM_Deleted when that version was updated or deleted meanwhile, and
- *		TM_BeingModified when another transaction holds a lock on it: it
- *		never waits for one (cfeed_stamp_would_wait).  The caller has had
+ *		command.  Returns false, having written nothing, when that version
+ *		was updated or deleted meanwhile.  The caller has had
  *		cfeed_direct_ok(rel, CMD_UPDATE) say yes in this statement.
  */
-TM_Result
+bool
 cfeed_direct_update(Relation rel, ItemPointer tid, TupleTableSlot *newslot,
 					Snapshot snapshot)
 {
@@ -575,12 +573,12 @@ cfeed_direct_update(Relation rel, ItemPointer tid, TupleTableSlot *newslot,
 	Assert(ItemPointerIsValid(tid));
 	Assert(IsMVCCSnapshot(snapshot));
 	result = table_tuple_update(rel, tid, newslot, GetCurrentCommandId(true), snapshot,
-								InvalidSnapshot, false, &tmfd, &lockmode, &update_indexes);
-	if (result == TM_Updated || result == TM_Deleted || result == TM_BeingModified)
-		return result;
+								InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+	if (result == TM_Updated || result == TM_Deleted)
+		return false;
 	if (result != TM_Ok)
 		elog(ERROR, "cfeed sweep: unexpected result %d updating a change", (int) result);
 	if (cfeed_indexes_to_update(update_indexes))
 		index_insert_all(rel, &change_indexes, newslot);
-	return TM_Ok;
+	return true;
 }

@@ -25,11 +25,14 @@
  * finds such a change while collecting (cfeed_stamp_would_wait) and leaves
  * it, and the changes after it in its shard, for a later sweep (sweep.c).
  * A lock taken after that look, just before the write, is found there
- * without waiting either: the direct update does not wait
- * (cfeed_direct_update), and the SQL update is preceded by a lock of each
- * change that does not (lock_batch).  The change and the rest of its
- * shard's are then not written, and flagged locked for the caller, which
- * leaves them as it would have (isolation test locked_pending).
+ * without waiting either: each change is locked first, without waiting
+ * (lock_batch; an update itself would wait).  A change that cannot be
+ * locked, and the rest of its shard's, are then not written, and flagged
+ * locked for the caller, which leaves them as it would have (isolation
+ * test locked_race).  That lock costs a WAL record per change stamped, so
+ * it is taken only when a role other than the table's owner may lock a
+ * change's row: UPDATE or DELETE granted on cfeed.change (others_may_lock).
+ * The owner's own transactions are waited for, as ever.
  *
  * The stamping transaction commits synchronously, at
  * cfeed.sweep_synchronous_commit (a level of synchronous_commit, default on,
@@ -51,6 +54,8 @@
 #include "access/heapam.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
@@ -59,11 +64,13 @@
 #include "rewrite/rewriteDefine.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "cfeed.h"
@@ -159,8 +166,67 @@ leave_shard_from(CfeedPendingChange *changes, int n, int i)
 }
 
 /*
+ * acl_lets_others_lock
+ *		Whether an ACL (of cfeed.change or one of its columns) grants UPDATE
+ *		or DELETE, which let a role lock rows, to a role that does not have
+ *		the owner's privileges (PUBLIC included).
+ */
+static bool
+acl_lets_others_lock(Datum acldatum, Oid owner)
+{
+	Acl		   *acl = DatumGetAclP(acldatum);
+	AclItem    *items = ACL_DAT(acl);
+	int			i;
+
+	for (i = 0; i < ACL_NUM(acl); i++)
+		if ((ACLITEM_GET_PRIVS(items[i]) & (ACL_UPDATE | ACL_DELETE)) != 0 &&
+			(items[i].ai_grantee == ACL_ID_PUBLIC ||
+			 !has_privs_of_role(items[i].ai_grantee, owner)))
+			return true;
+	return false;
+}
+
+/*
+ * others_may_lock
+ *		Whether a role other than cfeed.change's owner (and the roles with its
+ *		privileges, superusers) may lock a change's row: UPDATE or DELETE
+ *		granted on the table or on one of its columns.  Without such a grant
+ *		only the owner's transactions lock one, and lock_batch is skipped: its
+ *		lock costs a WAL record per change.  Read at every sweep that writes
+ *		rows (a GRANT takes effect at once).
+ */
+static bool
+others_may_lock(Relation rel)
+{
+	Oid			owner = rel->rd_rel->relowner;
+	HeapTuple	tuple;
+	Datum		acl;
+	bool		isnull;
+	bool		may = false;
+	AttrNumber	attnum;
+
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(RelationGetRelid(rel)));
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", RelationGetRelid(rel));
+	acl = SysCacheGetAttr(RELOID, tuple, Anum_pg_class_relacl, &isnull);
+	may = !isnull && acl_lets_others_lock(acl, owner);
+	ReleaseSysCache(tuple);
+	for (attnum = 1; !may && attnum <= RelationGetNumberOfAttributes(rel); attnum++)
+	{
+		tuple = SearchSysCache2(ATTNUM, ObjectIdGetDatum(RelationGetRelid(rel)),
+								Int16GetDatum(attnum));
+		if (!HeapTupleIsValid(tuple))
+			continue;
+		acl = SysCacheGetAttr(ATTNUM, tuple, Anum_pg_attribute_attacl, &isnull);
+		may = !isnull && acl_lets_others_lock(acl, owner);
+		ReleaseSysCache(tuple);
+	}
+	return may;
+}
+
+/*
  * lock_batch
- *		Lock each of the batch's changes for the SQL update, without waiting
+ *		Lock each of the batch's changes for the update, without waiting
  *		(which the update would do).  A change another transaction locked
  *		since the sweep collected it is left, with the rest of its shard's
  *		(leave_shard_from); one updated or deleted meanwhile fails the sweep
@@ -218,14 +284,12 @@ pin_plan_shapes(void)
 
 /*
  * stamp_with_sql
- *		Write the numbers with one update of the batch's changes, each locked
- *		first (lock_batch), which must touch each of them (a concurrent
- *		sweep would have made some invisible).  Returns how many were left
- *		locked.
+ *		Write the numbers with one update of the batch's changes not left
+ *		locked, which must touch each of them (a concurrent sweep would have
+ *		made some invisible).
  */
-static int
-stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
-			   Snapshot snapshot)
+static void
+stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now)
 {
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
@@ -233,7 +297,6 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
 	int			i;
 	int			nestlevel;
-	int			nleft;
 	int			nwrite = 0;
 	int			spi_level = cfeed_spi_connect();
 
@@ -248,18 +311,12 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 					 errdetail("Stamps are written by an update of cfeed.change, which the rule would replace."),
 					 errhint("Drop the rule, or make it DO ALSO.")));
 	}
-	nleft = lock_batch(rel, changes, n, snapshot);
 	for (i = 0; i < n; i++)
 	{
 		if (changes[i].locked)
 			continue;
 		tids[nwrite] = PointerGetDatum(&changes[i].tid);
 		numbers[nwrite++] = Int64GetDatum(changes[i].number);
-	}
-	if (nwrite == 0)
-	{
-		cfeed_spi_finish(spi_level);
-		return nleft;
 	}
 
 	nestlevel = pin_plan_shapes();
@@ -288,7 +345,6 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 	PG_END_TRY();
 	AtEOXact_GUC(true, nestlevel);
 	cfeed_spi_finish(spi_level);
-	return nleft;
 }
 
 /*
@@ -307,32 +363,28 @@ cfeed_stamping(void)
  *		Write the numbers without the executor (direct.c), as the update of
  *		stamp_with_sql would: per change, the version visible to the sweep's
  *		snapshot is updated to a new one with its number and stamped_at, and
- *		the new version's index entries are made.  Each update must succeed
- *		(else a concurrent sweep got there first), but for a change another
- *		transaction locked since the sweep collected it, which is left with
- *		the rest of its shard's (leave_shard_from); *nleft says how many.
- *		Returns false, having written nothing, when the update must run as
- *		SQL (see direct.c).  rel is cfeed.change, locked by the caller until
- *		its transaction ends.
+ *		the new version's index entries are made, for each change not left
+ *		locked.  Each update must succeed (else a concurrent sweep got there
+ *		first).  Returns false, having written nothing, when the update must
+ *		run as SQL (see direct.c).  rel is cfeed.change, locked by the caller
+ *		until its transaction ends.
  */
 static bool
-stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot,
-			 int *nleft)
+stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
 {
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
-	int			i = 0;
+	int			i;
 
 	if (!cfeed_direct_ok(rel, CMD_UPDATE))
 		return false;
 
-	*nleft = 0;
 	oldslot = table_slot_create(rel, NULL);
 	newslot = MakeSingleTupleTableSlot(RelationGetDescr(rel), &TTSOpsVirtual);
-	while (i < n)
+	for (i = 0; i < n; i++)
 	{
-		TM_Result	result;
-
+		if (changes[i].locked)
+			continue;
 		CHECK_FOR_INTERRUPTS();
 		if (!table_tuple_fetch_row_version(rel, &changes[i].tid, snapshot, oldslot))
 			concurrent_sweep_error(n, i);
@@ -363,18 +415,8 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
 		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(now);
 		newslot->tts_isnull[Anum_change_stamped_at - 1] = false;
 		ExecStoreVirtualTuple(newslot);
-		result = cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot);
-		if (result == TM_BeingModified)
-		{
-			int			end = leave_shard_from(changes, n, i);
-
-			*nleft += end - i;
-			i = end;
-			continue;
-		}
-		if (result != TM_Ok)
-			concurrent_sweep_error(n, i - *nleft);
-		i++;
+		if (!cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot))
+			concurrent_sweep_error(n, i);
 	}
 	ExecDropSingleTupleTableSlot(newslot);
 	ExecDropSingleTupleTableSlot(oldslot);
@@ -386,10 +428,11 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
  * cfeed_stamp
  *		Write the numbers of changes[0..n-1] (and stamped_at now) into
  *		cfeed.change, rel, opened by the caller; snapshot is the sweep's.
- *		Directly when direct.c allows it, else with one SQL update.  A change
- *		another transaction locked since the sweep collected it is not
- *		written, nor are the changes after it in its shard: they are flagged
- *		locked, and their number is returned, for the caller to leave them.
+ *		Directly when direct.c allows it, else with one SQL update, each
+ *		change locked first (lock_batch).  A change another transaction
+ *		locked since the sweep collected it is not written, nor are the
+ *		changes after it in its shard: they are flagged locked, and their
+ *		number is returned, for the caller to leave them.
  */
 int
 cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
@@ -421,8 +464,9 @@ cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 	}
 #endif
 
-	if (!stamp_direct(rel, changes, n, now, snapshot, &nleft))
-		nleft = stamp_with_sql(rel, changes, n, now, snapshot);
+	nleft = others_may_lock(rel) ? lock_batch(rel, changes, n, snapshot) : 0;
+	if (nleft < n && !stamp_direct(rel, changes, n, now, snapshot))
+		stamp_with_sql(rel, changes, n, now);
 	return nleft;
 }
 
