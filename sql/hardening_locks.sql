@@ -57,6 +57,14 @@ SELECT pg_temp.err('LOCK TABLE regress_l_own.v_nested IN SHARE MODE') AS nested_
 SELECT pg_temp.err('LOCK TABLE regress_l_own.v_sub IN EXCLUSIVE MODE') AS subquery_view;
 SELECT pg_temp.err('LOCK TABLE regress_l_own.v_lease IN ROW EXCLUSIVE MODE') AS view_row_exclusive;
 RESET ROLE;
+-- a view of cfeed's, which its owner may let a role update (cfeed.shard's
+-- sweep_group and longpoll): locked as its tables are
+GRANT UPDATE ON cfeed.shard TO regress_cfeed_l_consumer;
+SET ROLE regress_cfeed_l_consumer;
+SELECT pg_temp.err('LOCK TABLE cfeed.shard IN ACCESS EXCLUSIVE MODE') AS cfeed_view;
+SELECT pg_temp.err('LOCK TABLE cfeed.shard IN ROW EXCLUSIVE MODE') AS cfeed_view_row_exclusive;
+RESET ROLE;
+REVOKE UPDATE ON cfeed.shard FROM regress_cfeed_l_consumer;
 
 -- the owner (here a superuser) locks as ever; the consumer's view locks
 -- cfeed.lease as the consumer, for anyone (as PostgreSQL checks it)

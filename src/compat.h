@@ -98,6 +98,13 @@ typedef bool cfeed_update_indexes;
 #define cfeed_indexes_to_update(u) (u)
 #endif
 
+/* The privileges that let LOCK take a mode above ROW EXCLUSIVE: MAINTAIN too since 17. */
+#if PG_VERSION_NUM >= 170000
+#define CFEED_ACL_LOCK_ANY (ACL_MAINTAIN | ACL_UPDATE | ACL_DELETE | ACL_TRUNCATE)
+#else
+#define CFEED_ACL_LOCK_ANY (ACL_UPDATE | ACL_DELETE | ACL_TRUNCATE)
+#endif
+
 /* PGPROC's lxid moved into vxid in 17. */
 #if PG_VERSION_NUM >= 170000
 #define CFEED_MY_LXID (MyProc->vxid.lxid)

@@ -20,33 +20,41 @@
  * already hold up every later request behind it.
  *
  * A LOCK of a view also locks the relations its query reads, with the
- * view owner's privileges (PostgreSQL's LockViewRecurse): a view that a
- * role owns and that reads cfeed.lease would lock cfeed.lease for it.  The
- * check walks the views it is given as PostgreSQL does, each relation read
- * judged by the owner of the view that reads it, from the view's rule in
- * the catalog (the views are not locked for it).
+ * view owner's privileges (the caller's, for a security_invoker view:
+ * PostgreSQL's LockViewRecurse): a view that a role owns and that reads
+ * cfeed.lease would lock cfeed.lease for it.  The check walks the views as
+ * PostgreSQL does, each relation read judged by that role, and a view of
+ * extension cfeed is judged as its tables are.
  *
- * cfeed's own statements need nothing more: they lock in strong modes as
- * the extension's owner, or in C (create_feed's lock of cfeed.feed).
+ * What the check judges must be what PostgreSQL locks.  A view is locked
+ * first, as LOCK would lock it (in the statement's mode, once the role may:
+ * LockTableAclCheck's privileges), so that its query cannot be replaced
+ * before PostgreSQL reads it; a table is not (an ACCESS EXCLUSIVE lock
+ * taken early could deadlock two LOCKs of one table).  And the statement
+ * PostgreSQL runs names each relation qualified with its schema, as found
+ * (a view's name read under its lock): a name whose schema another session
+ * renames cannot come to mean a table of cfeed's, whose schema and names
+ * only its owner can change.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_rewrite.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
-#include "rewrite/rewriteSupport.h"
-#include "storage/lockdefs.h"
+#include "rewrite/rewriteHandler.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
+#include "utils/rel.h"
 
 #include "cfeed.h"
 #include "compat.h"
@@ -55,8 +63,9 @@
 typedef struct LockCheck
 {
 	LOCKMODE	mode;
-	Oid			user;			/* whose ownership counts: the caller, or the
-								 * owner of the view being walked */
+	bool		nowait;
+	Oid			user;			/* whose ownership and privileges count: the
+								 * caller, or the owner of the view walked */
 	Oid			extension;		/* extension cfeed */
 	List	   *views;			/* the views being walked (against a loop) */
 } LockCheck;
@@ -70,43 +79,45 @@ static const char *const lock_mode_names[] = {
 static void check_relation(Oid relid, LockCheck *check);
 
 /*
- * relation_owner
- *		The owner of a relation, or InvalidOid when it is gone.
+ * check_owned
+ *		Refuse (42501) a relation of extension cfeed that check->user does not
+ *		own.
  */
-static Oid
-relation_owner(Oid relid)
+static void
+check_owned(Oid relid, LockCheck *check)
 {
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tuple))
-		return InvalidOid;
-	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
-	ReleaseSysCache(tuple);
-	return owner;
+	if (getExtensionOfObject(RelationRelationId, relid) != check->extension ||
+		cfeed_rel_ownercheck(relid, check->user))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to lock table %s in %s mode",
+					quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+											   get_rel_name(relid)),
+					lock_mode_names[check->mode]),
+			 errdetail("The tables of extension cfeed are shared by every feed: only their owner may lock them in a mode stronger than ROW EXCLUSIVE."),
+			 errhint("Lock it in ROW EXCLUSIVE mode or weaker, or as its owner.")));
 }
 
 /*
- * view_query
- *		The query of a view, from its _RETURN rule in pg_rewrite, or NULL
- *		when it has none (gone meanwhile).
+ * lock_view
+ *		Lock a view as LOCK will (check->mode, NOWAIT as the statement says),
+ *		if check->user has a privilege that lets it (LockTableAclCheck: any
+ *		of UPDATE, DELETE, TRUNCATE, MAINTAIN for these modes); else false,
+ *		and PostgreSQL refuses the LOCK when it gets there.
  */
-static Query *
-view_query(Oid relid)
+static bool
+lock_view(Oid relid, LockCheck *check)
 {
-	HeapTuple	tuple = SearchSysCache2(RULERELNAME, ObjectIdGetDatum(relid),
-										PointerGetDatum(ViewSelectRuleName));
-	Datum		action;
-	bool		isnull;
-	List	   *actions = NIL;
-
-	if (!HeapTupleIsValid(tuple))
-		return NULL;
-	action = SysCacheGetAttr(RULERELNAME, tuple, Anum_pg_rewrite_ev_action, &isnull);
-	if (!isnull)
-		actions = (List *) stringToNode(TextDatumGetCString(action));
-	ReleaseSysCache(tuple);
-	return list_length(actions) == 1 ? linitial_node(Query, actions) : NULL;
+	if (pg_class_aclcheck(relid, check->user, CFEED_ACL_LOCK_ANY) != ACLCHECK_OK)
+		return false;
+	if (!check->nowait)
+		LockRelationOid(relid, check->mode);
+	else if (!ConditionalLockRelationOid(relid, check->mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("could not obtain lock on relation \"%s\"", get_rel_name(relid))));
+	return true;
 }
 
 /*
@@ -138,67 +149,69 @@ lock_walker(Node *node, LockCheck *check)
 
 /*
  * check_relation
- *		Refuse the LOCK if it would lock a table of extension cfeed that
- *		check->user does not own in a mode stronger than ROW EXCLUSIVE;
- *		walk a view's query with its owner as the user.
+ *		Refuse the LOCK if it would lock a relation of extension cfeed that
+ *		check->user does not own; walk a view's query, once the view is
+ *		locked, as the role PostgreSQL checks it as.
  */
 static void
 check_relation(Oid relid, LockCheck *check)
 {
-	char		relkind = get_rel_relkind(relid);
+	Relation	view;
+	Oid			saved_user = check->user;
 
-	if (relkind == RELKIND_VIEW)
-	{
-		Oid			saved_user = check->user;
-		Query	   *query;
-
-		if (list_member_oid(check->views, relid) || (query = view_query(relid)) == NULL)
-			return;
-		check->views = lappend_oid(check->views, relid);
-		check->user = relation_owner(relid);
-		(void) lock_walker((Node *) query, check);
-		check->user = saved_user;
-		check->views = list_delete_last(check->views);
+	check_owned(relid, check);
+	if (get_rel_relkind(relid) != RELKIND_VIEW || list_member_oid(check->views, relid) ||
+		!lock_view(relid, check))
 		return;
-	}
-	if (getExtensionOfObject(RelationRelationId, relid) != check->extension ||
-		cfeed_rel_ownercheck(relid, check->user))
-		return;
-	ereport(ERROR,
-			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-			 errmsg("permission denied to lock table %s in %s mode",
-					quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-											   get_rel_name(relid)),
-					lock_mode_names[check->mode]),
-			 errdetail("A table of extension cfeed is shared by every feed: only its owner may lock it in a mode stronger than ROW EXCLUSIVE."),
-			 errhint("Lock it in ROW EXCLUSIVE mode or weaker, or as its owner.")));
+	view = relation_open(relid, NoLock);
+	check->views = lappend_oid(check->views, relid);
+	if (!RelationHasSecurityInvoker(view))
+		check->user = view->rd_rel->relowner;
+	(void) lock_walker((Node *) get_view_query(view), check);
+	check->user = saved_user;
+	check->views = list_delete_last(check->views);
+	relation_close(view, NoLock);
 }
 
 /*
- * cfeed_check_lock_statement
+ * cfeed_guard_lock_statement
  *		The ProcessUtility hook's check of a LOCK statement (see the file
- *		header), before PostgreSQL runs it.  A name that does not resolve is
- *		left for PostgreSQL to report.
+ *		header), before PostgreSQL runs it: pstmt, or a copy of it whose
+ *		relations are named with their schemas, for PostgreSQL to run.  A
+ *		name that does not resolve is left for PostgreSQL to report.
  */
-void
-cfeed_check_lock_statement(LockStmt *stmt)
+PlannedStmt *
+cfeed_guard_lock_statement(PlannedStmt *pstmt)
 {
+	LockStmt   *stmt = (LockStmt *) pstmt->utilityStmt;
+	PlannedStmt *copy;
 	LockCheck	check;
 	ListCell   *lc;
 
+	Assert(IsA(stmt, LockStmt));
 	if (stmt->mode <= RowExclusiveLock || stmt->mode >= (int) lengthof(lock_mode_names))
-		return;
+		return pstmt;
 	check.extension = get_extension_oid("cfeed", true);
 	if (!OidIsValid(check.extension))
-		return;
+		return pstmt;
 	check.mode = stmt->mode;
-	check.user = GetUserId();
+	check.nowait = stmt->nowait;
 	check.views = NIL;
+	copy = copyObject(pstmt);
+	stmt = (LockStmt *) copy->utilityStmt;
 	foreach(lc, stmt->relations)
 	{
-		Oid			relid = RangeVarGetRelid(lfirst_node(RangeVar, lc), NoLock, true);
+		RangeVar   *rv = lfirst_node(RangeVar, lc);
+		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
 
-		if (OidIsValid(relid))
-			check_relation(relid, &check);
+		if (!OidIsValid(relid))
+			continue;
+		check.user = GetUserId();
+		check_relation(relid, &check);
+		/* its name as of now (a view's under its lock), with its schema */
+		rv->schemaname = get_namespace_name(get_rel_namespace(relid));
+		rv->relname = get_rel_name(relid);
+		rv->catalogname = NULL;
 	}
+	return copy;
 }

@@ -252,6 +252,17 @@ created_extension_callback(XactEvent event, void *arg)
 }
 
 /*
+ * guarded_lock
+ *		Run a LOCK statement as lock_guard.c lets it run.
+ */
+static void
+guarded_lock(CFEED_UTILITY_ARGS)
+{
+	pstmt = cfeed_guard_lock_statement(pstmt);
+	CFEED_CALL_UTILITY(prev_utility_hook);
+}
+
+/*
  * cfeed_utility
  *		ProcessUtility hook: see the file header.
  */
@@ -263,7 +274,12 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 
 	(void) cfeed_change_ids_check();	/* COPY draws without the executor */
 	if (IsA(parsetree, LockStmt))
-		cfeed_check_lock_statement((LockStmt *) parsetree);
+	{
+		ProcessUtility_hook_type lock_hook = guarded_lock;
+
+		CFEED_CALL_UTILITY(lock_hook);
+		return;
+	}
 	if (IsA(parsetree, CreateExtensionStmt) &&
 		strcmp(((CreateExtensionStmt *) parsetree)->extname, "cfeed") == 0)
 		created_extension = true;
