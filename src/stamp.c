@@ -51,12 +51,19 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
+#include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "catalog/indexing.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_rewrite.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -66,6 +73,7 @@
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -187,13 +195,62 @@ acl_lets_others_lock(Datum acldatum, Oid owner)
 }
 
 /*
+ * foreign_rule_uses
+ *		Whether a rule that is not one of extension cfeed's views' uses
+ *		relation rel: a view over it that a DBA made, or a rule of another
+ *		table.  Roles granted such a view lock rel's rows with the view
+ *		owner's privileges, which rel's ACL does not show.
+ */
+static bool
+foreign_rule_uses(Relation rel)
+{
+	Oid			extension = get_extension_oid("cfeed", false);
+	Relation	depend = table_open(DependRelationId, AccessShareLock);
+	Relation	rewrite = table_open(RewriteRelationId, AccessShareLock);
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tuple;
+	bool		found = false;
+
+	ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(RelationRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(RelationGetRelid(rel)));
+	scan = systable_beginscan(depend, DependReferenceIndexId, true, NULL, 2, key);
+	while (!found && HeapTupleIsValid(tuple = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tuple);
+		ScanKeyData rulekey;
+		SysScanDesc rulescan;
+		HeapTuple	rule;
+
+		if (dep->classid != RewriteRelationId)
+			continue;
+		ScanKeyInit(&rulekey, Anum_pg_rewrite_oid, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(dep->objid));
+		rulescan = systable_beginscan(rewrite, RewriteOidIndexId, true, NULL, 1, &rulekey);
+		rule = systable_getnext(rulescan);
+		found = HeapTupleIsValid(rule) &&
+			getExtensionOfObject(RelationRelationId,
+								 ((Form_pg_rewrite) GETSTRUCT(rule))->ev_class) != extension;
+		systable_endscan(rulescan);
+	}
+	systable_endscan(scan);
+	table_close(rewrite, AccessShareLock);
+	table_close(depend, AccessShareLock);
+	return found;
+}
+
+/*
  * others_may_lock
  *		Whether a role other than cfeed.change's owner (and the roles with its
  *		privileges, superusers) may lock a change's row: UPDATE or DELETE
- *		granted on the table or on one of its columns.  Without such a grant
- *		only the owner's transactions lock one, and lock_batch is skipped: its
- *		lock costs a WAL record per change.  Read at every sweep that writes
- *		rows (a GRANT takes effect at once).
+ *		granted on the table or on one of its columns, or a view or rule not
+ *		cfeed's that uses it (foreign_rule_uses).  Otherwise only the owner's
+ *		transactions lock one (a SECURITY DEFINER function of the owner's
+ *		included: docs/security.md), and lock_batch is skipped: its lock
+ *		costs a WAL record per change.  Read at every sweep that writes rows
+ *		(a GRANT takes effect at once).
  */
 static bool
 others_may_lock(Relation rel)
@@ -221,7 +278,7 @@ others_may_lock(Relation rel)
 		may = !isnull && acl_lets_others_lock(acl, owner);
 		ReleaseSysCache(tuple);
 	}
-	return may;
+	return may || foreign_rule_uses(rel);
 }
 
 /*
