@@ -42,6 +42,9 @@ RESET ROLE;
 SET ROLE regress_cfeed_l_consumer;
 SELECT m.mode, pg_temp.err(format('LOCK TABLE cfeed.lease IN %s MODE', m.mode)) AS consumer
 FROM l_modes m ORDER BY m.n;
+-- outside a transaction block PostgreSQL refuses the LOCK before it asks
+-- for any lock, for cfeed's tables too
+LOCK TABLE cfeed.lease IN ACCESS EXCLUSIVE MODE;
 -- several tables in one statement: refused for the one it may not
 CREATE TABLE regress_l_own.mine (id int);
 SELECT pg_temp.err('LOCK TABLE regress_l_own.mine, cfeed.lease IN EXCLUSIVE MODE') AS two_tables;

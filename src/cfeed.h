@@ -261,7 +261,7 @@ extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 									 Snapshot snapshot);
 
 /* lock_guard.c */
-extern PlannedStmt *cfeed_guard_lock_statement(PlannedStmt *pstmt);
+extern PlannedStmt *cfeed_guard_lock_statement(PlannedStmt *pstmt, bool top_level);
 
 /* stamp.c: a sweep's write step */
 extern bool cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot);

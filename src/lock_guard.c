@@ -38,6 +38,7 @@
 
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
@@ -136,10 +137,11 @@ lock_relation(Oid relid, const char *relname, LockGuard *guard)
 
 /*
  * lock_children
- *		PostgreSQL's LockTableRecurse: lock a table's inheritance children.
+ *		PostgreSQL's LockTableRecurse: lock a table's inheritance children
+ *		(user: the role the parent was judged as).
  */
 static void
-lock_children(Oid relid, LockGuard *guard)
+lock_children(Oid relid, Oid user, LockGuard *guard)
 {
 	ListCell   *lc;
 
@@ -153,7 +155,7 @@ lock_children(Oid relid, LockGuard *guard)
 		relname = get_rel_name(child);
 		if (relname == NULL)
 			continue;			/* dropped meanwhile */
-		check_owned(child, GetUserId(), guard);
+		check_owned(child, user, guard);
 		lock_relation(child, relname, guard);
 		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(child)))
 			UnlockRelationOid(child, guard->mode);
@@ -198,7 +200,7 @@ lock_view_walker(Node *node, ViewWalk *walk)
 			if (rte->relkind == RELKIND_VIEW)
 				lock_view(rte->relid, walk->guard, walk->ancestor_views);
 			else if (rte->inh)
-				lock_children(rte->relid, walk->guard);
+				lock_children(rte->relid, walk->check_as_user, walk->guard);
 		}
 		return query_tree_walker(query, lock_view_walker, walk, QTW_IGNORE_JOINALIASES);
 	}
@@ -251,10 +253,12 @@ lock_target_callback(const RangeVar *rv, Oid relid, Oid oldrelid, void *arg)
  *		header): take its locks, judging each relation, and return the
  *		statement for PostgreSQL to run, a copy naming each relation with
  *		its schema.  Left to PostgreSQL: a mode of ROW EXCLUSIVE or weaker,
- *		a database without cfeed, and recovery (which refuses the modes).
+ *		a database without cfeed, and a statement PostgreSQL refuses before
+ *		it locks anything (outside a transaction block, top_level; in
+ *		parallel mode; in recovery).
  */
 PlannedStmt *
-cfeed_guard_lock_statement(PlannedStmt *pstmt)
+cfeed_guard_lock_statement(PlannedStmt *pstmt, bool top_level)
 {
 	LockStmt   *stmt = (LockStmt *) pstmt->utilityStmt;
 	PlannedStmt *copy;
@@ -263,7 +267,8 @@ cfeed_guard_lock_statement(PlannedStmt *pstmt)
 
 	Assert(IsA(stmt, LockStmt));
 	if (stmt->mode <= RowExclusiveLock || stmt->mode >= (int) lengthof(lock_mode_names) ||
-		RecoveryInProgress())
+		(top_level && !IsTransactionBlock() && !IsSubTransaction()) ||
+		IsInParallelMode() || RecoveryInProgress())
 		return pstmt;
 	guard.extension = get_extension_oid("cfeed", true);
 	if (!OidIsValid(guard.extension))
@@ -282,7 +287,7 @@ cfeed_guard_lock_statement(PlannedStmt *pstmt)
 		if (get_rel_relkind(relid) == RELKIND_VIEW)
 			lock_view(relid, &guard, NIL);
 		else if (rv->inh)
-			lock_children(relid, &guard);
+			lock_children(relid, GetUserId(), &guard);
 		/* held locked: its name cannot change until the statement ends */
 		rv->schemaname = get_namespace_name(get_rel_namespace(relid));
 		rv->catalogname = NULL;

@@ -258,7 +258,7 @@ created_extension_callback(XactEvent event, void *arg)
 static void
 guarded_lock(CFEED_UTILITY_ARGS)
 {
-	pstmt = cfeed_guard_lock_statement(pstmt);
+	pstmt = cfeed_guard_lock_statement(pstmt, context == PROCESS_UTILITY_TOPLEVEL);
 	CFEED_CALL_UTILITY(prev_utility_hook);
 }
 
