@@ -31,8 +31,9 @@
  * locked for the caller, which leaves them as it would have (isolation
  * test locked_race).  That lock costs a WAL record per change stamped, so
  * it is taken only when a role other than the table's owner may lock a
- * change's row: UPDATE or DELETE granted on cfeed.change (others_may_lock).
- * The owner's own transactions are waited for, as ever.
+ * change's row: UPDATE or DELETE granted on cfeed.change, or a view or rule
+ * not cfeed's that uses it (others_may_lock).  The owner's own
+ * transactions are waited for, as ever.
  *
  * The stamping transaction commits synchronously, at
  * cfeed.sweep_synchronous_commit (a level of synchronous_commit, default on,
@@ -133,8 +134,8 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
  *		DELETE, UPDATE or SELECT ... FOR SHARE or UPDATE).  So does the
  *		sweep's own transaction, when it locked the change before the sweep:
  *		that change is left too.  Heap only (the slot holds the page's
- *		buffer pinned); with another access method the lock step of the SQL
- *		update tells instead, by failing the sweep.
+ *		buffer pinned); with another access method only the lock step before
+ *		the write (lock_batch) finds a lock, when it is taken.
  */
 bool
 cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot)
