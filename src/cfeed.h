@@ -264,7 +264,7 @@ extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 extern PlannedStmt *cfeed_guard_lock_statement(PlannedStmt *pstmt, bool top_level);
 
 /* stamp.c: a sweep's write step */
-extern bool cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot);
+extern bool cfeed_stamp_would_wait(TupleTableSlot *slot);
 extern int	cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
 						TimestampTz now, Snapshot snapshot);
 extern void cfeed_stamp_commit_level(void);

@@ -129,7 +129,7 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
 /*
  * cfeed_stamp_would_wait
  *		Whether stamping the change in slot, the version of it the sweep's
- *		snapshot sees as just fetched from cfeed.change (rel), would wait
+ *		snapshot sees as just fetched from cfeed.change, would wait
  *		for another transaction: one still running holds a lock on it (its
  *		DELETE, UPDATE or SELECT ... FOR SHARE or UPDATE).  So does the
  *		sweep's own transaction, when it locked the change before the sweep:
@@ -138,7 +138,7 @@ concurrent_sweep_error(uint64 expected, uint64 updated)
  *		the write (lock_batch) finds a lock, when it is taken.
  */
 bool
-cfeed_stamp_would_wait(Relation rel, TupleTableSlot *slot)
+cfeed_stamp_would_wait(TupleTableSlot *slot)
 {
 	BufferHeapTupleTableSlot *bslot = (BufferHeapTupleTableSlot *) slot;
 	TM_Result	result;

@@ -148,7 +148,7 @@ typedef struct ShardEntry
 	int32		held;			/* changes left pending: out of numbers */
 } ShardEntry;
 
-/* A writer with a change left, while leave_locked closes the left set. */
+/* A writer with a change left, while sweep_leave_locked closes the left set. */
 typedef struct LeftWriter
 {
 	FullTransactionId xid;		/* hash key */
@@ -354,7 +354,7 @@ collect_probe(ScanKey key, void *arg)
 		c->change_id = DatumGetInt64(slot_getattr(slot, Anum_change_change_id, &isnull));
 		c->written_at = DatumGetTimestampTz(slot_getattr(slot, Anum_change_written_at, &isnull));
 		c->writer_xid = DatumGetFullTransactionId(slot_getattr(slot, Anum_change_writer_xid, &isnull));
-		c->locked = cfeed_stamp_would_wait(heap, slot);
+		c->locked = cfeed_stamp_would_wait(slot);
 		c->image = false;
 		c->image_table = 0;
 		if (images)
@@ -564,7 +564,7 @@ sweep_cut(SweepState *s)
 }
 
 /*
- * LeaveState: leave_locked's closure over the batch, sorted by shard
+ * LeaveState: sweep_leave_locked's closure over the changes, sorted by shard
  */
 typedef struct LeaveState
 {
@@ -581,7 +581,7 @@ typedef struct LeaveState
  *		Leave change i and the rest of its shard in the batch (those after
  *		it in change_id order: a shard's numbers follow that order without a
  *		gap).  In a group with a mark, each writer of a change left joins
- *		the work list once, for its range changes (leave_locked).
+ *		the work list once, for its range changes (sweep_leave_locked).
  */
 static void
 leave_from(LeaveState *ls, int i)
