@@ -32,6 +32,7 @@ static const CfeedCacheWatch watches[CFEED_CACHE_COUNT] = {
 	[CFEED_CACHE_RELIDS] = {1, {NAMESPACEOID}},
 	[CFEED_CACHE_READ_ACCESS] = {2, {AUTHOID, AUTHMEMROLEMEM}},
 	[CFEED_CACHE_POLICIES] = {2, {PROCOID, NAMESPACEOID}},
+	[CFEED_CACHE_LOCKERS] = {2, {RULERELNAME, AUTHMEMROLEMEM}},
 };
 
 /* Each cache's callback, and whether cfeed's one relcache callback is set. */

@@ -57,6 +57,12 @@
  *						relcache invalidation of cfeed.change or of every
  *						relation, and at any change of pg_proc or
  *						pg_namespace.
+ *	 row lockers		stamp.c (others_may_lock): whether a role other
+ *						than cfeed.change's owner may lock its rows.  Backend.
+ *						Dropped at a relcache invalidation of cfeed.change
+ *						(GRANT and REVOKE on it or its columns send one) or of
+ *						every relation, and at any change of pg_rewrite (a
+ *						view or rule made or dropped) or pg_auth_members.
  *	 direct indexes		direct.c: the IndexInfo of cfeed.change's indexes,
  *						and an expression context for their predicates (reset
  *						after each row).  Backend.  Rebuilt when the table's
@@ -152,6 +158,7 @@ typedef enum CfeedCacheId
 	CFEED_CACHE_ROW_IMAGES,
 	CFEED_CACHE_READ_ACCESS,	/* also pg_authid, pg_auth_members */
 	CFEED_CACHE_POLICIES,		/* also pg_proc, pg_namespace */
+	CFEED_CACHE_LOCKERS,		/* also pg_rewrite, pg_auth_members */
 	CFEED_CACHE_HEAD_HINTS,		/* never invalidated */
 	CFEED_CACHE_COUNT
 } CfeedCacheId;

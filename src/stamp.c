@@ -82,6 +82,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "cache.h"
 #include "cfeed.h"
 
 /* stamp_with_sql's UPDATE, kept for the backend's life (cache.h) */
@@ -242,19 +243,32 @@ foreign_rule_uses(Relation rel)
 	return found;
 }
 
+/* others_may_lock's answer for relation lockers_relid (cache.h) */
+static Oid	lockers_relid = InvalidOid;
+static bool lockers_may;
+static uint64 lockers_gen = 0;
+
+static void
+lockers_invalidate(Oid relid)
+{
+	if (!OidIsValid(relid) || relid == lockers_relid)
+		lockers_relid = InvalidOid;
+	lockers_gen++;
+}
+
 /*
- * others_may_lock
+ * look_for_lockers
  *		Whether a role other than cfeed.change's owner (and the roles with its
  *		privileges, superusers) may lock a change's row: UPDATE or DELETE
  *		granted on the table or on one of its columns, or a view or rule not
  *		cfeed's that uses it (foreign_rule_uses).  Otherwise only the owner's
  *		transactions lock one (a SECURITY DEFINER function of the owner's
  *		included: docs/security.md), and lock_batch is skipped: its lock
- *		costs a WAL record per change.  Read at every sweep that writes rows
- *		(a GRANT takes effect at once).
+ *		costs a WAL record per change.  Read from the catalogs (others_may_lock
+ *		keeps the answer).
  */
 static bool
-others_may_lock(Relation rel)
+look_for_lockers(Relation rel)
 {
 	Oid			owner = rel->rd_rel->relowner;
 	HeapTuple	tuple;
@@ -280,6 +294,34 @@ others_may_lock(Relation rel)
 		ReleaseSysCache(tuple);
 	}
 	return may || foreign_rule_uses(rel);
+}
+
+/*
+ * others_may_lock
+ *		look_for_lockers' answer, kept until an invalidation says it may have
+ *		changed (a GRANT or REVOKE on cfeed.change or its columns, a view or
+ *		rule made or dropped, a change of role membership): each sweep that
+ *		writes rows asks, and the catalog scans would cost more than the
+ *		rest of a small sweep.  An answer read while an invalidation came is
+ *		not kept.
+ */
+static bool
+others_may_lock(Relation rel)
+{
+	uint64		gen;
+	bool		may;
+
+	cfeed_cache_register(CFEED_CACHE_LOCKERS, lockers_invalidate);
+	if (lockers_relid == RelationGetRelid(rel))
+		return lockers_may;
+	gen = lockers_gen;
+	may = look_for_lockers(rel);
+	if (gen == lockers_gen)
+	{
+		lockers_relid = RelationGetRelid(rel);
+		lockers_may = may;
+	}
+	return may;
 }
 
 /*
