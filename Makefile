@@ -8,6 +8,7 @@ OBJS = \
 	src/catalog.o \
 	src/schema.o \
 	src/guard.o \
+	src/upstream.o \
 	src/feed.o \
 	src/sweep.o \
 	src/sweep_sql.o \

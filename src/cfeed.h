@@ -45,10 +45,16 @@
 #define Anum_shard_storage			9	/* 1.9 */
 #define Anum_shard_changes_deleted	10	/* 1.9 */
 
-/* The columns of cfeed.stamp that catalog.c and read.c read (ranges.c has the others). */
+/* Columns of cfeed.stamp (src/sql/cfeed--1.8--1.9.sql). */
+#define Anum_stamp_feed_id			1
+#define Anum_stamp_shard			2
 #define Anum_stamp_first_number		3
 #define Anum_stamp_last_number		4
 #define Anum_stamp_stamped_at		5
+#define Anum_stamp_first_change_id	6
+#define Anum_stamp_change_id_deltas	7
+#define Anum_stamp_first_writer_xid	8
+#define Anum_stamp_writer_xid_deltas 9
 #define Anum_stamp_image_tables		10	/* its changes' images' tables */
 
 /* Columns of cfeed.change (src/sql: the install and update scripts). */
@@ -345,6 +351,13 @@ extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
 extern bool cfeed_may_write_feed(int32 feed_id);
 extern void cfeed_check_write(int32 feed_id);
+
+/* guard.c: the trigger functions' check of how they are fired */
+extern struct TriggerData *cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name);
+
+/* upstream.c: range shards numbered by a publisher (topology A in ranges) */
+#define CFEED_UPSTREAM_WRITER	FullTransactionIdFromEpochAndXid(0, FrozenTransactionId)
+extern bool cfeed_numbered_upstream(int32 feed_id, int32 shard);
 
 /* guard.c: the row images a statement of cfeed's own may write */
 typedef struct CfeedImageScope

@@ -44,7 +44,9 @@
  *	  watermark), never by a publisher's or a dumped cluster's.  A change
  *	  the apply copies in already stamped keeps the publisher's writer_xid,
  *	  so that the publisher's later UPDATEs, which name the whole old row
- *	  (REPLICA IDENTITY FULL), find it.
+ *	  (REPLICA IDENTITY FULL), find it.  One that a publisher's stamp will
+ *	  number (a range shard's, applied with cfeed.stamp: upstream.c) gets
+ *	  the writer that stamp names, CFEED_UPSTREAM_WRITER.
  *
  *	  Sequence numbers a writer may set itself:
  *	  - from 1 to the shard's start value (the migration range): anyone
@@ -200,12 +202,12 @@ cfeed_writer_xid(PG_FUNCTION_ARGS)
 }
 
 /*
- * trigger_get
- *		Check that a cfeed trigger function is called as the row trigger it
- *		was installed as.
+ * cfeed_trigger_get
+ *		Check that a cfeed trigger function is called as the BEFORE ROW
+ *		trigger it was installed as.
  */
-static TriggerData *
-trigger_get(FunctionCallInfo fcinfo, const char *name)
+TriggerData *
+cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
@@ -272,7 +274,7 @@ check_writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row)
 					 errmsg("change_sequence_number " INT64_FORMAT " is above the start value of shard %d of feed %d, which is stored in ranges",
 							number, shard, feed_id),
 					 errdetail("The numbers of a range shard's changes are held by its stamps (cfeed.stamp), which its sweeps write."),
-					 errhint("A cluster that receives stamped changes by logical replication (portable cursors) needs the feed's shards stored in rows: create the feed there with cfeed.default_storage = rows.")));
+					 errhint("A cluster that receives stamped changes by logical replication (portable cursors) needs the feed stored as on the publisher: in rows, or in ranges with cfeed.stamp published too.")));
 		return;
 	}
 	ereport(ERROR,
@@ -336,7 +338,7 @@ writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row,
 Datum
 cfeed_change_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_guard()");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	tuple = trigdata->tg_trigtuple;
 	bool		feed_null;
@@ -346,6 +348,7 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	bool		xid_null;
 	bool		written_null;
 	bool		restored_row;
+	bool		upstream;
 	int32		feed_id;
 	int32		shard;
 	Datum		number;
@@ -385,19 +388,25 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 		check_image(tuple, desc, feed_id);
 	if (SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 		cfeed_change_ids_guard();
-	if (number_null && stamped_null && !restored_row)
+	if (number_null && stamped_null && !restored_row &&
+		SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
 
 	/*
 	 * A change that logical replication copies in stamped keeps the
 	 * publisher's writer_xid: no sweep looks at it, and the publisher's later
 	 * UPDATEs (an image cleared) find it on the subscriber by its whole row,
-	 * the replica identity.
+	 * the replica identity.  One that a publisher's stamp will number
+	 * (upstream.c) gets the writer its stamp will name, which no sweep here
+	 * collects.
 	 */
+	upstream = number_null && SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
+		!feed_null && !shard_null && cfeed_numbered_upstream(feed_id, shard);
 	if (number_null || SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 	{
 		cols[ncols] = Anum_change_writer_xid;
-		values[ncols++] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+		values[ncols++] = FullTransactionIdGetDatum(upstream ? CFEED_UPSTREAM_WRITER
+													: GetTopFullTransactionId());
 	}
 
 	if (number_null && !stamped_null)
@@ -407,7 +416,7 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 						shard, feed_id),
 				 errdetail("The sweeper sets stamped_at when it stamps the change."),
 				 errhint("Leave stamped_at out of the INSERT.")));
-	if (number_null)
+	if (number_null && !upstream)
 		cfeed_note_write();		/* a replicated change wakes the sweepers too */
 	else
 		writer_number(feed_id, shard, DatumGetInt64(number), restored_row, stamped_null,
@@ -521,7 +530,7 @@ number_given(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
 Datum
 cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_stamp_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_stamp_guard()");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	oldtup = trigdata->tg_trigtuple;
 	HeapTuple	newtup = trigdata->tg_newtuple;
@@ -590,7 +599,7 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 Datum
 cfeed_change_shard_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_shard_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_shard_guard()");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	newtup = trigdata->tg_newtuple;
 	bool		feed_null;
@@ -620,7 +629,7 @@ cfeed_change_shard_guard(PG_FUNCTION_ARGS)
 Datum
 cfeed_change_image_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = trigger_get(fcinfo, "cfeed._change_image_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_image_guard()");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	oldtup = trigdata->tg_trigtuple;
 	HeapTuple	newtup = trigdata->tg_newtuple;

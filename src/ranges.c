@@ -50,13 +50,7 @@
 
 #include "cfeed.h"
 
-/* Columns of cfeed.stamp and cfeed.sweep_mark. */
-#define Anum_stamp_feed_id			1
-#define Anum_stamp_shard			2
-#define Anum_stamp_first_change_id	6
-#define Anum_stamp_change_id_deltas	7
-#define Anum_stamp_first_writer_xid	8
-#define Anum_stamp_writer_xid_deltas 9
+/* Columns of cfeed.sweep_mark (cfeed.h has cfeed.stamp's). */
 #define Anum_mark_sweep_group		1
 #define Anum_mark_xmax				2
 #define Anum_mark_xip				3

@@ -1105,6 +1105,24 @@ CREATE TRIGGER stamp_truncated BEFORE TRUNCATE ON cfeed.stamp
 ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
 
 /*
+ * cfeed._stamp_replicated (src/upstream.c): a publisher's stamp applied by
+ * logical replication, topology A for feeds stored in ranges
+ * (docs/replication.md): checked to name a range shard of this cluster,
+ * its changes named by the writer the guard gave them, the shard's waiters
+ * woken at commit.  Enabled for replica mode only, so that the sweeps' own
+ * inserts never fire it; any other insert in replica mode (a restore)
+ * passes as it is.
+ */
+CREATE FUNCTION cfeed._stamp_replicated() RETURNS trigger
+	LANGUAGE c
+	AS 'MODULE_PATHNAME', 'cfeed_stamp_replicated';
+REVOKE ALL ON FUNCTION cfeed._stamp_replicated() FROM PUBLIC;
+COMMENT ON FUNCTION cfeed._stamp_replicated() IS 'internal: takes a publisher''s stamp applied by logical replication into a shard stored in ranges';
+CREATE TRIGGER stamp_replicated BEFORE INSERT ON cfeed.stamp
+	FOR EACH ROW EXECUTE FUNCTION cfeed._stamp_replicated();
+ALTER TABLE cfeed.stamp ENABLE REPLICA TRIGGER stamp_replicated;
+
+/*
  * cfeed._pending (src/pending.c): each shard's changes committed and not
  * stamped yet, found by direct index access whatever the table's
  * statistics: a range shard's are those its group's mark has not stamped

@@ -1,0 +1,138 @@
+/*-------------------------------------------------------------------------
+ *
+ * upstream.c
+ *	  Shards stored in ranges whose numbers come from a publisher: topology
+ *	  A of docs/replication.md (portable cursors) for feeds stored in
+ *	  ranges.
+ *
+ *	  The publisher publishes the inserts of cfeed.change and of cfeed.stamp.
+ *	  A range change's row is written once, unnumbered, by its writer, and
+ *	  each sweep appends a stamp row per shard that names its changes (by
+ *	  change_id and writer_xid) with their numbers; the apply brings both
+ *	  in commit order, so a change arrives before the stamp that numbers
+ *	  it.  On the subscriber, a change that arrives this way into a shard
+ *	  stored in ranges, by an apply (or initial copy) of a subscription that
+ *	  also carries cfeed.stamp, must not be numbered again by the
+ *	  subscriber's sweeper: the guard (guard.c) gives it the writer
+ *	  CFEED_UPSTREAM_WRITER in place of the apply's xid.  That xid, the
+ *	  frozen one, is below the next_xid of every sweep mark and in no mark's
+ *	  running list, so every sweep and count of the subscriber takes the
+ *	  change for stamped (as cfeed.adopt_marks' adopted writer) and never
+ *	  collects it.  The stamp's BEFORE INSERT trigger, enabled for replica
+ *	  mode only (the sweeps' own inserts never fire it), names the same
+ *	  writer for each of its changes, so that read() and retention, which
+ *	  find a stamp's changes by (writer_xid, change_id) in
+ *	  change_pending_idx, find the replicated rows; and it wakes the
+ *	  shard's waiters (cfeed.wait, read(wait_ms)) at the apply's commit.
+ *	  The subscriber's head, reads and cursors are then the publisher's.
+ *
+ *	  A stamp for a shard the subscriber does not have (23503), or stores in
+ *	  rows (0A000: no read of a row shard looks at stamps), stops the
+ *	  subscription with an error rather than hold numbers no read would
+ *	  see.  A subscription without cfeed.stamp is topology B: its changes
+ *	  take the apply's xid and the subscriber numbers them itself.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type_d.h"
+#include "commands/trigger.h"
+#include "fmgr.h"
+#include "replication/logicalworker.h"
+#include "replication/worker_internal.h"
+#include "utils/array.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/xid8.h"
+
+#include "cfeed.h"
+#include "shmem.h"
+
+PG_FUNCTION_INFO_V1(cfeed_stamp_replicated);
+
+/*
+ * cfeed_numbered_upstream
+ *		Whether a change that this backend inserts into the shard is
+ *		numbered by a publisher's stamp: the backend applies (or copies in)
+ *		a subscription that carries cfeed.stamp, and the shard is stored in
+ *		ranges here.
+ */
+bool
+cfeed_numbered_upstream(int32 feed_id, int32 shard)
+{
+	CfeedShard	sh;
+
+	if (!IsLogicalWorker() || MySubscription == NULL)
+		return false;
+	if (!SearchSysCacheExists2(SUBSCRIPTIONRELMAP,
+							   ObjectIdGetDatum(cfeed_relid("stamp")),
+							   ObjectIdGetDatum(MySubscription->oid)))
+		return false;
+	return cfeed_shard_fetch(feed_id, shard, NULL, false, &sh) && sh.ranges;
+}
+
+/*
+ * cfeed_stamp_replicated
+ *		BEFORE INSERT on cfeed.stamp for each row, enabled REPLICA: in a
+ *		logical replication worker, a publisher's stamp.  Checks that the
+ *		shard is stored in ranges here, names CFEED_UPSTREAM_WRITER as the
+ *		writer of each of its changes, and wakes the shard's waiters at
+ *		commit.  Any other insert in replica mode (a restore) passes as it
+ *		is.
+ */
+Datum
+cfeed_stamp_replicated(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._stamp_replicated()");
+	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
+	HeapTuple	tuple = trigdata->tg_trigtuple;
+	bool		feed_null;
+	bool		shard_null;
+	bool		ids_null;
+	int32		feed_id;
+	int32		shard;
+	Datum		ids;
+	ArrayType  *deltas;
+	int			n;
+	Datum	   *zeros;
+	int			cols[2] = {Anum_stamp_first_writer_xid, Anum_stamp_writer_xid_deltas};
+	Datum		values[2];
+	bool		nulls[2] = {false, false};
+	CfeedShard	sh;
+
+	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+		elog(ERROR, "cfeed._stamp_replicated() fired for something other than INSERT");
+	if (!IsLogicalWorker())
+		PG_RETURN_POINTER(tuple);
+
+	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_stamp_feed_id, desc, &feed_null));
+	shard = DatumGetInt32(heap_getattr(tuple, Anum_stamp_shard, desc, &shard_null));
+	ids = heap_getattr(tuple, Anum_stamp_change_id_deltas, desc, &ids_null);
+	/* a null is NOT NULL's to refuse (23502), after this */
+	if (feed_null || shard_null || ids_null)
+		PG_RETURN_POINTER(tuple);
+
+	if (!cfeed_shard_fetch(feed_id, shard, NULL, false, &sh))
+		ereport(ERROR,
+				(errcode(ERRCODE_FOREIGN_KEY_VIOLATION),
+				 errmsg("a replicated stamp names shard %d of feed %d, which this cluster does not have",
+						shard, feed_id),
+				 errhint("Create the publisher's feeds and shards on the subscriber, stored in ranges; the subscription applies the stamp once the shard is there.")));
+	if (!sh.ranges)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("a replicated stamp names shard %d of feed %d, which this cluster stores in rows",
+						shard, feed_id),
+				 errdetail("Reads of a shard stored in rows never look at stamps (cfeed.stamp)."),
+				 errhint("Create the feed on the subscriber with cfeed.default_storage = ranges, as on the publisher.")));
+
+	deltas = DatumGetArrayTypeP(ids);
+	n = ArrayGetNItems(ARR_NDIM(deltas), ARR_DIMS(deltas));
+	zeros = palloc0(sizeof(Datum) * Max(n, 1));
+	values[0] = FullTransactionIdGetDatum(CFEED_UPSTREAM_WRITER);
+	values[1] = PointerGetDatum(construct_array(zeros, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
+	cfeed_broadcast_at_commit(feed_id, shard);
+	PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, 2, cols, values, nulls));
+}

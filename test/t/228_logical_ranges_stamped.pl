@@ -1,0 +1,155 @@
+# Topology A (portable cursors) for a feed stored in ranges
+# (docs/replication.md, "Feeds across clusters"): the publisher publishes
+# the inserts of cfeed.change and of cfeed.stamp, and the subscriber's
+# copy of the feed, stored in ranges too, is numbered by the publisher's
+# stamps, never by its own sweeper (src/upstream.c).
+#
+# Checked: changes made before the subscription (the initial copy) and
+# after it, by concurrent writers and in one large transaction, arrive
+# once, with the publisher's numbers (read() the same, shard by shard,
+# number by number, and gapless); the subscriber's sweeper numbers none of
+# them (every stamp there is the publisher's, nothing counts as pending);
+# read_rows, which looks each change up by its stamp's writer, finds them
+# all; a wait on the subscriber is woken at the apply's commit, not by its
+# one-second safety poll; and a subscriber whose copy is stored in rows
+# stops the subscription with an error (0A000) rather than hold stamps
+# that none of its reads would look at.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use CfeedCheck;
+
+my $NSHARDS = 2;
+my $SETUP = qq{CREATE EXTENSION cfeed; SELECT cfeed.create_feed('f', $NSHARDS);};
+
+my $pub = cfeed_node('publisher', "cfeed.default_storage = ranges\n", allows_streaming => 'logical');
+$pub->safe_psql('postgres', $SETUP);
+setup_truth($pub, 'postgres');
+$pub->safe_psql('postgres', q{
+	CREATE PUBLICATION stamped FOR TABLE cfeed.change, cfeed.stamp, cfeed.tracked_table (table_no, name)
+		WITH (publish = 'insert');});
+# changes stamped before the subscription: the initial copy brings them
+$pub->safe_psql('postgres',
+	'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 50) g');
+ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
+	'the publisher stamped the changes made before the subscription');
+
+my $sub = cfeed_node('sub', "cfeed.default_storage = ranges\n");
+$sub->safe_psql('postgres', $SETUP);
+# the subscriber's xid counter far from the publisher's
+burn_xids($sub, 'postgres', 5000);
+my $connstr = $pub->connstr . ' dbname=postgres';
+$sub->safe_psql('postgres', "CREATE SUBSCRIPTION s CONNECTION '$connstr' PUBLICATION stamped");
+$sub->wait_for_subscription_sync($pub, 's');
+
+# Every change of feed 1 a node has numbered, as "shard:number:change_id"
+# in number order, shard by shard.
+sub numbered
+{
+	my ($node, $fn) = @_;
+	$fn //= 'read';
+	return $node->safe_psql('postgres', qq{
+		SELECT string_agg(r.shard || ':' || r.change_sequence_number || ':' || r.change_id, ','
+						  ORDER BY r.shard, r.change_sequence_number)
+		FROM (SELECT 0 AS shard, change_sequence_number, change_id FROM cfeed.$fn(1, 0, NULL, 100000)
+			  UNION ALL
+			  SELECT 1, change_sequence_number, change_id FROM cfeed.$fn(1, 1, NULL, 100000)) r});
+}
+
+is(numbered($sub), numbered($pub), 'the initial copy: the publisher\'s changes with its numbers');
+
+# A wait on the subscriber is woken when the apply of a stamp commits.  Its
+# condition variable's safety poll looks every second from the wait's
+# start: a publish 1.5 s into the wait would be seen ~0.5 s later by the
+# poll alone (the median of three rounds is judged: a round can meet a
+# poll by chance).
+my @woken;
+for my $round (1 .. 3)
+{
+	my $head = $sub->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
+	my ($out, $err) = ('', '');
+	my $waiter = IPC::Run::start(
+		[ 'psql', '-X', '-At', '-d', $sub->connstr('postgres'), '-c',
+		  "SELECT cfeed.wait(1, 0, $head, 60000)" ],
+		'>', \$out, '2>', \$err);
+	ok($sub->poll_query_until('postgres', q{
+			SELECT count(*) = 1 FROM pg_stat_activity WHERE query LIKE 'SELECT cfeed.wait(%' AND wait_event_type = 'Extension'}),
+		"round $round: the wait sleeps");
+	usleep(1_500_000);
+	$pub->safe_psql('postgres', 'INSERT INTO truth (change_id) SELECT cfeed.publish(1, 0)');
+	my $published = time;
+	$waiter->finish;
+	push @woken, time - $published;
+	cmp_ok($out, '>', $head, "round $round: the wait returns the head past the cursor");
+}
+my $median = (sort { $a <=> $b } @woken)[1];
+cmp_ok($median, '<', 0.4,
+	sprintf('a wait on the subscriber is woken by the applied stamp (%s s after the commit)',
+		join(', ', map { sprintf('%.3f', $_) } @woken)));
+
+# concurrent writers, then one transaction of 300 changes
+my $script = $pub->basedir . '/writer.sql';
+pgbench_writer_script($script, $NSHARDS);
+my ($out, $err) = ('', '');
+my $writers = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '4', '-j', '2', '-R', '300', '-T', '4', '-f', $script,
+	  '-h', $pub->host, '-p', $pub->port, 'postgres' ],
+	'>', \$out, '2>', \$err);
+$writers->finish;
+$pub->safe_psql('postgres',
+	'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 300) g');
+ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
+	'the publisher stamped every change');
+$pub->wait_for_catchup('s');
+
+my $truth = $pub->safe_psql('postgres', 'SELECT count(*) FROM truth');
+cmp_ok($truth, '>', 600, "the writers made $truth changes");
+my $want = numbered($pub);
+is(scalar(() = $want =~ /,/g) + 1, $truth, 'the publisher\'s feed holds them all');
+is(numbered($sub), $want, 'the subscriber reads every change once, with the publisher\'s number');
+is(numbered($sub, 'read_rows'), $want, 'read_rows on the subscriber finds each change by its stamp');
+is($sub->safe_psql('postgres', 'SELECT string_agg(cfeed.head(1, s)::text, \',\' ORDER BY s) FROM generate_series(0, 1) s'),
+	$pub->safe_psql('postgres', 'SELECT string_agg(cfeed.head(1, s)::text, \',\' ORDER BY s) FROM generate_series(0, 1) s'),
+	'the heads are the publisher\'s');
+is($sub->safe_psql('postgres', q{
+		SELECT bool_and(n.count = s.last_change_sequence_number - s.start_sequence_number
+						AND n.distinct_numbers = n.count)
+		FROM cfeed.shard s
+		CROSS JOIN LATERAL (
+			SELECT count(*), count(DISTINCT change_sequence_number) AS distinct_numbers
+			FROM cfeed.read(s.feed_id, s.shard, NULL, 100000)) n
+		WHERE s.feed_id = 1}), 't', 'the subscriber\'s numbers are gapless up to its heads');
+
+# the subscriber's sweeper numbered nothing: a sweep of its own would have
+# left a stamp the publisher does not have, and a pending count
+$sub->safe_psql('postgres', 'SELECT cfeed.sweep()');
+is($sub->safe_psql('postgres', 'SELECT coalesce(sum(pending), 0) FROM cfeed.stats'), '0',
+	'nothing counts as pending on the subscriber');
+is($sub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.stamp'),
+	$pub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.stamp'),
+	'every stamp on the subscriber is one the publisher made');
+is($sub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change'), $truth,
+	'the subscriber holds each change row once');
+is($sub->safe_psql('postgres', q{SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats WHERE subname = 's'}),
+	'0', 'no apply error');
+
+# A subscriber whose copy of the feed is stored in rows: the first stamp
+# stops the subscription (0A000), and it applies none.
+my $rows = cfeed_node('sub_rows', "cfeed.default_storage = rows\n");
+$rows->safe_psql('postgres', $SETUP);
+$rows->safe_psql('postgres', "CREATE SUBSCRIPTION s_rows CONNECTION '$connstr' PUBLICATION stamped");
+ok( $rows->poll_query_until('postgres', q{
+		SELECT apply_error_count + sync_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 's_rows'}),
+	'a subscriber storing the feed in rows stops at the stamps');
+like(slurp_file($rows->logfile),
+	qr/a replicated stamp names shard \d of feed 1, which this cluster stores in rows/,
+	'and says why');
+is($rows->safe_psql('postgres', 'SELECT count(*) FROM cfeed.stamp'), '0', 'no stamp was applied there');
+
+done_testing();
