@@ -262,7 +262,7 @@ check_no_portable_publication(const Reshard *rs)
 					 errmsg("cannot move feed %d to storage ranges while publication \"%s\" sends its stamped changes",
 							rs->feed_id, pubname),
 					 errdetail("The publication filters cfeed.change on change_sequence_number (portable cursors), which carries stamped change rows only, and a change stored in ranges is never stamped in its row: its subscribers would receive none of the feed's changes from the move on."),
-					 errhint("Keep a feed whose cursors must be portable between clusters in rows, or leave the feed out of the publication's row filter first.")));
+					 errhint("Keep a feed whose cursors must be portable between clusters in rows, or leave the feed out of the publication's row filter first (a feed stored in ranges is carried by publishing the inserts of cfeed.change and cfeed.stamp).")));
 	}
 }
 

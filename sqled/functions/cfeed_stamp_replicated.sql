@@ -1,13 +1,16 @@
 /*
- * cfeed._stamp_replicated(): a stamp inserted in replica mode passes as it
- * is.  The SQL edition does not take a publisher's stamps (topology A for
- * feeds stored in ranges needs the C extension on the subscriber:
- * docs/sql-edition.md).
+ * cfeed._stamp_replicated(): every shard of the SQL edition is stored in
+ * rows, whose reads never look at stamps, so a stamp inserted in replica
+ * mode (a publisher's, topology A for feeds stored in ranges) is refused,
+ * as the C edition refuses one for a shard it stores in rows.
  */
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
-	RETURN NEW;
+	RAISE EXCEPTION 'a replicated stamp names shard % of feed %, which this cluster stores in rows', NEW.shard, NEW.feed_id
+		USING ERRCODE = '0A000',
+			  DETAIL = 'The SQL edition stores every shard in rows, whose reads never look at stamps (cfeed.stamp).',
+			  HINT = 'Subscribe with the C extension, the feed stored in ranges, as on the publisher.';
 END
 $fn$;
