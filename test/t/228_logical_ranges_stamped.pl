@@ -28,7 +28,11 @@ use CfeedCheck;
 my $NSHARDS = 2;
 my $SETUP = qq{CREATE EXTENSION cfeed; SELECT cfeed.create_feed('f', $NSHARDS);};
 
-my $pub = cfeed_node('publisher', "cfeed.default_storage = ranges\n", allows_streaming => 'logical');
+# A small logical_decoding_work_mem streams the large transaction below
+# before its commit: applied by a parallel apply worker from PostgreSQL 16
+# (streaming = parallel), spooled and applied at commit before.
+my $pub = cfeed_node('publisher', "cfeed.default_storage = ranges\nlogical_decoding_work_mem = 64kB\n",
+	allows_streaming => 'logical');
 $pub->safe_psql('postgres', $SETUP);
 setup_truth($pub, 'postgres');
 $pub->safe_psql('postgres', q{
@@ -45,7 +49,9 @@ $sub->safe_psql('postgres', $SETUP);
 # the subscriber's xid counter far from the publisher's
 burn_xids($sub, 'postgres', 5000);
 my $connstr = $pub->connstr . ' dbname=postgres';
-$sub->safe_psql('postgres', "CREATE SUBSCRIPTION s CONNECTION '$connstr' PUBLICATION stamped");
+my $streaming = $sub->safe_psql('postgres', 'SHOW server_version_num') >= 160000 ? 'parallel' : 'on';
+$sub->safe_psql('postgres',
+	"CREATE SUBSCRIPTION s CONNECTION '$connstr' PUBLICATION stamped WITH (streaming = $streaming)");
 $sub->wait_for_subscription_sync($pub, 's');
 
 # Every change of feed 1 a node has numbered, as "shard:number:change_id"
@@ -93,7 +99,7 @@ cmp_ok($median, '<', 0.4,
 	sprintf('a wait on the subscriber is woken by the applied stamp (%s s after the commit)',
 		join(', ', map { sprintf('%.3f', $_) } @woken)));
 
-# concurrent writers, then one transaction of 300 changes
+# concurrent writers, then one transaction of 3,000 changes (streamed)
 my $script = $pub->basedir . '/writer.sql';
 pgbench_writer_script($script, $NSHARDS);
 my ($out, $err) = ('', '');
@@ -103,13 +109,15 @@ my $writers = IPC::Run::start(
 	'>', \$out, '2>', \$err);
 $writers->finish;
 $pub->safe_psql('postgres',
-	'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 300) g');
+	'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 3000) g');
 ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
 	'the publisher stamped every change');
+ok($pub->poll_query_until('postgres', q{SELECT stream_txns > 0 FROM pg_stat_replication_slots WHERE slot_name = 's'}),
+	'the large transaction was streamed to the subscriber');
 $pub->wait_for_catchup('s');
 
 my $truth = $pub->safe_psql('postgres', 'SELECT count(*) FROM truth');
-cmp_ok($truth, '>', 600, "the writers made $truth changes");
+cmp_ok($truth, '>', 3300, "the writers made $truth changes");
 my $want = numbered($pub);
 is(scalar(() = $want =~ /,/g) + 1, $truth, 'the publisher\'s feed holds them all');
 is(numbered($sub), $want, 'the subscriber reads every change once, with the publisher\'s number');
