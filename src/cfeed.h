@@ -224,6 +224,7 @@ typedef struct CfeedPendingChange
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
+extern void cfeed_notify_head(const CfeedShard *shard, int64 head);
 
 /* sweep_report.c */
 extern char *cfeed_sweep_exhausted_message(CfeedSweepResult *result);

@@ -925,12 +925,13 @@ sweep_write(SweepState *s)
 }
 
 /*
- * notify_head
+ * cfeed_notify_head
  *		NOTIFY a longpoll shard's new head on channel cfeed_<feed_id>_<shard>
- *		(sent at commit).
+ *		(sent at commit): a sweep's, and a publisher's stamp applied
+ *		(upstream.c).
  */
-static void
-notify_head(const CfeedShard *shard, int64 head)
+void
+cfeed_notify_head(const CfeedShard *shard, int64 head)
 {
 	char		channel[NAMEDATALEN];
 	char		payload[32];
@@ -990,7 +991,7 @@ sweep_announce(SweepState *s, CfeedSweepResult *result)
 		result->max_lag_ms = Max(result->max_lag_ms, e->lag_ms);
 		cfeed_broadcast_at_commit(e->shard.feed_id, e->shard.shard);
 		if (e->shard.longpoll)
-			notify_head(&e->shard, e->new_last);
+			cfeed_notify_head(&e->shard, e->new_last);
 	}
 }
 

@@ -23,7 +23,9 @@
  *	  writer for each of its changes, so that read() and retention, which
  *	  find a stamp's changes by (writer_xid, change_id) in
  *	  change_pending_idx, find the replicated rows; and it wakes the
- *	  shard's waiters (cfeed.wait, read(wait_ms)) at the apply's commit.
+ *	  shard's waiters (cfeed.wait, read(wait_ms)) and notifies its
+ *	  channel (a longpoll shard's, with the stamp's last number) at the
+ *	  apply's commit.
  *	  The subscriber's head, reads and cursors are then the publisher's.
  *
  *	  A stamp for a shard the subscriber does not have (23503), or stores in
@@ -79,7 +81,8 @@ cfeed_numbered_upstream(int32 feed_id, int32 shard)
  *		logical replication worker, a publisher's stamp.  Checks that the
  *		shard is stored in ranges here, names CFEED_UPSTREAM_WRITER as the
  *		writer of each of its changes, and wakes the shard's waiters at
- *		commit.  Any other insert in replica mode (a restore) passes as it
+ *		commit (and its LISTENers, for a longpoll shard, as a sweep
+ *		notifies them).  Any other insert in replica mode (a restore) passes as it
  *		is.
  */
 Datum
@@ -91,9 +94,11 @@ cfeed_stamp_replicated(PG_FUNCTION_ARGS)
 	bool		feed_null;
 	bool		shard_null;
 	bool		ids_null;
+	bool		last_null;
 	int32		feed_id;
 	int32		shard;
 	Datum		ids;
+	Datum		last;
 	ArrayType  *deltas;
 	int			n;
 	Datum	   *zeros;
@@ -110,6 +115,7 @@ cfeed_stamp_replicated(PG_FUNCTION_ARGS)
 	feed_id = DatumGetInt32(heap_getattr(tuple, Anum_stamp_feed_id, desc, &feed_null));
 	shard = DatumGetInt32(heap_getattr(tuple, Anum_stamp_shard, desc, &shard_null));
 	ids = heap_getattr(tuple, Anum_stamp_change_id_deltas, desc, &ids_null);
+	last = heap_getattr(tuple, Anum_stamp_last_number, desc, &last_null);
 	/* a null is NOT NULL's to refuse (23502), after this */
 	if (feed_null || shard_null || ids_null)
 		PG_RETURN_POINTER(tuple);
@@ -134,5 +140,7 @@ cfeed_stamp_replicated(PG_FUNCTION_ARGS)
 	values[0] = FullTransactionIdGetDatum(CFEED_UPSTREAM_WRITER);
 	values[1] = PointerGetDatum(construct_array(zeros, n, INT4OID, sizeof(int32), true, TYPALIGN_INT));
 	cfeed_broadcast_at_commit(feed_id, shard);
+	if (sh.longpoll && !last_null)
+		cfeed_notify_head(&sh, DatumGetInt64(last));
 	PG_RETURN_POINTER(heap_modify_tuple_by_cols(tuple, desc, 2, cols, values, nulls));
 }

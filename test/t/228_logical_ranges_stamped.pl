@@ -11,7 +11,8 @@
 # them (every stamp there is the publisher's, nothing counts as pending);
 # read_rows, which looks each change up by its stamp's writer, finds them
 # all; a wait on the subscriber is woken at the apply's commit, not by its
-# one-second safety poll; and a subscriber whose copy is stored in rows
+# one-second safety poll, and a LISTENer of the shard's channel is
+# notified; and a subscriber whose copy is stored in rows
 # stops the subscription with an error (0A000) rather than hold stamps
 # that none of its reads would look at.
 use strict;
@@ -98,6 +99,26 @@ my $median = (sort { $a <=> $b } @woken)[1];
 cmp_ok($median, '<', 0.4,
 	sprintf('a wait on the subscriber is woken by the applied stamp (%s s after the commit)',
 		join(', ', map { sprintf('%.3f', $_) } @woken)));
+
+# A LISTENer of the shard's channel on the subscriber is notified of the
+# applied stamp's head, as of a sweep's there.
+{
+	my ($out, $err) = ('', '');
+	my $listener = IPC::Run::start(
+		[ 'psql', '-X', '-At', '-d', $sub->connstr('postgres') . ' application_name=listener',
+		  '-c', 'LISTEN cfeed_1_1', '-c', 'SELECT pg_sleep(3)' ],
+		'>', \$out, '2>', \$err);
+	ok($sub->poll_query_until('postgres', q{
+			SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'listener' AND query LIKE '%pg_sleep%'}),
+		'the listener sleeps');
+	$pub->safe_psql('postgres', 'INSERT INTO truth (change_id) SELECT cfeed.publish(1, 1)');
+	ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
+		'the publisher stamped the change');
+	my $head = $pub->safe_psql('postgres', 'SELECT cfeed.head(1, 1)');
+	$listener->finish;
+	like($out, qr/Asynchronous notification "cfeed_1_1" with payload "$head" received/,
+		'a LISTENer on the subscriber is notified of the applied stamp\'s head');
+}
 
 # concurrent writers, then one transaction of 3,000 changes (streamed)
 my $script = $pub->basedir . '/writer.sql';
