@@ -358,7 +358,8 @@ extern struct TriggerData *cfeed_trigger_get(FunctionCallInfo fcinfo, const char
 
 /* upstream.c: range shards numbered by a publisher (topology A in ranges) */
 #define CFEED_UPSTREAM_WRITER	FullTransactionIdFromEpochAndXid(0, FrozenTransactionId)
-extern bool cfeed_numbered_upstream(int32 feed_id, int32 shard);
+extern bool cfeed_applying_stamps(void);
+extern FullTransactionId cfeed_upstream_writer(int32 feed_id, int32 shard);
 
 /* guard.c: the row images a statement of cfeed's own may write */
 typedef struct CfeedImageScope

@@ -44,9 +44,10 @@
  *	  watermark), never by a publisher's or a dumped cluster's.  A change
  *	  the apply copies in already stamped keeps the publisher's writer_xid,
  *	  so that the publisher's later UPDATEs, which name the whole old row
- *	  (REPLICA IDENTITY FULL), find it.  One that a publisher's stamp will
- *	  number (a range shard's, applied with cfeed.stamp: upstream.c) gets
- *	  the writer that stamp names, CFEED_UPSTREAM_WRITER.
+ *	  (REPLICA IDENTITY FULL), find it.  An unnumbered one applied by a
+ *	  subscription that carries cfeed.stamp, which a publisher's stamp
+ *	  numbers, gets the writer that stamp names, CFEED_UPSTREAM_WRITER
+ *	  (upstream.c: its shard must be one stored in ranges here).
  *
  *	  Sequence numbers a writer may set itself:
  *	  - from 1 to the shard's start value (the migration range): anyone
@@ -401,11 +402,11 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	 * collects.
 	 */
 	upstream = number_null && SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA &&
-		!feed_null && !shard_null && cfeed_numbered_upstream(feed_id, shard);
+		!feed_null && !shard_null && cfeed_applying_stamps();
 	if (number_null || SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 	{
 		cols[ncols] = Anum_change_writer_xid;
-		values[ncols++] = FullTransactionIdGetDatum(upstream ? CFEED_UPSTREAM_WRITER
+		values[ncols++] = FullTransactionIdGetDatum(upstream ? cfeed_upstream_writer(feed_id, shard)
 													: GetTopFullTransactionId());
 	}
 

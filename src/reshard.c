@@ -267,12 +267,59 @@ check_no_portable_publication(const Reshard *rs)
 }
 
 /*
+ * check_no_stamp_publication
+ *		Refuse a move into rows (55000) while a publication sends the
+ *		inserts of the feed's stamps: topology A for feeds stored in ranges
+ *		(docs/replication.md), whose subscribers number their copy of the
+ *		feed by those stamps only.  A shard stored in rows makes none, so
+ *		their copy would hold the feed's changes from the move on unnumbered
+ *		for good.  A publication counts when a stamp of the feed (its
+ *		feed_id, the rest null) passes its row filter, if it has one
+ *		(inside SPI).
+ */
+static void
+check_no_stamp_publication(const Reshard *rs)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1];
+	uint64		npubs;
+	SPITupleTable *pubs;
+
+	cfeed_spi_exec("SELECT t.pubname, t.rowfilter FROM pg_catalog.pg_publication_tables t"
+				   " JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname"
+				   " WHERE t.schemaname OPERATOR(pg_catalog.=) 'cfeed'"
+				   " AND t.tablename OPERATOR(pg_catalog.=) 'stamp' AND p.pubinsert"
+				   " ORDER BY 1",
+				   0, NULL, NULL, NULL, SPI_OK_SELECT);
+	npubs = SPI_processed;
+	pubs = SPI_tuptable;
+	values[0] = Int32GetDatum(rs->feed_id);
+	for (uint64 i = 0; i < npubs; i++)
+	{
+		char	   *pubname = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 1);
+		char	   *filter = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 2);
+
+		if (filter != NULL)
+			cfeed_spi_exec(psprintf("SELECT FROM pg_catalog.json_populate_record(NULL::cfeed.stamp,"
+									" pg_catalog.json_build_object('feed_id', $1)) WHERE (%s)", filter),
+						   1, types, values, NULL, SPI_OK_SELECT);
+		if (filter == NULL || SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot move feed %d to storage rows while publication \"%s\" sends its stamps",
+							rs->feed_id, pubname),
+					 errdetail("Its subscribers number their copy of a feed stored in ranges by the publisher's stamps (cfeed.stamp), and a shard stored in rows makes none: they would hold the feed's changes from the move on unnumbered."),
+					 errhint("Keep a feed whose stamps are published in ranges, or leave the feed out of the publication's row filter on cfeed.stamp first.")));
+	}
+}
+
+/*
  * layout_moves
  *		Read the feed's layout as committed into *layout and the number of
  *		children into *shards, and check them; return whether the reshard
  *		has anything to do: a split always, a set_storage when an open shard
- *		is stored elsewhere, which for a move into ranges no publication may
- *		forbid.
+ *		is stored elsewhere, which no publication may forbid (of stamped
+ *		changes for a move into ranges, of stamps for a move into rows).
  */
 static bool
 layout_moves(const Reshard *rs, CfeedLayout *layout, int32 *shards)
@@ -291,6 +338,8 @@ layout_moves(const Reshard *rs, CfeedLayout *layout, int32 *shards)
 		moves = false;
 	else if (strcmp(rs->storage, "ranges") == 0)
 		check_no_portable_publication(rs);
+	else
+		check_no_stamp_publication(rs);
 	cfeed_spi_finish(spi_level);
 	return moves;
 }

@@ -254,52 +254,67 @@ refresh_groups(Oid dboid)
 	set_db_state(dboid, CFEED_DB_ACTIVE, n, groups);
 }
 
+/* The triggers cfeed creates enabled ALWAYS, on tables of its schema. */
+#define CFEED_ALWAYS_TRIGGERS \
+	"'change_guard', 'change_deleted', 'change_truncated', 'change_stamp_guard', " \
+	"'change_image_guard', 'shard_config_guard', 'shard_config_truncate', " \
+	"'shard_config_storage', 'read_grant_changed', 'write_grant_changed', " \
+	"'tracked_table_resolve', 'stamp_deleted', 'stamp_truncated', 'stamp_replicated', " \
+	"'sweep_mark_restored'"
+
 /*
  * check_always_triggers
- *		Group-0 sweeper: warn, once until it is repaired, when a trigger
+ *		Group-0 sweeper: warn, once until it is repaired or another one
+ *		joins it, when a trigger
  *		cfeed enables ALWAYS (it must fire for logical replication's apply
- *		too) is not: pg_restore --data-only --disable-triggers ends with
- *		ENABLE TRIGGER ALL, which makes them fire on origin only.
+ *		too: each is created so, in the version that brought it) is not:
+ *		pg_restore --data-only --disable-triggers ends with ENABLE TRIGGER
+ *		ALL, which makes them fire on origin only.
  *		A schema without feed epochs (not yet updated) has change_guard
  *		enabled on origin only, which is not reported (schema.c).
  */
 static void
 check_always_triggers(void)
 {
-	static bool warned = false;
+	static char *warned = NULL; /* the commands of the last warning */
 	static SPIPlanPtr plan = NULL;	/* kept: the refresh runs every second */
 	int			spi_level;
 	bool		isnull;
 	Datum		fix;
-	Oid			argtypes[3] = {BOOLOID, OIDOID, OIDOID};
-	Datum		args[3];
+	Oid			argtypes[2] = {BOOLOID, OIDOID};
+	Datum		args[2];
 
-	/* the tables by OID, from cfeed_relid's cache (one plan for every refresh) */
+	/* cfeed's schema by OID (one plan for every refresh) */
 	args[0] = BoolGetDatum(cfeed_schema_has(CFEED_SCHEMA_EPOCHS));
-	args[1] = ObjectIdGetDatum(cfeed_relid("change"));
-	args[2] = ObjectIdGetDatum(cfeed_relid("shard_config"));
+	args[1] = ObjectIdGetDatum(cfeed_schema_oid(false));
 	spi_level = cfeed_spi_connect();
 	if (SPI_execute_plan(cfeed_spi_plan(&plan,
 										"SELECT pg_catalog.string_agg(pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER %I;', "
-										"t.tgrelid::pg_catalog.regclass, t.tgname), ' ' ORDER BY t.tgname) "
-										"FROM pg_catalog.pg_trigger t WHERE t.tgrelid IN ($2, $3) "
-										"AND t.tgname IN ('change_guard', 'change_deleted', 'change_truncated', "
-										"'change_stamp_guard', 'shard_config_guard', 'shard_config_truncate') "
+										"t.tgrelid::pg_catalog.regclass, t.tgname), ' ' "
+										"ORDER BY t.tgrelid::pg_catalog.regclass::pg_catalog.text, t.tgname) "
+										"FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid "
+										"WHERE c.relnamespace = $2 "
+										"AND t.tgname IN (" CFEED_ALWAYS_TRIGGERS ") "
 										"AND t.tgenabled <> 'A' AND (t.tgname <> 'change_guard' OR $1)",
-										3, argtypes),
+										2, argtypes),
 						 args, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: checking cfeed's triggers failed");
 	fix = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (isnull)
-		warned = false;
-	else if (!warned)
+	if (isnull && warned != NULL)
+	{
+		pfree(warned);
+		warned = NULL;
+	}
+	else if (!isnull && (warned == NULL || strcmp(warned, TextDatumGetCString(fix)) != 0))
 	{
 		ereport(WARNING,
 				(errmsg("cfeed: some of cfeed's triggers are not enabled ALWAYS"),
 				 errdetail("Logical replication's apply and sessions with session_replication_role = replica skip them."),
 				 errhint("A data-only restore with --disable-triggers does this; run: %s",
 						 TextDatumGetCString(fix))));
-		warned = true;
+		if (warned != NULL)
+			pfree(warned);
+		warned = MemoryContextStrdup(TopMemoryContext, TextDatumGetCString(fix));
 	}
 	cfeed_spi_finish(spi_level);
 }

@@ -1107,10 +1107,11 @@ ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;
 /*
  * cfeed._stamp_replicated (src/upstream.c): a publisher's stamp applied by
  * logical replication, topology A for feeds stored in ranges
- * (docs/replication.md): checked to name a range shard of this cluster,
- * its changes named by the writer the guard gave them, the shard's waiters
- * woken at commit.  Enabled for replica mode only, so that the sweeps' own
- * inserts never fire it; any other insert in replica mode (a restore)
+ * (docs/replication.md): checked to name a range shard of this cluster and
+ * to follow its head, its changes named by the writer the guard gave them,
+ * the shard's waiters woken and its channel notified at commit.  Enabled
+ * ALWAYS, as the other triggers the apply must fire; it acts in a logical
+ * replication worker only, and any other insert (a sweep's, a restore's)
  * passes as it is.
  */
 CREATE FUNCTION cfeed._stamp_replicated() RETURNS trigger
@@ -1120,7 +1121,7 @@ REVOKE ALL ON FUNCTION cfeed._stamp_replicated() FROM PUBLIC;
 COMMENT ON FUNCTION cfeed._stamp_replicated() IS 'internal: takes a publisher''s stamp applied by logical replication into a shard stored in ranges';
 CREATE TRIGGER stamp_replicated BEFORE INSERT ON cfeed.stamp
 	FOR EACH ROW EXECUTE FUNCTION cfeed._stamp_replicated();
-ALTER TABLE cfeed.stamp ENABLE REPLICA TRIGGER stamp_replicated;
+ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_replicated;
 
 /*
  * cfeed._pending (src/pending.c): each shard's changes committed and not

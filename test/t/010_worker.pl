@@ -95,6 +95,19 @@ sleep 2;
 my $warnings = () = slurp_file($node->logfile, $log_offset) =~ /not enabled ALWAYS/g;
 is($warnings, 1, 'it warns once');
 $node->safe_psql('app', 'ALTER TABLE cfeed.change ENABLE ALWAYS TRIGGER change_guard');
+# Every such trigger counts: those of cfeed.stamp too (the end of a
+# data-only restore of it)
+$log_offset = -s $node->logfile;
+$node->safe_psql('app', 'ALTER TABLE cfeed.stamp ENABLE TRIGGER ALL');
+ok($node->wait_for_log(qr/WARNING:  cfeed: some of cfeed's triggers are not enabled ALWAYS/, $log_offset),
+	'the sweeper warns of cfeed.stamp\'s triggers');
+like(slurp_file($node->logfile, $log_offset),
+	qr/ALTER TABLE cfeed\.stamp ENABLE ALWAYS TRIGGER stamp_deleted; ALTER TABLE cfeed\.stamp ENABLE ALWAYS TRIGGER stamp_replicated; ALTER TABLE cfeed\.stamp ENABLE ALWAYS TRIGGER stamp_truncated;/,
+	'naming each of them');
+$node->safe_psql('app', q{
+	ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_deleted;
+	ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_replicated;
+	ALTER TABLE cfeed.stamp ENABLE ALWAYS TRIGGER stamp_truncated;});
 
 # Retention: the worker deletes stamped changes older than the feed's
 # retention, never the shard's head row.

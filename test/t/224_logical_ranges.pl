@@ -127,6 +127,24 @@ for my $storage (sort keys %sub)
 		"$storage subscriber: no apply error");
 }
 
+# A subscriber's database not yet updated to 1.9 (no cfeed.stamp there),
+# under the 1.9 library: the guard applies the changes as before, and its
+# sweeper numbers them (the guard's look for a subscription that carries
+# cfeed.stamp failed on the missing table once).
+$r->safe_psql('postgres', 'CREATE DATABASE old');
+$r->safe_psql('old', "CREATE EXTENSION cfeed VERSION '1.8'; SELECT cfeed.create_feed('f', $NSHARDS);");
+$r->safe_psql('old', "CREATE SUBSCRIPTION s_old CONNECTION '$connstr' PUBLICATION inserts");
+$r->wait_for_subscription_sync($pub, 's_old', 'old');
+$pub->safe_psql('postgres', 'INSERT INTO truth (change_id) SELECT cfeed.publish(1, g % 2) FROM generate_series(1, 10) g');
+$pub->wait_for_catchup('s_old');
+ok($r->poll_query_until('old', 'SELECT count(*) = 0 FROM cfeed.change WHERE change_sequence_number IS NULL'),
+	'a 1.8 database subscribed: its sweeper numbered every change it received');
+is($r->safe_psql('old', 'SELECT count(*) FROM cfeed.change'), $pub->safe_psql('postgres', 'SELECT count(*) FROM truth'),
+	'a 1.8 database subscribed: every change arrived');
+is($r->safe_psql('old', "SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats WHERE subname = 's_old'"),
+	'0', 'a 1.8 database subscribed: no apply error');
+$r->safe_psql('old', 'DROP SUBSCRIPTION s_old');
+
 # The guard enabled for origin only (not ALWAYS) leaves a replicated row
 # the publisher's writer_xid, below the range subscriber's mark: the change
 # is taken for stamped and never numbered (up to 1.4, with stamps in rows,

@@ -5,16 +5,19 @@
 # stamps, never by its own sweeper (src/upstream.c).
 #
 # Checked: changes made before the subscription (the initial copy) and
-# after it, by concurrent writers and in one large transaction, arrive
+# after it, by concurrent writers and in a streamed transaction, arrive
 # once, with the publisher's numbers (read() the same, shard by shard,
 # number by number, and gapless); the subscriber's sweeper numbers none of
 # them (every stamp there is the publisher's, nothing counts as pending);
 # read_rows, which looks each change up by its stamp's writer, finds them
 # all; a wait on the subscriber is woken at the apply's commit, not by its
 # one-second safety poll, and a LISTENer of the shard's channel is
-# notified; and a subscriber whose copy is stored in rows
-# stops the subscription with an error (0A000) rather than hold stamps
-# that none of its reads would look at.
+# notified.  What stops the apply rather than lose or renumber a change: a
+# change for a shard the subscriber lacks (23503; it applies once the
+# shard is there), a stamp that does not follow the subscriber's head
+# (55000), a subscriber whose copy is stored in rows (0A000); and the
+# publisher refuses to move the feed into rows while its stamps are
+# published (55000).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -45,7 +48,7 @@ $pub->safe_psql('postgres',
 ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
 	'the publisher stamped the changes made before the subscription');
 
-my $sub = cfeed_node('sub', "cfeed.default_storage = ranges\n");
+my $sub = cfeed_node('sub', "cfeed.default_storage = ranges\nwal_retrieve_retry_interval = 200ms\n");
 $sub->safe_psql('postgres', $SETUP);
 # the subscriber's xid counter far from the publisher's
 burn_xids($sub, 'postgres', 5000);
@@ -168,17 +171,60 @@ is($sub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change'), $truth,
 is($sub->safe_psql('postgres', q{SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats WHERE subname = 's'}),
 	'0', 'no apply error');
 
-# A subscriber whose copy of the feed is stored in rows: the first stamp
+# A change for a shard the subscriber lacks stops the apply (23503) until
+# the shard is there, then applies with the writer the publisher's stamp
+# names: had it been applied with the apply's xid, the subscriber's sweeper
+# would have numbered it too.
+$pub->safe_psql('postgres', "SELECT cfeed.create_feed('h', 2)");
+$sub->safe_psql('postgres', "SELECT cfeed.create_feed('h', 1)");
+my $log_offset = -s $sub->logfile;
+$pub->safe_psql('postgres', 'SELECT cfeed.publish(2, 1) FROM generate_series(1, 3)');
+ok($sub->wait_for_log(qr/a replicated change names shard 1 of feed 2, which this cluster does not have/, $log_offset),
+	'a change for a shard the subscriber lacks stops the apply (23503)');
+$sub->safe_psql('postgres', q{
+	INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll, storage)
+	VALUES (2, 1, 0, true, 'ranges')});
+ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
+	'the publisher stamped the changes of h');
+$pub->wait_for_catchup('s');
+is($sub->safe_psql('postgres', 'SELECT string_agg(change_sequence_number || \':\' || change_id, \',\') FROM cfeed.read(2, 1)'),
+	$pub->safe_psql('postgres', 'SELECT string_agg(change_sequence_number || \':\' || change_id, \',\') FROM cfeed.read(2, 1)'),
+	'once the shard is there, its changes arrive with the publisher\'s numbers');
+is($sub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.stamp WHERE feed_id = 2'), '1',
+	'and only the publisher\'s stamp numbers them');
+
+# On the publisher, a move of the feed into rows is refused while a
+# publication sends its stamps: the subscribers' copies would hold its
+# changes unnumbered.
+my ($rc, $stdout, $stderr) = $pub->psql('postgres', "SELECT cfeed.set_storage(1, 'rows')");
+like($stderr, qr/ERROR:  cannot move feed 1 to storage rows while publication "stamped" sends its stamps/,
+	'set_storage into rows is refused while the stamps are published (55000)');
+
+# A stamp that does not follow the subscriber's head stops the apply
+# (55000): here a change written on the subscriber itself, which its own
+# sweeper numbered, took the number the publisher's next stamp carries.
+$sub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
+ok($sub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
+	'the subscriber\'s own sweeper numbered its own change');
+my $sub_head = $sub->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
+$log_offset = -s $sub->logfile;
+$pub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
+ok($sub->wait_for_log(qr/a replicated stamp of shard 0 of feed 1 starts at number $sub_head, not after the shard's head $sub_head here/,
+		$log_offset),
+	'a stamp that does not follow the head stops the apply (55000)');
+is($sub->safe_psql('postgres', 'SELECT cfeed.head(1, 0)'), $sub_head, 'and is not applied');
+
+# A subscriber whose copy of the feed is stored in rows: the first change
 # stops the subscription (0A000), and it applies none.
 my $rows = cfeed_node('sub_rows', "cfeed.default_storage = rows\n");
 $rows->safe_psql('postgres', $SETUP);
 $rows->safe_psql('postgres', "CREATE SUBSCRIPTION s_rows CONNECTION '$connstr' PUBLICATION stamped");
 ok( $rows->poll_query_until('postgres', q{
 		SELECT apply_error_count + sync_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 's_rows'}),
-	'a subscriber storing the feed in rows stops at the stamps');
+	'a subscriber storing the feed in rows stops at its changes');
 like(slurp_file($rows->logfile),
-	qr/a replicated stamp names shard \d of feed 1, which this cluster stores in rows/,
+	qr/a replicated change names shard \d of feed 1, which this cluster stores in rows/,
 	'and says why');
-is($rows->safe_psql('postgres', 'SELECT count(*) FROM cfeed.stamp'), '0', 'no stamp was applied there');
+is($rows->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change'), '0', 'no change was applied there');
 
 done_testing();
