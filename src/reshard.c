@@ -273,9 +273,11 @@ check_no_portable_publication(const Reshard *rs)
  *		(docs/replication.md), whose subscribers number their copy of the
  *		feed by those stamps only.  A shard stored in rows makes none, so
  *		their copy would hold the feed's changes from the move on unnumbered
- *		for good.  A publication counts when a stamp of the feed (its
- *		feed_id, the rest null) passes its row filter, if it has one
- *		(inside SPI).
+ *		for good.  A publication counts when it names cfeed.stamp or cfeed's
+ *		schema (FOR ALL TABLES does not: cfeed is to be left out of its
+ *		subscribers, docs/replication.md) and its row filter, if it has one,
+ *		may pass a stamp of the feed: it is not false for the feed_id, the
+ *		other columns unknown (null) (inside SPI).
  */
 static void
 check_no_stamp_publication(const Reshard *rs)
@@ -289,6 +291,7 @@ check_no_stamp_publication(const Reshard *rs)
 				   " JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname"
 				   " WHERE t.schemaname OPERATOR(pg_catalog.=) 'cfeed'"
 				   " AND t.tablename OPERATOR(pg_catalog.=) 'stamp' AND p.pubinsert"
+				   " AND NOT p.puballtables"
 				   " ORDER BY 1",
 				   0, NULL, NULL, NULL, SPI_OK_SELECT);
 	npubs = SPI_processed;
@@ -301,7 +304,8 @@ check_no_stamp_publication(const Reshard *rs)
 
 		if (filter != NULL)
 			cfeed_spi_exec(psprintf("SELECT FROM pg_catalog.json_populate_record(NULL::cfeed.stamp,"
-									" pg_catalog.json_build_object('feed_id', $1)) WHERE (%s)", filter),
+									" pg_catalog.json_build_object('feed_id', $1)) WHERE (%s) IS NOT FALSE",
+									filter),
 						   1, types, values, NULL, SPI_OK_SELECT);
 		if (filter == NULL || SPI_processed > 0)
 			ereport(ERROR,

@@ -32,8 +32,8 @@
  *	  rather than hold changes no read would see or number twice: a change
  *	  or a stamp for a shard the subscriber does not have (23503: create
  *	  it, and the apply goes on) or stores in rows (0A000); and, past the
- *	  initial copy, a stamp that does not start right after the shard's
- *	  head (55000: the copy was numbered by another source too).  A
+ *	  initial copy, a stamp that starts at or below the shard's head (55000:
+ *	  the copy was numbered by another source too).  A
  *	  subscription without cfeed.stamp is topology B: its changes take the
  *	  apply's xid and the subscriber numbers them itself.
  *
@@ -122,7 +122,7 @@ cfeed_upstream_writer(int32 feed_id, int32 shard)
  *		BEFORE INSERT on cfeed.stamp for each row, enabled ALWAYS: in a
  *		logical replication worker, a publisher's stamp.  Checks that the
  *		shard is stored in ranges here (upstream_shard) and that the stamp
- *		follows its head, names CFEED_UPSTREAM_WRITER as the
+ *		starts above its head, names CFEED_UPSTREAM_WRITER as the
  *		writer of each of its changes, and wakes the shard's waiters at
  *		commit (and its LISTENers, for a longpoll shard, as a sweep
  *		notifies them).  Any other insert (a sweep's, a restore's) passes as
@@ -169,21 +169,24 @@ cfeed_stamp_replicated(PG_FUNCTION_ARGS)
 	upstream_shard("stamp", feed_id, shard, true, &sh);
 
 	/*
-	 * The publisher numbers the shard gaplessly, and its stamps arrive in
-	 * commit order: past the initial copy (whose stamps come in the
-	 * publisher's heap order, from where its retention left them) each
-	 * starts right after the shard's head here.  One that does not met
-	 * numbers this cluster issued (changes that arrived before the
-	 * subscription carried cfeed.stamp) or another publisher's.
+	 * Past the initial copy (whose stamps come in the publisher's heap
+	 * order, from where its retention left them) the stamps arrive in
+	 * commit order, each above the shard's head here.  One at or below it
+	 * meets numbers this cluster issued (changes that arrived before the
+	 * subscription carried cfeed.stamp) or another publisher's.  A gap is
+	 * no such sign: the publisher's floor rises past a head stamp deleted
+	 * by hand or a TRUNCATE (deleted_head, not replicated), and a
+	 * subscription made without the initial copy starts at the
+	 * publisher's head.
 	 */
-	if (!am_tablesync_worker() && (first_null || DatumGetInt64(first) != sh.last_number + 1))
+	if (!am_tablesync_worker() && (first_null || DatumGetInt64(first) <= sh.last_number))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("a replicated stamp of shard %d of feed %d starts at number %s, not after the shard's head " INT64_FORMAT " here",
+				 errmsg("a replicated stamp of shard %d of feed %d starts at number %s, at or below the shard's head " INT64_FORMAT " here",
 						shard, feed_id, first_null ? "null" : psprintf(INT64_FORMAT, DatumGetInt64(first)),
 						sh.last_number),
 				 errdetail("The subscriber's copy of the shard was numbered by another source too: its own sweeps, or another publisher."),
-				 errhint("Rebuild the subscriber's copy of the feed: drop the subscription, recreate the feeds, and subscribe again with cfeed.stamp in the publication from the start.")));
+				 errhint("Rebuild the subscriber's copy: drop the subscription, drop and create the extension and the feeds there, and subscribe again with cfeed.stamp in the publication from the start.")));
 
 	deltas = DatumGetArrayTypeP(ids);
 	n = ArrayGetNItems(ARR_NDIM(deltas), ARR_DIMS(deltas));

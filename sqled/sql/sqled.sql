@@ -392,6 +392,12 @@ SELECT cfeed.create_feed('stored-in-rows', 1) AS rows_feed \gset
 RESET cfeed.default_storage;
 SELECT storage FROM cfeed.shard WHERE feed_id = :rows_feed;
 SELECT pg_temp.err($$INSERT INTO cfeed.shard_config (feed_id, shard, storage) VALUES (1, 99, 'ranges')$$);
+-- a stamp that no logical replication applies (a move between the editions,
+-- a restore, carrying the stamps of a dropped range feed) passes its trigger
+INSERT INTO cfeed.stamp (feed_id, shard, first_number, last_number, stamped_at, first_change_id,
+	change_id_deltas, first_writer_xid, writer_xid_deltas)
+VALUES (99, 0, 1, 1, now(), 1, '{0}', '3', '{0}') RETURNING feed_id, shard, last_number;
+DELETE FROM cfeed.stamp WHERE feed_id = 99;
 
 -- uninstall leaves nothing behind
 DROP TABLE sqled_t;

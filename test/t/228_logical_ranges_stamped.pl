@@ -14,8 +14,9 @@
 # one-second safety poll, and a LISTENer of the shard's channel is
 # notified.  What stops the apply rather than lose or renumber a change: a
 # change for a shard the subscriber lacks (23503; it applies once the
-# shard is there), a stamp that does not follow the subscriber's head
-# (55000), a subscriber whose copy is stored in rows (0A000); and the
+# shard is there), a stamp that starts at or below the subscriber's head
+# (55000; one above it, as without the initial copy, is applied), a
+# subscriber whose copy is stored in rows (0A000); and the
 # publisher refuses to move the feed into rows while its stamps are
 # published (55000).
 use strict;
@@ -200,7 +201,22 @@ my ($rc, $stdout, $stderr) = $pub->psql('postgres', "SELECT cfeed.set_storage(1,
 like($stderr, qr/ERROR:  cannot move feed 1 to storage rows while publication "stamped" sends its stamps/,
 	'set_storage into rows is refused while the stamps are published (55000)');
 
-# A stamp that does not follow the subscriber's head stops the apply
+# A subscription made without the initial copy starts at the publisher's
+# head: its first stamp starts above the subscriber's head, leaving the
+# numbers before it out, which is no sign of another source.
+$sub->safe_psql('postgres', 'CREATE DATABASE late');
+$sub->safe_psql('late', "$SETUP SELECT cfeed.create_feed('h', 2);");
+$sub->safe_psql('late', "CREATE SUBSCRIPTION s_late CONNECTION '$connstr' PUBLICATION stamped WITH (copy_data = false)");
+$sub->wait_for_subscription_sync($pub, 's_late', 'late');
+my $late = $pub->safe_psql('postgres', 'SELECT cfeed.publish(1, 1)');
+ok($pub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM cfeed.stats'),
+	'the publisher stamped the change');
+$pub->wait_for_catchup('s_late');
+is($sub->safe_psql('late', 'SELECT string_agg(change_sequence_number || \':\' || change_id, \',\') FROM cfeed.read(1, 1)'),
+	$pub->safe_psql('postgres', "SELECT change_sequence_number || ':' || change_id FROM cfeed.read(1, 1) WHERE change_id = $late"),
+	'without the initial copy, the first stamp applies above the gap, with the publisher\'s number');
+
+# A stamp that starts at or below the subscriber's head stops the apply
 # (55000): here a change written on the subscriber itself, which its own
 # sweeper numbered, took the number the publisher's next stamp carries.
 $sub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
@@ -209,7 +225,7 @@ ok($sub->poll_query_until('postgres', 'SELECT coalesce(sum(pending), 0) = 0 FROM
 my $sub_head = $sub->safe_psql('postgres', 'SELECT cfeed.head(1, 0)');
 $log_offset = -s $sub->logfile;
 $pub->safe_psql('postgres', 'SELECT cfeed.publish(1, 0)');
-ok($sub->wait_for_log(qr/a replicated stamp of shard 0 of feed 1 starts at number $sub_head, not after the shard's head $sub_head here/,
+ok($sub->wait_for_log(qr/a replicated stamp of shard 0 of feed 1 starts at number $sub_head, at or below the shard's head $sub_head here/,
 		$log_offset),
 	'a stamp that does not follow the head stops the apply (55000)');
 is($sub->safe_psql('postgres', 'SELECT cfeed.head(1, 0)'), $sub_head, 'and is not applied');
