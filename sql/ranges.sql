@@ -677,12 +677,23 @@ DROP PUBLICATION ranges_portable_this;
 SELECT * FROM cfeed.set_storage(51, 'ranges');
 DROP PUBLICATION ranges_portable_other;
 SELECT count(*) AS shards FROM cfeed.shard WHERE feed_id = 50;
+-- a move into rows is refused while a publication sends the feed's stamps
+-- (topology A for feeds stored in ranges): one that names cfeed.stamp,
+-- whose filter may pass a stamp of the feed (unknown counts), and not one
+-- whose filter sends other feeds only
+SET client_min_messages = error;
+CREATE PUBLICATION ranges_stamps_this FOR TABLE cfeed.stamp WHERE (feed_id = 50 AND shard >= 0);
+CREATE PUBLICATION ranges_stamps_other FOR TABLE cfeed.stamp WHERE (feed_id = 999 AND shard >= 0);
+RESET client_min_messages;
+SELECT pg_temp.err($$SELECT * FROM cfeed.set_storage(50, 'rows', 1000)$$) AS stamps_published;
+DROP PUBLICATION ranges_stamps_this;
 -- and back to rows: a range shard's children stored in rows
 SELECT * FROM cfeed.set_storage(50, 'rows', 1000) ORDER BY shard;
 SELECT cfeed.publish(50, 4) IS NOT NULL AS published;
 SELECT sum(change_count) AS stamped FROM cfeed.sweep(11);
 SELECT shard, parent, closed, ended, storage FROM cfeed.shard WHERE feed_id = 50 ORDER BY shard;
 SELECT count(*) AS read_child_in_rows FROM cfeed.read(50, 4);
+DROP PUBLICATION ranges_stamps_other;
 SELECT count(*) AS numbered_in_its_row FROM cfeed.change
 WHERE feed_id = 50 AND shard = 4 AND change_sequence_number IS NOT NULL;
 -- what set_storage refuses, as reshard does, and a storage it does not know
