@@ -417,8 +417,11 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 						shard, feed_id),
 				 errdetail("The sweeper sets stamped_at when it stamps the change."),
 				 errhint("Leave stamped_at out of the INSERT.")));
-	if (number_null && !upstream)
-		cfeed_note_write();		/* a replicated change wakes the sweepers too */
+	if (number_null)
+	{
+		if (!upstream)
+			cfeed_note_write(); /* a replicated change wakes the sweepers too */
+	}
 	else
 		writer_number(feed_id, shard, DatumGetInt64(number), restored_row, stamped_null,
 					  cols, values, &ncols);

@@ -10,7 +10,8 @@
 # number by number, and gapless); the subscriber's sweeper numbers none of
 # them (every stamp there is the publisher's, nothing counts as pending);
 # read_rows, which looks each change up by its stamp's writer, finds them
-# all; a wait on the subscriber is woken at the apply's commit, not by its
+# all; the subscriber's change rows stay unnumbered and unstamped, so a
+# dump of it restores; a wait on the subscriber is woken at the apply's commit, not by its
 # one-second safety poll, and a LISTENer of the shard's channel is
 # notified.  What stops the apply rather than lose or renumber a change: a
 # change for a shard the subscriber lacks (23503; it applies once the
@@ -63,9 +64,9 @@ $sub->wait_for_subscription_sync($pub, 's');
 # in number order, shard by shard.
 sub numbered
 {
-	my ($node, $fn) = @_;
+	my ($node, $fn, $db) = @_;
 	$fn //= 'read';
-	return $node->safe_psql('postgres', qq{
+	return $node->safe_psql($db // 'postgres', qq{
 		SELECT string_agg(r.shard || ':' || r.change_sequence_number || ':' || r.change_id, ','
 						  ORDER BY r.shard, r.change_sequence_number)
 		FROM (SELECT 0 AS shard, change_sequence_number, change_id FROM cfeed.$fn(1, 0, NULL, 100000)
@@ -171,6 +172,22 @@ is($sub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change'), $truth,
 	'the subscriber holds each change row once');
 is($sub->safe_psql('postgres', q{SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats WHERE subname = 's'}),
 	'0', 'no apply error');
+is($sub->safe_psql('postgres', 'SELECT count(*) FROM cfeed.change WHERE stamped_at IS NOT NULL OR change_sequence_number IS NOT NULL'),
+	'0', 'the subscriber\'s change rows stay as the publisher wrote them: no number, no stamped_at');
+
+# A dump of the subscriber restores into another database (as any range
+# feed's: cfeed.adopt_marks() after it, operations.md), every change with
+# it: a change row with a stamped_at and no number, which the subscriber
+# once gave the rows it applied, is refused by the guard, and the restore
+# lost them all.
+my $dump = $sub->basedir . '/sub.dump';
+$sub->command_ok([ 'pg_dump', '-Fc', '--no-subscriptions', '-f', $dump, '-d', $sub->connstr('postgres') ],
+	'pg_dump of the subscriber');
+$sub->safe_psql('postgres', 'CREATE DATABASE restored');
+$sub->command_ok([ 'pg_restore', '--exit-on-error', '-d', $sub->connstr('restored'), $dump ],
+	'pg_restore of the subscriber\'s dump');
+$sub->safe_psql('restored', 'SELECT * FROM cfeed.adopt_marks()');
+is(numbered($sub, 'read_rows', 'restored'), $want, 'the restored copy reads every change, with its row');
 
 # A change for a shard the subscriber lacks stops the apply (23503) until
 # the shard is there, then applies with the writer the publisher's stamp
