@@ -216,54 +216,74 @@ open_shards_elsewhere(int32 feed_id, int32 first_open, const char *storage)
 }
 
 /*
+ * publication_passing
+ *		The first of the publications that the listing query gives (rows:
+ *		name, row filter or null for none) whose filter may pass a row of
+ *		the feed: for the row of `type' that the JSON object `row' (of $1,
+ *		the feed_id) makes, the filter is not false (an unknown counts:
+ *		what the row leaves null is not known).  NULL when none does
+ *		(inside SPI).
+ */
+static char *
+publication_passing(const char *listing, const char *type, const char *row, int32 feed_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(feed_id)};
+	uint64		npubs;
+	SPITupleTable *pubs;
+
+	cfeed_spi_exec(listing, 0, NULL, NULL, NULL, SPI_OK_SELECT);
+	npubs = SPI_processed;
+	pubs = SPI_tuptable;
+	for (uint64 i = 0; i < npubs; i++)
+	{
+		char	   *pubname = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 1);
+		char	   *filter = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 2);
+
+		if (filter != NULL)
+			cfeed_spi_exec(psprintf("SELECT FROM pg_catalog.json_populate_record(NULL::%s, %s)"
+									" WHERE (%s) IS NOT FALSE", type, row, filter),
+						   1, types, values, NULL, SPI_OK_SELECT);
+		if (filter == NULL || SPI_processed > 0)
+			return pubname;
+	}
+	return NULL;
+}
+
+/*
  * check_no_portable_publication
  *		Refuse a move into ranges (55000) while a publication sends the
  *		feed's stamped changes by a row filter on change_sequence_number:
  *		the portable cursors of topology A (docs/replication.md) carry
  *		stamped change rows only, and a range change's row is never
  *		stamped, so its subscribers would get nothing of the feed from the
- *		move on.  A filter counts when a stamped change row of the feed
- *		(its feed_id and the number after a shard's start, the rest null)
- *		passes it (inside SPI).
+ *		move on.  A filter counts when it may pass a stamped change row of
+ *		the feed (its feed_id and the number after a shard's start, the
+ *		rest null: publication_passing) (inside SPI).
  */
 static void
 check_no_portable_publication(const Reshard *rs)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		values[1];
-	uint64		npubs;
-	SPITupleTable *pubs;
+	char	   *pubname = publication_passing("SELECT p.pubname, pg_catalog.pg_get_expr(r.prqual, r.prrelid)"
+											  " FROM pg_catalog.pg_publication_rel r"
+											  " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
+											  " WHERE r.prrelid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass"
+											  " AND pg_catalog.strpos(pg_catalog.pg_get_expr(r.prqual, r.prrelid),"
+											  "  'change_sequence_number') OPERATOR(pg_catalog.>) 0"
+											  " ORDER BY 1",
+											  "cfeed.change",
+											  "pg_catalog.json_build_object('feed_id', $1, 'change_sequence_number',"
+											  " (SELECT pg_catalog.max(s.start_sequence_number) OPERATOR(pg_catalog.+) 1"
+											  "  FROM cfeed.shard_config s WHERE s.feed_id OPERATOR(pg_catalog.=) $1))",
+											  rs->feed_id);
 
-	cfeed_spi_exec("SELECT p.pubname, pg_catalog.pg_get_expr(r.prqual, r.prrelid)"
-				   " FROM pg_catalog.pg_publication_rel r"
-				   " JOIN pg_catalog.pg_publication p ON p.oid OPERATOR(pg_catalog.=) r.prpubid"
-				   " WHERE r.prrelid OPERATOR(pg_catalog.=) 'cfeed.change'::pg_catalog.regclass"
-				   " AND pg_catalog.strpos(pg_catalog.pg_get_expr(r.prqual, r.prrelid),"
-				   "  'change_sequence_number') OPERATOR(pg_catalog.>) 0"
-				   " ORDER BY 1",
-				   0, NULL, NULL, NULL, SPI_OK_SELECT);
-	npubs = SPI_processed;
-	pubs = SPI_tuptable;
-	values[0] = Int32GetDatum(rs->feed_id);
-	for (uint64 i = 0; i < npubs; i++)
-	{
-		char	   *pubname = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 1);
-		char	   *filter = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 2);
-
-		cfeed_spi_exec(psprintf("SELECT FROM pg_catalog.json_populate_record(NULL::cfeed.change,"
-								" pg_catalog.json_build_object('feed_id', $1, 'change_sequence_number',"
-								"  (SELECT pg_catalog.max(s.start_sequence_number) OPERATOR(pg_catalog.+) 1"
-								"   FROM cfeed.shard_config s WHERE s.feed_id OPERATOR(pg_catalog.=) $1)))"
-								" WHERE (%s)", filter),
-					   1, types, values, NULL, SPI_OK_SELECT);
-		if (SPI_processed > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("cannot move feed %d to storage ranges while publication \"%s\" sends its stamped changes",
-							rs->feed_id, pubname),
-					 errdetail("The publication filters cfeed.change on change_sequence_number (portable cursors), which carries stamped change rows only, and a change stored in ranges is never stamped in its row: its subscribers would receive none of the feed's changes from the move on."),
-					 errhint("Keep a feed whose cursors must be portable between clusters in rows, or leave the feed out of the publication's row filter first (a feed stored in ranges is carried by publishing the inserts of cfeed.change and cfeed.stamp).")));
-	}
+	if (pubname != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot move feed %d to storage ranges while publication \"%s\" sends its stamped changes",
+						rs->feed_id, pubname),
+				 errdetail("The publication filters cfeed.change on change_sequence_number (portable cursors), which carries stamped change rows only, and a change stored in ranges is never stamped in its row: its subscribers would receive none of the feed's changes from the move on."),
+				 errhint("Keep a feed whose cursors must be portable between clusters in rows, or leave the feed out of the publication's row filter first (a feed stored in ranges is carried by publishing the inserts of cfeed.change and cfeed.stamp).")));
 }
 
 /*
@@ -275,46 +295,30 @@ check_no_portable_publication(const Reshard *rs)
  *		their copy would hold the feed's changes from the move on unnumbered
  *		for good.  A publication counts when it names cfeed.stamp or cfeed's
  *		schema (FOR ALL TABLES does not: cfeed is to be left out of its
- *		subscribers, docs/replication.md) and its row filter, if it has one,
- *		may pass a stamp of the feed: it is not false for the feed_id, the
- *		other columns unknown (null) (inside SPI).
+ *		subscribers, docs/replication.md) and it has no row filter, or one
+ *		that may pass a stamp of the feed (its feed_id, the rest null:
+ *		publication_passing) (inside SPI).
  */
 static void
 check_no_stamp_publication(const Reshard *rs)
 {
-	Oid			types[1] = {INT4OID};
-	Datum		values[1];
-	uint64		npubs;
-	SPITupleTable *pubs;
+	char	   *pubname = publication_passing("SELECT t.pubname, t.rowfilter FROM pg_catalog.pg_publication_tables t"
+											  " JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname"
+											  " WHERE t.schemaname OPERATOR(pg_catalog.=) 'cfeed'"
+											  " AND t.tablename OPERATOR(pg_catalog.=) 'stamp' AND p.pubinsert"
+											  " AND NOT p.puballtables"
+											  " ORDER BY 1",
+											  "cfeed.stamp",
+											  "pg_catalog.json_build_object('feed_id', $1)",
+											  rs->feed_id);
 
-	cfeed_spi_exec("SELECT t.pubname, t.rowfilter FROM pg_catalog.pg_publication_tables t"
-				   " JOIN pg_catalog.pg_publication p ON p.pubname OPERATOR(pg_catalog.=) t.pubname"
-				   " WHERE t.schemaname OPERATOR(pg_catalog.=) 'cfeed'"
-				   " AND t.tablename OPERATOR(pg_catalog.=) 'stamp' AND p.pubinsert"
-				   " AND NOT p.puballtables"
-				   " ORDER BY 1",
-				   0, NULL, NULL, NULL, SPI_OK_SELECT);
-	npubs = SPI_processed;
-	pubs = SPI_tuptable;
-	values[0] = Int32GetDatum(rs->feed_id);
-	for (uint64 i = 0; i < npubs; i++)
-	{
-		char	   *pubname = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 1);
-		char	   *filter = SPI_getvalue(pubs->vals[i], pubs->tupdesc, 2);
-
-		if (filter != NULL)
-			cfeed_spi_exec(psprintf("SELECT FROM pg_catalog.json_populate_record(NULL::cfeed.stamp,"
-									" pg_catalog.json_build_object('feed_id', $1)) WHERE (%s) IS NOT FALSE",
-									filter),
-						   1, types, values, NULL, SPI_OK_SELECT);
-		if (filter == NULL || SPI_processed > 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("cannot move feed %d to storage rows while publication \"%s\" sends its stamps",
-							rs->feed_id, pubname),
-					 errdetail("Its subscribers number their copy of a feed stored in ranges by the publisher's stamps (cfeed.stamp), and a shard stored in rows makes none: they would hold the feed's changes from the move on unnumbered."),
-					 errhint("Keep a feed whose stamps are published in ranges, or leave the feed out of the publication's row filter on cfeed.stamp first.")));
-	}
+	if (pubname != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot move feed %d to storage rows while publication \"%s\" sends its stamps",
+						rs->feed_id, pubname),
+				 errdetail("Its subscribers number their copy of a feed stored in ranges by the publisher's stamps (cfeed.stamp), and a shard stored in rows makes none: they would hold the feed's changes from the move on unnumbered."),
+				 errhint("Keep a feed whose stamps are published in ranges, or leave the feed out of the publication's row filter on cfeed.stamp first.")));
 }
 
 /*
