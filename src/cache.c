@@ -45,7 +45,7 @@ static bool relcache_callback_set = false;
  *		InvalidOid, has changed.
  */
 static void
-relcache_invalidate(Datum arg, Oid relid)
+relcache_invalidate(Datum arg pg_attribute_unused(), Oid relid)
 {
 	int			id;
 
@@ -60,7 +60,8 @@ relcache_invalidate(Datum arg, Oid relid)
  *		that watch the catalog to drop everything.
  */
 static void
-catalog_invalidate(Datum arg, int cacheid, uint32 hashvalue)
+catalog_invalidate(Datum arg pg_attribute_unused(), int cacheid,
+				   uint32 hashvalue pg_attribute_unused())
 {
 	int			id;
 	int			i;

@@ -475,7 +475,7 @@ cfeed_direct_ok(Relation rel, CmdType cmd)
  *		and cfeed_direct_ok() has built the index cache for it and said yes.
  */
 static inline void
-assert_direct_target(Relation rel)
+assert_direct_target(Relation rel pg_attribute_unused())
 {
 	Assert(CheckRelationLockedByMe(rel, RowExclusiveLock, true));
 	Assert(rel->rd_rel->relkind == RELKIND_RELATION &&

@@ -291,7 +291,7 @@ ensure_sweepers(void)
  *		Entry point of the launcher.
  */
 void
-cfeed_launcher_main(Datum main_arg)
+cfeed_launcher_main(Datum main_arg pg_attribute_unused())
 {
 	TimestampTz last_scan = 0;
 

@@ -231,7 +231,8 @@ lock_view(Oid viewoid, LockGuard *guard, List *ancestor_views)
  *		on each relation a LOCK's name resolves to, before it is locked.
  */
 static void
-lock_target_callback(const RangeVar *rv, Oid relid, Oid oldrelid, void *arg)
+lock_target_callback(const RangeVar *rv, Oid relid,
+					 Oid oldrelid pg_attribute_unused(), void *arg)
 {
 	LockGuard  *guard = arg;
 	char		relkind;

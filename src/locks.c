@@ -81,7 +81,7 @@ static int32 sweep_locked_group = 0;
  *		prepare a transaction that ran NOTIFY).
  */
 static void
-sweep_lock_xact_callback(XactEvent event, void *arg)
+sweep_lock_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	if (!sweep_locked)
 		return;

@@ -110,7 +110,7 @@ cfeed_shmem_startup(void)
  *		changes, and wake readers of the shards a sweep advanced.
  */
 static void
-shmem_xact_callback(XactEvent event, void *arg)
+shmem_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
 	{

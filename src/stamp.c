@@ -596,7 +596,7 @@ set_stamp_level(void)
  *		what was set inside the function).
  */
 static void
-stamp_xact_callback(XactEvent event, void *arg)
+stamp_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	if (!stamped_in_xact)
 		return;

@@ -104,7 +104,7 @@ cfeed_standby_wait_begin(TimestampTz deadline)
  *		Entry point of the waker.
  */
 void
-cfeed_standby_waker_main(Datum main_arg)
+cfeed_standby_waker_main(Datum main_arg pg_attribute_unused())
 {
 	XLogRecPtr	seen = InvalidXLogRecPtr;
 	TimestampTz moved_at = 0;

@@ -92,7 +92,7 @@ static Oid	owner_oid = InvalidOid;
  *		before_shmem_exit callback: give the worker slot back.
  */
 static void
-release_slot(int code, Datum arg)
+release_slot(int code pg_attribute_unused(), Datum arg pg_attribute_unused())
 {
 	if (my_slot == NULL)
 		return;

@@ -110,7 +110,7 @@ unpause_database(Oid dboid, bool dropped)
  *		(ERROR) or its backend is exiting (FATAL): the pause ends.
  */
 static void
-unpause_on_error(int code, Datum arg)
+unpause_on_error(int code pg_attribute_unused(), Datum arg)
 {
 	unpause_database(DatumGetObjectId(arg), false);
 }
@@ -230,7 +230,7 @@ utility_target_db(Node *parsetree)
  *		database at once.
  */
 static void
-created_extension_callback(XactEvent event, void *arg)
+created_extension_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	if (!created_extension)
 		return;

@@ -161,7 +161,7 @@ settle_proposals(SubTransactionId from, bool committed, SubTransactionId parent)
  *		subtransaction that swept, ends.
  */
 static void
-watermark_xact_callback(XactEvent event, void *arg)
+watermark_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
 		settle_proposals(InvalidSubTransactionId, true, InvalidSubTransactionId);
@@ -172,7 +172,7 @@ watermark_xact_callback(XactEvent event, void *arg)
 
 static void
 watermark_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-						   SubTransactionId parentSubid, void *arg)
+						   SubTransactionId parentSubid, void *arg pg_attribute_unused())
 {
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
 		settle_proposals(mySubid, true, parentSubid);
