@@ -57,6 +57,54 @@ SELECT pg_temp.err(format($$UPDATE cfeed.change SET "row" = NULL, op = NULL, tbl
 RESET ROLE;
 SELECT count(tbl) AS images_left, count(*) FILTER (WHERE "row" ->> 'ssn' = 'FORGED') AS forged FROM cfeed.change;
 
+-- backfill writes images only from its own inserts: code of the writer's that
+-- the backfill runs (its table's trigger, a CHECK constraint's function) may
+-- not write one (issue: a trigger of the table forged an image through the
+-- backfill's scope): 42501, and nothing is written
+CREATE TABLE public.wa_own (id int PRIMARY KEY, v text, change_id bigint);
+ALTER TABLE public.wa_own OWNER TO regress_wa_writer;
+INSERT INTO public.wa_own (id, v) VALUES (1, 'one'), (2, 'two');
+SELECT cfeed.create_feed('wa_history', 1, feed_id => 3);
+SELECT cfeed.grant_write(3, 'regress_wa_writer');
+SELECT cfeed.track('public.wa_own', 3);
+-- its number, for the writer's functions (a reader of the feed sees it in tbl)
+CREATE TABLE public.wa_own_no AS SELECT table_no FROM cfeed.tracked_table WHERE tbl = 'public.wa_own'::regclass;
+GRANT SELECT ON public.wa_own_no TO regress_wa_writer;
+GRANT CREATE ON SCHEMA public TO regress_wa_writer;
+SET ROLE regress_wa_writer;
+CREATE FUNCTION public.wa_forge_image() RETURNS bool LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row")
+	SELECT 3, 0, nextval('cfeed.change_id'), table_no, 'update', '{"id":1,"v":"FORGED"}'
+	FROM public.wa_own_no;
+	RETURN true;
+END $$;
+CREATE FUNCTION public.wa_forge_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM public.wa_forge_image();
+	RETURN NEW;
+END $$;
+CREATE TRIGGER wa_forge BEFORE UPDATE ON public.wa_own FOR EACH ROW EXECUTE FUNCTION public.wa_forge_trigger();
+SELECT pg_temp.err($$SELECT cfeed.backfill('public.wa_own', 3)$$) AS backfill_forging_trigger;
+DROP TRIGGER wa_forge ON public.wa_own;
+ALTER TABLE public.wa_own ADD CONSTRAINT wa_forge CHECK (public.wa_forge_image()) NOT VALID;
+SELECT pg_temp.err($$SELECT cfeed.backfill('public.wa_own', 3)$$) AS backfill_forging_check;
+ALTER TABLE public.wa_own DROP CONSTRAINT wa_forge;
+-- without them, the backfill writes the table's two images
+SELECT pg_temp.err($$SELECT cfeed.backfill('public.wa_own', 3)$$) AS backfill;
+RESET ROLE;
+SELECT count(*) AS own_images, count(*) FILTER (WHERE "row" ->> 'v' = 'FORGED') AS forged,
+	   bool_and(c."row" = to_jsonb(o)) AS images_are_rows
+FROM cfeed.change c LEFT JOIN public.wa_own o USING (change_id)
+WHERE c.tbl = (SELECT table_no FROM public.wa_own_no);
+SELECT cfeed.untrack('public.wa_own');
+DROP TABLE public.wa_own, public.wa_own_no;
+DELETE FROM cfeed.change WHERE feed_id = 3;
+DELETE FROM cfeed.shard WHERE feed_id = 3;
+DELETE FROM cfeed.feed WHERE feed_id = 3;
+DROP FUNCTION public.wa_forge_trigger(), public.wa_forge_image();
+REVOKE CREATE ON SCHEMA public FROM regress_wa_writer;
+
 -- a deleter of feed 1 deletes feed 1's changes only (issue: USING (true) deleted every feed's)
 SELECT cfeed.publish(2, 0) > 0 AS feed2_written;
 SET ROLE regress_wa_writer;

@@ -3,18 +3,20 @@
  * backfill.c
  *	  cfeed.backfill: numbering the existing rows of a tracked table into
  *	  each shard's migration range (start-k+1 .. start for a shard with k
- *	  rows), with 'insert' row images, in one statement.
+ *	  rows), with 'insert' row images.
  *
- *	  The statement takes the rows in order_by order (order_by.c checks it),
+ *	  One statement takes the rows in order_by order (order_by.c checks it),
  *	  with their shard (cfeed.shard_for of cfeed._track_key, as the triggers
  *	  place them) and image, draws their change_ids in that order, numbers
- *	  them per shard, inserts the changes (with their images; in a database
- *	  whose cfeed.change has no image columns yet, not yet updated, the
- *	  images into cfeed.row_image) and sets the rows' change_id column.
- *	  It also returns, as typed columns, the first shard whose numbers
- *	  would fall below 1, and then inserts no change (the guard refuses
- *	  numbers below 1); backfill then raises "no room", which undoes it
- *	  all.
+ *	  them per shard, sets the rows' change_id column and returns the
+ *	  changes, with the first shard whose numbers would fall below 1
+ *	  (backfill then raises "no room", which undoes it all).  Further
+ *	  statements insert the changes in batches (with their images; in a
+ *	  database whose cfeed.change has no image columns yet, not yet
+ *	  updated, the images into cfeed.row_image).  Only these may write row
+ *	  images (guard.c's image scope), and they run no code of the caller's:
+ *	  the first statement, which does (the table's triggers, policies and
+ *	  constraints), has run to its end before.
  *
  *	  Locking: the table is held in SHARE mode (writers wait), so history
  *	  and the changes the triggers publish after it meet exactly; its
@@ -44,11 +46,18 @@
 
 PG_FUNCTION_INFO_V1(cfeed_backfill);
 
-/* The columns of the statement's result. */
-#define BACKFILL_ROWS			1	/* bigint: rows numbered */
-#define BACKFILL_FULL_SHARD		2	/* int: a shard without room, or null */
-#define BACKFILL_FULL_ROWS		3	/* bigint: its row count */
-#define BACKFILL_FULL_START		4	/* bigint: its start value */
+/* The columns of the numbering statement's rows, one per change. */
+#define BACKFILL_SHARD			1	/* int */
+#define BACKFILL_CHANGE_ID		2	/* bigint */
+#define BACKFILL_NUMBER			3	/* bigint: in the shard's migration range */
+#define BACKFILL_IMAGE			4	/* jsonb: the 'insert' row image */
+#define BACKFILL_LOWEST			5	/* bigint: the lowest number of all */
+#define BACKFILL_FULL_SHARD		6	/* int: the shard of the lowest */
+#define BACKFILL_FULL_ROWS		7	/* bigint: its row count */
+#define BACKFILL_FULL_START		8	/* bigint: its start value */
+
+/* The changes inserted by one statement (their images held in memory). */
+#define BACKFILL_BATCH			1000
 
 /*
  * open_tracked_table
@@ -164,11 +173,11 @@ read_starts(int32 feed_id, int32 count)
 
 /*
  * backfill_statement
- *		The one statement of backfill (see the file header), $1 the feed,
- *		$2 the table, whose quoted name is qname, $3 the start values of the
- *		feed's shards 0..n-1 (read_starts), $4 the table's number for
- *		cfeed.change.tbl (table_numbers.c); has_cid when it has a change_id
- *		column.  Its one row has the BACKFILL_* columns.
+ *		The statement that numbers the rows (see the file header), $1 the
+ *		feed, $2 the table, whose quoted name is qname, $3 the start values of
+ *		the feed's shards 0..n-1 (read_starts); has_cid when it has a
+ *		change_id column, which it sets.  It returns the changes to insert in
+ *		order_by order, the BACKFILL_* columns.
  */
 static char *
 backfill_statement(const char *order, const char *qname, bool has_cid)
@@ -190,39 +199,55 @@ backfill_statement(const char *order, const char *qname, bool has_cid)
 					 "  pg_catalog.count(*) OVER (PARTITION BY n.shard) AS k,"
 					 "  $3[n.shard + 1] - pg_catalog.count(*) OVER (PARTITION BY n.shard)"
 					 "   + pg_catalog.row_number() OVER (PARTITION BY n.shard ORDER BY n.o) AS seq"
-					 " FROM n),"
-					 " i AS (SELECT s.*, %s AS image FROM s),",
-					 order, qname,
-					 has_cid ? "s.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('change_id', s.cid)" : "s.j");
-	if (cfeed_schema_has(CFEED_SCHEMA_INLINE_IMAGES))
-		appendStringInfoString(&sql,
-							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number,"
-							   "  tbl, op, \"row\")"
-							   " SELECT $1, i.shard, i.cid, i.seq, $4, 'insert', i.image"
-							   " FROM i WHERE NOT EXISTS (SELECT FROM s WHERE s.seq < 1) ORDER BY i.o)");
-	else
-		appendStringInfoString(&sql,
-							   " c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
-							   " SELECT $1, i.shard, i.cid, i.seq FROM i"
-							   " WHERE NOT EXISTS (SELECT FROM s WHERE s.seq < 1) ORDER BY i.o),"
-							   " ri AS (INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
-							   " SELECT i.cid, $1, $2::pg_catalog.regclass, 'insert', i.image FROM i)");
+					 " FROM n)",
+					 order, qname);
 	if (has_cid)
 		appendStringInfo(&sql,
 						 ", u AS (UPDATE %s t SET change_id = s.cid FROM s"
 						 " WHERE t.tableoid = s.toid AND t.ctid = s.tid)",
 						 qname);
-	appendStringInfoString(&sql,
-						   " SELECT n.rows, f.shard, f.k, f.start"
-						   " FROM (SELECT pg_catalog.count(*) AS rows FROM s) n"
-						   " LEFT JOIN (SELECT s.shard, s.k, s.start FROM s WHERE s.seq < 1 LIMIT 1) f ON true");
+	appendStringInfo(&sql,
+					 " SELECT s.shard, s.cid, s.seq, %s AS image,"
+					 "  pg_catalog.min(s.seq) OVER w, pg_catalog.first_value(s.shard) OVER w,"
+					 "  pg_catalog.first_value(s.k) OVER w, pg_catalog.first_value(s.start) OVER w"
+					 " FROM s"
+					 " WINDOW w AS (ORDER BY s.seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
+					 " ORDER BY s.o",
+					 has_cid ? "s.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('change_id', s.cid)" : "s.j");
 	return sql.data;
 }
 
 /*
+ * insert_statement
+ *		The statement that inserts one batch of the changes backfill_statement
+ *		returned, in their order: $1 the feed, $2 the table's number for
+ *		cfeed.change.tbl (table_numbers.c), $3 the table, $4-$7 the batch's
+ *		shards, change_ids, numbers and images (the BACKFILL_INSERT_TYPES).
+ *		It runs no code of the caller's: it reads nothing but its arguments.
+ */
+static const char *
+insert_statement(void)
+{
+	if (cfeed_schema_has(CFEED_SCHEMA_INLINE_IMAGES))
+		return "INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number,"
+			"  tbl, op, \"row\")"
+			" SELECT $1, b.shard, b.cid, b.seq, $2, 'insert', b.image"
+			" FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
+			"  pg_catalog.unnest($7)) WITH ORDINALITY AS b (shard, cid, seq, image, o)"
+			" ORDER BY b.o";
+	/* a database whose cfeed.change has no image columns yet */
+	return "WITH b AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5),"
+		"  pg_catalog.unnest($6), pg_catalog.unnest($7)) WITH ORDINALITY AS b (shard, cid, seq, image, o)),"
+		" c AS (INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number)"
+		"  SELECT $1, b.shard, b.cid, b.seq FROM b ORDER BY b.o)"
+		" INSERT INTO cfeed.row_image (change_id, feed_id, tbl, op, \"row\")"
+		" SELECT b.cid, $1, $3::pg_catalog.regclass, 'insert', b.image FROM b";
+}
+
+/*
  * result_column
- *		Column attnum of the statement's one result row (inside SPI); NULL
- *		sets *isnull.
+ *		Column attnum of the first fetched row (inside SPI); NULL sets
+ *		*isnull.
  */
 static Datum
 result_column(int attnum, bool *isnull)
@@ -231,58 +256,167 @@ result_column(int attnum, bool *isnull)
 }
 
 /*
- * run_statement
- *		Run backfill's statement with the feed, the table, the shards'
- *		start values and the table's number, its triggers silenced (inside SPI); returns
- *		the rows numbered, or raises "no room" for the shard the statement
- *		names.
+ * check_room
+ *		Raise "no room" when the statement's lowest number (the columns of
+ *		the fetched row in SPI_tuptable) is below 1: its shard's migration
+ *		range is too small for its rows.
  */
-static int64
-run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
+static void
+check_room(int32 feed_id)
 {
-	Oid			types[4] = {INT4OID, OIDOID, INT8ARRAYOID, OIDOID};
-	Datum		values[4];
 	bool		isnull;
-	Datum		full;
-	bool		settled;
-	CfeedImageScope previous;
+	int32		shard;
+	int64		k;
+	int64		start;
 
-	values[0] = Int32GetDatum(feed_id);
-	values[1] = ObjectIdGetDatum(relid);
-	values[2] = starts;
-	values[3] = ObjectIdGetDatum((Oid) cfeed_table_number(relid, &settled));
-	cfeed_track_silence(relid);
+	if (DatumGetInt64(result_column(BACKFILL_LOWEST, &isnull)) >= 1)
+		return;
+	shard = DatumGetInt32(result_column(BACKFILL_FULL_SHARD, &isnull));
+	k = DatumGetInt64(result_column(BACKFILL_FULL_ROWS, &isnull));
+	start = DatumGetInt64(result_column(BACKFILL_FULL_START, &isnull));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("shard %d of feed %d has no room for " INT64_FORMAT " history rows",
+					shard, feed_id, k),
+			 errdetail("History is numbered 1 .. " INT64_FORMAT ", the shard's migration range, which holds " INT64_FORMAT " rows.",
+					   start, start),
+			 errhint("Use more shards, or create the shard with a higher start value.")));
+}
+
+/*
+ * column_array
+ *		Column attnum of the fetched rows (SPI_tuptable), none null, as an
+ *		array of type elem.
+ */
+static Datum
+column_array(int attnum, Oid elem)
+{
+	int			n = (int) SPI_processed;
+	Datum	   *datums = palloc(sizeof(Datum) * n);
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		bool		isnull;
+
+		datums[i] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, attnum, &isnull);
+	}
+	get_typlenbyvalalign(elem, &typlen, &typbyval, &typalign);
+	return PointerGetDatum(construct_array(datums, n, elem, typlen, typbyval, typalign));
+}
+
+/*
+ * insert_batch
+ *		Insert the changes fetched into SPI_tuptable with the statement
+ *		insert (insert_statement), whose first three arguments values holds,
+ *		in the image scope of the table's number values[1]; frees the fetched
+ *		rows.  batch holds the batch's arrays until the caller resets it.
+ */
+static void
+insert_batch(SPIPlanPtr insert, Datum *values, int32 feed_id, MemoryContext batch)
+{
+	MemoryContext caller = MemoryContextSwitchTo(batch);
+	CfeedImageScope previous;
+	volatile int rc;
+
+	values[3] = column_array(BACKFILL_SHARD, INT4OID);
+	values[4] = column_array(BACKFILL_CHANGE_ID, INT8OID);
+	values[5] = column_array(BACKFILL_NUMBER, INT8OID);
+	values[6] = column_array(BACKFILL_IMAGE, JSONBOID);
+	MemoryContextSwitchTo(caller);
+	SPI_freetuptable(SPI_tuptable);
+
 	/* images of this table for this feed only (the caller owns the table) */
-	previous = cfeed_image_scope_enter(DatumGetObjectId(values[3]), feed_id);
+	previous = cfeed_image_scope_enter(DatumGetObjectId(values[1]), feed_id);
 	PG_TRY();
 	{
-		int			rc = SPI_execute_with_args(sql, 4, types, values, NULL, false, 0);
-
-		if (rc != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "cfeed.backfill: statement failed: %s", SPI_result_code_string(rc));
+		rc = SPI_execute_plan(insert, values, NULL, false, 0);
 	}
 	PG_FINALLY();
 	{
 		cfeed_image_scope_leave(previous);
+	}
+	PG_END_TRY();
+	if (rc != SPI_OK_INSERT)
+		elog(ERROR, "cfeed.backfill: inserting the changes failed: %s", SPI_result_code_string(rc));
+}
+
+/*
+ * number_and_insert
+ *		Run the numbering statement sql (backfill_statement) with the feed,
+ *		the table and the shards' start values, and insert its changes in
+ *		batches; returns their count, or raises "no room".  The first fetch
+ *		runs the statement to its end (a data-modifying WITH in a cursor),
+ *		and with it every code of the caller's it runs (the table's other
+ *		triggers, its policies, its constraints' and order_by's functions),
+ *		so that none runs in insert_batch's image scope.
+ */
+static int64
+number_and_insert(const char *sql, int32 feed_id, Oid relid, Datum starts)
+{
+	Oid			types[7] = {INT4OID, OIDOID, INT8ARRAYOID, INT4ARRAYOID, INT8ARRAYOID,
+	INT8ARRAYOID, JSONBARRAYOID};
+	Datum		values[7];
+	bool		settled;
+	int64		rows = 0;
+	SPIPlanPtr	insert;
+	Portal		portal;
+	MemoryContext batch = AllocSetContextCreate(CurrentMemoryContext, "cfeed backfill batch",
+												ALLOCSET_DEFAULT_SIZES);
+
+	values[0] = Int32GetDatum(feed_id);
+	values[1] = ObjectIdGetDatum(relid);
+	values[2] = starts;
+	portal = SPI_cursor_open_with_args(NULL, sql, 3, types, values, NULL, false, 0);
+
+	types[1] = OIDOID;			/* the table's number */
+	types[2] = OIDOID;			/* the table */
+	values[1] = ObjectIdGetDatum((Oid) cfeed_table_number(relid, &settled));
+	values[2] = ObjectIdGetDatum(relid);
+	insert = SPI_prepare(insert_statement(), 7, types);
+	if (insert == NULL)
+		elog(ERROR, "cfeed.backfill: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	for (;;)
+	{
+		CHECK_FOR_INTERRUPTS();
+		SPI_cursor_fetch(portal, true, BACKFILL_BATCH);
+		if (SPI_processed == 0)
+			break;
+		if (rows == 0)
+			check_room(feed_id);
+		rows += SPI_processed;
+		insert_batch(insert, values, feed_id, batch);
+		MemoryContextReset(batch);
+	}
+	SPI_cursor_close(portal);
+	SPI_freeplan(insert);
+	MemoryContextDelete(batch);
+	return rows;
+}
+
+/*
+ * run_statement
+ *		number_and_insert with the table's triggers silenced (inside SPI).
+ */
+static int64
+run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
+{
+	volatile int64 rows;
+
+	cfeed_track_silence(relid);
+	PG_TRY();
+	{
+		rows = number_and_insert(sql, feed_id, relid, starts);
+	}
+	PG_FINALLY();
+	{
 		cfeed_track_silence(InvalidOid);
 	}
 	PG_END_TRY();
-
-	full = result_column(BACKFILL_FULL_SHARD, &isnull);
-	if (!isnull)
-	{
-		int64		k = DatumGetInt64(result_column(BACKFILL_FULL_ROWS, &isnull));
-		int64		start = DatumGetInt64(result_column(BACKFILL_FULL_START, &isnull));
-
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("shard %d of feed %d has no room for " INT64_FORMAT " history rows",
-						DatumGetInt32(full), feed_id, k),
-				 errdetail("History is numbered 1 .. " INT64_FORMAT ", the shard's migration range, which holds " INT64_FORMAT " rows.",
-						   start, start),
-				 errhint("Use more shards, or create the shard with a higher start value.")));
-	}
-	return DatumGetInt64(result_column(BACKFILL_ROWS, &isnull));
+	return rows;
 }
 
 /*
