@@ -41,6 +41,20 @@ SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, "row")
 	VALUES (1, 0, nextval('cfeed.change_id'), '{"id":1}')$$) AS forged_row_only;
 RESET ROLE;
 
+-- a writer's written_at is its transaction's start, whatever it gives (issue:
+-- '-infinity' failed cfeed.stats for everyone while the change was pending,
+-- and an old one made the pending age lie); rolled back
+BEGIN;
+SET LOCAL ROLE regress_wa_writer;
+SELECT pg_temp.err($$INSERT INTO cfeed.change (feed_id, shard, change_id, written_at)
+	VALUES (1, 0, nextval('cfeed.change_id'), '-infinity'), (1, 0, nextval('cfeed.change_id'), 'infinity'),
+		   (1, 0, nextval('cfeed.change_id'), '2000-01-01'), (1, 0, nextval('cfeed.change_id'), clock_timestamp())$$) AS written_at_given;
+RESET ROLE;
+SELECT count(*) AS written, count(*) FILTER (WHERE written_at = transaction_timestamp()) AS at_start
+FROM cfeed.change WHERE writer_xid = pg_current_xact_id();
+SELECT count(*) > 0 AS stats_read FROM cfeed.stats;
+ROLLBACK;
+
 -- the owner's own tracked write, and the changes now there
 INSERT INTO public.wa_secrets VALUES (1, 'real');
 SELECT feed_id, count(*) AS changes, count(tbl) AS images FROM cfeed.change GROUP BY 1 ORDER BY 1;

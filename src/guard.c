@@ -31,7 +31,9 @@
  *	  one a dumped row carries (two fresh clusters count xids alike), while
  *	  a dumped row was written before the restore started.  A written_at of
  *	  the start or later (clock_timestamp(), a clock ahead) is no dumped
- *	  row's, and is checked as anyone's.
+ *	  row's, and is checked as anyone's.  Only a row copied in (replica
+ *	  mode, the owner's) keeps a written_at of its own: anyone else's gets
+ *	  the transaction's start, as the default, and is not a restored row.
  *	  For the common row (sequence number and stamped_at left null,
  *	  writer_xid left to its default) that check is all (in a database not
  *	  yet updated the WHEN clause keeps the trigger from firing for it).
@@ -144,13 +146,14 @@ cfeed_image_scope_leave(CfeedImageScope previous)
 }
 
 /*
- * image_copied_in
- *		Whether a row image may be written as a copy of one made elsewhere:
- *		logical replication's apply (replica mode) or a restore by a role
- *		with the privileges of the extension's owner.
+ * row_copied_in
+ *		Whether a change's row may keep what it was written with elsewhere
+ *		(its row image, its written_at): logical replication's apply
+ *		(replica mode) or a restore by a role with the privileges of the
+ *		extension's owner.
  */
 static bool
-image_copied_in(void)
+row_copied_in(void)
 {
 	return SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA ||
 		has_privs_of_role(GetUserId(), cfeed_extension_owner());
@@ -180,7 +183,7 @@ check_image(HeapTuple tuple, TupleDesc desc, int32 feed_id)
 	if (!tbl_null && OidIsValid(image_scope.tbl) && tbl == image_scope.tbl &&
 		feed_id == image_scope.feed_id)
 		return;
-	if (image_copied_in())
+	if (row_copied_in())
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -355,9 +358,9 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	Datum		number;
 	Datum		xid;
 	Datum		written;
-	int			cols[2];
-	Datum		values[2];
-	bool		nulls[2] = {false, false};
+	int			cols[3];
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
 	int			ncols = 0;
 
 	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
@@ -372,6 +375,21 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 	restored_row = (!xid_null &&
 					!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId())) ||
 		(!written_null && DatumGetTimestampTz(written) < GetCurrentTransactionStartTimestamp());
+
+	/*
+	 * Only a row copied in keeps a written_at of its own: anyone else's is
+	 * the transaction's start, as the default gives, so that no writer can
+	 * make a change look older or newer than it is (cfeed.stats' pending
+	 * age, a sweep's lag; an infinite one failed the view for everyone).
+	 */
+	if (!written_null && DatumGetTimestampTz(written) != GetCurrentTransactionStartTimestamp() &&
+		!row_copied_in())
+	{
+		cols[ncols] = Anum_change_written_at;
+		values[ncols++] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		restored_row = !xid_null &&
+			!FullTransactionIdEquals(DatumGetFullTransactionId(xid), GetTopFullTransactionId());
+	}
 
 	/*
 	 * A role the policies would refuse for want of a write grant on the feed
@@ -391,7 +409,8 @@ cfeed_change_guard(PG_FUNCTION_ARGS)
 		cfeed_change_ids_guard();
 	if (number_null && stamped_null && !restored_row &&
 		SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
-		PG_RETURN_POINTER(tuple);	/* the common row (a null writer_xid fails NOT NULL) */
+		PG_RETURN_POINTER(ncols == 0 ? tuple :	/* the common row (a null writer_xid fails NOT NULL) */
+						  heap_modify_tuple_by_cols(tuple, desc, ncols, cols, values, nulls));
 
 	/*
 	 * A change that logical replication copies in stamped keeps the

@@ -766,7 +766,9 @@ sweep_tally(SweepState *s)
 		Assert(s->changes[i].number > e->shard.last_number &&
 			   s->changes[i].number > e->shard.floor_number);
 		e->new_last = s->changes[i].number;
-		e->lag_ms = Max(e->lag_ms, (s->now - s->changes[i].written_at) / 1000);
+		/* an infinite written_at only in a row copied in (guard.c) */
+		if (!TIMESTAMP_NOT_FINITE(s->changes[i].written_at))
+			e->lag_ms = Max(e->lag_ms, (s->now - s->changes[i].written_at) / 1000);
 	}
 }
 

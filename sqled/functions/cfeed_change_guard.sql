@@ -10,7 +10,8 @@
  * except in cfeed's own INSERTs of a tracked change or of backfilled
  * history (cfeed._sqled_from_tracking: the C edition's image scope);
  * forces writer_xid to the inserting transaction's for unnumbered rows
- * (the sweep finds changes by it); lets writers number only history, at or
+ * (the sweep finds changes by it), and written_at to its start but in rows
+ * copied in (replica mode, the owner's); lets writers number only history, at or
  * below the shard's start value and from 1 (22023).
  */
 	LANGUAGE plpgsql
@@ -24,6 +25,12 @@ DECLARE
 BEGIN
 	v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id()
 		OR NEW.written_at < pg_catalog.transaction_timestamp();
+	-- only a row copied in keeps a written_at of its own (as src/guard.c)
+	IF NEW.written_at IS DISTINCT FROM pg_catalog.transaction_timestamp() AND NEW.written_at IS NOT NULL
+	   AND NOT v_replica AND NOT cfeed._sqled_owner() THEN
+		NEW.written_at := pg_catalog.transaction_timestamp();
+		v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id();
+	END IF;
 	IF NEW.feed_id IS NOT NULL AND NOT v_replica AND NOT cfeed._may_write(NEW.feed_id) THEN
 		RAISE EXCEPTION 'permission denied to write feed %', NEW.feed_id
 			USING ERRCODE = '42501',
