@@ -199,8 +199,8 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 	snprintf(sql, sizeof(sql),
 			 "select f.feed_id, f.retention is not null, s.shard, s.last_change_sequence_number,"
 			 " pg_catalog.pg_is_in_recovery(), s.start_sequence_number, %s, %s"
-			 " from cfeed.feed f left join cfeed.shard s"
-			 " on s.feed_id = f.feed_id and s.shard <= 32767"
+			 " from cfeed.feed f left join lateral (select * from cfeed.shard s"
+			 " where s.feed_id = f.feed_id and s.shard <= 32767 offset 0) s on true"
 			 " where f.name = $1 order by s.shard", SERVE_LAYOUT_COLUMNS, SERVE_EPOCH_COLUMN);
 	res = PQexecParams(*conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
