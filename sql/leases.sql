@@ -143,6 +143,20 @@ SELECT cfeed.seek('late', 2, 0, 2000000000000004);
 SELECT owner, epoch, cursor, behind FROM cfeed.consumer_lag WHERE group_name = 'late';
 SELECT shard, cursor, epoch FROM cfeed.acquire('late', 2, 'z');
 
+-- an epoch near the top of bigint is refused where it is written, so that no
+-- bump by acquire or seek overflows (issue: a consumer's INSERT of epoch
+-- 2^63 - 1 made every acquire of the group fail with 22003, naming no lease)
+SELECT pg_temp.err($$INSERT INTO cfeed.lease (group_name, feed_id, shard, owner, cursor, epoch, expires_at)
+	VALUES ('ov', 2, 0, 'zz', 2000000000000000, 9223372036854775807, now() - interval '1 s')$$) AS epoch_max;
+SELECT pg_temp.err($$INSERT INTO cfeed.lease (group_name, feed_id, shard, owner, cursor, epoch)
+	VALUES ('ov', 2, 0, 'zz', 2000000000000000, -1)$$) AS epoch_negative;
+-- the highest epoch allowed: its bump is refused the same way, and overflows nothing
+INSERT INTO cfeed.lease (group_name, feed_id, shard, owner, cursor, epoch, expires_at)
+	VALUES ('ov', 2, 0, 'zz', 2000000000000000, 4611686018427387903, now() - interval '1 s');
+SELECT pg_temp.err($$SELECT cfeed.acquire('ov', 2, 'me')$$) AS acquire_past_bound;
+SELECT pg_temp.err($$SELECT cfeed.seek('ov', 2, 0, 2000000000000004)$$) AS seek_past_bound;
+DELETE FROM cfeed.lease WHERE group_name = 'ov';
+
 -- start positions: start_at in the future starts at the head: nothing behind, no age
 -- (the group started "now" before its first checkpoint); in the past, at the start
 SELECT shard, cursor, epoch FROM cfeed.acquire('now', 2, 'n', start_at => now() + interval '1 hour');

@@ -1408,3 +1408,12 @@ CREATE OR REPLACE FUNCTION cfeed._retention_held_by(feed_id int, shard int) RETU
 	  AND u.last < s.last_change_sequence_number
 	  AND u.stamped_at < now() - f.retention
 $fn$;
+
+/*
+ * A lease's epoch goes up by one at each change of its owner (acquire,
+ * seek): bounded far below the top of bigint, so that no bump overflows
+ * whatever a consumer writes with its grants on cfeed.lease (NOT VALID:
+ * rows of earlier versions are not checked again, only their updates).
+ */
+ALTER TABLE cfeed.lease ADD CONSTRAINT lease_epoch_check
+	CHECK (epoch OPERATOR(pg_catalog.>=) 0 AND epoch OPERATOR(pg_catalog.<) 4611686018427387904) NOT VALID;
