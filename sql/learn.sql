@@ -45,6 +45,17 @@ SELECT pg_temp.err($$EXPLAIN SELECT 1 FROM cfeed.change WHERE feed_id = 2$$) AS 
        pg_temp.err($$SELECT * FROM cfeed.stats$$) AS stats,
        pg_temp.err($$SELECT cfeed.head(2, 0)$$) AS head,
        pg_temp.err($$SELECT cfeed.shard_for(2, 'k')$$) AS shard_for;
+-- nor whether a feed exists, or its shards: shard_for and channel raise the
+-- same 42501 for a feed that exists and one that does not (1.8 computed the
+-- shard of an existing feed and told a missing one by 42704)
+SELECT pg_temp.err($$SELECT cfeed.shard_for(3, 'k')$$) AS shard_for_missing,
+       pg_temp.err($$SELECT cfeed.channel(2, 0)$$) AS channel,
+       pg_temp.err($$SELECT cfeed.channel(3, 0)$$) AS channel_missing;
+RESET ROLE;
+-- a reader of the feed may: the shard of a key and the channel of a shard
+SET ROLE regress_lr_table_reader;
+SELECT cfeed.shard_for(1, 'k') AS shard_for_readable, cfeed.channel(1, 0) AS channel_readable,
+       pg_temp.err($$SELECT cfeed.channel(1, 5)$$) AS channel_missing_shard;
 RESET ROLE;
 
 -- pg_locks, readable by everyone: a writing transaction holds its feed's

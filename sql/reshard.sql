@@ -139,14 +139,23 @@ SELECT shard, parent, closed FROM cfeed.shard WHERE feed_id = 2 ORDER BY shard;
 
 
 -- a role without a write grant on a feed takes no lock of it: shard_for
--- answers without locking (such a role cannot keep the feed from being
--- resharded), while a writer of the feed locks it
+-- answers a reader without locking (such a role cannot keep the feed from
+-- being resharded), refuses a role with no grant (42501), while a writer of
+-- the feed locks it
 CREATE ROLE regress_rs_writer;
 GRANT INSERT ON cfeed.change TO regress_rs_writer;
 SELECT cfeed.grant_write(2, 'regress_rs_writer');
+CREATE ROLE regress_rs_reader;
+SELECT cfeed.grant_read(2, 'regress_rs_reader');
+BEGIN;
+SET LOCAL ROLE regress_rs_reader;
+SELECT cfeed.shard_for(2, 'x') AS reader_shard;
+SELECT count(*) AS reader_locks FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 25448 AND classid = 2 AND pid = pg_backend_pid();
+ROLLBACK;
 BEGIN;
 SET LOCAL ROLE regress_rs_user;
-SELECT cfeed.shard_for(2, 'x') AS no_grant_shard;
+SELECT pg_temp.err($$SELECT cfeed.shard_for(2, 'x')$$) AS no_grant_shard;
 SELECT count(*) AS no_grant_locks FROM pg_locks
 WHERE locktype = 'advisory' AND objsubid = 25448 AND classid = 2 AND pid = pg_backend_pid();
 ROLLBACK;
@@ -178,6 +187,8 @@ DROP TABLE public.rs_t;
 SELECT cfeed.revoke_write(2, 'regress_rs_writer');
 REVOKE INSERT ON cfeed.change FROM regress_rs_writer;
 DROP ROLE regress_rs_writer;
+SELECT cfeed.revoke_read(2, 'regress_rs_reader');
+DROP ROLE regress_rs_reader;
 REVOKE :"owner" FROM regress_rs_admin;
 DROP ROLE regress_rs_admin;
 REVOKE SELECT ON cfeed.shard FROM regress_rs_user, regress_rs_granted;

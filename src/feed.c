@@ -168,6 +168,20 @@ cfeed_publish(PG_FUNCTION_ARGS)
 }
 
 /*
+ * check_known
+ *		Raise 42501 (cfeed_check_read's, the same words whether the feed
+ *		exists or not) unless the current user may read or write the feed:
+ *		whether a feed exists, and its shards, are its readers' and writers'
+ *		to know (SPEC §8).
+ */
+static void
+check_known(int32 feed_id)
+{
+	if (!cfeed_may_write_feed(feed_id))
+		cfeed_check_read(feed_id);
+}
+
+/*
  * cfeed_shard_for
  *		SQL: cfeed.shard_for(feed_id, key) returns int: the first open shard
  *		plus FNV-1a 32 of the key's UTF-8 bytes modulo the number of open
@@ -175,6 +189,8 @@ cfeed_publish(PG_FUNCTION_ARGS)
  *		write the feed, the feed's shards lock is held from here until it
  *		ends (cfeed_shard_of_key), so that a change placed by this shard is
  *		not refused by a reshard committed between this call and its INSERT.
+ *		A caller that may neither read nor write the feed gets 42501
+ *		(check_known).
  */
 Datum
 cfeed_shard_for(PG_FUNCTION_ARGS)
@@ -183,6 +199,7 @@ cfeed_shard_for(PG_FUNCTION_ARGS)
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "key");
+	check_known(PG_GETARG_INT32(0));
 	key = PG_GETARG_TEXT_PP(1);
 	PG_RETURN_INT32(cfeed_shard_of_key(PG_GETARG_INT32(0), VARDATA_ANY(key),
 									   VARSIZE_ANY_EXHDR(key)));
@@ -190,7 +207,9 @@ cfeed_shard_for(PG_FUNCTION_ARGS)
 
 /*
  * cfeed_channel
- *		SQL: cfeed.channel(feed_id, shard) returns text: cfeed_<feed_id>_<shard>.
+ *		SQL: cfeed.channel(feed_id, shard) returns text: cfeed_<feed_id>_<shard>,
+ *		42501 for a caller that may neither read nor write the feed
+ *		(check_known).
  */
 Datum
 cfeed_channel(PG_FUNCTION_ARGS)
@@ -199,6 +218,7 @@ cfeed_channel(PG_FUNCTION_ARGS)
 
 	cfeed_require_arg(fcinfo, 0, "feed_id");
 	cfeed_require_arg(fcinfo, 1, "shard");
+	check_known(PG_GETARG_INT32(0));
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf(CFEED_CHANNEL_PREFIX "%d_%d",
 											  sh.feed_id, sh.shard)));

@@ -31,8 +31,8 @@
 		# feed 2 was not resharded (no extension owner, above): shard_for
 		# routes to its shard 0, which is open; the writer's lock has the
 		# SQL edition's tag
-		[ " no_grant_shard \n----------------\n              1\n",
-		  " no_grant_shard \n----------------\n              0\n" ],
+		[ " reader_shard \n--------------\n            1\n",
+		  " reader_shard \n--------------\n            0\n" ],
 		[ " writer_shard \n--------------\n            1\n(1 row)\n\nSELECT count(*) AS writer_locks FROM pg_locks\nWHERE locktype = 'advisory' AND objsubid = 25448 AND classid = 2 AND pid = pg_backend_pid();\n writer_locks \n--------------\n            1\n",
 		  " writer_shard \n--------------\n            0\n(1 row)\n\nSELECT count(*) AS writer_locks FROM pg_locks\nWHERE locktype = 'advisory' AND objsubid = 25448 AND classid = 2 AND pid = pg_backend_pid();\n writer_locks \n--------------\n            0\n" ],
 		[ " INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (2, 0, 1)                            | 55000: shard 0 of feed 2 is closed\n",

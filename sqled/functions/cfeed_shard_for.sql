@@ -13,9 +13,8 @@
  * by this shard is not refused by a reshard committed between this call
  * and its INSERT; a role that may not write the feed takes no lock of it.
  * PARALLEL UNSAFE (the C function is PARALLEL SAFE): a new snapshot cannot
- * be taken in parallel mode.  Any role may compute a shard, as with the C
- * function (cfeed._sqled_layout is SECURITY DEFINER; the layout is not a
- * secret of the feed's readers: clients compute it outside the database).
+ * be taken in parallel mode.  A role that may neither read nor write the
+ * feed gets 42501, as from the C function (cfeed._sqled_check_known).
  */
 	LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
@@ -28,6 +27,7 @@ DECLARE
 BEGIN
 	IF shard_for.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	IF shard_for.key IS NULL THEN PERFORM cfeed._null_arg('key'); END IF;
+	PERFORM cfeed._sqled_check_known(shard_for.feed_id);
 	SELECT * INTO v_layout
 	FROM cfeed._sqled_layout(shard_for.feed_id, pg_catalog.current_setting('transaction_read_only') = 'off'
 								 AND cfeed._may_write(shard_for.feed_id));

@@ -90,8 +90,9 @@ BEGIN
 		RAISE EXCEPTION 'cfeed._track_row() fired for an unexpected event';
 	END IF;
 
-	-- a writer without a write grant of the feed: change_guard's 42501
-	-- (shard_for takes no lock for it)
+	-- a writer without a write grant of the feed: cfeed.publish's 42501,
+	-- before shard_for (which would refuse it as a reader)
+	PERFORM cfeed._sqled_check_write(v_feed);
 	FOR i IN 1 .. pg_catalog.cardinality(v_ids) LOOP
 		v_shard := cfeed.shard_for(v_feed, v_keys[i]);
 		INSERT INTO cfeed.change (feed_id, shard, change_id, tbl, op, "row") VALUES (v_feed, v_shard, v_ids[i], v_no, v_ops[i], v_rows[i]);

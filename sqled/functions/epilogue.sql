@@ -281,6 +281,41 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_check_read(int, text) IS 'internal (SQL edition): 42501 unless the current user may SELECT the table of cfeed and read the feed';
 
 /*
+ * cfeed._sqled_check_write: cfeed.publish's 42501 unless the current user
+ * may write the feed (src/read_access.c, cfeed_check_write).
+ */
+CREATE FUNCTION cfeed._sqled_check_write(feed_id int) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NOT cfeed._may_write(feed_id) THEN
+		RAISE EXCEPTION 'permission denied to write feed %', feed_id
+			USING ERRCODE = '42501',
+				  DETAIL = pg_catalog.format('Role "%s" has no write grant on feed %s.', CURRENT_USER, feed_id),
+				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_write(%s, role).', feed_id);
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_write(int) IS 'internal (SQL edition): 42501 unless the current user may write the feed';
+
+/*
+ * cfeed._sqled_check_known: 42501 (cfeed._sqled_check_read's) unless the
+ * current user may read or write the feed (src/feed.c, check_known).
+ */
+CREATE FUNCTION cfeed._sqled_check_known(feed_id int) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF NOT cfeed._may_write(feed_id) THEN
+		PERFORM cfeed._sqled_check_read(feed_id, NULL);
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_known(int) IS 'internal (SQL edition): 42501 unless the current user may read or write the feed';
+
+/*
  * cfeed._sqled_head: a shard's head as of a new snapshot (the statement's
  * own in a function called from a STABLE one), through cfeed.shard (the
  * caller's privileges and read grants apply); null for a shard that is

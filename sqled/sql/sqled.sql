@@ -327,14 +327,14 @@ SELECT count(*) AS shards_unchanged FROM cfeed.shard WHERE feed_id = :rs_feed;
 -- an UPDATE moving a change to a closed shard is refused too
 SELECT cfeed.publish(:rs_feed, 1, 70) AS on_child;
 SELECT pg_temp.err(format($$UPDATE cfeed.change SET shard = 0 WHERE feed_id = %s AND change_id = 70$$, :rs_feed)) AS moved_to_closed;
--- a role without a write grant on the feed takes no lock of it with
--- shard_for, and its INSERT is refused first, as by cfeed.publish (42501),
--- whatever the shard; a writer of the feed locks it, and is refused a
--- closed shard (55000)
+-- a role without a grant on the feed is refused shard_for (42501, taking
+-- no lock of it), and its INSERT is refused first, as by cfeed.publish
+-- (42501), whatever the shard; a writer of the feed locks it, and is
+-- refused a closed shard (55000)
 SELECT cfeed.grant_write(:rs_feed, 'sqled_writer');
 SET ROLE sqled_nobody;
 BEGIN;
-SELECT cfeed.shard_for(:rs_feed, 'x') AS no_grant_shard;
+SELECT pg_temp.err(format($$SELECT cfeed.shard_for(%s, 'x')$$, :rs_feed)) AS no_grant_shard;
 SELECT count(*) AS no_grant_locks FROM pg_locks
 WHERE locktype = 'advisory' AND classid = 1667655013 AND pid = pg_backend_pid();
 ROLLBACK;
