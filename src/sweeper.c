@@ -569,6 +569,7 @@ cfeed_sweeper_main(Datum main_arg)
 		volatile int64 stamped = 0;
 		volatile bool several_writers = false;
 		volatile long sleep_ms = cfeed_fallback_interval;
+		volatile bool failed = false;
 		long		stats_ms;
 		long		pause_ms;
 		TimestampTz began = GetCurrentTimestamp();
@@ -605,7 +606,7 @@ cfeed_sweeper_main(Datum main_arg)
 			FlushErrorState();
 			AbortCurrentTransaction();
 			pgstat_report_activity(STATE_IDLE, NULL);
-			sleep_ms = 1000;
+			failed = true;
 		}
 		PG_END_TRY();
 		MemoryContextSwitchTo(TopMemoryContext);
@@ -621,6 +622,15 @@ cfeed_sweeper_main(Datum main_arg)
 		if (stats_ms > 0)
 			sleep_ms = Min(sleep_ms, stats_ms);
 
+		if (failed)
+		{
+			/*
+			 * A second before the next try, whatever commits meanwhile: each
+			 * one's wake-up would try again at once, and log the error again.
+			 */
+			sweep_pause(dboid, GetCurrentTimestamp(), 1000);
+			continue;
+		}
 		pause_ms = sweep_pause_ms(stamped, several_writers, began);
 		if (stamped >= cfeed_sweep_batch_size)
 			continue;			/* a full batch: more is probably pending */
