@@ -839,7 +839,12 @@ COMMENT ON FUNCTION cfeed._marks_local(int) IS 'internal: every mark of the swee
  *     row shard and of every range change of the group that no stamp
  *     names.  The adopted writer is below next_xid and never running: its
  *     changes are stamped.  The next sweep stamps the others, after the
- *     shards' heads.
+ *     shards' heads.  A range change no stamp names whose writer_xid is
+ *     at or above the snapshot's xmax (another cluster's, copied by a
+ *     data-only restore with --disable-triggers, which kept the guard from
+ *     giving it the restoring transaction's) is given this transaction's:
+ *     no mark could say whether such a writer is stamped (next_xid stays
+ *     below it), and every sweep would stamp it again.
  *
  * cfeed.stamp is locked first in EXCLUSIVE mode: the sweeps, which lock it
  * before their snapshot (sweep.c), wait for the adoption; writers go on.
@@ -877,7 +882,14 @@ BEGIN
 					 AND NOT EXISTS (SELECT FROM cfeed.sweep_mark m WHERE m.sweep_group = sc.sweep_group)
 				   ORDER BY 1 LOOP
 		sweep_group := v_group;
-		PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+		BEGIN
+			PERFORM pg_catalog.set_config('session_replication_role', 'replica', true);
+		EXCEPTION WHEN insufficient_privilege THEN
+			RAISE EXCEPTION 'cfeed.adopt_marks() needs to set session_replication_role, which cfeed''s owner may not'
+				USING ERRCODE = '42501',
+					  DETAIL = 'It rewrites the writers of stamped changes, which a guard of cfeed.change refuses outside replica mode.',
+					  HINT = pg_catalog.format('As a superuser: GRANT SET ON PARAMETER session_replication_role TO %I; then run cfeed.adopt_marks() again.', pg_catalog.current_user());
+		END;
 		WITH named AS (
 			SELECT st.feed_id, st.shard, e.change_id, pg_catalog.count(*) AS n
 			FROM cfeed.stamp st
@@ -898,6 +910,14 @@ BEGIN
 		FROM candidates r JOIN named n USING (feed_id, shard, change_id)
 		WHERE c.ctid = r.tid AND r.rn <= n.n;
 		GET DIAGNOSTICS changes = ROW_COUNT;
+		-- a change no stamp names whose writer_xid no transaction here has
+		-- had yet (copied by a data-only restore that disabled the guard)
+		UPDATE cfeed.change c SET writer_xid = v_me
+		FROM cfeed.shard_config sc
+		WHERE sc.feed_id = c.feed_id AND sc.shard = c.shard
+		  AND sc.sweep_group = v_group AND sc.storage = 'ranges'
+		  AND c.change_sequence_number IS NULL AND c.writer_xid <> v_adopted
+		  AND c.writer_xid >= pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot());
 		PERFORM pg_catalog.set_config('session_replication_role', v_role, true);
 		UPDATE cfeed.stamp st
 		SET first_writer_xid = v_adopted,
