@@ -13,6 +13,7 @@ OBJS = \
 	src/sweep.o \
 	src/sweep_sql.o \
 	src/sweep_report.o \
+	src/notify.o \
 	src/stamp.o \
 	src/ranges.o \
 	src/watermark.o \

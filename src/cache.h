@@ -112,6 +112,9 @@
  *	 created extension	utility.c: CREATE EXTENSION cfeed ran, so the
  *						launcher probes the database at commit.  One
  *						transaction.
+ *	 notifications		notify.c: the longpoll shards' new heads to NOTIFY
+ *						at commit, each with its subtransaction level.
+ *						One transaction.
  *
  * Process state, for the life of the process:
  *
@@ -121,13 +124,17 @@
  *						change_id.c, ProcessUtility in utility.c, shared
  *						memory's in shmem.c), the transaction callbacks
  *						registered once (shmem.c, stamp.c, watermark.c,
- *						utility.c), and CfeedShared, where cfeed's shared
+ *						utility.c, notify.c), and CfeedShared, where cfeed's shared
  *						memory is (shmem.c).
  *	 sweeper			sweeper.c, in a sweeper worker: its slot in shared
  *						memory, the extension's owner and when it was last
  *						read, when retention last ran, and the state of its
  *						once-only and rate-limited warnings.
  *	 launcher			launcher.c, in the launcher: the sweepers it started.
+ *	 owed notifications	notify.c: per longpoll shard whose NOTIFY a full
+ *						queue made this process skip, the highest head;
+ *						dropped once a commit has queued them.  And when
+ *						the process last warned of a full queue.
  *	 settings			settings.c: the GUC variables (PostgreSQL sets them).
  *
  * The caches in the registry (CfeedCacheId) register their callback when

@@ -224,6 +224,8 @@ typedef struct CfeedPendingChange
 extern bool cfeed_sweep_group(int32 sweep_group, bool nowait, Oid owner,
 							  CfeedSweepResult *result);
 extern void cfeed_check_sweep_isolation(void);
+
+/* notify.c */
 extern void cfeed_notify_head(const CfeedShard *shard, int64 head);
 
 /* sweep_report.c */

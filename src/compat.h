@@ -26,6 +26,11 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/wait_event.h"
+#if PG_VERSION_NUM >= 170000
+#include "commands/async.h"		/* max_notify_queue_pages */
+#else
+#include "access/slru.h"		/* SLRU_PAGES_PER_SEGMENT */
+#endif
 
 /* PostgreSQL 15 starts the next transaction inside SPI_commit(). */
 #if PG_VERSION_NUM >= 150000
@@ -57,6 +62,23 @@
 #define CFEED_CALL_UTILITY(prev) \
 	((prev) ? (prev) : standard_ProcessUtility)(pstmt, queryString, \
 												context, params, queryEnv, dest, qc)
+#endif
+
+/*
+ * PostgreSQL's notification queue (async.c), for notify.c: the pages that
+ * pg_notification_queue_usage() measures its usage against, and how many
+ * pages short of them PreCommit_Notify may find it full already.  From 17
+ * the size is the setting max_notify_queue_pages, and the queue is full
+ * with that many pages in use; before, it is half the SLRU's page numbers
+ * (8 GB with 8 kB pages), and full counts from the tail rounded back to
+ * the start of its SLRU segment: up to a segment sooner.
+ */
+#if PG_VERSION_NUM >= 170000
+#define CFEED_NOTIFY_QUEUE_PAGES	((double) max_notify_queue_pages)
+#define CFEED_NOTIFY_QUEUE_SLACK	0
+#else
+#define CFEED_NOTIFY_QUEUE_PAGES	((double) (SLRU_PAGES_PER_SEGMENT * 0x10000 / 2))
+#define CFEED_NOTIFY_QUEUE_SLACK	SLRU_PAGES_PER_SEGMENT
 #endif
 
 /* LockHeldByMe gained orstronger in 17 (false: exactly the mode). */

@@ -53,7 +53,9 @@
  *				on disk (and on a synchronous standby) before a reader can see it
  *	 announce	the result per shard, the readers' wake-up at commit
  *				(shmem.c) and a NOTIFY of each longpoll shard's new head on
- *				channel cfeed_<feed_id>_<shard>
+ *				channel cfeed_<feed_id>_<shard> (notify.c: queued at
+ *				commit when PostgreSQL's notification queue has room,
+ *				owed until it has: a full queue never fails the sweep)
  *
  * Locking protocol
  * ----------------
@@ -111,7 +113,6 @@
 #include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
-#include "commands/async.h"
 #include "commands/extension.h"
 #include "common/int.h"
 #include "executor/executor.h"
@@ -924,24 +925,6 @@ sweep_write(SweepState *s)
 	}
 	cfeed_stamp_commit_level();
 	pfree(ranged);
-}
-
-/*
- * cfeed_notify_head
- *		NOTIFY a longpoll shard's new head on channel cfeed_<feed_id>_<shard>
- *		(sent at commit): a sweep's, and a publisher's stamp applied
- *		(upstream.c).
- */
-void
-cfeed_notify_head(const CfeedShard *shard, int64 head)
-{
-	char		channel[NAMEDATALEN];
-	char		payload[32];
-
-	snprintf(channel, sizeof(channel), CFEED_CHANNEL_PREFIX "%d_%d",
-			 shard->feed_id, shard->shard);
-	snprintf(payload, sizeof(payload), INT64_FORMAT, head);
-	Async_Notify(channel, payload);
 }
 
 /*

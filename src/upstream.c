@@ -25,8 +25,10 @@
  *	  changes by (writer_xid, change_id) in change_pending_idx, find the
  *	  replicated rows; and it wakes the shard's waiters (cfeed.wait,
  *	  read(wait_ms)) and notifies its channel (a longpoll shard's, with the
- *	  stamp's last number) at the apply's commit.  The subscriber's head,
- *	  reads and cursors are then the publisher's.
+ *	  stamp's last number) at the apply's commit (notify.c: later if
+ *	  PostgreSQL's notification queue is full then, never failing the
+ *	  commit).  The subscriber's head, reads and cursors are then the
+ *	  publisher's.
  *
  *	  What is refused, stopping the subscription with an error (it retries)
  *	  rather than hold changes no read would see or number twice: a change
