@@ -65,6 +65,7 @@ DECLARE
 	v_lasts bigint[];
 	v_lags bigint[];
 	v_notify bool[];
+	v_room bool;
 	i int;
 BEGIN
 	IF v_group IS NULL THEN PERFORM cfeed._null_arg('sweep_group'); END IF;
@@ -202,9 +203,19 @@ BEGIN
 						 UNION SELECT l FROM pg_catalog.unnest(v_left) l), ','), '') END,
 		false);
 
-	-- 3. announce
+	-- 3. announce; not while PostgreSQL's notification queue is nearly
+	-- full, which would fail this commit and its stamps (src/notify.c; the
+	-- heads skipped are not sent later: a LISTENer also waits with a timeout)
+	v_room := pg_catalog.pg_notification_queue_usage() <= 0.9;
+	IF NOT v_room AND pg_catalog.array_position(v_notify, true) IS NOT NULL THEN
+		RAISE WARNING 'cfeed: PostgreSQL''s notification queue is % full: the longpoll shards swept are not notified',
+			pg_catalog.round(pg_catalog.pg_notification_queue_usage()::numeric * 100) || '%'
+			USING ERRCODE = '54000',
+				  DETAIL = 'The changes are stamped; a reader that LISTENs is notified at the shard''s next sweep that finds room.',
+				  HINT = 'A session that LISTENs and stays in a transaction holds the queue back: find it in pg_stat_activity (idle in transaction) and end its transaction.';
+	END IF;
 	FOR i IN 1 .. COALESCE(pg_catalog.array_length(v_feeds, 1), 0) LOOP
-		IF v_notify[i] THEN
+		IF v_notify[i] AND v_room THEN
 			PERFORM pg_catalog.pg_notify('cfeed_' || v_feeds[i] || '_' || v_shard_nos[i], v_lasts[i]::text);
 		END IF;
 		feed_id := v_feeds[i];

@@ -753,7 +753,11 @@ CREATE FUNCTION cfeed._sqled_sweep_hint() RETURNS trigger
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
-	PERFORM pg_catalog.pg_notify('cfeed_sweep', '');
+	-- not while the notification queue is nearly full, which would fail
+	-- the writer's commit (the sweeper polls meanwhile)
+	IF pg_catalog.pg_notification_queue_usage() <= 0.9 THEN
+		PERFORM pg_catalog.pg_notify('cfeed_sweep', '');
+	END IF;
 	RETURN NULL;
 END
 $fn$;
