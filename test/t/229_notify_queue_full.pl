@@ -23,6 +23,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
+use FindBin;
 
 my $node = PostgreSQL::Test::Cluster->new('notify_full');
 plan skip_all => 'the notification queue is 8 GB before PostgreSQL 17 (no max_notify_queue_pages)'
@@ -105,6 +106,32 @@ is(scalar(() = $log =~ /cfeed: PostgreSQL's notification queue is/g), 1,
 	'the warning is logged once');
 $heard .= $reader->query("SELECT 'probe'");
 unlike($heard, qr/payload "$head"/, 'the reader was not notified while the queue was full');
+
+# The SQL edition, in another database of the cluster (one queue for all):
+# its sweep (cfeed.sweep(), SQL) stamps and skips its NOTIFY, with a
+# WARNING, rather than fail its commit with the stamps.
+my $sqled = "$FindBin::RealBin/../../sqled/cfeed-sql--"
+  . $node->safe_psql('postgres', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}) . '.sql';
+SKIP:
+{
+	skip "$sqled not built (make -C sqled)", 3 unless -f $sqled;
+	$node->safe_psql('postgres', 'CREATE DATABASE sqled');
+	$node->command_ok(
+		[
+			'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', $node->host, '-p', $node->port,
+			'-d', 'sqled', '-o', '/dev/null', '-f', $sqled
+		],
+		'the SQL edition installs');
+	my ($ret, $out, $err) = $node->psql('sqled', q{
+		SELECT cfeed.create_feed('s', 1);
+		SELECT cfeed.publish(1, 0) > 0;
+		SELECT change_count FROM cfeed.sweep();
+		SELECT cfeed.head(1, 0) - 2000000000000000;
+	});
+	is($out, "1\nt\n1\n1", 'the SQL edition sweeps and commits while the queue is full');
+	like($err, qr/WARNING:  cfeed: PostgreSQL's notification queue is \d+% full/,
+		'and warns that it skipped the notification');
+}
 
 # mallory's idle session commits: the queue drains, and the sweeper sends
 # the notification it owes without any new change.
