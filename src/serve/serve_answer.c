@@ -28,21 +28,23 @@ typedef struct HeldAnswer
 
 /*
  * add_common_headers
- *		CORS (--allow-origin), the content type, and Vary (the answer
- *		depends on Origin with CORS, and a complete one, which may be
- *		compressed, on Accept-Encoding).
+ *		CORS (--allow-origin), the content type, and Vary: the answer
+ *		depends on Accept (the same URL answers NDJSON or Server-Sent
+ *		Events), on Origin with CORS, and a complete one, which may be
+ *		compressed, on Accept-Encoding.
  */
 static void
 add_common_headers(struct MHD_Response *resp, const char *type, bool complete)
 {
 	bool		cors = cfeed_serve_opts.allow_origin != NULL;
+	char		vary[64];
 
 	MHD_add_response_header(resp, "Content-Type", type);
 	if (cors)
 		MHD_add_response_header(resp, "Access-Control-Allow-Origin", cfeed_serve_opts.allow_origin);
-	if (cors || complete)
-		MHD_add_response_header(resp, "Vary", !complete ? "Origin" :
-								cors ? "Origin, Accept-Encoding" : "Accept-Encoding");
+	snprintf(vary, sizeof(vary), "Accept%s%s", cors ? ", Origin" : "",
+			 complete ? ", Accept-Encoding" : "");
+	MHD_add_response_header(resp, "Vary", vary);
 }
 
 /*

@@ -291,9 +291,11 @@ may_read(const ServeToken *token, const char *feed)
 /*
  * cfeed_auth_check
  *		Whether the token with this secret (NULL: a request without one) may
- *		read feed: AUTH_UNKNOWN (no such token), AUTH_FORBIDDEN, or AUTH_OK
- *		with *grant filled (its label, whether it reads every feed, whether
- *		the feed is readable without a token).
+ *		read feed: AUTH_UNKNOWN (no such token; no token, where the feed is
+ *		not readable without one: the client is to authenticate),
+ *		AUTH_FORBIDDEN, or AUTH_OK with *grant filled (its label, whether it
+ *		reads every feed, whether the feed is readable without a token).
+ *		A feed readable without a token is readable with any valid one.
  */
 ServeAuth
 cfeed_auth_check(const char *secret, const char *feed, ServeGrant *grant)
@@ -303,9 +305,9 @@ cfeed_auth_check(const char *secret, const char *feed, ServeGrant *grant)
 
 	pthread_mutex_lock(&auth_lock);
 	token = find_token(loaded, secret);
-	if (token == NULL)
+	if (token == NULL || (secret == NULL && !may_read(token, feed)))
 		result = AUTH_UNKNOWN;
-	else if (!may_read(token, feed))
+	else if (!may_read(token, feed) && !may_read(loaded->anonymous, feed))
 		result = AUTH_FORBIDDEN;
 	else
 	{

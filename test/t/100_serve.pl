@@ -299,6 +299,29 @@ is(http_get("$url/orders%00x", $alice)->{status}, 404, '%00 in a path: no such f
 	wait_stamped();
 }
 
+# --- an anonymous line ("-"): its feeds need no token, and any valid token
+# reads them too; a request without a token for another feed gets 401 with
+# WWW-Authenticate, as without the line (a review: 403 without it, and a
+# valid token that did not list the public feed got 403 where no token got
+# 200)
+{
+	my $tokens = slurp_file("$dir/tokens");
+	write_tokens("$dir/tokens", $tokens . "- other public");
+	$gw->{handle}->signal('HUP');
+	my $until = time + 10;
+	usleep(50_000) while http_get("$url/other")->{status} != 200 && time < $until;
+	is(http_get("$url/other")->{status}, 200, 'anonymous: a public feed without a token');
+	my $r = http_get("$url/orders");
+	is($r->{status}, 401, 'anonymous line: no token for a feed not public is 401');
+	like($r->{headers}{'www-authenticate'}, qr/Bearer/, 'with WWW-Authenticate');
+	is(http_get("$url/other", $alice)->{status}, 200, 'a valid token that does not list the public feed reads it');
+	is(http_get("$url/other", 'not-a-token-at-all-xx')->{status}, 401, 'an unknown token is still 401 there');
+	write_tokens("$dir/tokens", $tokens);
+	$gw->{handle}->signal('HUP');
+	$until = time + 10;
+	usleep(50_000) while http_get("$url/other")->{status} != 401 && time < $until;
+}
+
 is(http_get("$url/gone", $alice)->{status}, 404, 'a feed the token lists that does not exist: 404');
 
 # a token for every feed (*) may read the feeds the gateway's role may read:
@@ -424,6 +447,7 @@ for my $p (0, 1)
 	my $gz = http_get($page, $alice, 'Accept-Encoding' => 'gzip, deflate');
 	is($gz->{headers}{'content-encoding'}, 'gzip', 'Accept-Encoding: gzip: a gzip page');
 	like($gz->{headers}{vary}, qr/Accept-Encoding/, 'which varies with Accept-Encoding');
+	like($gz->{headers}{vary}, qr/\bAccept\b(?!-)/, 'and with Accept (the same URL answers Server-Sent Events)');
 	IO::Uncompress::Gunzip::gunzip(\$gz->{content}, \my $unzipped);
 	is($unzipped, $plain->{content}, 'and unzips to the plain page');
 	ok(length $gz->{content} < length($plain->{content}) / 4,
