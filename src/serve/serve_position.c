@@ -150,8 +150,10 @@ parse_compact(const char *text, ServeSseId *id)
 		long long	shard;
 		size_t		n;
 
+		/* a round (lo, hi] is never empty */
 		if (colon == NULL || !parse_time(text, dot - text, &id->lo) ||
-			!parse_time(dot + 1, dot2 - dot - 1, &id->hi) || id->hi == SERVE_ROUND_FIRST)
+			!parse_time(dot + 1, dot2 - dot - 1, &id->hi) || id->hi == SERVE_ROUND_FIRST ||
+			id->lo >= id->hi)
 			return false;
 		n = colon - dot2 - 1;
 		if (n == 0 || n >= sizeof(part))

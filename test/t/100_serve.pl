@@ -512,6 +512,19 @@ is(join(',', sort { my @x = split /:/, $a; my @y = split /:/, $b; $x[0] <=> $y[0
 my %seen;
 is(scalar(grep { $seen{$_}++ } @all), 0, 'SSE across a restart: nothing repeated');
 is(http_get("$url/orders", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => 'garbage')->{status}, 400, 'bad Last-Event-ID: 400');
+# an id of the stream's form whose time is years ahead: no database of this
+# feed is that far behind, so it was never sent (a review: 200 and "retry"
+# for ever, the EventSource reconnecting every second)
+{
+	my (undef, $real_id) = sse_events($resumed);
+	my ($epoch) = ($real_id // '') =~ /@(\d+)$/;
+	(my $inverted = $real_id // '') =~ s/^\d+/9999999999999999/;
+	note("id $real_id, made up 9999999999999999\@$epoch and $inverted");
+	is(http_get("$url/orders", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => "9999999999999999\@$epoch")->{status},
+		400, 'a Last-Event-ID with a time far ahead: 400');
+	is(http_get("$url/orders", $alice, Accept => 'text/event-stream', 'Last-Event-ID' => $inverted)->{status},
+		400, 'a mid-round Last-Event-ID whose round ends before it begins: 400');
+}
 
 # --- metrics and health
 $r = http_get("$gw->{url}/metrics");
