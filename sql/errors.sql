@@ -87,6 +87,14 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.channel(NULL, 0)$$),
   ($$SELECT cfeed.channel(1, NULL)$$)
 ) AS t(cmd);
+-- a default feed_id past the top of int: a name in the way is named first,
+-- else 54000 asks for a feed_id (1.8: a bare 22003 "integer out of range")
+SELECT cfeed.create_feed('top', 1, 2147483647);
+SELECT pg_temp.err($$SELECT cfeed.create_feed('top')$$) AS top_name_taken,
+       pg_temp.err($$SELECT cfeed.create_feed('above_top')$$) AS above_top,
+       pg_temp.err($$SELECT cfeed.create_feed('e', 1, 2147483647)$$) AS given_taken;
+DELETE FROM cfeed.shard WHERE feed_id = 2147483647;
+DELETE FROM cfeed.feed WHERE feed_id = 2147483647;
 -- the nullable arguments are fine: feed_id and comment of create_feed, cursor of read
 SELECT cfeed.create_feed('nullable', 1, NULL, 0, true, NULL);
 SELECT count(*) FROM cfeed.read(1, 0, NULL);

@@ -97,17 +97,22 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 
 	if (PG_ARGISNULL(2))
 	{
-		cfeed_spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0) + 1 FROM cfeed.feed",
-				 0, NULL, NULL, NULL, SPI_OK_SELECT);
-		feed_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		int64		next;
+
+		cfeed_spi_exec("SELECT COALESCE(pg_catalog.max(feed_id), 0)::pg_catalog.int8 + 1 FROM cfeed.feed",
+					   0, NULL, NULL, NULL, SPI_OK_SELECT);
+		next = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		/* past the top of int: a name in the way says so first, below */
+		feed_id = next > PG_INT32_MAX ? PG_INT32_MAX : (int32) next;
 	}
 	else
 		feed_id = PG_GETARG_INT32(2);
 
 	values[0] = Int32GetDatum(feed_id);
 	values[1] = PointerGetDatum(cstring_to_text(name));
-	cfeed_spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2",
-			 2, types, values, NULL, SPI_OK_SELECT);
+	cfeed_spi_exec("SELECT feed_id, name FROM cfeed.feed WHERE feed_id = $1 OR name = $2"
+				   " ORDER BY name = $2 DESC",
+				   2, types, values, NULL, SPI_OK_SELECT);
 	if (SPI_processed > 0)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[0];
@@ -121,6 +126,12 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 					 errmsg("feed \"%s\" already exists", name),
 					 errdetail("Feed %d has that name; feed names are unique.", old_id),
 					 errhint("Choose another name.")));
+		if (PG_ARGISNULL(2))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("cannot pick a feed id for feed \"%s\": feed %d exists", name, PG_INT32_MAX),
+					 errdetail("create_feed picks the id above the highest, and %d is the highest an int holds.", PG_INT32_MAX),
+					 errhint("Give the feed_id.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("feed %d already exists", feed_id),

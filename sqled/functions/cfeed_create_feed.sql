@@ -8,6 +8,7 @@
 	AS $fn$
 DECLARE
 	v_id int := create_feed.feed_id;
+	v_picked bool := create_feed.feed_id IS NULL;
 	v_old record;
 BEGIN
 	IF create_feed.name IS NULL THEN PERFORM cfeed._null_arg('name'); END IF;
@@ -30,10 +31,13 @@ BEGIN
 	-- concurrent create_feed calls pick feed ids and names one at a time
 	LOCK TABLE cfeed.feed IN SHARE ROW EXCLUSIVE MODE;
 	IF v_id IS NULL THEN
-		SELECT COALESCE(pg_catalog.max(f.feed_id), 0) + 1 INTO v_id FROM cfeed.feed f;
+		-- past the top of int: a name in the way says so first, below
+		SELECT LEAST(COALESCE(pg_catalog.max(f.feed_id), 0)::bigint + 1, 2147483647)::int INTO v_id
+		FROM cfeed.feed f;
 	END IF;
 	SELECT f.feed_id, f.name INTO v_old FROM cfeed.feed f
 	WHERE f.feed_id = v_id OR f.name = create_feed.name
+	ORDER BY f.name = create_feed.name DESC
 	LIMIT 1;
 	IF FOUND THEN
 		IF v_old.name = create_feed.name THEN
@@ -41,6 +45,12 @@ BEGIN
 				USING ERRCODE = '42710',
 					  DETAIL = pg_catalog.format('Feed %s has that name; feed names are unique.', v_old.feed_id),
 					  HINT = 'Choose another name.';
+		END IF;
+		IF v_picked THEN
+			RAISE EXCEPTION 'cannot pick a feed id for feed "%": feed 2147483647 exists', create_feed.name
+				USING ERRCODE = '54000',
+					  DETAIL = 'create_feed picks the id above the highest, and 2147483647 is the highest an int holds.',
+					  HINT = 'Give the feed_id.';
 		END IF;
 		RAISE EXCEPTION 'feed % already exists', v_id
 			USING ERRCODE = '42710',
