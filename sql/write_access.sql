@@ -68,7 +68,10 @@ SET ROLE regress_wa_editor;
 SELECT pg_temp.err(format($$UPDATE cfeed.change SET "row" = '{"id":1,"ssn":"FORGED"}' WHERE tbl = %s$$, :wa_secrets_no)) AS set_image;
 SELECT pg_temp.err(format($$UPDATE cfeed.change SET tbl = %s, op = 'insert', "row" = '{}' WHERE tbl IS NULL$$, :wa_secrets_no)) AS add_image;
 SELECT pg_temp.err(format($$UPDATE cfeed.change SET "row" = NULL, op = NULL, tbl = NULL WHERE tbl = %s$$, :wa_secrets_no)) AS clear_image;
+-- nor a written_at (a review: '-infinity' by UPDATE failed cfeed.stats again): kept
+SELECT pg_temp.err($$UPDATE cfeed.change SET written_at = '-infinity'$$) AS set_written_at;
 RESET ROLE;
+SELECT count(*) FILTER (WHERE NOT isfinite(written_at)) AS infinite_written_at FROM cfeed.change;
 SELECT count(tbl) AS images_left, count(*) FILTER (WHERE "row" ->> 'ssn' = 'FORGED') AS forged FROM cfeed.change;
 
 -- backfill writes images only from its own inserts: code of the writer's that

@@ -193,6 +193,29 @@ check_image(HeapTuple tuple, TupleDesc desc, int32 feed_id)
 }
 
 /*
+ * keep_written_at
+ *		newtup, or a copy with oldtup's written_at where an UPDATE by
+ *		anyone but a row copied in (row_copied_in) changed it: a writer's
+ *		written_at is its transaction's start (cfeed_change_guard), and
+ *		stays so.
+ */
+static HeapTuple
+keep_written_at(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
+{
+	bool		oldnull;
+	bool		newnull;
+	Datum		oldval = heap_getattr(oldtup, Anum_change_written_at, desc, &oldnull);
+	Datum		newval = heap_getattr(newtup, Anum_change_written_at, desc, &newnull);
+	int			col = Anum_change_written_at;
+	bool		keepnull = oldnull;
+
+	if (newnull || (!oldnull && DatumGetTimestampTz(oldval) == DatumGetTimestampTz(newval)) ||
+		row_copied_in())
+		return newtup;
+	return heap_modify_tuple_by_cols(newtup, desc, 1, &col, &oldval, &keepnull);
+}
+
+/*
  * cfeed_writer_xid
  *		Default of cfeed.change.writer_xid: the writing transaction's
  *		top-level xid, by which the sweeper finds the changes it has not yet
@@ -678,5 +701,5 @@ cfeed_change_image_guard(PG_FUNCTION_ARGS)
 			break;
 		}
 	}
-	PG_RETURN_POINTER(newtup);
+	PG_RETURN_POINTER(keep_written_at(oldtup, newtup, desc));
 }

@@ -1,7 +1,8 @@
 /*
  * cfeed._change_image_guard(): BEFORE UPDATE on cfeed.change: an UPDATE
  * that writes a row image (tbl, op, row) is refused (42501) unless logical
- * replication's apply or a role with the owner's privileges makes it.
+ * replication's apply or a role with the owner's privileges makes it;
+ * anyone else's new written_at is undone (as an INSERT's, src/guard.c).
  * Fires for the sweep's stamping UPDATE too, which writes none.
  */
 	LANGUAGE plpgsql
@@ -18,6 +19,11 @@ BEGIN
 					  DETAIL = 'Row images come only from cfeed''s tracking.',
 					  HINT = 'Leave tbl, op and row out of the INSERT; to publish a table''s rows, track it with cfeed.track().';
 		END IF;
+	END IF;
+	IF NEW.written_at IS DISTINCT FROM OLD.written_at AND NEW.written_at IS NOT NULL
+	   AND pg_catalog.current_setting('session_replication_role') <> 'replica'
+	   AND NOT cfeed._sqled_owner() THEN
+		NEW.written_at := OLD.written_at;
 	END IF;
 	RETURN NEW;
 END
