@@ -25,11 +25,8 @@
  *				an aborted subtransaction's entries leave the list, a
  *				committed one's pass to its parent, as PostgreSQL's own
  *				pending NOTIFYs do
- *	 pre-commit	(XACT_EVENT_PRE_COMMIT, just before PreCommit_Notify)
- *				take the lock that PreCommit_Notify takes to serialize the
- *				commits that notify (held until this transaction ends: no
- *				other transaction adds to the queue before this one has),
- *				then measure the queue (pg_notification_queue_usage(),
+ *	 pre-commit	(XACT_EVENT_PRE_COMMIT, before PreCommit_Notify)
+ *				measure the queue (pg_notification_queue_usage(),
  *				which first moves its tail past what every listener has
  *				read); if the list and the notifications this process
  *				owes (below) leave the queue at most NOTIFY_QUEUE_LIMIT
@@ -60,11 +57,9 @@
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/pg_database.h"
 #include "commands/async.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
-#include "storage/lmgr.h"
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -187,8 +182,14 @@ notify_pre_commit(void)
 	if (n == 0)
 		return;
 
-	/* as PreCommit_Notify does (async.c): until this transaction ends */
-	LockSharedObject(DatabaseRelationId, InvalidOid, 0, AccessExclusiveLock);
+	/*
+	 * Without PreCommit_Notify's lock, which would be held while the
+	 * callbacks after this one run (postgres_fdw's remote COMMIT, whose
+	 * NOTIFY would wait for it: a wait no deadlock check sees): another
+	 * commit may add to the queue before this one does, which the limit's
+	 * margin leaves room for.  Were the queue full all the same, this
+	 * commit would fail as before, once: the next sweep finds it full.
+	 */
 	usage = queue_usage();
 
 	/*
