@@ -102,7 +102,7 @@ my $fetch = start_stream("$feed_url?token=$api_token&partition=0&cursor=_last", 
 ok( $node->poll_query_until('postgres',
 		q{select count(*) > 0 from pg_locks l join pg_stat_activity a using (pid)
 		  where l.relation = 'cfeed.feed'::regclass and not l.granted
-		    and a.query like '%from cfeed.feed f left join cfeed.shard s%'}),
+		    and a.query like '%from cfeed.feed f left join lateral (select * from cfeed.shard s%'}),
 	"the fetch's lookup waits for the heads");
 set_sweeper('on');
 ok($node->poll_query_until('postgres', 'select cfeed.head(1, 0) > start_sequence_number from cfeed.shard where shard = 0'),
