@@ -39,12 +39,7 @@ DECLARE
 BEGIN
 	IF backfill.tbl IS NULL THEN PERFORM cfeed._null_arg('tbl'); END IF;
 	IF backfill.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
-	IF NOT cfeed._may_write(backfill.feed_id) THEN
-		RAISE EXCEPTION 'permission denied to write feed %', backfill.feed_id
-			USING ERRCODE = '42501',
-				  DETAIL = pg_catalog.format('Role "%s" has no write grant on feed %s.', CURRENT_USER, backfill.feed_id),
-				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_write(%s, role).', backfill.feed_id);
-	END IF;
+	PERFORM cfeed._sqled_check_write(backfill.feed_id);
 	v_name := cfeed._sqled_track_table(backfill.tbl, 'SHARE ROW EXCLUSIVE');
 	SELECT l.shard_count INTO v_count FROM cfeed._sqled_layout(backfill.feed_id, false) l;
 	v_args := cfeed._sqled_track_args(backfill.tbl);

@@ -31,11 +31,8 @@ BEGIN
 		NEW.written_at := pg_catalog.transaction_timestamp();
 		v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id();
 	END IF;
-	IF NEW.feed_id IS NOT NULL AND NOT v_replica AND NOT cfeed._may_write(NEW.feed_id) THEN
-		RAISE EXCEPTION 'permission denied to write feed %', NEW.feed_id
-			USING ERRCODE = '42501',
-				  DETAIL = pg_catalog.format('Role "%s" has no write grant on feed %s.', CURRENT_USER, NEW.feed_id),
-				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_write(%s, role).', NEW.feed_id);
+	IF NEW.feed_id IS NOT NULL AND NOT v_replica THEN
+		PERFORM cfeed._sqled_check_write(NEW.feed_id);
 	END IF;
 	IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL AND NOT v_replica
 	   AND NOT (v_restored AND cfeed._sqled_owner()) THEN

@@ -10,12 +10,7 @@ BEGIN
 	IF publish.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	IF publish.shard IS NULL THEN PERFORM cfeed._null_arg('shard'); END IF;
 	IF publish.change_id IS NULL THEN PERFORM cfeed._null_arg('change_id'); END IF;
-	IF NOT cfeed._may_write(publish.feed_id) THEN
-		RAISE EXCEPTION 'permission denied to write feed %', publish.feed_id
-			USING ERRCODE = '42501',
-				  DETAIL = pg_catalog.format('Role "%s" has no write grant on feed %s.', CURRENT_USER, publish.feed_id),
-				  HINT = pg_catalog.format('The extension''s owner grants it with cfeed.grant_write(%s, role).', publish.feed_id);
-	END IF;
+	PERFORM cfeed._sqled_check_write(publish.feed_id);
 	PERFORM cfeed._sqled_check_shard(publish.feed_id, publish.shard);	-- 42704, as a function's
 	INSERT INTO cfeed.change (feed_id, shard, change_id)
 	VALUES (publish.feed_id, publish.shard, publish.change_id);
