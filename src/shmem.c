@@ -12,9 +12,20 @@
  *	- a worker updates the counters of its own slot (sweeps, changes_stamped,
  *	  last_sweep_time, last_error) without the lock: one writer, and readers
  *	  of cfeed.sweepers accept a torn read of a counter;
- *	- a committing writer reads workers[].dboid/latch without the lock to set
- *	  latches: a stale slot only costs a spurious wake-up, and a latch
- *	  (PGPROC's procLatch) stays valid memory for the life of the server.
+ *	- a committing writer reads workers[].dboid/latch/pausing without the
+ *	  lock to set latches: a stale slot only costs a spurious wake-up (or
+ *	  none for a sweeper that sweeps when it starts), and a latch (PGPROC's
+ *	  procLatch) stays valid memory for the life of the server.
+ *
+ * A sweeper that pauses after a sweep (sweeper.c, "Gathering") sets its
+ * slot's pausing flag: it sweeps when the pause ends whatever commits
+ * meanwhile, so a commit leaves its latch alone, sparing the sweeper a
+ * wake-up (a signal, a context switch and a pass of its wait loop) per
+ * commit under the very load that gathers.  It clears the flag with a
+ * full barrier before the next sweep takes its snapshot, and a writer
+ * reads it after its commit is visible, with a barrier between: either
+ * the writer sees the flag clear and sets the latch, or that sweep's
+ * snapshot sees the commit.
  *
  * Readers wait on one of CFEED_WAIT_BUCKETS condition variables, chosen by
  * hashing (database, feed, shard).  A sweep broadcasts a shard's bucket
@@ -115,7 +126,7 @@ shmem_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
 	{
 		if (wrote_changes)
-			cfeed_wake_sweepers(MyDatabaseId);
+			cfeed_wake_sweepers_for_commit(MyDatabaseId);
 		if (have_pending_broadcast)
 		{
 			int			i;
@@ -166,25 +177,50 @@ cfeed_note_write(void)
 }
 
 /*
- * cfeed_wake_sweepers
- *		Set the latch of every sweeper of a database.  Lock-free; see the
- *		header comment.
+ * wake_sweepers
+ *		Set the latch of every sweeper of a database, but of one pausing
+ *		after a sweep when for_commit.  Lock-free; see the header comment.
  */
-void
-cfeed_wake_sweepers(Oid dboid)
+static void
+wake_sweepers(Oid dboid, bool for_commit)
 {
 	int			i;
 
 	if (CfeedShared == NULL)
 		return;
+	if (for_commit)
+		pg_memory_barrier();	/* the commit before the flags; see header */
 	for (i = 0; i < CfeedShared->max_workers; i++)
 	{
 		CfeedWorkerSlot *slot = &CfeedShared->workers[i];
 		Latch	   *latch = slot->latch;
 
-		if (slot->in_use && slot->dboid == dboid && latch != NULL)
+		if (slot->in_use && slot->dboid == dboid && latch != NULL &&
+			!(for_commit && pg_atomic_read_u32(&slot->pausing) != 0))
 			SetLatch(latch);
 	}
+}
+
+/*
+ * cfeed_wake_sweepers
+ *		Wake every sweeper of a database, a pausing one too (a utility
+ *		command that wants the database unconnected).
+ */
+void
+cfeed_wake_sweepers(Oid dboid)
+{
+	wake_sweepers(dboid, false);
+}
+
+/*
+ * cfeed_wake_sweepers_for_commit
+ *		Wake the sweepers of a database for a commit that recorded changes:
+ *		one pausing after a sweep sweeps them when its pause ends.
+ */
+void
+cfeed_wake_sweepers_for_commit(Oid dboid)
+{
+	wake_sweepers(dboid, true);
 }
 
 /*

@@ -48,6 +48,8 @@ typedef struct CfeedWorkerSlot
 	int32		sweep_group;
 	pid_t		pid;
 	Latch	   *latch;
+	/* 1 while the worker pauses after a sweep: commits need not wake it */
+	pg_atomic_uint32 pausing;
 	/* written by the worker alone */
 	uint64		sweeps;
 	uint64		changes_stamped;
@@ -76,6 +78,7 @@ extern CfeedSharedState *CfeedShared;
 extern void cfeed_shmem_init(void);
 extern void cfeed_note_write(void);
 extern void cfeed_wake_sweepers(Oid dboid);
+extern void cfeed_wake_sweepers_for_commit(Oid dboid);
 extern ConditionVariable *cfeed_wait_bucket(int32 feed_id, int32 shard);
 extern void cfeed_broadcast_at_commit(int32 feed_id, int32 shard);
 

@@ -140,6 +140,7 @@ claim_slot(Oid dboid, int32 sweep_group)
 	free_slot->sweep_group = sweep_group;
 	free_slot->pid = MyProcPid;
 	free_slot->latch = MyLatch;
+	pg_atomic_init_u32(&free_slot->pausing, 0);
 	my_slot = free_slot;
 	LWLockRelease(CfeedShared->lock);
 	before_shmem_exit(release_slot, (Datum) 0);
@@ -508,24 +509,29 @@ sweep_pause_ms(int64 stamped, bool several_writers, TimestampTz began)
  *		configuration reload or a pause, for the loop to act on it, and when
  *		the clock was set back since the sweep began (more than pause_ms
  *		left): waiting for it to come back would stop stamping that long.
+ *		Commits meanwhile do not wake it (the slot's pausing flag).
  */
 static void
 sweep_pause(Oid dboid, TimestampTz began, long pause_ms)
 {
 	TimestampTz until = TimestampTzPlusMilliseconds(began, pause_ms);
 
+	/* commits leave the latch alone meanwhile (shmem.c) */
+	pg_atomic_write_u32(&my_slot->pausing, 1);
 	for (;;)
 	{
 		long		remaining = cfeed_ms_until(GetCurrentTimestamp(), until);
 
 		if (remaining <= 0 || remaining > pause_ms ||
 			ConfigReloadPending || database_paused(dboid))
-			return;
+			break;
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 remaining, cfeed_wait_event(CFEED_WAIT_SWEEPER_DELAY));
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	}
+	/* before the next sweep's snapshot: a full barrier (shmem.c) */
+	(void) pg_atomic_exchange_u32(&my_slot->pausing, 0);
 }
 
 /*

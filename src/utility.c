@@ -295,7 +295,7 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 		 */
 		if (IsA(parsetree, TransactionStmt) &&
 			((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
-			cfeed_wake_sweepers(MyDatabaseId);
+			cfeed_wake_sweepers_for_commit(MyDatabaseId);
 		return;
 	}
 
