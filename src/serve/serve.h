@@ -39,7 +39,9 @@
 #define SERVE_RETRY_MS			500		/* a stream's next read after the database was down */
 #define SERVE_SSE_RETRY_MS		1000	/* EventSource's reconnection delay */
 #define SERVE_DEFAULT_PAGE		100		/* fetch without pageSizeHint */
-#define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard */
+#define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard ... */
+#define SERVE_TAIL_BYTES		(8 * 1024 * 1024)	/* ... and its bytes, but for
+													 * its newest event */
 #define SERVE_NAME_MAX			64
 #define SERVE_SAFETY_MS			5000	/* read followed shards anyway */
 #define SERVE_HINT_QUIET_MS		20		/* hints after a read that found

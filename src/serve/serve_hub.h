@@ -55,6 +55,7 @@ typedef struct HubShard
 	HubEvent   *ring;
 	int			start;
 	int			count;
+	long long	bytes;			/* of the events' JSON in the ring */
 } HubShard;
 
 extern pthread_mutex_t cfeed_hub_lock;

@@ -5,7 +5,9 @@
  *		memory, and wait in the hub until it has something for them.
  *
  * A followed shard's tail holds the events with numbers in (base, last]
- * of one feed epoch, at most SERVE_TAIL_EVENTS of them, appended in order by
+ * of one feed epoch, at most SERVE_TAIL_EVENTS of them and SERVE_TAIL_BYTES
+ * of their JSON (wide rows: 4,096 events of 16 kB rows held 64 MB a
+ * shard), or the newest one alone when it is larger, appended in order by
  * the hub thread (serve_hub.c) once per new batch, so every client at the
  * head takes the same events from memory: the database's work grows with
  * the changes, not with the clients.  A client whose cursor is below base,
@@ -52,6 +54,7 @@ cfeed_hub_drop_tail(HubShard *h)
 	for (int i = 0; i < h->count; i++)
 		free(h->ring[(h->start + i) % SERVE_TAIL_EVENTS].json);
 	h->start = h->count = 0;
+	h->bytes = 0;
 	h->based = false;
 	h->gen++;
 	cfeed_hub_activate_wanted = true;
@@ -423,7 +426,9 @@ cfeed_hub_wake_all(void)
 /*
  * cfeed_hub_append
  *		Append an event to h's tail (cfeed_hub_lock held), dropping the
- *		oldest one when the tail is full.
+ *		oldest ones while the tail is full, in events or in bytes.  A
+ *		follower whose cursor falls below the new base catches up through
+ *		the pool (cfeed_hub_take).
  */
 void
 cfeed_hub_append(HubShard *h, long long number, long long stamped_us,
@@ -431,10 +436,12 @@ cfeed_hub_append(HubShard *h, long long number, long long stamped_us,
 {
 	HubEvent   *e;
 
-	if (h->count == SERVE_TAIL_EVENTS)
+	while (h->count > 0 &&
+		   (h->count == SERVE_TAIL_EVENTS || h->bytes + len > SERVE_TAIL_BYTES))
 	{
 		e = &h->ring[h->start];
 		h->base = e->number;
+		h->bytes -= e->len;
 		free(e->json);
 		h->start = (h->start + 1) % SERVE_TAIL_EVENTS;
 		h->count--;
@@ -443,6 +450,7 @@ cfeed_hub_append(HubShard *h, long long number, long long stamped_us,
 	e->number = number;
 	e->stamped_us = stamped_us;
 	e->len = len;
+	h->bytes += len;
 	e->json = cfeed_serve_alloc(len + 1);
 	memcpy(e->json, json, len);
 	h->last = number;
@@ -470,22 +478,24 @@ cfeed_hub_mark_all_due(void)
 void
 cfeed_hub_metrics(ServeBuf *b)
 {
-	static const char *const names[] = {"head", "tail", "lag", "followers"};
+	static const char *const names[] = {"head", "tail", "lag", "followers", "tail_bytes"};
 	static const char *const help[] = {
 		"Highest change_sequence_number the gateway read from the database.",
 		"Last change_sequence_number in the gateway's in-memory tail.",
 		"Changes stamped but not yet in the gateway's tail (head - tail).",
-		"Streaming requests reading the shard."
+		"Streaming requests reading the shard.",
+		"Bytes of events held in the gateway's in-memory tail."
 	};
 
 	pthread_mutex_lock(&cfeed_hub_lock);
-	for (int m = 0; m < 4; m++)
+	for (int m = 0; m < 5; m++)
 	{
 		cfeed_buf_printf(b, "# HELP cfeed_serve_shard_%s %s\n# TYPE cfeed_serve_shard_%s gauge\n",
 						 names[m], help[m], names[m]);
 		for (HubShard *h = cfeed_hub_shards; h != NULL; h = h->next)
 		{
-			long long	v[4] = {h->head, h->last, h->head > h->last ? h->head - h->last : 0, h->followers};
+			long long	v[5] = {h->head, h->last, h->head > h->last ? h->head - h->last : 0,
+			h->followers, h->bytes};
 
 			if (h->based)
 				cfeed_buf_printf(b, "cfeed_serve_shard_%s{feed=\"%s\",shard=\"%d\"} %lld\n",

@@ -371,6 +371,35 @@ is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a fee
 	is($buffered->(), 0, 'nothing buffered once they are gone');
 }
 
+# --- a shard's in-memory tail is bounded in bytes, not only in events: 24
+# rows of 512 kB (12 MB) leave at most 8 MB in it (1.8: 4,096 events
+# whatever their size, 64 MB a shard of 16 kB rows), and a stream that
+# follows the shard still gets every change
+{
+	my $all = 'all-0123456789abcdefgh';
+	$node->safe_psql('postgres', q{
+		select cfeed.create_feed('huge', 1, 7);
+		create table huge (id int primary key, pad text);
+		select cfeed.track('huge', 7);
+	});
+	my $metric = sub {
+		my ($name) = @_;
+		http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_shard_${name}\{feed="huge",shard="0"\} (\d+)$/m ? $1 : -1;
+	};
+	my $sse = '';
+	my $client = start_stream("$url/huge?cursor=_last", $all, \$sse, Accept => 'text/event-stream');
+	my $until = time + 30;
+	$client->pump_nb, usleep(50_000) while $metric->('followers') < 1 && time < $until;
+	is($metric->('followers'), 1, 'a stream follows the shard');
+	$node->safe_psql('postgres', "insert into huge select g, repeat(md5(g::text), 16384) from generate_series(1, 24) g");
+	wait_stamped();
+	is(pump_events($client, \$sse, 24), 24, 'the stream got the 24 wide changes');
+	$client->kill_kill;
+	my $held = $metric->('tail_bytes');
+	ok($held > 512 * 1024 && $held <= 8 * 1024 * 1024, "the tail holds $held bytes of 12 MB of events: at most 8 MB");
+	is($metric->('tail'), $node->safe_psql('postgres', 'select cfeed.head(7, 0)'), 'up to the head');
+}
+
 # --- 410 after retention removed changes past a cursor
 $node->safe_psql('postgres', q{
 	select cfeed.publish(3, 0) from generate_series(1, 5);
