@@ -233,3 +233,33 @@ VALUES (6, 1, 0, true, 0), (6, 2, 0, true, 0);
 INSERT INTO cfeed.shard (feed_id, shard) VALUES (6, 3);
 SELECT shard, owner, epoch, cursor - 2000000000000000 AS at FROM cfeed.lease
 WHERE group_name = 'h' AND feed_id = 6 ORDER BY shard;
+
+-- a new lease starts just before the shard's first stored change, whether
+-- the member that creates it may read that change's row image or not:
+-- before 1.9 a member that could not see the first changes started its
+-- group after them, and every member then skipped them
+SELECT cfeed.create_feed('first_hidden', 1, 40);
+CREATE TABLE public.gr_first_secret (id int PRIMARY KEY);
+CREATE TABLE public.gr_first_open (id int PRIMARY KEY);
+SELECT cfeed.track('public.gr_first_secret', 40), cfeed.track('public.gr_first_open', 40);
+INSERT INTO public.gr_first_secret VALUES (1);
+INSERT INTO public.gr_first_open VALUES (1);
+SELECT pg_temp.stamped();
+CREATE ROLE regress_gr_partial;
+GRANT SELECT ON cfeed.change, cfeed.row_image, cfeed.shard, cfeed.feed, public.gr_first_open TO regress_gr_partial;
+GRANT SELECT, INSERT, UPDATE, DELETE ON cfeed.lease TO regress_gr_partial;
+SELECT cfeed.grant_read(40, 'regress_gr_partial');
+SELECT start_sequence_number AS s40 FROM cfeed.shard WHERE feed_id = 40 AND shard = 0 \gset
+SET ROLE regress_gr_partial;
+SELECT change_sequence_number - :s40 AS sees FROM cfeed.read(40, 0);
+SELECT shard, cursor - :s40 AS at FROM cfeed.acquire('first', 40, 'partial');
+SELECT cfeed._lease_start(40, 0) - :s40 AS lease_start, cfeed._lease_start(1, 0) AS other_feed;
+RESET ROLE;
+SELECT cfeed.release('first', 40, 'partial');
+SELECT shard, cursor - :s40 AS at FROM cfeed.acquire('first', 40, 'full');
+SELECT change_sequence_number - :s40 AS n FROM cfeed.read(40, 0, (SELECT cursor FROM cfeed.lease
+	WHERE group_name = 'first' AND feed_id = 40 AND shard = 0));
+SELECT cfeed.drop_group('first', 40);
+DROP TABLE public.gr_first_secret, public.gr_first_open;
+DROP OWNED BY regress_gr_partial;
+DROP ROLE regress_gr_partial;

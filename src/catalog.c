@@ -279,10 +279,12 @@ cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_i
 /*
  * cfeed_shard_has_after
  *		Whether cfeed.change holds a stamped change of the shard numbered
- *		above bound as of the snapshot (one probe of change_sequence_idx).
+ *		above bound as of the snapshot (one probe of change_sequence_idx);
+ *		the first one's number in *first, unless first is NULL.
  */
 bool
-cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot)
+cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot,
+					  int64 *first)
 {
 	Relation	rel = cfeed_table_open("change", AccessShareLock);
 	Relation	index = cfeed_index_open("change_sequence_idx", AccessShareLock);
@@ -294,6 +296,8 @@ cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot
 							   &number, NULL);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
+	if (found && first != NULL)
+		*first = number;
 	return found;
 }
 
@@ -344,7 +348,7 @@ cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot)
 	FullTransactionId writer;
 	bool		found;
 
-	if (cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot))
+	if (cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot, NULL))
 		return true;
 	rel = cfeed_table_open("change", AccessShareLock);
 	pending = cfeed_relid_locked("change_pending_idx", AccessShareLock);
@@ -496,10 +500,12 @@ cfeed_shard_has_pending(const CfeedShard *sh, Snapshot snapshot)
  *		read).  The stamps after bound are read in number order, and each
  *		change they name after bound is probed in change_pending_idx
  *		(writer_xid, change_id) until one is there: the first, unless
- *		changes were deleted.
+ *		changes were deleted.  That one's number in *first, unless first is
+ *		NULL.
  */
 bool
-cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot)
+cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot,
+					   int64 *first)
 {
 	Relation	stamps = cfeed_table_open("stamp", AccessShareLock);
 	Relation	stamp_pkey = cfeed_index_open("stamp_pkey", AccessShareLock);
@@ -521,14 +527,14 @@ cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapsho
 	while (!found && HeapTupleIsValid(tup = systable_getnext_ordered(scan, ForwardScanDirection)))
 	{
 		bool		isnull;
-		int64		first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
+		int64		stamp_first = DatumGetInt64(heap_getattr(tup, Anum_stamp_first_number, desc, &isnull));
 		int64	   *ids;
 		FullTransactionId *xids;
 		int			n = cfeed_stamp_entries(tup, desc, &ids, &xids);
 		int64		i;
 
-		/* entry i (from 0) is number first + i */
-		for (i = (bound >= first) ? bound - first + 1 : 0; !found && i < n; i++)
+		/* entry i (from 0) is number stamp_first + i */
+		for (i = (bound >= stamp_first) ? bound - stamp_first + 1 : 0; !found && i < n; i++)
 		{
 			ScanKeyData change_keys[2];
 			FullTransactionId writer;
@@ -538,6 +544,8 @@ cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapsho
 			ScanKeyInit(&change_keys[1], Anum_change_change_id, BTEqualStrategyNumber,
 						F_INT8EQ, Int64GetDatum(ids[i]));
 			found = pending_scan(rel, pending, snapshot, feed_id, shard, 2, change_keys, &writer);
+			if (found && first != NULL)
+				*first = stamp_first + i;
 		}
 		pfree(ids);
 		pfree(xids);

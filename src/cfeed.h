@@ -191,9 +191,10 @@ extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,
 extern void cfeed_shard_missing(int32 feed_id, int32 shard, int sqlerrcode,
 								const char *detail);
 extern bool cfeed_shard_has_changes(int32 feed_id, int32 shard, Snapshot snapshot);
-extern bool cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot);
+extern bool cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot,
+								  int64 *first);
 extern bool cfeed_ranges_has_after(int32 feed_id, int32 shard, int64 bound,
-								   Snapshot snapshot);
+								   Snapshot snapshot, int64 *first);
 extern bool cfeed_shard_pending_writer(const CfeedShard *sh, Snapshot snapshot,
 									   FullTransactionId *writer);
 extern bool cfeed_shard_has_pending(const CfeedShard *sh, Snapshot snapshot);

@@ -4,15 +4,20 @@
  *	  cfeed._read_to_end: whether a cursor has read a closed shard to its
  *	  end, for cfeed._consumed (consumer groups across splits,
  *	  docs/consumer-groups.md "Splits"); cfeed._shard_ended: whether a
- *	  closed shard has ended, the view cfeed.shard's ended.
+ *	  closed shard has ended, the view cfeed.shard's ended;
+ *	  cfeed._lease_start: where a consumer group's new lease of a shard
+ *	  starts (cfeed.acquire).
  *
- *	  The answer depends on every change of the shard, also those the
+ *	  The answers depend on every change of the shard, also those the
  *	  caller may not read (the read policy of cfeed.change hides the
  *	  changes of tables it may not SELECT): a member that does not see a
  *	  parent's last changes must not decide that its group consumed the
- *	  parent, and hand the children out before those changes are read.  So
+ *	  parent, and hand the children out before those changes are read;
+ *	  one that does not see a shard's first changes must not start its
+ *	  group's lease after them, where every member would skip them.  So
  *	  the shard is probed by direct index access, below the policy, for a
- *	  caller that may read the feed, and only a boolean comes out.
+ *	  caller that may read the feed, and only a boolean or a position
+ *	  comes out.
  *
  *	  The cheap tests come first: the shard is closed (shard_config), no
  *	  stamped change is after the cursor (one probe of change_sequence_idx,
@@ -46,6 +51,7 @@
 
 PG_FUNCTION_INFO_V1(cfeed_read_to_end);
 PG_FUNCTION_INFO_V1(cfeed_shard_ended);
+PG_FUNCTION_INFO_V1(cfeed_lease_start);
 
 /*
  * shard_end
@@ -71,8 +77,8 @@ shard_end(FunctionCallInfo fcinfo, bool with_cursor)
 	{
 		int64		cursor = PG_GETARG_INT64(2);
 
-		if (sh.ranges ? cfeed_ranges_has_after(feed_id, shard, cursor, snapshot) :
-			cfeed_shard_has_after(feed_id, shard, cursor, snapshot))
+		if (sh.ranges ? cfeed_ranges_has_after(feed_id, shard, cursor, snapshot, NULL) :
+			cfeed_shard_has_after(feed_id, shard, cursor, snapshot, NULL))
 			PG_RETURN_BOOL(false);
 	}
 	else if (sh.ranges && cfeed_mark_foreign(sh.sweep_group, snapshot))
@@ -107,4 +113,41 @@ Datum
 cfeed_shard_ended(PG_FUNCTION_ARGS)
 {
 	return shard_end(fcinfo, false);
+}
+
+/*
+ * cfeed_lease_start
+ *		SQL: cfeed._lease_start(feed_id int, shard int) returns bigint
+ *		(strict): the position just before the shard's first stored change
+ *		as of the statement's snapshot, whoever may read it: the first
+ *		numbered row (backfilled history included), else for a range
+ *		shard the first change its stamps number that is still stored, as
+ *		read() gives them to a caller that sees every change.  Null when
+ *		the shard stores none (the lease starts at its head), when the
+ *		caller may not read the feed, or when the shard does not exist.  A
+ *		range shard's group with another cluster's mark is refused (55000)
+ *		as read() refuses it.
+ */
+Datum
+cfeed_lease_start(PG_FUNCTION_ARGS)
+{
+	int32		feed_id = PG_GETARG_INT32(0);
+	int32		shard = PG_GETARG_INT32(1);
+	Snapshot	snapshot = GetActiveSnapshot();
+	CfeedShard	sh;
+	int64		first;
+
+	if (!cfeed_may_read_feed(feed_id) || !cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh))
+		PG_RETURN_NULL();
+	if (cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot, &first))
+		PG_RETURN_INT64(Max(first, PG_INT64_MIN + 1) - 1);
+	if (sh.ranges)
+	{
+		CfeedMark	mark;
+
+		(void) cfeed_mark_load(sh.sweep_group, snapshot, &mark);
+		if (cfeed_ranges_has_after(feed_id, shard, PG_INT64_MIN, snapshot, &first))
+			PG_RETURN_INT64(Max(first, PG_INT64_MIN + 1) - 1);
+	}
+	PG_RETURN_NULL();
 }

@@ -458,6 +458,26 @@ COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start 
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
 
 /*
+ * Where a group's new lease of each shard of the feeds the current user
+ * may read starts (cfeed._lease_start): just before the shard's first
+ * stored change, found below the read policy (the view's owner reads
+ * cfeed.change), so that a member that may not read some tables' row
+ * images does not start its group after their changes.  A security
+ * barrier: a caller's own condition sees no other feed's shards.
+ */
+CREATE VIEW cfeed._sqled_lease_starts WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard,
+		   (SELECT GREATEST(c.change_sequence_number, -9223372036854775807) OPERATOR(pg_catalog.-) 1
+			FROM cfeed.change c
+			WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+			  AND c.change_sequence_number IS NOT NULL
+			ORDER BY c.change_sequence_number LIMIT 1) AS lease_start
+	FROM cfeed.shard_config s
+	WHERE cfeed._may_read(s.feed_id);
+COMMENT ON VIEW cfeed._sqled_lease_starts IS 'internal (SQL edition): where a group''s new lease of each shard of the feeds the current user may read starts (cfeed._lease_start)';
+GRANT SELECT ON cfeed._sqled_lease_starts TO PUBLIC;
+
+/*
  * The pending changes of each shard of the feeds the current user may
  * read, counted below the read policy (a change whose row image the caller
  * may not read counts too, as in the C extension), for cfeed._pending

@@ -393,6 +393,21 @@ CREATE FUNCTION cfeed._read_to_end(feed_id int, shard int, cursor bigint) RETURN
 COMMENT ON FUNCTION cfeed._read_to_end(int, int, bigint) IS 'internal: the shard is closed, has no change after cursor and nothing unstamped left (null for a feed the caller may not read)';
 
 /*
+ * cfeed._lease_start: where a group's new lease of a shard starts
+ * (cfeed.acquire without start_at): just before the shard's first stored
+ * change, whether the caller may read its row image or not.  Found below
+ * the read policy, for a caller that may read the feed (null otherwise,
+ * and for a shard that stores no change): a member that does not see the
+ * first changes must not start its group after them, where every member
+ * would skip them.  Until 1.9 acquire found it with the caller's
+ * privileges.
+ */
+CREATE FUNCTION cfeed._lease_start(feed_id int, shard int) RETURNS bigint
+	LANGUAGE c STABLE STRICT PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_lease_start';
+COMMENT ON FUNCTION cfeed._lease_start(int, int) IS 'internal: the position just before the shard''s first stored change, whoever may read it (null for a feed the caller may not read, or a shard that stores none)';
+
+/*
  * cfeed._consumed: whether a group has consumed a shard: its lease on it
  * has read the closed shard to its end (cfeed._read_to_end).  A child of
  * a shard is handed to an owner only once the group has consumed the
@@ -497,21 +512,14 @@ BEGIN
 	PERFORM cfeed._check_feed(v_feed);
 	v_expires := v_now + pg_catalog.make_interval(secs => acquire.ttl_ms / 1000.0);
 
-	-- Missing leases: free, positioned just before the first change to
-	-- read (on a range shard, its first stamped one, as read() gives it).
+	-- Missing leases: free, positioned just before the shard's first
+	-- stored change, whoever may read it (cfeed._lease_start), or at its
+	-- head.
 	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
 								  expires_at, updated_at)
 	SELECT v_group, s.feed_id, s.shard, NULL,
 		   CASE WHEN acquire.start_at IS NULL THEN
-				COALESCE((SELECT GREATEST(c.change_sequence_number, -9223372036854775807) - 1
-						  FROM cfeed.change c
-						  WHERE c.feed_id = s.feed_id AND c.shard = s.shard
-							AND c.change_sequence_number IS NOT NULL
-						  ORDER BY c.change_sequence_number LIMIT 1),
-						 (SELECT GREATEST(r.change_sequence_number, -9223372036854775807) - 1
-						  FROM cfeed.read(s.feed_id, s.shard, NULL, 1, 0) r
-						  WHERE s.storage = 'ranges'),
-						 s.last_change_sequence_number)
+				COALESCE(cfeed._lease_start(s.feed_id, s.shard), s.last_change_sequence_number)
 		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
 		   0, NULL, v_now
 	FROM cfeed.shard s
