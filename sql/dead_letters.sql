@@ -381,7 +381,7 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$INSERT INTO cfeed.failed_change SELECT group_name, feed_id, shard, change_sequence_number + 1, change_id,
          attempts, last_error, first_failed_at, failed_at, retry_at, dead_lettered_at
      FROM cfeed.failed_change WHERE feed_id = 1$$),
-  ($$SELECT * FROM cfeed._fail('g', 1, 0, 'c', 5, 2000000000000012, 'e')$$),
+  ($$SELECT * FROM cfeed._fail('g', 1, 0, 'c', 5, 2000000000000012, 'e', 0)$$),
   ($$SELECT cfeed._resolve_dead_letter('g', 1, 0, 2000000000000011)$$),
   ($$SELECT cfeed.resolve_dead_letter('g', 1, 0, 2000000000000011)$$),
   ($$SELECT cfeed.set_failure_policy('g', 1)$$)
@@ -464,6 +464,31 @@ SELECT attempts, dead_letter FROM cfeed.fail('p', 41, 0, 'm', :p_epoch, :s41 + 3
 SELECT change_sequence_number - :s41 AS n FROM cfeed.failed_change WHERE feed_id = 41;
 RESET ROLE;
 SELECT change_sequence_number - :s41 AS n, tbl IS NOT NULL AS has_image FROM cfeed.read_rows(41, 0) ORDER BY 1;
+-- a poison change right after a change its member may not see is the next
+-- one the member processes: its last attempt sets it aside and moves the
+-- cursor to it (until 1.9 the change hidden before it kept it from being
+-- set aside, and it was retried for ever); the member that reads every
+-- change still has the hidden one to process first
+SELECT cfeed.set_failure_policy('p', 41, max_attempts => 2, dead_letter => true);
+SET ROLE dl_partial;
+SELECT cfeed.checkpoint('p', 41, 0, 'm', :p_epoch, :s41 + 1);
+SELECT attempts, dead_letter FROM cfeed.fail('p', 41, 0, 'm', :p_epoch, :s41 + 3, 'x');
+SELECT cursor - :s41 AS cursor FROM cfeed.lease WHERE group_name = 'p' AND feed_id = 41;
+SELECT count(*) AS page FROM cfeed.read_group('p', 41, 0);
+RESET ROLE;
+SELECT cfeed.set_failure_policy('q', 41, max_attempts => 1, dead_letter => true);
+SELECT epoch AS q_epoch FROM cfeed.acquire('q', 41, 'm', 600000) WHERE shard = 0 \gset
+SELECT cfeed.checkpoint('q', 41, 0, 'm', :q_epoch, :s41 + 1);
+SELECT attempts, dead_letter FROM cfeed.fail('q', 41, 0, 'm', :q_epoch, :s41 + 3, 'x');
+SELECT cursor - :s41 AS cursor FROM cfeed.lease WHERE group_name = 'q' AND feed_id = 41;
+SELECT cfeed.drop_group('q', 41);
+-- the error text kept is its first 8000 characters
+INSERT INTO public.dl_visible VALUES (3);
+SELECT change_count FROM cfeed.sweep() WHERE feed_id = 41;
+SET ROLE dl_partial;
+SELECT attempts, dead_letter FROM cfeed.fail('p', 41, 0, 'm', :p_epoch, :s41 + 4, repeat('e', 9000));
+SELECT length(last_error) FROM cfeed.failed_change WHERE feed_id = 41 AND change_sequence_number = :s41 + 4;
+RESET ROLE;
 SELECT cfeed.drop_group('p', 41);
 DROP OWNED BY dl_partial;
 DROP ROLE dl_partial;

@@ -380,6 +380,7 @@ typedef struct CfeedSavedUser
 	int			sec_context;
 } CfeedSavedUser;
 
+extern CfeedSavedUser cfeed_become_user(Oid userid);
 extern CfeedSavedUser cfeed_become_owner(void);
 extern void cfeed_restore_user(CfeedSavedUser saved);
 extern void cfeed_check_nonnegative(int32 value, const char *argname);

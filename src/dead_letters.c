@@ -17,6 +17,14 @@
  *	  it the current user is the owner.  As for a sweep, an error's abort
  *	  restores the caller.
  *
+ *	  cfeed._fail sees every change, but decides whether the failed change is
+ *	  the next one its member processes (which sets it aside) as the member
+ *	  reads: cfeed.fail passes the caller to it, and cfeed._read_as reads as
+ *	  the caller for it.  A change the caller may not see (of a tracked
+ *	  table it may not SELECT) is one its read_group never gives it and its
+ *	  checkpoints pass over, so it does not keep a poison change after it
+ *	  from being set aside.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -35,6 +43,7 @@
 
 PG_FUNCTION_INFO_V1(cfeed_fail);
 PG_FUNCTION_INFO_V1(cfeed_resolve_dead_letter);
+PG_FUNCTION_INFO_V1(cfeed_read_as);
 
 /*
  * check_table_privilege
@@ -70,15 +79,17 @@ any_null(FunctionCallInfo fcinfo)
 }
 
 /*
- * run_as_owner
- *		Run sql with the function's arguments as $1.. as the extension's
- *		owner; the rows it returns go to rsinfo's tuplestore when there is
- *		one.
+ * run_as
+ *		Run sql as role userid with the function's arguments as $1.. and,
+ *		when reader is valid, reader (an oid) after them; the rows it
+ *		returns go to rsinfo's tuplestore when there is one.
  */
 static void
-run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo *rsinfo)
+run_as(FunctionCallInfo fcinfo, Oid userid, const char *sql, const Oid *types, Oid reader,
+	   ReturnSetInfo *rsinfo)
 {
 	int			nargs = PG_NARGS();
+	Oid			argtypes[8];
 	Datum		values[8];
 	char		nulls[8];
 	CfeedSavedUser saved_user;
@@ -86,16 +97,23 @@ run_as_owner(FunctionCallInfo fcinfo, const char *sql, Oid *types, ReturnSetInfo
 	int			rc;
 	uint64		i;
 
-	Assert(nargs <= (int) lengthof(values));
+	Assert(nargs < (int) lengthof(values));
 	for (i = 0; i < (uint64) nargs; i++)
 	{
+		argtypes[i] = types[i];
 		values[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
 	}
+	if (OidIsValid(reader))
+	{
+		argtypes[nargs] = OIDOID;
+		values[nargs] = ObjectIdGetDatum(reader);
+		nulls[nargs++] = ' ';
+	}
 
-	saved_user = cfeed_become_owner();
+	saved_user = cfeed_become_user(userid);
 	spi_level = cfeed_spi_connect();
-	rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+	rc = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
 	if (rc != SPI_OK_SELECT)
 		elog(ERROR, "cfeed: \"%s\" failed: %s", sql, SPI_result_code_string(rc));
 	if (rsinfo != NULL)
@@ -163,7 +181,8 @@ check_visible(int32 feed_id, int32 shard, int64 number)
 Datum
 cfeed_fail(PG_FUNCTION_ARGS)
 {
-	static Oid	types[] = {TEXTOID, INT4OID, INT4OID, TEXTOID, INT8OID, INT8OID, TEXTOID};
+	static const Oid types[] = {TEXTOID, INT4OID, INT4OID, TEXTOID, INT8OID, INT8OID, TEXTOID};
+	bool		with_reader;
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	if (!any_null(fcinfo))
@@ -171,9 +190,18 @@ cfeed_fail(PG_FUNCTION_ARGS)
 		cfeed_check_read(PG_GETARG_INT32(1));
 		check_table_privilege("lease", ACL_UPDATE);
 	}
-	run_as_owner(fcinfo,
-				 "SELECT f.attempts, f.retry_at, f.dead_letter FROM cfeed._fail($1, $2, $3, $4, $5, $6, $7) f",
-				 types, (ReturnSetInfo *) fcinfo->resultinfo);
+
+	/*
+	 * The caller goes last, as the reader; a schema before 1.9 (until ALTER
+	 * EXTENSION cfeed UPDATE) has the cfeed._fail without it, which decides
+	 * as the owner.
+	 */
+	with_reader = cfeed_schema_has(CFEED_SCHEMA_RANGES);
+	run_as(fcinfo, cfeed_extension_owner(),
+		   with_reader ?
+		   "SELECT f.attempts, f.retry_at, f.dead_letter FROM cfeed._fail($1, $2, $3, $4, $5, $6, $7, $8) f" :
+		   "SELECT f.attempts, f.retry_at, f.dead_letter FROM cfeed._fail($1, $2, $3, $4, $5, $6, $7) f",
+		   types, with_reader ? GetUserId() : InvalidOid, (ReturnSetInfo *) fcinfo->resultinfo);
 	check_visible(PG_GETARG_INT32(1), PG_GETARG_INT32(2), PG_GETARG_INT64(5));
 	return (Datum) 0;
 }
@@ -187,13 +215,34 @@ cfeed_fail(PG_FUNCTION_ARGS)
 Datum
 cfeed_resolve_dead_letter(PG_FUNCTION_ARGS)
 {
-	static Oid	types[] = {TEXTOID, INT4OID, INT4OID, INT8OID};
+	static const Oid types[] = {TEXTOID, INT4OID, INT4OID, INT8OID};
 
 	if (!any_null(fcinfo))
 	{
 		cfeed_check_read(PG_GETARG_INT32(1));
 		check_table_privilege("failed_change", ACL_DELETE);
 	}
-	run_as_owner(fcinfo, "SELECT cfeed._resolve_dead_letter($1, $2, $3, $4)", types, NULL);
+	run_as(fcinfo, cfeed_extension_owner(), "SELECT cfeed._resolve_dead_letter($1, $2, $3, $4)",
+		   types, InvalidOid, NULL);
 	PG_RETURN_VOID();
+}
+
+/*
+ * cfeed_read_as
+ *		SQL: cfeed._read_as(reader oid, feed_id int, shard int, cursor bigint,
+ *		max_count int) returns table (change_sequence_number bigint): the
+ *		numbers of the changes cfeed.read gives role reader, read as it (so
+ *		with its errors).  For cfeed._fail, which runs as the owner; EXECUTE
+ *		revoked from PUBLIC.
+ */
+Datum
+cfeed_read_as(PG_FUNCTION_ARGS)
+{
+	static const Oid types[] = {OIDOID, INT4OID, INT4OID, INT8OID, INT4OID};
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	run_as(fcinfo, PG_GETARG_OID(0),
+		   "SELECT r.change_sequence_number FROM cfeed.read($2, $3, $4, $5) r",
+		   types, InvalidOid, (ReturnSetInfo *) fcinfo->resultinfo);
+	return (Datum) 0;
 }

@@ -164,19 +164,28 @@ cfeed_spi_finish(int nestlevel)
 }
 
 /*
- * cfeed_become_owner
- *		Act as the extension's owner (SECURITY_LOCAL_USERID_CHANGE) until
+ * cfeed_become_user
+ *		Act as role userid (SECURITY_LOCAL_USERID_CHANGE) until
  *		cfeed_restore_user(saved); an error's abort restores the caller.
  */
 CfeedSavedUser
-cfeed_become_owner(void)
+cfeed_become_user(Oid userid)
 {
 	CfeedSavedUser saved;
 
 	GetUserIdAndSecContext(&saved.userid, &saved.sec_context);
-	SetUserIdAndSecContext(cfeed_extension_owner(),
-						   saved.sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	SetUserIdAndSecContext(userid, saved.sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	return saved;
+}
+
+/*
+ * cfeed_become_owner
+ *		Act as the extension's owner until cfeed_restore_user(saved).
+ */
+CfeedSavedUser
+cfeed_become_owner(void)
+{
+	return cfeed_become_user(cfeed_extension_owner());
 }
 
 /*

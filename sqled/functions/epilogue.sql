@@ -555,9 +555,10 @@ COMMENT ON FUNCTION cfeed._sqled_check_call(int, text, text) IS 'internal (SQL e
 CREATE VIEW cfeed._sqled_fail AS
 	SELECT NULL::text AS group_name, NULL::int AS feed_id, NULL::int AS shard, NULL::text AS owner,
 		   NULL::bigint AS epoch, NULL::bigint AS change_sequence_number, NULL::text AS error,
-		   NULL::int AS attempts, NULL::timestamptz AS retry_at, NULL::bool AS dead_letter
+		   NULL::int AS attempts, NULL::timestamptz AS retry_at, NULL::bool AS dead_letter,
+		   NULL::oid AS reader
 	WHERE false;
-COMMENT ON VIEW cfeed._sqled_fail IS 'internal (SQL edition): cfeed.fail''s call: an INSERT of its arguments checks the caller, then runs cfeed._fail as the owner; RETURNING shows the result';
+COMMENT ON VIEW cfeed._sqled_fail IS 'internal (SQL edition): cfeed.fail''s call: an INSERT of its arguments checks the caller, then runs cfeed._fail as the owner with the caller as its reader; RETURNING shows the result';
 REVOKE ALL ON cfeed._sqled_fail FROM PUBLIC;
 GRANT SELECT, INSERT ON cfeed._sqled_fail TO PUBLIC;
 
@@ -570,10 +571,11 @@ BEGIN
 							NEW.change_sequence_number, NEW.error) = 0 THEN
 		PERFORM cfeed._sqled_check_call(NEW.feed_id, 'lease', 'UPDATE');
 	END IF;
+	NEW.reader := pg_catalog.to_regrole(pg_catalog.quote_ident(CURRENT_USER))::pg_catalog.oid;
 	RETURN NEW;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._sqled_fail_check() IS 'internal (SQL edition): cfeed.fail''s checks, as the caller: a read grant on the feed and UPDATE on cfeed.lease';
+COMMENT ON FUNCTION cfeed._sqled_fail_check() IS 'internal (SQL edition): cfeed.fail''s checks, as the caller: a read grant on the feed and UPDATE on cfeed.lease; the caller becomes cfeed._fail''s reader';
 REVOKE ALL ON FUNCTION cfeed._sqled_fail_check() FROM PUBLIC;
 
 CREATE FUNCTION cfeed._sqled_fail_run() RETURNS trigger
@@ -583,7 +585,7 @@ CREATE FUNCTION cfeed._sqled_fail_run() RETURNS trigger
 BEGIN
 	SELECT f.attempts, f.retry_at, f.dead_letter INTO NEW.attempts, NEW.retry_at, NEW.dead_letter
 	FROM cfeed._fail(NEW.group_name, NEW.feed_id, NEW.shard, NEW.owner, NEW.epoch,
-					 NEW.change_sequence_number, NEW.error) f;
+					 NEW.change_sequence_number, NEW.error, NEW.reader) f;
 	RETURN NEW;
 END
 $fn$;

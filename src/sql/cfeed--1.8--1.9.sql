@@ -1445,3 +1445,143 @@ $fn$;
  */
 ALTER TABLE cfeed.lease ADD CONSTRAINT lease_epoch_check
 	CHECK (epoch OPERATOR(pg_catalog.>=) 0 AND epoch OPERATOR(pg_catalog.<) 4611686018427387904) NOT VALID;
+
+/*
+ * cfeed._read_as: the numbers of the changes after a cursor that
+ * cfeed.read gives a role, read as that role (src/dead_letters.c).
+ * cfeed._fail runs as the extension's owner, who sees every change; it
+ * asks this which change its member processes next.
+ */
+CREATE FUNCTION cfeed._read_as(reader oid, feed_id int, shard int, cursor bigint, max_count int)
+	RETURNS TABLE (change_sequence_number bigint)
+	LANGUAGE c VOLATILE STRICT PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_read_as';
+COMMENT ON FUNCTION cfeed._read_as(oid, int, int, bigint, int) IS 'internal: the numbers of the changes after the cursor that cfeed.read gives the role reader, read as it (cfeed._fail)';
+REVOKE ALL ON FUNCTION cfeed._read_as(oid, int, int, bigint, int) FROM PUBLIC;
+
+/*
+ * cfeed._fail as in 1.8, with the member that reports the failure (the
+ * reader, which cfeed.fail passes) deciding whether the change is the next
+ * one to process: until 1.9 it was decided over every change, so that a
+ * change the member may not read (a tracked table it may not SELECT),
+ * which its checkpoints pass over, kept a poison change right after it
+ * from ever being set aside, and the shard was stuck until a seek.  The
+ * error text kept is its first 8000 characters (before, all of it).
+ */
+DROP FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text);
+CREATE FUNCTION cfeed._fail(group_name text, feed_id int, shard int, owner text, epoch bigint,
+							change_sequence_number bigint, error text, reader oid)
+	RETURNS TABLE (attempts int, retry_at timestamptz, dead_letter bool)
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_group text := _fail.group_name;
+	v_feed int := _fail.feed_id;
+	v_shard int := _fail.shard;
+	v_number bigint := _fail.change_sequence_number;
+	v_now timestamptz := pg_catalog.clock_timestamp();
+	v_cursor bigint;
+	v_head bigint;
+	v_change_id bigint;
+	v_attempts int;
+	v_retry timestamptz;
+	v_dead bigint;
+	v_next bigint;
+	p record;
+BEGIN
+	PERFORM cfeed._null_arg(a.name)
+	FROM (VALUES (1, 'group_name', v_group IS NULL), (2, 'feed_id', v_feed IS NULL),
+				 (3, 'shard', v_shard IS NULL), (4, 'owner', _fail.owner IS NULL),
+				 (5, 'epoch', _fail.epoch IS NULL), (6, 'change_sequence_number', v_number IS NULL),
+				 (7, 'error', _fail.error IS NULL), (8, 'reader', _fail.reader IS NULL)) AS a(pos, name, missing)
+	WHERE a.missing ORDER BY a.pos LIMIT 1;
+	v_cursor := cfeed._held_lease(v_group, v_feed, v_shard, _fail.owner, _fail.epoch);
+	IF v_number <= v_cursor THEN
+		RAISE EXCEPTION 'change % of shard % of feed % is at or before the cursor % of group "%"',
+			v_number, v_shard, v_feed, v_cursor, v_group
+			USING ERRCODE = '55000',
+				  DETAIL = 'The group has processed it, or set it aside as a dead letter.',
+				  HINT = 'Report failures of changes after the cursor cfeed.acquire() returns.';
+	END IF;
+	SELECT r.change_id INTO v_change_id FROM cfeed.read(v_feed, v_shard, v_number - 1, 1) r
+	WHERE r.change_sequence_number = v_number;
+	IF NOT FOUND THEN
+		SELECT s.last_change_sequence_number INTO v_head FROM cfeed.shard s
+		WHERE s.feed_id = v_feed AND s.shard = v_shard;
+		IF v_number > v_head THEN
+			RAISE EXCEPTION 'change_sequence_number % is beyond the head % of shard % of feed %',
+				v_number, v_head, v_shard, v_feed
+				USING ERRCODE = '22023',
+					  HINT = 'Report the change_sequence_number of the change whose processing failed.';
+		END IF;
+		RAISE EXCEPTION 'change % of shard % of feed % does not exist', v_number, v_shard, v_feed
+			USING ERRCODE = '42704',
+				  HINT = 'Report the change_sequence_number of a change cfeed.read_group() returned.';
+	END IF;
+	IF EXISTS (SELECT FROM cfeed.failed_change d
+			   WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+				 AND d.change_sequence_number = v_number AND d.dead_lettered_at IS NOT NULL) THEN
+		RAISE EXCEPTION 'change % of shard % of feed % is a dead letter of group "%"',
+			v_number, v_shard, v_feed, v_group
+			USING ERRCODE = '55000',
+				  HINT = 'cfeed.read_group() leaves dead letters out; an operator replays them with cfeed.read_dead_letters() and cfeed.resolve_dead_letter().';
+	END IF;
+
+	SELECT x.max_attempts, x.backoff_ms, x.max_backoff_ms, x.dead_letter INTO p
+	FROM cfeed.failure_policy x WHERE x.group_name = v_group AND x.feed_id = v_feed;
+	IF NOT FOUND THEN
+		SELECT 5 AS max_attempts, 0 AS backoff_ms, 60000 AS max_backoff_ms, false AS dead_letter INTO p;
+	END IF;
+
+	INSERT INTO cfeed.failed_change AS f (group_name, feed_id, shard, change_sequence_number, change_id,
+										  attempts, last_error, first_failed_at, failed_at)
+	VALUES (v_group, v_feed, v_shard, v_number, v_change_id, 1, pg_catalog."left"(_fail.error, 8000), v_now, v_now)
+	ON CONFLICT ON CONSTRAINT failed_change_pkey DO UPDATE
+		SET attempts = LEAST(f.attempts::bigint + 1, 2147483647)::int,
+			last_error = EXCLUDED.last_error, failed_at = EXCLUDED.failed_at
+	RETURNING f.attempts INTO v_attempts;
+
+	IF p.dead_letter AND v_attempts >= p.max_attempts THEN
+		-- The next change the member processes?  Those between the cursor
+		-- and it that the member reads must be dead letters: its first
+		-- change after the cursor that is not one, among the first v_dead + 1
+		-- it reads (all of them, for a member that reads every change).
+		SELECT pg_catalog.count(*) INTO v_dead FROM cfeed.failed_change d
+		WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+		  AND d.change_sequence_number > v_cursor AND d.change_sequence_number < v_number
+		  AND d.dead_lettered_at IS NOT NULL;
+		SELECT pg_catalog.min(r.change_sequence_number) INTO v_next
+		FROM cfeed._read_as(_fail.reader, v_feed, v_shard, v_cursor, LEAST(v_dead + 1, 2147483647)::int) r
+		WHERE NOT EXISTS (SELECT FROM cfeed.failed_change d
+						  WHERE d.group_name = v_group AND d.feed_id = v_feed AND d.shard = v_shard
+							AND d.change_sequence_number = r.change_sequence_number
+							AND d.dead_lettered_at IS NOT NULL);
+		IF v_next = v_number THEN
+			UPDATE cfeed.failed_change f SET dead_lettered_at = v_now, retry_at = NULL
+			WHERE f.group_name = v_group AND f.feed_id = v_feed AND f.shard = v_shard
+			  AND f.change_sequence_number = v_number;
+			UPDATE cfeed.lease l SET cursor = v_number, updated_at = v_now
+			WHERE l.group_name = v_group AND l.feed_id = v_feed AND l.shard = v_shard;
+			RETURN QUERY SELECT v_attempts, NULL::timestamptz, true;
+			RETURN;
+		END IF;
+	END IF;
+
+	-- After the last attempt (retried for ever): the longest backoff, none
+	-- when backoff_ms is 0 (the defaults behave as no policy).
+	v_retry := v_now + pg_catalog.make_interval(secs =>
+		CASE WHEN v_attempts >= p.max_attempts AND p.backoff_ms > 0
+			 THEN p.max_backoff_ms::pg_catalog.numeric
+			 ELSE LEAST(p.max_backoff_ms::pg_catalog.numeric,
+						p.backoff_ms * pg_catalog.power(2::pg_catalog.numeric, LEAST(v_attempts - 1, 40)))
+		END / 1000);
+	UPDATE cfeed.failed_change f SET retry_at = v_retry
+	WHERE f.group_name = v_group AND f.feed_id = v_feed AND f.shard = v_shard
+	  AND f.change_sequence_number = v_number;
+	RETURN QUERY SELECT v_attempts, v_retry, false;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, oid) IS 'internal: cfeed.fail as the extension''s owner, after the caller''s checks: reports that processing a change failed (fenced like checkpoint): counts the attempt, sets the retry time, and after the last attempt of a dead-letter policy sets the change aside and moves the cursor past it when it is the next change the reader (the caller) processes';
+REVOKE ALL ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, oid) FROM PUBLIC;
