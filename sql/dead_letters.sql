@@ -432,6 +432,17 @@ SELECT change_sequence_number - :head AS n FROM cfeed.read_group('h', 1, 0);
 SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
 SELECT cfeed.checkpoint('h', 1, 0, 'a', :h_epoch, :head - 1);
 SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
+-- a seek back onto the change right before dead letters that end the
+-- shard moves over them (no member would be given anything to checkpoint:
+-- until 1.9 the cursor stayed there); one onto the change before a change
+-- to process again stays where it was put
+SELECT cfeed.seek('h', 1, 0, :head - 1) > 0 AS sought;
+SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
+SELECT cfeed.seek('h', 1, 0, :head - 2) > 0 AS sought;
+SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
+SELECT cfeed.seek('h', 1, 0, :head - 1) > 0 AS sought;
+SELECT epoch AS h_epoch FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0 \gset
+SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed_id = 1 AND shard = 0;
 SELECT cfeed.resolve_dead_letter('h', 1, 0, :head);
 SELECT count(*) AS dead_letters_left FROM cfeed.dead_letters WHERE group_name = 'h';
 SELECT cfeed.drop_group('h', 1);

@@ -1585,3 +1585,40 @@ END
 $fn$;
 COMMENT ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, oid) IS 'internal: cfeed.fail as the extension''s owner, after the caller''s checks: reports that processing a change failed (fenced like checkpoint): counts the attempt, sets the retry time, and after the last attempt of a dead-letter policy sets the change aside and moves the cursor past it when it is the next change the reader (the caller) processes';
 REVOKE ALL ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, oid) FROM PUBLIC;
+
+/*
+ * A lease's cursor that moves back onto the change before dead letters of
+ * its group that end the shard (a seek back) moves on over them too: no
+ * member is given anything after it to checkpoint, so until 1.9 the
+ * cursor stayed there, the dead letters could not be resolved (they lie
+ * after the cursor) and a closed shard's children stayed parked, until a
+ * later change came or an operator sought forward onto the last dead
+ * letter.  Dead letters followed by a change the group has to process
+ * again stay after the cursor, as before: the group passes them with its
+ * next checkpoint after that change.  Forward moves are as in 1.8.
+ */
+CREATE OR REPLACE FUNCTION cfeed._lease_skip_dead_letters() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_cursor bigint := NEW.cursor;
+BEGIN
+	WHILE v_cursor < 9223372036854775807 AND EXISTS (
+		SELECT FROM cfeed.failed_change f
+		WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
+		  AND f.change_sequence_number = v_cursor + 1 AND f.dead_lettered_at IS NOT NULL) LOOP
+		v_cursor := v_cursor + 1;
+	END LOOP;
+	IF NEW.cursor > OLD.cursor
+	   OR v_cursor >= (SELECT s.last_change_sequence_number FROM cfeed.shard s
+					   WHERE s.feed_id = NEW.feed_id AND s.shard = NEW.shard) THEN
+		NEW.cursor := v_cursor;
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor that moves forward over the dead letters of its group right after it, and one that moves back over those that end the shard';
+DROP TRIGGER lease_skip_dead_letters ON cfeed.lease;
+CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
+	FOR EACH ROW WHEN (NEW.cursor <> OLD.cursor) EXECUTE FUNCTION cfeed._lease_skip_dead_letters();
