@@ -139,15 +139,15 @@ cfeed_lease_start(PG_FUNCTION_ARGS)
 
 	if (!cfeed_may_read_feed(feed_id) || !cfeed_shard_fetch(feed_id, shard, snapshot, false, &sh))
 		PG_RETURN_NULL();
-	if (cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot, &first))
-		PG_RETURN_INT64(Max(first, PG_INT64_MIN + 1) - 1);
-	if (sh.ranges)
+	if (!cfeed_shard_has_after(feed_id, shard, PG_INT64_MIN, snapshot, &first))
 	{
 		CfeedMark	mark;
 
+		if (!sh.ranges)
+			PG_RETURN_NULL();
 		(void) cfeed_mark_load(sh.sweep_group, snapshot, &mark);
-		if (cfeed_ranges_has_after(feed_id, shard, PG_INT64_MIN, snapshot, &first))
-			PG_RETURN_INT64(Max(first, PG_INT64_MIN + 1) - 1);
+		if (!cfeed_ranges_has_after(feed_id, shard, PG_INT64_MIN, snapshot, &first))
+			PG_RETURN_NULL();
 	}
-	PG_RETURN_NULL();
+	PG_RETURN_INT64(Max(first, PG_INT64_MIN + 1) - 1);
 }
