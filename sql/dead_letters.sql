@@ -493,6 +493,21 @@ SELECT cfeed.checkpoint('q', 41, 0, 'm', :q_epoch, :s41 + 1);
 SELECT attempts, dead_letter FROM cfeed.fail('q', 41, 0, 'm', :q_epoch, :s41 + 3, 'x');
 SELECT cursor - :s41 AS cursor FROM cfeed.lease WHERE group_name = 'q' AND feed_id = 41;
 SELECT cfeed.drop_group('q', 41);
+-- with a read policy of an operator's that shows the member every change,
+-- the change before the poison change is one it reads: not set aside
+CREATE POLICY dl_show_all ON cfeed.change FOR SELECT TO dl_partial USING (true);
+SELECT cfeed.set_failure_policy('r', 41, max_attempts => 1, dead_letter => true);
+SELECT epoch AS r_epoch FROM cfeed.acquire('r', 41, 'm', 600000) WHERE shard = 0 \gset
+SET ROLE dl_partial;
+SELECT count(*) AS reads FROM cfeed.read(41, 0);
+SELECT cfeed.checkpoint('r', 41, 0, 'm', :r_epoch, :s41 + 1);
+SELECT attempts, dead_letter FROM cfeed.fail('r', 41, 0, 'm', :r_epoch, :s41 + 3, 'x');
+SELECT cursor - :s41 AS cursor FROM cfeed.lease WHERE group_name = 'r' AND feed_id = 41;
+RESET ROLE;
+SELECT cfeed.drop_group('r', 41);
+DROP POLICY dl_show_all ON cfeed.change;
+-- cfeed._read_as reads as a role that exists only
+SELECT pg_temp.err('SELECT * FROM cfeed._read_as(4294967295, 41, 0, 0, 1)');
 -- the error text kept is its first 8000 characters
 INSERT INTO public.dl_visible VALUES (3);
 SELECT change_count FROM cfeed.sweep() WHERE feed_id = 41;

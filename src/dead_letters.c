@@ -37,6 +37,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/tuplestore.h"
 
 #include "cfeed.h"
@@ -239,9 +240,14 @@ Datum
 cfeed_read_as(PG_FUNCTION_ARGS)
 {
 	static const Oid types[] = {OIDOID, INT4OID, INT4OID, INT8OID, INT4OID};
+	Oid			reader = PG_GETARG_OID(0);
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
-	run_as(fcinfo, PG_GETARG_OID(0),
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(reader)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", reader)));
+	run_as(fcinfo, reader,
 		   "SELECT r.change_sequence_number FROM cfeed.read($2, $3, $4, $5) r",
 		   types, InvalidOid, (ReturnSetInfo *) fcinfo->resultinfo);
 	return (Datum) 0;

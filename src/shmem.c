@@ -39,6 +39,7 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "replication/logicalworker.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -119,13 +120,22 @@ cfeed_shmem_startup(void)
  * shmem_xact_callback
  *		At commit: wake this database's sweepers if the transaction recorded
  *		changes, and wake readers of the shards a sweep advanced.
+ *
+ *		A logical replication apply worker commits a prepared transaction (a
+ *		two_phase subscription's COMMIT PREPARED) inside a transaction of its
+ *		own that gets no xid, where no hook of cfeed's sees it (utility.c
+ *		wakes the sweepers at a session's COMMIT PREPARED): it wakes them at
+ *		every commit without an xid, in case the prepared transaction
+ *		recorded changes (a sweep that finds nothing is cheap, and an apply
+ *		worker's other transactions that commit without an xid are few).
  */
 static void
 shmem_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
 	{
-		if (wrote_changes)
+		if (wrote_changes ||
+			(IsLogicalWorker() && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
 			cfeed_wake_sweepers_for_commit(MyDatabaseId);
 		if (have_pending_broadcast)
 		{

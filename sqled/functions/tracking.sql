@@ -413,22 +413,6 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_from_tracking(text) IS 'internal (SQL edition): whether a call stack is that of cfeed''s own INSERT of a tracked change or of history';
 
 /*
- * cfeed._sqled_may_select_all: whether a role may SELECT a table that
- * exists, or every column of it.
- */
-CREATE FUNCTION cfeed._sqled_may_select_all(role name, tbl oid) RETURNS bool
-	LANGUAGE sql STABLE PARALLEL SAFE
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-	SELECT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = $2)
-	   AND (pg_catalog.has_table_privilege($1, $2, 'SELECT')
-			OR NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
-						   WHERE a.attrelid = $2 AND a.attnum > 0 AND NOT a.attisdropped
-							 AND NOT pg_catalog.has_column_privilege($1, $2, a.attnum, 'SELECT')))
-$fn$;
-COMMENT ON FUNCTION cfeed._sqled_may_select_all(name, oid) IS 'internal (SQL edition): whether a role may SELECT a table that exists, or every column of it';
-
-/*
  * cfeed._sqled_may_read_table: whether the current user may see the row
  * images of a table (src/read_access.c): it exists, the user may SELECT
  * it (or every column of it), and its row-level security does not apply
@@ -439,7 +423,11 @@ CREATE FUNCTION cfeed._sqled_may_read_table(tbl regclass) RETURNS bool
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 	SELECT $1 IS NOT NULL
-	   AND cfeed._sqled_may_select_all(CURRENT_USER, $1::pg_catalog.oid)
+	   AND EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.oid)
+	   AND (pg_catalog.has_table_privilege($1, 'SELECT')
+			OR NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+						   WHERE a.attrelid = $1::pg_catalog.oid AND a.attnum > 0 AND NOT a.attisdropped
+							 AND NOT pg_catalog.has_column_privilege($1, a.attnum, 'SELECT')))
 	   AND NOT pg_catalog.row_security_active($1)
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_may_read_table(regclass) IS 'internal (SQL edition): whether the current user may see the row images of a table';
@@ -458,7 +446,10 @@ CREATE FUNCTION cfeed._sqled_may_read_table_as(reader oid, tbl regclass) RETURNS
 	SELECT $2 IS NOT NULL
 	   AND EXISTS (SELECT FROM pg_catalog.pg_class c, pg_catalog.pg_roles r
 				   WHERE c.oid = $2::pg_catalog.oid AND r.oid = $1
-					 AND cfeed._sqled_may_select_all(r.rolname, c.oid)
+					 AND (pg_catalog.has_table_privilege($1, c.oid, 'SELECT')
+						  OR NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+										 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+										   AND NOT pg_catalog.has_column_privilege($1, c.oid, a.attnum, 'SELECT')))
 					 AND (NOT c.relrowsecurity OR r.rolsuper OR r.rolbypassrls
 						  OR (NOT c.relforcerowsecurity AND pg_catalog.pg_has_role($1, c.relowner, 'USAGE'))))
 $fn$;
