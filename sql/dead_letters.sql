@@ -446,6 +446,24 @@ SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed
 SELECT cfeed.resolve_dead_letter('h', 1, 0, :head);
 SELECT count(*) AS dead_letters_left FROM cfeed.dead_letters WHERE group_name = 'h';
 SELECT cfeed.drop_group('h', 1);
+-- dead letters followed only by a deleted change end the shard too (a head
+-- that is a deleted change is no change to process): a seek back onto the
+-- change before them moves over them
+SELECT cfeed.create_feed('dl-deleted', 1, feed_id => 43);
+SELECT count(cfeed.publish(43, 0)) FROM generate_series(1, 4);
+SELECT change_count FROM cfeed.sweep() WHERE feed_id = 43;
+SELECT start_sequence_number AS s43 FROM cfeed.shard WHERE feed_id = 43 AND shard = 0 \gset
+SELECT cfeed.set_failure_policy('k', 43, max_attempts => 1, dead_letter => true);
+SELECT epoch AS k_epoch FROM cfeed.acquire('k', 43, 'm', 600000) WHERE shard = 0 \gset
+SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 1);
+SELECT dead_letter FROM cfeed.fail('k', 43, 0, 'm', :k_epoch, :s43 + 2, 'x');
+SELECT dead_letter FROM cfeed.fail('k', 43, 0, 'm', :k_epoch, :s43 + 3, 'x');
+SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 4);
+DELETE FROM cfeed.change WHERE feed_id = 43 AND change_sequence_number = :s43 + 4;
+SELECT cfeed.head(43, 0) - :s43 AS head;
+SELECT cfeed.seek('k', 43, 0, :s43 + 1) > 0 AS sought;
+SELECT cursor - :s43 AS cursor FROM cfeed.lease WHERE group_name = 'k' AND feed_id = 43;
+SELECT cfeed.drop_group('k', 43);
 
 -- a change whose row image the consumer may not see (of a table it has no
 -- SELECT on) is left out of what it reads, and fail() answers for it as

@@ -38,6 +38,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "replication/logicalworker.h"
 #include "storage/condition_variable.h"
@@ -60,6 +61,9 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
 /* This transaction recorded changes: wake the sweepers at commit. */
 static bool wrote_changes = false;
+
+/* An apply worker's transaction that commits a prepared one (shmem_xact_callback). */
+static bool finished_prepared = false;
 
 /* Buckets to broadcast when this transaction commits (a bitmap). */
 static uint64 pending_broadcast[CFEED_WAIT_BUCKETS / 64];
@@ -125,17 +129,21 @@ cfeed_shmem_startup(void)
  *		two_phase subscription's COMMIT PREPARED) inside a transaction of its
  *		own that gets no xid, where no hook of cfeed's sees it (utility.c
  *		wakes the sweepers at a session's COMMIT PREPARED): it wakes them at
- *		every commit without an xid, in case the prepared transaction
- *		recorded changes (a sweep that finds nothing is cheap, and an apply
- *		worker's other transactions that commit without an xid are few).
+ *		each commit without an xid that wrote WAL (the prepared transaction's
+ *		commit record, judged before the commit, which clears
+ *		XactLastRecEnd), in case the prepared transaction recorded changes.
+ *		The apply's other commits without an xid (streamed chunks, skipped
+ *		transactions) write none; a sweep that finds nothing is cheap.
  */
 static void
 shmem_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
+	if (event == XACT_EVENT_PRE_COMMIT)
+		finished_prepared = IsLogicalWorker() && XactLastRecEnd != InvalidXLogRecPtr &&
+			!TransactionIdIsValid(GetTopTransactionIdIfAny());
 	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT)
 	{
-		if (wrote_changes ||
-			(IsLogicalWorker() && !TransactionIdIsValid(GetTopTransactionIdIfAny())))
+		if (wrote_changes || finished_prepared)
 			cfeed_wake_sweepers_for_commit(MyDatabaseId);
 		if (have_pending_broadcast)
 		{
@@ -151,6 +159,7 @@ shmem_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 		event == XACT_EVENT_PREPARE)
 	{
 		wrote_changes = false;
+		finished_prepared = false;
 		if (have_pending_broadcast)
 			memset(pending_broadcast, 0, sizeof(pending_broadcast));
 		have_pending_broadcast = false;

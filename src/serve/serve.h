@@ -73,6 +73,14 @@ typedef struct ServePayload
 } ServePayload;
 
 /* Options of one `cfeed serve` run. */
+/* Who may GET /metrics (--metrics). */
+typedef enum ServeMetricsAccess
+{
+	METRICS_OPEN,				/* anyone (the default) */
+	METRICS_TOKEN,				/* a token that reads every feed (*) */
+	METRICS_OFF					/* no one: 404 */
+} ServeMetricsAccess;
+
 typedef struct ServeOptions
 {
 	const char *dsn;
@@ -88,6 +96,7 @@ typedef struct ServeOptions
 	int			max_age_s;
 	int			shutdown_ms;
 	unsigned int max_clients;
+	ServeMetricsAccess metrics;
 	ServePayload *payloads;
 	int			npayloads;
 } ServeOptions;
@@ -313,6 +322,7 @@ extern void cfeed_auth_load(const char *path);
 extern void cfeed_auth_reload(const char *path);
 extern ServeAuth cfeed_auth_check(const char *secret, const char *feed,
 								  ServeGrant *grant);
+extern ServeAuth cfeed_auth_check_all_feeds(const char *secret);
 
 /*
  * serve_pool.c: the upper layer gives the pool what to run for a request

@@ -318,3 +318,27 @@ cfeed_auth_check(const char *secret, const char *feed, ServeGrant *grant)
 	pthread_mutex_unlock(&auth_lock);
 	return result;
 }
+
+/*
+ * cfeed_auth_check_all_feeds
+ *		Whether the token with this secret (NULL: none) reads every feed (a
+ *		* token, or a * line for requests without a token): /metrics under
+ *		--metrics token, which names every feed the gateway follows.
+ *		AUTH_UNKNOWN (no such token, or none where one is needed),
+ *		AUTH_FORBIDDEN (a token of some feeds only) or AUTH_OK.
+ */
+ServeAuth
+cfeed_auth_check_all_feeds(const char *secret)
+{
+	const ServeToken *token;
+	ServeAuth	result;
+
+	pthread_mutex_lock(&auth_lock);
+	token = find_token(loaded, secret);
+	if (token != NULL && (token->all_feeds || (loaded->anonymous != NULL && loaded->anonymous->all_feeds)))
+		result = AUTH_OK;
+	else
+		result = token == NULL || secret == NULL ? AUTH_UNKNOWN : AUTH_FORBIDDEN;
+	pthread_mutex_unlock(&auth_lock);
+	return result;
+}

@@ -85,6 +85,21 @@ bearer_secret(struct MHD_Connection *conn)
 }
 
 /*
+ * answer_refused
+ *		The answer to a request the token file refused: 401 without a token
+ *		or with an unknown one (AUTH_UNKNOWN), else 403 saying forbidden.
+ */
+static enum MHD_Result
+answer_refused(struct MHD_Connection *conn, ServeAuth auth, const char *secret,
+			   const char *forbidden)
+{
+	if (auth == AUTH_UNKNOWN)
+		return cfeed_answer_error(conn, 401, "unauthorized",
+								  secret ? "unknown token" : "a bearer token is required");
+	return cfeed_answer_error(conn, 403, "forbidden", forbidden);
+}
+
+/*
  * count_argument
  *		MHD_KeyValueIterator counting arguments other than access_token.
  */
@@ -185,20 +200,14 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 				   void **con_cls)
 {
 	const char *secret = bearer_secret(conn);
+	ServeAuth	auth;
 	ServeGrant	grant;
 	ServeReq   *req;
 	const char *bad;
 
-	switch (cfeed_auth_check(secret, name, &grant))
-	{
-		case AUTH_UNKNOWN:
-			return cfeed_answer_error(conn, 401, "unauthorized",
-								secret ? "unknown token" : "a bearer token is required");
-		case AUTH_FORBIDDEN:
-			return cfeed_answer_error(conn, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
-		case AUTH_OK:
-			break;
-	}
+	auth = cfeed_auth_check(secret, name, &grant);
+	if (auth != AUTH_OK)
+		return answer_refused(conn, auth, secret, CFEED_SERVE_FORBIDDEN);
 	req = cfeed_serve_alloc(sizeof(ServeReq));
 	req->conn = conn;
 	req->grant = grant;
@@ -311,11 +320,19 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 
 		return cfeed_answer_buffer(conn, ok ? 200 : 503, "application/json", body, strlen(body), "no-store");
 	}
-	if (strcmp(url, "/metrics") == 0)
+	if (strcmp(url, "/metrics") == 0 && cfeed_serve_opts.metrics != METRICS_OFF)
 	{
 		ServeBuf	b = {0};
 		enum MHD_Result ret;
 
+		if (cfeed_serve_opts.metrics == METRICS_TOKEN)
+		{
+			const char *secret = bearer_secret(conn);
+			ServeAuth	auth = cfeed_auth_check_all_feeds(secret);
+
+			if (auth != AUTH_OK)
+				return answer_refused(conn, auth, secret, "/metrics needs a token of every feed (*)");
+		}
 		cfeed_metrics_render(&b, cfeed_hub_metrics);
 		ret = cfeed_answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
 		free(b.data);

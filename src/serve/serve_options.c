@@ -44,6 +44,8 @@ print_serve_help(void)
 		   "      --max-age=SECONDS    Cache-Control max-age of full pages (default: 31536000)\n"
 		   "      --max-clients=N      concurrent connections (default: 10000)\n"
 		   "      --shutdown-ms=N      how long SIGTERM waits for streams (default: 5000)\n"
+		   "      --metrics=WHO        who may GET /metrics: open (anyone, the default),\n"
+		   "                           token (a token of every feed, *) or off\n"
 		   "      --log-level=LEVEL    error, warning, info or debug (default: info)\n"
 		   "  -h, --help               show this help, then exit\n"
 		   "\n"
@@ -161,6 +163,16 @@ set_option(ServeOptions *o, int c, char *arg)
 		case 'L':
 			cfeed_serve_set_log_level(arg);
 			break;
+		case 'M':
+			if (strcmp(arg, "open") == 0)
+				o->metrics = METRICS_OPEN;
+			else if (strcmp(arg, "token") == 0)
+				o->metrics = METRICS_TOKEN;
+			else if (strcmp(arg, "off") == 0)
+				o->metrics = METRICS_OFF;
+			else
+				cfeed_usage_error("serve", "--metrics must be open, token or off");
+			break;
 		case 'h':
 			print_serve_help();
 			exit(CFEED_EXIT_OK);
@@ -193,6 +205,7 @@ cfeed_serve_parse_options(int argc, char **argv)
 		{"max-clients", required_argument, NULL, 'm'},
 		{"shutdown-ms", required_argument, NULL, 's'},
 		{"log-level", required_argument, NULL, 'L'},
+		{"metrics", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};

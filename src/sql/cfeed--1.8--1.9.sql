@@ -1588,14 +1588,18 @@ REVOKE ALL ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, o
 
 /*
  * A lease's cursor that moves back onto the change before dead letters of
- * its group that end the shard (a seek back) moves on over them too: no
- * member is given anything after it to checkpoint, so until 1.9 the
- * cursor stayed there, the dead letters could not be resolved (they lie
- * after the cursor) and a closed shard's children stayed parked, until a
- * later change came or an operator sought forward onto the last dead
+ * its group that no stored change follows (a seek back) moves on over them
+ * too: no member is given anything after it to checkpoint, so until 1.9
+ * the cursor stayed there, the dead letters could not be resolved (they
+ * lie after the cursor) and a closed shard's children stayed parked, until
+ * a later change came or an operator sought forward onto the last dead
  * letter.  Dead letters followed by a change the group has to process
  * again stay after the cursor, as before: the group passes them with its
- * next checkpoint after that change.  Forward moves are as in 1.8.
+ * next checkpoint after that change.  Forward moves are as in 1.8.  The
+ * dead letters passed are locked (FOR KEY SHARE): a resolve of one that
+ * committed after the snapshot of a REPEATABLE READ or SERIALIZABLE
+ * transaction fails it (40001), rather than the cursor passing a change
+ * the seek was to give the group again.
  */
 CREATE OR REPLACE FUNCTION cfeed._lease_skip_dead_letters() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
@@ -1604,21 +1608,23 @@ CREATE OR REPLACE FUNCTION cfeed._lease_skip_dead_letters() RETURNS trigger
 DECLARE
 	v_cursor bigint := NEW.cursor;
 BEGIN
-	WHILE v_cursor < 9223372036854775807 AND EXISTS (
-		SELECT FROM cfeed.failed_change f
+	WHILE v_cursor < 9223372036854775807 LOOP
+		PERFORM FROM cfeed.failed_change f
 		WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
-		  AND f.change_sequence_number = v_cursor + 1 AND f.dead_lettered_at IS NOT NULL) LOOP
+		  AND f.change_sequence_number = v_cursor + 1 AND f.dead_lettered_at IS NOT NULL
+		FOR KEY SHARE;
+		EXIT WHEN NOT FOUND;
 		v_cursor := v_cursor + 1;
 	END LOOP;
-	IF NEW.cursor > OLD.cursor
-	   OR v_cursor >= (SELECT s.last_change_sequence_number FROM cfeed.shard s
-					   WHERE s.feed_id = NEW.feed_id AND s.shard = NEW.shard) THEN
+	IF v_cursor > NEW.cursor
+	   AND (NEW.cursor > OLD.cursor
+			OR NOT EXISTS (SELECT FROM cfeed.read(NEW.feed_id, NEW.shard, v_cursor, 1))) THEN
 		NEW.cursor := v_cursor;
 	END IF;
 	RETURN NEW;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor that moves forward over the dead letters of its group right after it, and one that moves back over those that end the shard';
+COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor that moves forward over the dead letters of its group right after it, and one that moves back over those that no stored change follows';
 DROP TRIGGER lease_skip_dead_letters ON cfeed.lease;
 CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
 	FOR EACH ROW WHEN (NEW.cursor <> OLD.cursor) EXECUTE FUNCTION cfeed._lease_skip_dead_letters();

@@ -714,6 +714,32 @@ is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 2), $all)->
 	'a cursor at the retention floor: 200');
 stop_gateway($gw);
 
+# --- --metrics token: /metrics, which names every feed the gateway follows,
+# only for a token of every feed (*); --metrics off: 404
+$gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port}, args => [ '--metrics', 'token' ]);
+$r = http_get("$gw->{url}/metrics");
+is($r->{status}, 401, '--metrics token: no token, 401');
+is($r->{headers}{'www-authenticate'}, 'Bearer realm="cfeed"', '--metrics token: 401 asks for a bearer token');
+is(http_get("$gw->{url}/metrics", 'nosuch-0123456789abcdef')->{status}, 401, '--metrics token: an unknown token, 401');
+$r = http_get("$gw->{url}/metrics", $alice);
+is($r->{status}, 403, '--metrics token: a token of some feeds, 403');
+unlike($r->{content}, qr/cfeed_serve_/, '--metrics token: a 403 shows no metric');
+$r = http_get("$gw->{url}/metrics", $all);
+is($r->{status}, 200, '--metrics token: a * token, 200');
+like($r->{content}, qr/^cfeed_serve_requests_total \d+$/m, '--metrics token: the * token gets the metrics');
+is(http_get("$url/orders", $alice)->{status}, 200, '--metrics token: feed requests as before');
+stop_gateway($gw);
+$gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port}, args => [ '--metrics', 'off' ]);
+is(http_get("$gw->{url}/metrics", $all)->{status}, 404, '--metrics off: 404, even for a * token');
+stop_gateway($gw);
+{
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ cfeed_binary(), 'serve', '--tokens', "$dir/tokens", '--metrics', 'sometimes' ],
+		'>', \$out, '2>', \$err);
+	is($? >> 8, 2, '--metrics sometimes: exit 2');
+	like($err, qr/--metrics must be open, token or off/, '--metrics sometimes: the message says why');
+}
+
 # --- serving from a hot standby (cfeed.wait instead of LISTEN)
 $node->backup('b');
 my $standby = PostgreSQL::Test::Cluster->new('serve_standby');
