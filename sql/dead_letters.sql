@@ -446,22 +446,32 @@ SELECT cursor - :head AS cursor FROM cfeed.lease WHERE group_name = 'h' AND feed
 SELECT cfeed.resolve_dead_letter('h', 1, 0, :head);
 SELECT count(*) AS dead_letters_left FROM cfeed.dead_letters WHERE group_name = 'h';
 SELECT cfeed.drop_group('h', 1);
--- dead letters followed only by a deleted change end the shard too (a head
--- that is a deleted change is no change to process): a seek back onto the
--- change before them moves over them
+-- dead letters among and before deleted changes end the shard too (a
+-- number whose change was deleted is no change to process): a seek back
+-- onto the change before them moves over them all, to the last dead letter
 SELECT cfeed.create_feed('dl-deleted', 1, feed_id => 43);
-SELECT count(cfeed.publish(43, 0)) FROM generate_series(1, 4);
+SELECT count(cfeed.publish(43, 0)) FROM generate_series(1, 5);
 SELECT change_count FROM cfeed.sweep() WHERE feed_id = 43;
 SELECT start_sequence_number AS s43 FROM cfeed.shard WHERE feed_id = 43 AND shard = 0 \gset
 SELECT cfeed.set_failure_policy('k', 43, max_attempts => 1, dead_letter => true);
 SELECT epoch AS k_epoch FROM cfeed.acquire('k', 43, 'm', 600000) WHERE shard = 0 \gset
 SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 1);
 SELECT dead_letter FROM cfeed.fail('k', 43, 0, 'm', :k_epoch, :s43 + 2, 'x');
-SELECT dead_letter FROM cfeed.fail('k', 43, 0, 'm', :k_epoch, :s43 + 3, 'x');
-SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 4);
-DELETE FROM cfeed.change WHERE feed_id = 43 AND change_sequence_number = :s43 + 4;
+SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 3);
+SELECT dead_letter FROM cfeed.fail('k', 43, 0, 'm', :k_epoch, :s43 + 4, 'x');
+SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 5);
+DELETE FROM cfeed.change WHERE feed_id = 43 AND change_sequence_number IN (:s43 + 3, :s43 + 5);
 SELECT cfeed.head(43, 0) - :s43 AS head;
 SELECT cfeed.seek('k', 43, 0, :s43 + 1) > 0 AS sought;
+SELECT cursor - :s43 AS cursor FROM cfeed.lease WHERE group_name = 'k' AND feed_id = 43;
+-- a checkpoint onto the change before a dead letter passes the deleted
+-- numbers among the dead letters after it, up to the next stored change
+SELECT cfeed.seek('k', 43, 0, :s43) > 0 AS sought;
+SELECT epoch AS k_epoch FROM cfeed.acquire('k', 43, 'm', 600000) WHERE shard = 0 \gset
+INSERT INTO cfeed.change (feed_id, shard, change_id) VALUES (43, 0, 4300);
+SELECT change_count FROM cfeed.sweep() WHERE feed_id = 43;
+SELECT change_sequence_number - :s43 AS n FROM cfeed.read_group('k', 43, 0);
+SELECT cfeed.checkpoint('k', 43, 0, 'm', :k_epoch, :s43 + 1);
 SELECT cursor - :s43 AS cursor FROM cfeed.lease WHERE group_name = 'k' AND feed_id = 43;
 SELECT cfeed.drop_group('k', 43);
 

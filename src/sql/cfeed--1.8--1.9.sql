@@ -1587,44 +1587,79 @@ COMMENT ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, oid)
 REVOKE ALL ON FUNCTION cfeed._fail(text, int, int, text, bigint, bigint, text, oid) FROM PUBLIC;
 
 /*
- * A lease's cursor that moves back onto the change before dead letters of
- * its group that no stored change follows (a seek back) moves on over them
- * too: no member is given anything after it to checkpoint, so until 1.9
- * the cursor stayed there, the dead letters could not be resolved (they
- * lie after the cursor) and a closed shard's children stayed parked, until
- * a later change came or an operator sought forward onto the last dead
- * letter.  Dead letters followed by a change the group has to process
- * again stay after the cursor, as before: the group passes them with its
- * next checkpoint after that change.  Forward moves are as in 1.8.  The
- * dead letters passed are locked (FOR KEY SHARE): a resolve of one that
- * committed after the snapshot of a REPEATABLE READ or SERIALIZABLE
- * transaction fails it (40001), rather than the cursor passing a change
- * the seek was to give the group again.
+ * A lease's cursor that moves onto the change before dead letters of its
+ * group moves on over them, and over the numbers among them that no stored
+ * change has (deleted changes), up to the first stored change that is not
+ * one of its dead letters: read_group gives none of them, so no member
+ * checkpoints them.  A cursor that moves forward (a checkpoint, a seek
+ * forward, a report that sets a change aside) moves so, as in 1.8, where
+ * only dead letters right after it were passed (a deleted change among them
+ * stopped it).  Since 1.9 one that moves back (a seek) moves so when no
+ * stored change follows them: no member would be given anything after it
+ * to checkpoint, so the cursor stayed there, the dead letters could not be
+ * resolved (they lie after the cursor) and a closed shard's children stayed
+ * parked, until a later change came or an operator sought forward onto the
+ * last dead letter.  Dead letters followed by a change the group has to
+ * process again stay after a cursor moved back, as before: the group
+ * passes them with its next checkpoint after that change.  The walk runs
+ * only when a dead letter lies after the cursor (one probe of failed_change
+ * otherwise), looks the changes up as the owner (every change), and locks
+ * the dead letters it walks over (FOR KEY SHARE): a resolve holds the
+ * lease while it deletes one, so under READ COMMITTED the walk sees it
+ * resolved, and under REPEATABLE READ or SERIALIZABLE one resolved after
+ * the snapshot fails the statement (40001), rather than the cursor passing
+ * a change the seek was to give the group again.  A range shard whose group has another cluster's mark
+ * (before cfeed.adopt_marks) cannot be read: the cursor stays as it was
+ * put.
  */
 CREATE OR REPLACE FUNCTION cfeed._lease_skip_dead_letters() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 DECLARE
-	v_cursor bigint := NEW.cursor;
+	v_at bigint := NEW.cursor;
+	v_next bigint;
 BEGIN
-	WHILE v_cursor < 9223372036854775807 LOOP
+	IF NOT EXISTS (SELECT FROM cfeed.failed_change f
+				   WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
+					 AND f.change_sequence_number > NEW.cursor AND f.dead_lettered_at IS NOT NULL) THEN
+		RETURN NEW;
+	END IF;
+	BEGIN
+		LOOP
+			SELECT r.change_sequence_number INTO v_next FROM cfeed.read(NEW.feed_id, NEW.shard, v_at, 1) r;
+			IF NOT FOUND THEN
+				v_next := NULL;
+				EXIT;
+			END IF;
+			PERFORM FROM cfeed.failed_change f
+			WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
+			  AND f.change_sequence_number = v_next AND f.dead_lettered_at IS NOT NULL
+			FOR KEY SHARE;
+			EXIT WHEN NOT FOUND;
+			v_at := v_next;
+		END LOOP;
+	EXCEPTION WHEN object_not_in_prerequisite_state THEN
+		RETURN NEW;
+	END;
+	IF v_next IS NULL THEN
+		-- nothing stored after: past the dead letters of deleted changes too
 		PERFORM FROM cfeed.failed_change f
 		WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
-		  AND f.change_sequence_number = v_cursor + 1 AND f.dead_lettered_at IS NOT NULL
+		  AND f.change_sequence_number > v_at AND f.dead_lettered_at IS NOT NULL
 		FOR KEY SHARE;
-		EXIT WHEN NOT FOUND;
-		v_cursor := v_cursor + 1;
-	END LOOP;
-	IF v_cursor > NEW.cursor
-	   AND (NEW.cursor > OLD.cursor
-			OR NOT EXISTS (SELECT FROM cfeed.read(NEW.feed_id, NEW.shard, v_cursor, 1))) THEN
-		NEW.cursor := v_cursor;
+		SELECT GREATEST(v_at, pg_catalog.max(f.change_sequence_number)) INTO v_at
+		FROM cfeed.failed_change f
+		WHERE f.group_name = NEW.group_name AND f.feed_id = NEW.feed_id AND f.shard = NEW.shard
+		  AND f.change_sequence_number > v_at AND f.dead_lettered_at IS NOT NULL;
+	ELSIF NEW.cursor < OLD.cursor THEN
+		RETURN NEW;				-- a change to process again follows them
 	END IF;
+	NEW.cursor := v_at;
 	RETURN NEW;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor that moves forward over the dead letters of its group right after it, and one that moves back over those that no stored change follows';
+COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor over the dead letters of its group (and the deleted numbers among them) after it: on a forward move up to the first stored change that is not one, on a move back only when no stored change follows them';
 DROP TRIGGER lease_skip_dead_letters ON cfeed.lease;
 CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
 	FOR EACH ROW WHEN (NEW.cursor <> OLD.cursor) EXECUTE FUNCTION cfeed._lease_skip_dead_letters();
