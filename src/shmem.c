@@ -133,7 +133,8 @@ cfeed_shmem_startup(void)
  *		commit record, judged before the commit, which clears
  *		XactLastRecEnd), in case the prepared transaction recorded changes.
  *		The apply's other commits without an xid (streamed chunks, skipped
- *		transactions) write none; a sweep that finds nothing is cheap.
+ *		transactions) rarely write any (a page pruned, a hint bit's full
+ *		page image); a sweep that finds nothing is cheap.
  */
 static void
 shmem_xact_callback(XactEvent event, void *arg pg_attribute_unused())
