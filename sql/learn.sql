@@ -51,6 +51,15 @@ SELECT pg_temp.err($$EXPLAIN SELECT 1 FROM cfeed.change WHERE feed_id = 2$$) AS 
 SELECT pg_temp.err($$SELECT cfeed.shard_for(3, 'k')$$) AS shard_for_missing,
        pg_temp.err($$SELECT cfeed.channel(2, 0)$$) AS channel,
        pg_temp.err($$SELECT cfeed.channel(3, 0)$$) AS channel_missing;
+-- nor by tracking a table of its own (a temporary one): track() refuses a
+-- feed it may not write with the same words whether the feed exists or not
+-- (up to 1.8 it tracked the table into an existing feed, and told a missing
+-- one by 42704)
+CREATE TEMP TABLE lr_own (id int PRIMARY KEY);
+SELECT pg_temp.err($$SELECT cfeed.track('lr_own', 2)$$) AS track_existing,
+       pg_temp.err($$SELECT cfeed.track('lr_own', 3)$$) AS track_missing;
+SELECT count(*) AS tracking_triggers FROM pg_trigger WHERE tgrelid = 'lr_own'::regclass;
+DROP TABLE lr_own;
 RESET ROLE;
 -- a reader of the feed may: the shard of a key and the channel of a shard
 SET ROLE regress_lr_table_reader;

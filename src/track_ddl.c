@@ -158,7 +158,8 @@ create_triggers(Oid relid, const char *args, bool has_cid, List *parts)
  * cfeed_track
  *		SQL: cfeed.track(tbl regclass, feed_id int, key text) returns void.
  *		Installs the tracking triggers and numbers the table (or writes its
- *		current name into its number); the caller must own tbl.
+ *		current name into its number); the caller must own tbl and may
+ *		write the feed.
  */
 Datum
 cfeed_track(PG_FUNCTION_ARGS)
@@ -180,6 +181,8 @@ cfeed_track(PG_FUNCTION_ARGS)
 	/* CREATE TRIGGER's lock, taken up front rather than upgraded. */
 	rel = cfeed_track_open_table(relid, ShareRowExclusiveLock);
 	cfeed_track_check_owner(rel);
+	/* before the lookup: the same words whether the feed exists or not */
+	cfeed_check_write(feed_id);
 	(void) cfeed_feed_shard_count(feed_id);
 
 	existing = cfeed_track_trigger(rel);

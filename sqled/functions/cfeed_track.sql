@@ -1,8 +1,9 @@
 /*
  * cfeed.track(tbl, feed_id, key): as src/track_ddl.c: the caller must own
  * the table (42501; 42809 for what is not a table), which it locks in
- * SHARE ROW EXCLUSIVE mode (CREATE TRIGGER's) before anything else; the
- * feed must exist (42704); the table must not be tracked (55000); the key
+ * SHARE ROW EXCLUSIVE mode (CREATE TRIGGER's) before anything else; it
+ * must be a writer of the feed (42501, the same whether the feed exists or
+ * not), and the feed must exist (42704); the table must not be tracked (55000); the key
  * is the primary key (null) or a list of its columns (22023, 42703); a
  * change_id column must be bigint (42804).  Creates the triggers
  * cfeed_track, cfeed_track_change_id (with a change_id column) and
@@ -25,6 +26,7 @@ BEGIN
 	IF track.tbl IS NULL THEN PERFORM cfeed._null_arg('tbl'); END IF;
 	IF track.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	v_name := cfeed._sqled_track_table(track.tbl, 'SHARE ROW EXCLUSIVE');
+	PERFORM cfeed._sqled_check_write(track.feed_id);
 	PERFORM cfeed._sqled_layout(track.feed_id, false);
 
 	v_args := cfeed._sqled_track_args(track.tbl);

@@ -53,6 +53,12 @@ RESET ROLE;
 -- a writer of the table only: 42501, nothing written
 SET ROLE trk_nofeed;
 SELECT pg_temp.err($$INSERT INTO public.trk_t (id, v) VALUES (3, 'c')$$) AS no_feed_grant;
+-- nor may it track a table of its own into feed 1: 42501, the same words
+-- for a feed that does not exist (as src/track_ddl.c)
+CREATE TEMP TABLE trk_own (id int PRIMARY KEY);
+SELECT pg_temp.err($$SELECT cfeed.track('trk_own', 1)$$) AS track_existing,
+	   pg_temp.err($$SELECT cfeed.track('trk_own', 99)$$) AS track_missing;
+DROP TABLE trk_own;
 RESET ROLE;
 SELECT op, "row" ->> 'id' AS id, "row" ->> 'v' AS v, tbl = :trk_no AS numbered,
 	   ("row" ->> 'change_id')::bigint = change_id AS id_in_row
