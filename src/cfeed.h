@@ -351,6 +351,7 @@ extern int64 cfeed_wait_for_head(int32 feed_id, int32 shard, int64 cursor,
 
 /* read_access.c */
 extern bool cfeed_may_read_feed(int32 feed_id);
+extern bool cfeed_may_read_every_feed(void);
 extern bool cfeed_may_read_table(Oid relid);
 extern void cfeed_check_read(int32 feed_id);
 extern bool cfeed_may_write_feed(int32 feed_id);

@@ -369,6 +369,18 @@ cfeed_may_read_feed(int32 feed_id)
 }
 
 /*
+ * cfeed_may_read_every_feed
+ *		Whether the current user may read every feed of this database: a
+ *		grant on every feed, or privileges that need no grant.
+ */
+bool
+cfeed_may_read_every_feed(void)
+{
+	access_prepare();
+	return read_grants.all;
+}
+
+/*
  * cfeed_may_write_feed
  *		Whether the current user may write the feed (see the file header).
  *		Does not check that the feed exists.

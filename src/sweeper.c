@@ -63,6 +63,8 @@
 #include "tcop/tcopprot.h"
 #include "commands/dbcommands.h"
 #include "funcapi.h"
+#include "catalog/pg_authid.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -695,7 +697,11 @@ put_paused_databases(ReturnSetInfo *rsinfo)
 /*
  * cfeed_sweepers
  *		SQL: cfeed._sweepers(), behind the cfeed.sweepers view.  Empty
- *		without the preload.
+ *		without the preload.  A sweep's error names feeds and shards, so
+ *		last_error is shown, as pg_stat_activity shows another role's query,
+ *		only to whom may learn them: a role that may read every feed of this
+ *		database, for its sweepers, and one with the privileges of
+ *		pg_read_all_stats; to others as "<insufficient privilege>".
  */
 Datum
 cfeed_sweepers(PG_FUNCTION_ARGS)
@@ -704,10 +710,14 @@ cfeed_sweepers(PG_FUNCTION_ARGS)
 	CfeedWorkerSlot *slots;
 	int			nslots = 0;
 	int			i;
+	bool		all_stats;
+	bool		every_feed;
 
 	InitMaterializedSRF(fcinfo, 0);
 	if (CfeedShared == NULL)
 		return (Datum) 0;
+	all_stats = has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS);
+	every_feed = all_stats || cfeed_may_read_every_feed();
 
 	slots = palloc(sizeof(CfeedWorkerSlot) * CfeedShared->max_workers);
 	LWLockAcquire(CfeedShared->lock, LW_SHARED);
@@ -722,6 +732,7 @@ cfeed_sweepers(PG_FUNCTION_ARGS)
 		bool		nulls[7] = {false, false, false, false, false, false, false};
 		char	   *datname = get_database_name(slots[i].dboid);
 		NameData	dbname;
+		bool		shown;
 
 		values[0] = Int32GetDatum(slots[i].pid);
 		if (datname)
@@ -737,7 +748,8 @@ cfeed_sweepers(PG_FUNCTION_ARGS)
 		values[5] = TimestampTzGetDatum(slots[i].last_sweep_time);
 		nulls[5] = (slots[i].last_sweep_time == 0);
 		slots[i].last_error[CFEED_ERROR_LEN - 1] = '\0';
-		values[6] = CStringGetTextDatum(slots[i].last_error);
+		shown = slots[i].dboid == MyDatabaseId ? every_feed : all_stats;
+		values[6] = CStringGetTextDatum(shown ? slots[i].last_error : "<insufficient privilege>");
 		nulls[6] = (slots[i].last_error[0] == '\0');
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -41,6 +41,24 @@ ok( $node->poll_query_until('postgres', q{
 	SELECT last_error = 'shard 1 of feed 1 has run out of sequence numbers'
 	FROM cfeed.sweepers WHERE datname = 'postgres' AND sweep_group = 0}),
 	'cfeed.sweepers shows the shard that ran out');
+# last_error names feeds: an operator who may not read every feed sees
+# that there is an error, not its text (as pg_stat_activity's query)
+$node->safe_psql('postgres', q{
+	CREATE ROLE numbers_ops; CREATE ROLE numbers_all; CREATE ROLE numbers_stats;
+	GRANT SELECT ON cfeed.sweepers TO numbers_ops, numbers_all, numbers_stats;
+	GRANT EXECUTE ON FUNCTION cfeed._sweepers() TO numbers_ops, numbers_all, numbers_stats;
+	SELECT cfeed.grant_read_all('numbers_all');
+	GRANT pg_read_all_stats TO numbers_stats;
+});
+my $error_as = sub {
+	$node->safe_psql('postgres', qq{SET ROLE $_[0];
+		SELECT last_error FROM cfeed.sweepers WHERE datname = 'postgres' AND sweep_group = 0});
+};
+is($error_as->('numbers_ops'), '<insufficient privilege>', 'an operator without every feed does not see the text');
+is($error_as->('numbers_all'), 'shard 1 of feed 1 has run out of sequence numbers',
+	'a role that may read every feed does');
+is($error_as->('numbers_stats'), 'shard 1 of feed 1 has run out of sequence numbers',
+	'and so does one with pg_read_all_stats');
 ok($node->wait_for_log(qr/WARNING:  shard 1 of feed 1 has run out of sequence numbers/, $log_offset),
 	'and the log has the warning');
 # more changes: the other shard goes on, the exhausted one stays put
