@@ -105,13 +105,16 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep(1)$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 1)$$);
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 0, 1)$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.reshard(1, 4)$$);
 -- reading without waiting is fine there
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 0)$$);
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 0, 0)$$);
 ROLLBACK;
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 1)$$);
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 0, 1)$$);
 ROLLBACK;
 -- sweep_loop runs its own transactions: it refuses them at those levels too
 SET default_transaction_isolation = 'repeatable read';

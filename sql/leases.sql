@@ -79,14 +79,25 @@ SELECT pg_temp.stamped();
 SELECT shard, cursor, epoch FROM cfeed.acquire('h', 2, 'x');
 -- lag before the first checkpoint: all 5 behind; the age is that of change 1
 SELECT owner, epoch, cursor, head, behind,
-       oldest_unread_age = now() - (SELECT stamped_at FROM cfeed.change
-                                    WHERE feed_id = 2 AND change_sequence_number = 2000000000000001) AS age_ok
+       oldest_unread_age BETWEEN now() - (SELECT stamped_at FROM cfeed.change
+                                          WHERE feed_id = 2 AND change_sequence_number = 2000000000000001)
+                         AND clock_timestamp() - (SELECT stamped_at FROM cfeed.change
+                                                  WHERE feed_id = 2 AND change_sequence_number = 2000000000000001) AS age_ok
 FROM cfeed.consumer_lag WHERE group_name = 'h';
 SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000002);
 SELECT cursor, behind,
-       oldest_unread_age = now() - (SELECT stamped_at FROM cfeed.change
-                                    WHERE feed_id = 2 AND change_sequence_number = 2000000000000003) AS age_ok
+       oldest_unread_age BETWEEN now() - (SELECT stamped_at FROM cfeed.change
+                                          WHERE feed_id = 2 AND change_sequence_number = 2000000000000003)
+                         AND clock_timestamp() - (SELECT stamped_at FROM cfeed.change
+                                                  WHERE feed_id = 2 AND change_sequence_number = 2000000000000003) AS age_ok
 FROM cfeed.consumer_lag WHERE group_name = 'h';
+-- the ages are measured from the statement's clock and are never negative:
+-- a pending change whose writer began after this transaction (here, an
+-- hour later) is 0 old, not -1 hour (1.8: measured from now())
+BEGIN;
+INSERT INTO cfeed.change (feed_id, shard, change_id, written_at) VALUES (2, 0, 777, now() + interval '1 hour');
+SELECT pending, oldest_pending_age FROM cfeed.stats WHERE feed_id = 2;
+ROLLBACK;
 -- checkpointing the same position again is fine; reading to the head leaves nothing unread
 SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000002);
 SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000005);

@@ -1,7 +1,8 @@
 /*
  * cfeed.wait(feed_id, shard, cursor, timeout_ms): waits until the shard's
  * head passes the cursor or the timeout ends, polling the head (the SQL
- * edition has no shared memory); returns the head.
+ * edition has no shared memory); returns the head.  Waiting needs READ
+ * COMMITTED (25000, as src/wait.c).
  */
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
@@ -15,10 +16,16 @@ BEGIN
 		RAISE EXCEPTION 'argument "timeout_ms" must not be negative, got %', wait.timeout_ms
 			USING ERRCODE = '22023';
 	END IF;
+	IF wait.timeout_ms > 0 AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+		RAISE EXCEPTION 'cfeed.wait cannot wait in a REPEATABLE READ or SERIALIZABLE transaction'
+			USING ERRCODE = '25000',
+				  DETAIL = 'The transaction''s snapshot would never show the changes it waits for.',
+				  HINT = 'Wait with timeout_ms => 0, or in a READ COMMITTED transaction.';
+	END IF;
 	PERFORM cfeed._sqled_check_read(wait.feed_id, 'shard');
 	PERFORM cfeed._sqled_check_shard(wait.feed_id, wait.shard);
 	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-		-- a transaction snapshot never shows a new head: the head now, at once
+		-- timeout_ms 0: the head as of the transaction's snapshot
 		RETURN cfeed.head(wait.feed_id, wait.shard);
 	END IF;
 	RETURN cfeed._sqled_wait_for_head(wait.feed_id, wait.shard, wait.cursor, wait.timeout_ms);

@@ -1177,7 +1177,8 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
 		   s.last_change_sequence_number AS head, s.last_sweep_time,
 		   COALESCE(p.pending, 0) AS pending,
-		   pg_catalog.now() OPERATOR(pg_catalog.-) p.oldest_written_at AS oldest_pending_age,
+		   GREATEST(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.oldest_written_at,
+					interval '0') AS oldest_pending_age,
 		   cfeed._retention_held_by(s.feed_id, s.shard) AS retention_held_by
 	FROM cfeed.shard s
 	JOIN cfeed.feed f ON f.feed_id OPERATOR(pg_catalog.=) s.feed_id
@@ -1202,7 +1203,7 @@ CREATE OR REPLACE VIEW cfeed.consumer_lag AS
 			   s.last_change_sequence_number AS head,
 			   cfeed._behind(s.last_change_sequence_number, l.cursor) AS behind,
 			   CASE WHEN COALESCE(u.stamped_at, t.stamped_at) IS NOT NULL
-					THEN GREATEST(pg_catalog.now() OPERATOR(pg_catalog.-) COALESCE(u.stamped_at, t.stamped_at),
+					THEN GREATEST(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) COALESCE(u.stamped_at, t.stamped_at),
 								  interval '0')
 			   END AS oldest_unread_age,
 			   l.expires_at
