@@ -60,7 +60,35 @@ SELECT pg_temp.err($$SELECT cfeed.track('lr_own', 2)$$) AS track_existing,
        pg_temp.err($$SELECT cfeed.track('lr_own', 3)$$) AS track_missing;
 SELECT count(*) AS tracking_triggers FROM pg_trigger WHERE tgrelid = 'lr_own'::regclass;
 DROP TABLE lr_own;
+-- nor by firing cfeed's guards on a table of its own shaped like theirs:
+-- PUBLIC may not use them in a trigger, and they run only on cfeed's
+-- tables (up to 1.8 _change_guard checked the feed and shard of the row
+-- for it, 23503 for a missing one, and took the feed's shards lock, which
+-- held up reshard and set_storage)
+CREATE TEMP TABLE lr_rows (feed_id int NOT NULL, shard int NOT NULL, change_id bigint NOT NULL,
+	change_sequence_number bigint, stamped_at timestamptz, written_at timestamptz NOT NULL DEFAULT now(),
+	writer_xid xid8 NOT NULL DEFAULT '1', tbl int, op text, "row" jsonb);
+SELECT p.proname,
+       pg_temp.err(format($$CREATE TRIGGER t BEFORE INSERT ON lr_rows FOR EACH ROW EXECUTE FUNCTION cfeed.%I();
+           INSERT INTO lr_rows (feed_id, shard, change_id) VALUES (2, 0, 1)$$, p.proname)) AS existing,
+       pg_temp.err(format($$CREATE TRIGGER t BEFORE INSERT ON lr_rows FOR EACH ROW EXECUTE FUNCTION cfeed.%I();
+           INSERT INTO lr_rows (feed_id, shard, change_id) VALUES (3, 0, 1)$$, p.proname)) AS missing
+FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+WHERE p.pronamespace = 'cfeed'::regnamespace AND p.prorettype = 'trigger'::regtype AND l.lanname = 'c'
+  AND p.proname NOT IN ('_track_row', '_track_change_id', '_track_truncate', '_read_grant_changed')
+ORDER BY 1;
+SELECT count(*) AS cfeed_locks FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 25448;
 RESET ROLE;
+-- a role that may execute them (here the superuser) cannot fire them on
+-- another table either: nothing of the row is looked at
+SELECT p.proname,
+       pg_temp.err(format($$CREATE TRIGGER t BEFORE INSERT ON lr_rows FOR EACH ROW EXECUTE FUNCTION cfeed.%I();
+           INSERT INTO lr_rows (feed_id, shard, change_id) VALUES (3, 0, 1)$$, p.proname)) AS fired
+FROM pg_proc p
+WHERE p.oid IN ('cfeed._change_guard'::regproc, 'cfeed._change_stamp_guard'::regproc,
+                'cfeed._shard_config_guard'::regproc, 'cfeed._stamp_replicated'::regproc)
+ORDER BY 1;
+DROP TABLE lr_rows;
 -- a reader of the feed may: the shard of a key and the channel of a shard
 SET ROLE regress_lr_table_reader;
 SELECT cfeed.shard_for(1, 'k') AS shard_for_readable, cfeed.channel(1, 0) AS channel_readable,

@@ -358,7 +358,9 @@ extern bool cfeed_may_write_feed(int32 feed_id);
 extern void cfeed_check_write(int32 feed_id);
 
 /* guard.c: the trigger functions' check of how they are fired */
-extern struct TriggerData *cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name);
+extern struct TriggerData *cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name,
+											 const char *relname);
+extern void cfeed_trigger_on(struct TriggerData *trigdata, const char *name, const char *relname);
 
 /* upstream.c: range shards numbered by a publisher (topology A in ranges) */
 #define CFEED_UPSTREAM_WRITER	FullTransactionIdFromEpochAndXid(0, FrozenTransactionId)

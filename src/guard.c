@@ -229,12 +229,28 @@ cfeed_writer_xid(PG_FUNCTION_ARGS)
 }
 
 /*
+ * cfeed_trigger_on
+ *		Refuse a cfeed trigger function fired on a relation other than
+ *		cfeed.<relname>, the one it was installed on: any role may create a
+ *		trigger on a table of its own (a temporary one included) with it,
+ *		and would have it check, lock and report on feeds it was not granted.
+ */
+void
+cfeed_trigger_on(TriggerData *trigdata, const char *name, const char *relname)
+{
+	if (RelationGetRelid(trigdata->tg_relation) != cfeed_relid(relname))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function %s must be fired on cfeed.%s", name, relname)));
+}
+
+/*
  * cfeed_trigger_get
  *		Check that a cfeed trigger function is called as the BEFORE ROW
- *		trigger it was installed as.
+ *		trigger of cfeed.<relname> it was installed as.
  */
 TriggerData *
-cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name)
+cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name, const char *relname)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 
@@ -244,6 +260,7 @@ cfeed_trigger_get(FunctionCallInfo fcinfo, const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function %s must be fired as a BEFORE ROW trigger", name)));
+	cfeed_trigger_on(trigdata, name, relname);
 	return trigdata;
 }
 
@@ -365,7 +382,7 @@ writer_number(int32 feed_id, int32 shard, int64 number, bool restored_row,
 Datum
 cfeed_change_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_guard()", "change");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	tuple = trigdata->tg_trigtuple;
 	bool		feed_null;
@@ -576,7 +593,7 @@ number_given(HeapTuple oldtup, HeapTuple newtup, TupleDesc desc)
 Datum
 cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_stamp_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_stamp_guard()", "change");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	oldtup = trigdata->tg_trigtuple;
 	HeapTuple	newtup = trigdata->tg_newtuple;
@@ -645,7 +662,7 @@ cfeed_change_stamp_guard(PG_FUNCTION_ARGS)
 Datum
 cfeed_change_shard_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_shard_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_shard_guard()", "change");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	newtup = trigdata->tg_newtuple;
 	bool		feed_null;
@@ -675,7 +692,7 @@ cfeed_change_shard_guard(PG_FUNCTION_ARGS)
 Datum
 cfeed_change_image_guard(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_image_guard()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._change_image_guard()", "change");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	oldtup = trigdata->tg_trigtuple;
 	HeapTuple	newtup = trigdata->tg_newtuple;

@@ -123,6 +123,7 @@ cfeed_shard_config_guard(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function cfeed._shard_config_guard() must be fired as a BEFORE ROW trigger")));
+	cfeed_trigger_on(trigdata, "cfeed._shard_config_guard()", "shard_config");
 	ev = trigdata->tg_event;
 	key_changed = TRIGGER_FIRED_BY_UPDATE(ev) &&
 		(shard_column(trigdata, Anum_shard_feed_id, false) !=
@@ -224,6 +225,7 @@ cfeed_shard_config_truncate(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function cfeed._shard_config_truncate() must be fired as an AFTER TRUNCATE trigger")));
+	cfeed_trigger_on(trigdata, "cfeed._shard_config_truncate()", "shard_config");
 	snapshot = cfeed_fresh_snapshot();
 	rel = cfeed_table_open("change", AccessShareLock);
 	slot = table_slot_create(rel, NULL);

@@ -133,7 +133,7 @@ cfeed_upstream_writer(int32 feed_id, int32 shard)
 Datum
 cfeed_stamp_replicated(PG_FUNCTION_ARGS)
 {
-	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._stamp_replicated()");
+	TriggerData *trigdata = cfeed_trigger_get(fcinfo, "cfeed._stamp_replicated()", "stamp");
 	TupleDesc	desc = RelationGetDescr(trigdata->tg_relation);
 	HeapTuple	tuple = trigdata->tg_trigtuple;
 	bool		feed_null;

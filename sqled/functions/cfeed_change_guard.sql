@@ -23,6 +23,10 @@ DECLARE
 	v_start bigint;
 	v_context text;
 BEGIN
+	-- only on cfeed.change: on a role's own table it would check and lock feeds for it
+	IF TG_RELID <> 'cfeed.change'::pg_catalog.regclass::pg_catalog.oid THEN
+		RAISE EXCEPTION 'function cfeed._change_guard() must be fired on cfeed.change' USING ERRCODE = '39P01';
+	END IF;
 	v_restored := NEW.writer_xid IS DISTINCT FROM pg_catalog.pg_current_xact_id()
 		OR NEW.written_at < pg_catalog.transaction_timestamp();
 	-- only a row copied in keeps a written_at of its own (as src/guard.c)

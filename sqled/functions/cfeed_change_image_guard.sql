@@ -9,6 +9,10 @@
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
+	-- only on cfeed.change: on a role's own table it would check and lock feeds for it
+	IF TG_RELID <> 'cfeed.change'::pg_catalog.regclass::pg_catalog.oid THEN
+		RAISE EXCEPTION 'function cfeed._change_image_guard() must be fired on cfeed.change' USING ERRCODE = '39P01';
+	END IF;
 	IF (NEW.tbl IS NOT NULL AND NEW.tbl IS DISTINCT FROM OLD.tbl)
 	   OR (NEW.op IS NOT NULL AND NEW.op IS DISTINCT FROM OLD.op)
 	   OR (NEW."row" IS NOT NULL AND NEW."row" IS DISTINCT FROM OLD."row") THEN

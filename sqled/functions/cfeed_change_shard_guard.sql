@@ -9,6 +9,10 @@
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
+	-- only on cfeed.change: on a role's own table it would check and lock feeds for it
+	IF TG_RELID <> 'cfeed.change'::pg_catalog.regclass::pg_catalog.oid THEN
+		RAISE EXCEPTION 'function cfeed._change_shard_guard() must be fired on cfeed.change' USING ERRCODE = '39P01';
+	END IF;
 	IF NEW.feed_id IS NOT NULL AND NEW.shard IS NOT NULL
 	   AND pg_catalog.current_setting('session_replication_role') <> 'replica'
 	   AND cfeed._may_write(NEW.feed_id) THEN

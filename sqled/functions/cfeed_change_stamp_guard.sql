@@ -16,6 +16,10 @@
 DECLARE
 	v_start bigint;
 BEGIN
+	-- only on cfeed.change: on a role's own table it would check and lock feeds for it
+	IF TG_RELID <> 'cfeed.change'::pg_catalog.regclass::pg_catalog.oid THEN
+		RAISE EXCEPTION 'function cfeed._change_stamp_guard() must be fired on cfeed.change' USING ERRCODE = '39P01';
+	END IF;
 	IF NEW.feed_id IS NOT DISTINCT FROM OLD.feed_id AND NEW.shard IS NOT DISTINCT FROM OLD.shard
 	   AND NEW.change_sequence_number IS NOT DISTINCT FROM OLD.change_sequence_number
 	   AND NEW.stamped_at IS NOT DISTINCT FROM OLD.stamped_at THEN

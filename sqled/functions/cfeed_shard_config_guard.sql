@@ -18,6 +18,10 @@
 DECLARE
 	v_replica bool := pg_catalog.current_setting('session_replication_role') = 'replica';
 BEGIN
+	-- only on cfeed.shard_config: on a role's own table it would check and lock feeds for it
+	IF TG_RELID <> 'cfeed.shard_config'::pg_catalog.regclass::pg_catalog.oid THEN
+		RAISE EXCEPTION 'function cfeed._shard_config_guard() must be fired on cfeed.shard_config' USING ERRCODE = '39P01';
+	END IF;
 	IF TG_OP = 'INSERT' THEN
 		IF NOT v_replica AND NEW.start_sequence_number NOT BETWEEN 0 AND 9223372036854775806 THEN
 			RAISE EXCEPTION 'start value % of new shard % of feed % is out of range',

@@ -10,6 +10,10 @@
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
+	-- only on cfeed.stamp: on a role's own table it would check and lock feeds for it
+	IF TG_RELID <> 'cfeed.stamp'::pg_catalog.regclass::pg_catalog.oid THEN
+		RAISE EXCEPTION 'function cfeed._stamp_replicated() must be fired on cfeed.stamp' USING ERRCODE = '39P01';
+	END IF;
 	IF EXISTS (SELECT FROM pg_catalog.pg_stat_activity a
 			   WHERE a.pid OPERATOR(pg_catalog.=) pg_catalog.pg_backend_pid()
 				 AND a.backend_type OPERATOR(pg_catalog.~) '^logical replication .*worker$') THEN

@@ -1664,3 +1664,14 @@ COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease
 DROP TRIGGER lease_skip_dead_letters ON cfeed.lease;
 CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
 	FOR EACH ROW WHEN (NEW.cursor <> OLD.cursor) EXECUTE FUNCTION cfeed._lease_skip_dead_letters();
+
+/*
+ * The guards of cfeed.change: PUBLIC may not make triggers with them.  A
+ * role's trigger on a table of its own shaped like cfeed.change had
+ * _change_guard check the feed and shard of each row (telling a missing
+ * feed, a closed or missing shard, a shard's start value) and take the
+ * feed's shards lock for it.  Triggers fire whoever may execute their
+ * function, so cfeed.change's own are unaffected; the C functions also
+ * refuse to run on any other table (cfeed_trigger_on).
+ */
+REVOKE EXECUTE ON FUNCTION cfeed._change_guard(), cfeed._change_stamp_guard() FROM PUBLIC;
