@@ -1675,3 +1675,15 @@ CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
  * refuse to run on any other table (cfeed_trigger_on).
  */
 REVOKE EXECUTE ON FUNCTION cfeed._change_guard(), cfeed._change_stamp_guard() FROM PUBLIC;
+
+/*
+ * The read checks on an index of feed_id (cfeed._may_read_support): the
+ * index condition feed_id = ANY (cfeed._readable_feeds()), so that a
+ * reader's index scan never reaches another feed's rows, which EXPLAIN
+ * ANALYZE counted.  Every role may call it: the condition runs as the
+ * reader.
+ */
+CREATE FUNCTION cfeed._readable_feeds() RETURNS int[]
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_readable_feeds';
+COMMENT ON FUNCTION cfeed._readable_feeds() IS 'internal: the feeds the caller may read (each feed when it may read every feed), for the index condition of the read policies (cfeed._may_read_support)';
