@@ -41,7 +41,8 @@ cfeed_check_nonnegative(int32 value, const char *argname)
 	if (value < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("argument \"%s\" must not be negative, got %d", argname, value)));
+				 errmsg("argument \"%s\" must not be negative, got %d", argname, value),
+				 errhint("Pass %s => 0 or more.", argname)));
 }
 
 /*

@@ -204,7 +204,8 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 	if (wait_ms < 0 || duration_ms < 0 || sleep_ms < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("wait_ms, duration_ms and sleep_ms of cfeed.sweep_loop must not be negative")));
+				 errmsg("wait_ms, duration_ms and sleep_ms of cfeed.sweep_loop must not be negative"),
+				 errhint("Pass 0 or more for each (0 for duration_ms: one sweep).")));
 	if (fcinfo->context == NULL || !IsA(fcinfo->context, CallContext) ||
 		((CallContext *) fcinfo->context)->atomic)
 		ereport(ERROR,

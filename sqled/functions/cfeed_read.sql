@@ -23,10 +23,12 @@ BEGIN
 	IF v_max IS NULL THEN PERFORM cfeed._null_arg('max_count'); END IF;
 	IF read.wait_ms IS NULL THEN PERFORM cfeed._null_arg('wait_ms'); END IF;
 	IF v_max < 0 THEN
-		RAISE EXCEPTION 'argument "max_count" must not be negative, got %', v_max USING ERRCODE = '22023';
+		RAISE EXCEPTION 'argument "max_count" must not be negative, got %', v_max
+			USING ERRCODE = '22023', HINT = 'Pass max_count => 0 or more.';
 	END IF;
 	IF read.wait_ms < 0 THEN
-		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', read.wait_ms USING ERRCODE = '22023';
+		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', read.wait_ms
+			USING ERRCODE = '22023', HINT = 'Pass wait_ms => 0 or more.';
 	END IF;
 	IF read.wait_ms > 0 AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
 		RAISE EXCEPTION 'cfeed.read cannot wait in a REPEATABLE READ or SERIALIZABLE transaction'

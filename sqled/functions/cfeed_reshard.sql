@@ -40,7 +40,7 @@ BEGIN
 	IF reshard.wait_ms IS NULL THEN PERFORM cfeed._null_arg('wait_ms'); END IF;
 	IF reshard.wait_ms < 0 THEN
 		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', reshard.wait_ms
-			USING ERRCODE = '22023';
+			USING ERRCODE = '22023', HINT = 'Pass wait_ms => 0 or more.';
 	END IF;
 	PERFORM cfeed._sqled_may_reshard(v_feed, 'cfeed.reshard()', 'reshard');
 	v_limit_ms := CASE WHEN v_session_ms > 0 AND v_session_ms < reshard.wait_ms THEN v_session_ms ELSE reshard.wait_ms END;

@@ -18,7 +18,7 @@ BEGIN
 	END IF;
 	IF set_storage.wait_ms < 0 THEN
 		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', set_storage.wait_ms
-			USING ERRCODE = '22023';
+			USING ERRCODE = '22023', HINT = 'Pass wait_ms => 0 or more.';
 	END IF;
 	PERFORM cfeed._sqled_may_reshard(set_storage.feed_id, 'cfeed.set_storage()', 'set the storage of');
 	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = set_storage.feed_id) THEN

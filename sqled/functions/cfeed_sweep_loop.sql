@@ -27,7 +27,7 @@ BEGIN
 	IF sweep_loop.sleep_ms IS NULL THEN PERFORM cfeed._null_arg('sleep_ms'); END IF;
 	IF sweep_loop.wait_ms < 0 OR sweep_loop.duration_ms < 0 OR sweep_loop.sleep_ms < 0 THEN
 		RAISE EXCEPTION 'wait_ms, duration_ms and sleep_ms of cfeed.sweep_loop must not be negative'
-			USING ERRCODE = '22023';
+			USING ERRCODE = '22023', HINT = 'Pass 0 or more for each (0 for duration_ms: one sweep).';
 	END IF;
 	change_count := 0;
 	max_lag_ms := 0;

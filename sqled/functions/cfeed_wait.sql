@@ -14,7 +14,7 @@ BEGIN
 	IF wait.timeout_ms IS NULL THEN PERFORM cfeed._null_arg('timeout_ms'); END IF;
 	IF wait.timeout_ms < 0 THEN
 		RAISE EXCEPTION 'argument "timeout_ms" must not be negative, got %', wait.timeout_ms
-			USING ERRCODE = '22023';
+			USING ERRCODE = '22023', HINT = 'Pass timeout_ms => 0 or more.';
 	END IF;
 	IF wait.timeout_ms > 0 AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
 		RAISE EXCEPTION 'cfeed.wait cannot wait in a REPEATABLE READ or SERIALIZABLE transaction'

@@ -503,11 +503,12 @@ BEGIN
 	IF acquire.ttl_ms IS NULL THEN PERFORM cfeed._null_arg('ttl_ms'); END IF;
 	IF v_group = '' OR v_owner = '' THEN
 		RAISE EXCEPTION 'group_name and owner must not be empty'
-			USING ERRCODE = '22023';
+			USING ERRCODE = '22023',
+				  HINT = 'Name the consumer group and the member calling (owner: unique per member, e.g. host and process id).';
 	END IF;
 	IF acquire.ttl_ms <= 0 THEN
 		RAISE EXCEPTION 'argument "ttl_ms" must be positive, got %', acquire.ttl_ms
-			USING ERRCODE = '22023';
+			USING ERRCODE = '22023', HINT = 'Pass ttl_ms => 1 or more: how long the leases last without a renewal, in milliseconds.';
 	END IF;
 	PERFORM cfeed._check_feed(v_feed);
 	v_expires := v_now + pg_catalog.make_interval(secs => acquire.ttl_ms / 1000.0);
