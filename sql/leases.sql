@@ -91,6 +91,14 @@ SELECT cursor, behind,
                          AND clock_timestamp() - (SELECT stamped_at FROM cfeed.change
                                                   WHERE feed_id = 2 AND change_sequence_number = 2000000000000003) AS age_ok
 FROM cfeed.consumer_lag WHERE group_name = 'h';
+-- ... measured when the view is read, not when its transaction began
+BEGIN;
+SELECT pg_sleep(0.2);
+SELECT oldest_unread_age >= now() - (SELECT stamped_at FROM cfeed.change
+                                     WHERE feed_id = 2 AND change_sequence_number = 2000000000000003)
+                            + interval '0.2 s' AS age_from_the_clock
+FROM cfeed.consumer_lag WHERE group_name = 'h';
+COMMIT;
 -- the ages are measured from the statement's clock and are never negative:
 -- a pending change whose writer began after this transaction (here, an
 -- hour later) is 0 old, not -1 hour (1.8: measured from now())

@@ -387,6 +387,7 @@ extern CfeedSavedUser cfeed_become_user(Oid userid);
 extern CfeedSavedUser cfeed_become_owner(void);
 extern void cfeed_restore_user(CfeedSavedUser saved);
 extern void cfeed_check_nonnegative(int32 value, const char *argname);
+extern void cfeed_check_wait(const char *fn, int32 ms, const char *argname);
 extern void cfeed_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *argname);
 extern int	cfeed_spi_connect(void);

@@ -633,13 +633,7 @@ read_common(FunctionCallInfo fcinfo, ReadPlans *plans, const char *rows_sql,
 	max_count = PG_GETARG_INT32(3);
 	wait_ms = PG_GETARG_INT32(4);
 	cfeed_check_nonnegative(max_count, "max_count");
-	cfeed_check_nonnegative(wait_ms, "wait_ms");
-	if (wait_ms > 0 && IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-				 errmsg("cfeed.read cannot wait in a REPEATABLE READ or SERIALIZABLE transaction"),
-				 errdetail("The transaction's snapshot would never show the changes it waits for."),
-				 errhint("Read with wait_ms => 0, or wait in a READ COMMITTED transaction.")));
+	cfeed_check_wait("cfeed.read", wait_ms, "wait_ms");
 
 	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	cfeed_check_select("change");

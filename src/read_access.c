@@ -75,12 +75,14 @@
 #include "executor/tuptable.h"
 #include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
 #include "nodes/supportnodes.h"
 #include "parser/parse_func.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "lib/qunique.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -147,6 +149,7 @@ static uint64 access_invals = 0;
 static Oid	access_user = InvalidOid;
 static CfeedGrants read_grants;
 static CfeedGrants write_grants;
+static ArrayType *readable_granted;	/* readable_feed_ids' array, from the grants */
 static CfeedAccessMemo feed_access;
 static CfeedAccessMemo table_access;
 static CfeedAccessMemo write_access;
@@ -296,6 +299,7 @@ access_prepare(void)
 	memset(&table_access, 0, sizeof(table_access));
 	memset(&write_access, 0, sizeof(write_access));
 	MemoryContextReset(access_cxt);
+	readable_granted = NULL;
 
 	access_user = user;
 	privileged = superuser_arg(user) || has_bypassrls_privilege(user) ||
@@ -545,18 +549,54 @@ cfeed_may_write(PG_FUNCTION_ARGS)
 }
 
 /*
+ * int32_cmp
+ *		qsort comparator of int32s.
+ */
+static int
+int32_cmp(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = *(const int32 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * sorted_ids
+ *		ids[0..n-1] sorted, without duplicates, as an int[] in the current
+ *		memory context: the order btree wants its array keys in (it sorts
+ *		them at each rescan, at once when they are).
+ */
+static ArrayType *
+sorted_ids(int32 *ids, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+	int			i;
+
+	qsort(ids, n, sizeof(int32), int32_cmp);
+	n = n > 0 ? (int) qunique(ids, n, sizeof(int32), int32_cmp) : 0;
+	for (i = 0; i < n; i++)
+		d[i] = Int32GetDatum(ids[i]);
+	return construct_array(d, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+}
+
+/*
  * readable_feed_ids
- *		The feeds the current user may read: each feed of cfeed.feed (as of
- *		the active snapshot) when it may read every feed, else the feeds of
- *		the grants it has (whether they exist or not).  A superset of what
- *		cfeed._may_read passes, as the index condition below needs.
+ *		The feeds the current user may read, sorted: each feed of
+ *		cfeed.feed (as of the active snapshot) when it may read every feed,
+ *		else the feeds of the grants it has (whether they exist or not),
+ *		kept with the access decisions.  A superset of what cfeed._may_read
+ *		passes, as the index condition below needs.  The condition runs it
+ *		at every start of an index scan (each rescan of a join's inner
+ *		side), so the grants' array is made once per cache.
  */
 static ArrayType *
 readable_feed_ids(void)
 {
-	Datum	   *ids;
+	int32	   *ids;
 	int			n = 0;
 	int			i;
+	ArrayType  *a;
 
 	access_prepare();
 	if (read_grants.all)
@@ -566,27 +606,35 @@ readable_feed_ids(void)
 		TupleTableSlot *slot = table_slot_create(rel, NULL);
 		int			size = 16;
 
-		ids = palloc(sizeof(Datum) * size);
+		ids = palloc(sizeof(int32) * size);
 		while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
 		{
 			bool		isnull;
 
 			if (n == size)
-				ids = repalloc(ids, sizeof(Datum) * (size *= 2));
-			ids[n++] = slot_getattr(slot, Anum_feed_feed_id, &isnull);
+				ids = repalloc(ids, sizeof(int32) * (size *= 2));
+			ids[n++] = DatumGetInt32(slot_getattr(slot, Anum_feed_feed_id, &isnull));
 		}
 		ExecDropSingleTupleTableSlot(slot);
 		table_endscan(scan);
 		table_close(rel, NoLock);
+		return sorted_ids(ids, n);
 	}
-	else
+	if (readable_granted == NULL)
 	{
-		ids = palloc(sizeof(Datum) * Max(read_grants.ngrants, 1));
+		ids = palloc(sizeof(int32) * Max(read_grants.ngrants, 1));
 		for (i = 0; i < read_grants.ngrants; i++)
 			if (!read_grants.grants[i].every_feed && grantee_matches(&read_grants.grants[i]))
-				ids[n++] = Int32GetDatum(read_grants.grants[i].feed_id);
+				ids[n++] = read_grants.grants[i].feed_id;
+		a = sorted_ids(ids, n);
+		if (!access_valid)
+			return a;
+		readable_granted = MemoryContextAlloc(access_cxt, VARSIZE(a));
+		memcpy(readable_granted, a, VARSIZE(a));
 	}
-	return construct_array(ids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT);
+	a = palloc(VARSIZE(readable_granted));
+	memcpy(a, readable_granted, VARSIZE(readable_granted));
+	return a;
 }
 
 /*
@@ -616,7 +664,11 @@ cfeed_readable_feeds(PG_FUNCTION_ARGS)
  *		and run for another role), a superset of the feeds the policy
  *		passes, which stays the filter.  None for a role that may read every
  *		feed when the plan is made, nor for cfeed._may_write, nor in a
- *		schema without cfeed._readable_feeds (not yet updated to 1.9).
+ *		schema without cfeed._readable_feeds (not yet updated to 1.9).  The
+ *		plan depends on cfeed.read_grant, so that a plan kept (a prepared
+ *		statement, PL/pgSQL) is made again when grants change, which
+ *		invalidate it (cfeed._read_grant_changed): one made while its role
+ *		read every feed gets the condition once it no longer does.
  */
 static List *
 readable_feeds_condition(SupportRequestIndexCondition *req)
@@ -624,14 +676,19 @@ readable_feeds_condition(SupportRequestIndexCondition *req)
 	FuncExpr   *f = (FuncExpr *) req->node;
 	Oid			readable;
 	char	   *name;
+	bool		every_feed;
 	ScalarArrayOpExpr *saop;
 
 	if (!IsA(f, FuncExpr) || req->indexarg != 0 || req->opfamily != INTEGER_BTREE_FAM_OID ||
 		exprType(linitial(f->args)) != INT4OID)
 		return NIL;
 	name = get_func_name(f->funcid);
-	if (name == NULL || (strcmp(name, "_may_read") != 0 && strcmp(name, "_may_read_image") != 0) ||
-		cfeed_may_read_every_feed())
+	if (name == NULL || (strcmp(name, "_may_read") != 0 && strcmp(name, "_may_read_image") != 0))
+		return NIL;
+	every_feed = cfeed_may_read_every_feed();
+	if (OidIsValid(read_grants.relid))
+		req->root->glob->relationOids = lappend_oid(req->root->glob->relationOids, read_grants.relid);
+	if (every_feed)
 		return NIL;
 	readable = LookupFuncName(list_make2(makeString(get_namespace_name(get_func_namespace(f->funcid))),
 										 makeString("_readable_feeds")),

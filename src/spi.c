@@ -12,6 +12,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/guc.h"
@@ -43,6 +44,25 @@ cfeed_check_nonnegative(int32 value, const char *argname)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("argument \"%s\" must not be negative, got %d", argname, value),
 				 errhint("Pass %s => 0 or more.", argname)));
+}
+
+/*
+ * cfeed_check_wait
+ *		The wait argument ms of function fn (cfeed.read's wait_ms,
+ *		cfeed.wait's timeout_ms): 22023 when negative, 25000 when it would
+ *		wait in a REPEATABLE READ or SERIALIZABLE transaction, whose snapshot
+ *		would never show what it waits for.
+ */
+void
+cfeed_check_wait(const char *fn, int32 ms, const char *argname)
+{
+	cfeed_check_nonnegative(ms, argname);
+	if (ms > 0 && IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("%s cannot wait in a REPEATABLE READ or SERIALIZABLE transaction", fn),
+				 errdetail("The transaction's snapshot would never show the changes it waits for."),
+				 errhint("Pass %s => 0, or wait in a READ COMMITTED transaction.", argname)));
 }
 
 /*

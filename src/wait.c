@@ -31,7 +31,6 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "access/xlog.h"
 #include "access/xlogrecovery.h"
 #include "fmgr.h"
@@ -256,13 +255,7 @@ cfeed_wait(PG_FUNCTION_ARGS)
 	cfeed_require_arg(fcinfo, 1, "shard");
 	cfeed_require_arg(fcinfo, 2, "cursor");
 	cfeed_require_arg(fcinfo, 3, "timeout_ms");
-	cfeed_check_nonnegative(PG_GETARG_INT32(3), "timeout_ms");
-	if (PG_GETARG_INT32(3) > 0 && IsolationUsesXactSnapshot())
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
-				 errmsg("cfeed.wait cannot wait in a REPEATABLE READ or SERIALIZABLE transaction"),
-				 errdetail("The transaction's snapshot would never show the changes it waits for."),
-				 errhint("Wait with timeout_ms => 0, or in a READ COMMITTED transaction.")));
+	cfeed_check_wait("cfeed.wait", PG_GETARG_INT32(3), "timeout_ms");
 	cfeed_check_select("shard");
 	cfeed_check_read(PG_GETARG_INT32(0));
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), true, &sh);

@@ -26,16 +26,7 @@ BEGIN
 		RAISE EXCEPTION 'argument "max_count" must not be negative, got %', v_max
 			USING ERRCODE = '22023', HINT = 'Pass max_count => 0 or more.';
 	END IF;
-	IF read.wait_ms < 0 THEN
-		RAISE EXCEPTION 'argument "wait_ms" must not be negative, got %', read.wait_ms
-			USING ERRCODE = '22023', HINT = 'Pass wait_ms => 0 or more.';
-	END IF;
-	IF read.wait_ms > 0 AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-		RAISE EXCEPTION 'cfeed.read cannot wait in a REPEATABLE READ or SERIALIZABLE transaction'
-			USING ERRCODE = '25000',
-				  DETAIL = 'The transaction''s snapshot would never show the changes it waits for.',
-				  HINT = 'Read with wait_ms => 0, or wait in a READ COMMITTED transaction.';
-	END IF;
+	PERFORM cfeed._sqled_check_wait('cfeed.read', read.wait_ms, 'wait_ms');
 	PERFORM cfeed._sqled_check_read(v_feed, 'change');
 	v_head := cfeed._sqled_head(v_feed, v_shard);
 	IF v_head IS NULL THEN

@@ -69,7 +69,7 @@ DECLARE
 	i int;
 BEGIN
 	IF v_group IS NULL THEN PERFORM cfeed._null_arg('sweep_group'); END IF;
-	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+	IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
 		RAISE EXCEPTION 'cfeed cannot sweep in a REPEATABLE READ or SERIALIZABLE transaction'
 			USING ERRCODE = '25000',
 				  DETAIL = 'A sweep must see every change committed before it starts, which a transaction snapshot does not.',

@@ -12,19 +12,10 @@ BEGIN
 	IF wait.shard IS NULL THEN PERFORM cfeed._null_arg('shard'); END IF;
 	IF wait.cursor IS NULL THEN PERFORM cfeed._null_arg('cursor'); END IF;
 	IF wait.timeout_ms IS NULL THEN PERFORM cfeed._null_arg('timeout_ms'); END IF;
-	IF wait.timeout_ms < 0 THEN
-		RAISE EXCEPTION 'argument "timeout_ms" must not be negative, got %', wait.timeout_ms
-			USING ERRCODE = '22023', HINT = 'Pass timeout_ms => 0 or more.';
-	END IF;
-	IF wait.timeout_ms > 0 AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
-		RAISE EXCEPTION 'cfeed.wait cannot wait in a REPEATABLE READ or SERIALIZABLE transaction'
-			USING ERRCODE = '25000',
-				  DETAIL = 'The transaction''s snapshot would never show the changes it waits for.',
-				  HINT = 'Wait with timeout_ms => 0, or in a READ COMMITTED transaction.';
-	END IF;
+	PERFORM cfeed._sqled_check_wait('cfeed.wait', wait.timeout_ms, 'timeout_ms');
 	PERFORM cfeed._sqled_check_read(wait.feed_id, 'shard');
 	PERFORM cfeed._sqled_check_shard(wait.feed_id, wait.shard);
-	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+	IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
 		-- timeout_ms 0: the head as of the transaction's snapshot
 		RETURN cfeed.head(wait.feed_id, wait.shard);
 	END IF;

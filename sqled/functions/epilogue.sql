@@ -53,7 +53,7 @@ BEGIN
 			USING ERRCODE = '42501',
 				  DETAIL = 'Only superusers and roles with the privileges of the extension''s owner change a feed''s shards.';
 	END IF;
-	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+	IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
 		RAISE EXCEPTION '% cannot run in a REPEATABLE READ or SERIALIZABLE transaction', _sqled_may_reshard.fn
 			USING ERRCODE = '25000',
 				  DETAIL = 'It waits for the feed''s writers and then reads the feed''s shards as they committed.',
@@ -92,7 +92,7 @@ DECLARE
 	v_closed bool;
 BEGIN
 	PERFORM pg_catalog.pg_advisory_xact_lock_shared(1667655013, _sqled_shard_start.feed_id);
-	IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+	IF pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
 		PERFORM cfeed._sqled_shard_current(_sqled_shard_start.feed_id, _sqled_shard_start.shard);
 	END IF;
 	SELECT s.start_sequence_number, s.closed INTO v_start, v_closed
@@ -279,6 +279,30 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_check_read(int, text) IS 'internal (SQL edition): 42501 unless the current user may SELECT the table of cfeed and read the feed';
+
+/*
+ * cfeed._sqled_check_wait(fn, ms, argname): the wait argument of cfeed.read
+ * and cfeed.wait, as src/spi.c (cfeed_check_wait): 22023 when negative,
+ * 25000 when it would wait in a REPEATABLE READ or SERIALIZABLE transaction.
+ */
+CREATE FUNCTION cfeed._sqled_check_wait(fn text, ms int, argname text) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF ms < 0 THEN
+		RAISE EXCEPTION 'argument "%" must not be negative, got %', argname, ms
+			USING ERRCODE = '22023', HINT = pg_catalog.format('Pass %s => 0 or more.', argname);
+	END IF;
+	IF ms > 0 AND pg_catalog.current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
+		RAISE EXCEPTION '% cannot wait in a REPEATABLE READ or SERIALIZABLE transaction', fn
+			USING ERRCODE = '25000',
+				  DETAIL = 'The transaction''s snapshot would never show the changes it waits for.',
+				  HINT = pg_catalog.format('Pass %s => 0, or wait in a READ COMMITTED transaction.', argname);
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_wait(text, int, text) IS 'internal (SQL edition): 22023 for a negative wait, 25000 for one under REPEATABLE READ or SERIALIZABLE';
 
 /*
  * cfeed._sqled_check_write: cfeed.publish's 42501 unless the current user
