@@ -49,6 +49,24 @@ FROM (VALUES ('change', $$SELECT 1 FROM cfeed.change WHERE feed_id = 2 AND shard
 CROSS JOIN LATERAL pg_temp.explain_lines(cmd) l
 GROUP BY q ORDER BY q;
 RESET ROLE;
+-- a plan kept while its role read every feed (no condition then) is made
+-- again once it no longer does: it depends on cfeed.read_grant
+SELECT cfeed.grant_read_all('regress_lr_table_reader');
+SET ROLE regress_lr_table_reader;
+SET plan_cache_mode = force_generic_plan;
+PREPARE lr_kept(int) AS SELECT count(*) FROM cfeed.change
+	WHERE feed_id = $1 AND shard = 0 AND change_sequence_number > 2000000000000000;
+EXECUTE lr_kept(2);
+RESET ROLE;
+SELECT cfeed.revoke_read_all('regress_lr_table_reader');
+SET ROLE regress_lr_table_reader;
+EXECUTE lr_kept(2);
+SELECT count(*) FILTER (WHERE l ~ 'Rows Removed') AS removed_lines,
+       bool_or(l ~ 'feed_id = ANY \(cfeed._readable_feeds\(\)\)') AS feeds_in_index
+FROM pg_temp.explain_lines('EXECUTE lr_kept(2)') l;
+DEALLOCATE lr_kept;
+RESET plan_cache_mode;
+RESET ROLE;
 
 -- a role with LOGIN only: no table, view or function of a feed
 SET ROLE regress_lr_nobody;
