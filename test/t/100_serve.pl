@@ -219,7 +219,15 @@ for my $case (
 	[ "$f&partition=0&cursor=_first&pageSizeHint=0", 'bad pageSizeHint' ],
 	[ "$f&partition=0&cursor=_first&stream=soon", 'bad stream' ],
 	[ "$f&partition=0&cursor=_first&stream=100&pageSizeHint=5", 'stream with pageSizeHint' ],
-	[ "$url/orders?cursor0=1", 'FeedAPI v1 arguments' ])
+	[ "$url/orders?cursor0=1", 'FeedAPI v1 arguments' ],
+	# numbers are digits only (a review: strtoll took a sign or leading
+	# spaces, "+0" and "%200" were partition 0, where "0%20" got 400)
+	[ "$f&partition=%2B0&cursor=_first", 'a partition with a plus sign' ],
+	[ "$f&partition=%200&cursor=_first", 'a partition with a leading space' ],
+	[ "$f&partition=-0&cursor=_first", 'a partition with a minus sign' ],
+	[ "$f&partition=0&cursor=%2B$start", 'a cursor with a plus sign' ],
+	[ "$f&partition=0&cursor=%20$start", 'a cursor with a leading space' ],
+	[ "$f&partition=0&cursor=_first&pageSizeHint=%2B5", 'a pageSizeHint with a plus sign' ])
 {
 	$r = http_get($case->[0], $alice);
 	is($r->{status}, 400, "400: $case->[1]");
