@@ -64,32 +64,49 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 }
 
 /*
- * beyond_head
- *		Whether c is past its shard's head, in the feed's current epoch: no
- *		response sent that position (a corrupted or made-up cursor), and
- *		taking it would skip every change up to it.  A hot standby is not
- *		asked: a position another gateway sent may be ahead of its replay
- *		(docs/serve.md, "Serving from a hot standby").  A position of
- *		another epoch is resumed by the read (cfeed.resume_cursor).
+ * position_sent
+ *		Whether c (what: how the answer names it) may be a position that a
+ *		response sent; if not, the answer is set to 400.  A position beyond
+ *		its shard's head in the feed's current epoch was never sent (a
+ *		corrupted or made-up cursor), and taking it would skip every change
+ *		up to it.  A position of another epoch is resumed by the read
+ *		(cfeed.resume_cursor).  A hot standby is not asked: a position
+ *		another gateway sent may be ahead of its replay (docs/serve.md,
+ *		"Serving from a hot standby").
  */
 static bool
-beyond_head(const ServeReq *req, const ServeCursor *c)
+position_sent(ServeReq *req, const ServeCursor *c, const char *what)
 {
-	return !req->feed.on_standby && c->known && c->epoch == req->feed.epoch &&
-		c->number > req->feed.heads[shard_index(req, c->shard)];
+	char		detail[192];
+
+	if (req->feed.on_standby)
+		return true;
+	if (c->known && c->epoch == req->feed.epoch &&
+		c->number > req->feed.heads[shard_index(req, c->shard)])
+		snprintf(detail, sizeof(detail),
+				 "%s %lld of partition %d is beyond its head %lld: not a position this feed sent",
+				 what, c->number, c->shard, req->feed.heads[shard_index(req, c->shard)]);
+	else
+		return true;
+	cfeed_feedapi_error(req, 400, "bad_request", detail);
+	return false;
 }
 
 /*
  * position_request
  *		Fill req->cursors from the cursor argument (and, for SSE, the
  *		Last-Event-ID).  False, with a 400 answer, when they are invalid or
- *		one is beyond its shard's head (beyond_head).
+ *		one was never sent (position_sent): a compact Last-Event-ID is
+ *		checked here too, the one position it names within a round (the
+ *		others are found by the times, serve_sse.c).
  */
 static bool
 position_request(ServeReq *req)
 {
 	int			first = 0;
 	int			n = req->feed.nshards;
+	const char *what = req->last_event_id ? "Last-Event-ID position" : "cursor";
+	const ServeSseId *id = &req->resume;
 
 	if (!req->all_shards)
 	{
@@ -115,18 +132,20 @@ position_request(ServeReq *req)
 		return false;
 	}
 	for (int i = 0; i < n; i++)
-		if (beyond_head(req, &req->cursors[i]))
-		{
-			const ServeCursor *c = &req->cursors[i];
-			char		detail[160];
-
-			snprintf(detail, sizeof(detail),
-					 "%s %lld of partition %d is beyond its head %lld: not a position this feed sent",
-					 req->last_event_id ? "Last-Event-ID position" : "cursor", c->number,
-					 c->shard, req->feed.heads[shard_index(req, c->shard)]);
-			cfeed_feedapi_error(req, 400, "bad_request", detail);
+		if (!position_sent(req, &req->cursors[i], what))
 			return false;
-		}
+	if (id->mid)
+	{
+		ServeCursor named = {
+			.shard = id->shard,
+			.known = id->mid,
+			.number = id->number,
+			.epoch = id->has_epoch ? id->epoch : req->feed.epoch
+		};
+
+		if (!position_sent(req, &named, what))
+			return false;
+	}
 	return true;
 }
 

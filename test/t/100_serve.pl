@@ -248,6 +248,25 @@ is(http_get("$url/orders?stream=100&cursor=$beyond", $alice, Accept => 'text/eve
 	'an SSE cursor beyond the head: 400');
 is(http_get("$f&partition=0&cursor=" . ($beyond - 1), $alice)->{status}, 200, 'a cursor at the head: 200');
 
+# the compact id of an all-shards stream names one position too, within a
+# round (LO.HI.SHARD:NUMBER@EPOCH): beyond its head it gets 400 as well (a
+# review: 200, and the stream skipped every change up to it)
+my $epoch_now = $node->safe_psql('postgres', 'select cfeed.epoch()');
+$r = http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1.2.0:$beyond\@$epoch_now");
+is($r->{status}, 400, 'a compact Last-Event-ID whose position is beyond the head: 400');
+like(eval { decode_json($r->{content})->{detail} } // '', qr/beyond its head/, 'and says so');
+# a position below the shard's start value is in its migration range (0 is
+# below every number): taken by every form, as it is by cfeed.read
+is(http_get("$f&partition=0&cursor=1", $alice)->{status}, 200, 'a cursor below the start value: 200');
+is(http_get("$url/orders?stream=100&partition=0", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1\@$epoch_now")->{status}, 200, 'a Last-Event-ID below the start value: 200');
+is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1.2.0:1\@$epoch_now")->{status}, 200, 'and a compact one: 200');
+is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1.2.0:-1\@$epoch_now")->{status}, 400,
+	'a compact Last-Event-ID with a negative position: 400, as a cursor -1');
+
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
 
