@@ -66,13 +66,15 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 /*
  * position_sent
  *		Whether c (what: how the answer names it) may be a position that a
- *		response sent; if not, the answer is set to 400.  A position beyond
- *		its shard's head in the feed's current epoch was never sent (a
- *		corrupted or made-up cursor), and taking it would skip every change
- *		up to it.  A position of another epoch is resumed by the read
- *		(cfeed.resume_cursor).  A hot standby is not asked: a position
- *		another gateway sent may be ahead of its replay (docs/serve.md,
- *		"Serving from a hot standby").
+ *		response sent; if not, the answer is set to 400.  Never sent were a
+ *		position beyond its shard's head in the feed's current epoch
+ *		(taking it would skip every change up to it), and one of an epoch
+ *		after the current one (cfeed.resume_cursor would take that epoch
+ *		for one a failover lost and rewind the position: a full replay and
+ *		a false warning).  A position of an older epoch is resumed by the
+ *		read (cfeed.resume_cursor).  A hot standby is not asked: a position
+ *		another gateway sent may be ahead of its replay, epoch included
+ *		(docs/serve.md, "Serving from a hot standby").
  */
 static bool
 position_sent(ServeReq *req, const ServeCursor *c, const char *what)
@@ -81,8 +83,12 @@ position_sent(ServeReq *req, const ServeCursor *c, const char *what)
 
 	if (req->feed.on_standby)
 		return true;
-	if (c->known && c->epoch == req->feed.epoch &&
-		c->number > req->feed.heads[shard_index(req, c->shard)])
+	if (cfeed_serve_epochs && c->epoch > req->feed.epoch)
+		snprintf(detail, sizeof(detail),
+				 "%s is of epoch %lld, after the feed's current epoch %lld: a cursor this feed did not send",
+				 what, c->epoch, req->feed.epoch);
+	else if (c->known && c->epoch == req->feed.epoch &&
+			 c->number > req->feed.heads[shard_index(req, c->shard)])
 		snprintf(detail, sizeof(detail),
 				 "%s %lld of partition %d is beyond its head %lld: not a position this feed sent",
 				 what, c->number, c->shard, req->feed.heads[shard_index(req, c->shard)]);
@@ -97,7 +103,7 @@ position_sent(ServeReq *req, const ServeCursor *c, const char *what)
  *		Fill req->cursors from the cursor argument (and, for SSE, the
  *		Last-Event-ID).  False, with a 400 answer, when they are invalid or
  *		one was never sent (position_sent): a compact Last-Event-ID is
- *		checked here too, the one position it names within a round (the
+ *		checked here too, its epoch and the one position it names (the
  *		others are found by the times, serve_sse.c).
  */
 static bool
@@ -134,7 +140,7 @@ position_request(ServeReq *req)
 	for (int i = 0; i < n; i++)
 		if (!position_sent(req, &req->cursors[i], what))
 			return false;
-	if (id->mid)
+	if (id->set)
 	{
 		ServeCursor named = {
 			.shard = id->shard,
