@@ -383,6 +383,8 @@ extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
 extern bool cfeed_stream_parse_position(const ServeReq *req, const char *text,
 										ServeCursor *c);
 extern void cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c);
+extern void cfeed_append_positions(const ServeCursor *cursors, int n,
+								   ServeBuf *shards, ServeBuf *numbers);
 extern void cfeed_sse_append_id(ServeReq *req, ServeBuf *b);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
 

@@ -185,35 +185,47 @@ cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id, const char *feed,
 }
 
 /*
- * removed_after
- *		Whether the feed's retention removed changes after c: whether c is
- *		below the shard's retention floor, cfeed.cursor_at at -infinity (the
- *		cursor from which reading returns every change left; it looks at
- *		the rows themselves, so changes the gateway's role is not shown,
- *		such as those of a tracked table it may not SELECT, are not taken
- *		for removed ones).  -1, with the answer set, when the query fails.
+ * retained
+ *		Whether the feed's retention left every change after the n cursors
+ *		at cursors: none is below its shard's retention floor, cfeed.cursor_at
+ *		at -infinity (the cursor from which reading returns every change
+ *		left; it looks at the rows themselves, so changes the gateway's role
+ *		is not shown, such as those of a tracked table it may not SELECT,
+ *		are not taken for removed ones).  False with the answer set: 410,
+ *		or the failure of the query.
  */
-static int
-removed_after(PGconn **conn, ServeReq *req, const ServeCursor *c)
+static bool
+retained(PGconn **conn, ServeReq *req, const ServeCursor *cursors, int n)
 {
 	char		feed_text[16];
-	char		shard_text[16];
-	const char *params[2] = {feed_text, shard_text};
+	ServeBuf	shards = {0};
+	ServeBuf	numbers = {0};
+	const char *params[3] = {feed_text, NULL, NULL};
 	PGresult   *res;
 	bool		removed;
 
 	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
-	snprintf(shard_text, sizeof(shard_text), "%d", c->shard);
-	res = PQexecParams(*conn, "select cfeed.cursor_at($1::int, $2::int, '-infinity')",
-					   2, NULL, params, NULL, NULL, 0);
+	cfeed_append_positions(cursors, n, &shards, &numbers);
+	params[1] = shards.data;
+	params[2] = numbers.data;
+	res = PQexecParams(*conn,
+					   "select count(*) > 0 from rows from (pg_catalog.unnest($2::int[]),"
+					   " pg_catalog.unnest($3::bigint[])) u(shard, n)"
+					   " where u.n < cfeed.cursor_at($1::int, u.shard, '-infinity')",
+					   3, NULL, params, NULL, NULL, 0);
+	free(shards.data);
+	free(numbers.data);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
 	{
 		cfeed_feed_db_error(conn, req, res);
-		return -1;
+		return false;
 	}
-	removed = c->number < strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	removed = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
 	PQclear(res);
-	return removed;
+	if (removed)
+		cfeed_feedapi_error(req, 410, "gone",
+							"changes after this cursor were removed by the feed's retention; start again from _first");
+	return !removed;
 }
 
 /*
@@ -347,18 +359,11 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 	rows = PQntuples(res);
 	if (c->known && req->feed.has_retention &&
 		(rows > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) > c->number + 1 :
-		 c->number < req->feed.heads[shard_index(req, c->shard)]))
+		 c->number < req->feed.heads[shard_index(req, c->shard)]) &&
+		!retained(conn, req, c, 1))
 	{
-		int			removed = removed_after(conn, req, c);
-
-		if (removed != 0)
-		{
-			PQclear(res);
-			if (removed > 0)
-				cfeed_feedapi_error(req, 410, "gone",
-									"changes after this cursor were removed by the feed's retention; start again from _first");
-			return -1;
-		}
+		PQclear(res);
+		return -1;
 	}
 	/* at least one event, and no more once the output holds SERVE_CLIENT_BYTES */
 	for (; sent < rows && (sent == 0 || req->out.len < SERVE_CLIENT_BYTES); sent++)
@@ -439,6 +444,16 @@ start_request(PGconn **conn, ServeReq *req)
 		req->status = 204;		/* the end of a closed partition: done */
 		return;
 	}
+
+	/*
+	 * An SSE stream from a position whose next changes retention removed
+	 * gets 410 before it starts, on which an EventSource stops.  Started,
+	 * its first read would end it with that position as its id, and the
+	 * browser would reconnect with it every second, for ever.
+	 */
+	if (req->kind == REQ_SSE && req->feed.has_retention &&
+		!retained(conn, req, req->cursors, req->ncursors))
+		return;
 	req->status = 200;
 	if (req->kind == REQ_SSE)
 	{

@@ -258,19 +258,7 @@ keep_positions(PGconn **conn, ServeReq *req, long long epoch)
 
 	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
 	snprintf(epoch_text, sizeof(epoch_text), "%lld", req->round_epoch);
-	cfeed_buf_append(&shards, "{", 1);
-	cfeed_buf_append(&numbers, "{", 1);
-	for (int i = 0; i < req->ncursors; i++)
-	{
-		const ServeCursor *c = &req->cursors[i];
-
-		if (!c->known)
-			continue;
-		cfeed_buf_printf(&shards, "%s%d", shards.len > 1 ? "," : "", c->shard);
-		cfeed_buf_printf(&numbers, "%s%lld", numbers.len > 1 ? "," : "", c->number);
-	}
-	cfeed_buf_append(&shards, "}", 1);
-	cfeed_buf_append(&numbers, "}", 1);
+	cfeed_append_positions(req->cursors, req->ncursors, &shards, &numbers);
 	params[1] = shards.data;
 	params[2] = numbers.data;
 	res = PQexecParams(*conn,

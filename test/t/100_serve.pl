@@ -474,6 +474,26 @@ $r = http_get("$url/old?token=$tok3&partition=0&cursor=$start", $alice);
 is($r->{status}, 410, 'cursor whose next changes retention removed: 410');
 $r = http_get("$url/old?token=$tok3&partition=0&cursor=" . ($start + 4), $alice);
 is($r->{status}, 200, 'cursor just below the head row: 200');
+# so does an SSE stream from there, before it starts: a 410 closes an
+# EventSource (a review: 200 with retry: and the same id, the stream ended
+# at its first read, and the browser reconnected every second, for ever)
+{
+	my $epoch = $node->safe_psql('postgres', 'select cfeed.epoch()');
+	for my $case (
+		[ "partition=0&cursor=$start", undef, 'an SSE cursor' ],
+		[ 'partition=0', "$start\@$epoch", 'a Last-Event-ID' ],
+		[ "cursor=$start", undef, 'an all-shards SSE cursor' ],
+		[ '', "0:$start\@$epoch", 'a listed Last-Event-ID' ],
+		[ '', "1.2.0:$start\@$epoch", 'a compact Last-Event-ID' ])
+	{
+		my ($query, $id, $what) = @$case;
+		$r = http_get("$url/old?stream=2000&$query", $alice, Accept => 'text/event-stream',
+			defined $id ? ('Last-Event-ID' => $id) : ());
+		is($r->{status}, 410, "$what whose next changes retention removed: 410");
+	}
+	is(http_get("$url/old?stream=100&partition=0&cursor=" . ($start + 4), $alice,
+		Accept => 'text/event-stream')->{status}, 200, 'an SSE cursor just below the head row: 200');
+}
 
 # --- payload attachment
 $node->safe_psql('postgres', q{
