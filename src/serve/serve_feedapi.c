@@ -42,8 +42,9 @@ shard_index(const ServeReq *req, int shard)
 
 /*
  * set_cursor
- *		Position c (of shard index i) from a cursor argument: _first,
- *		_last or a position (number[@epoch]).  False for anything else.
+ *		Position c (of shard index i) from a cursor argument: _last or a
+ *		position (_first or number[@epoch], serve_position.c).  False for
+ *		anything else.
  */
 static bool
 set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
@@ -51,9 +52,7 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 	c->shard = req->feed.shards[i];
 	c->epoch = req->feed.epoch;
 	c->limit = LLONG_MAX;		/* no round (serve_sse.c) */
-	if (strcmp(arg, "_first") == 0)
-		c->known = false;
-	else if (strcmp(arg, "_last") == 0)
+	if (strcmp(arg, "_last") == 0)
 	{
 		c->known = true;
 		c->number = req->feed.heads[i];

@@ -299,6 +299,15 @@ is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
 	is(http_get("$f&partition=0&cursor=$pos\@1", $alice)->{status}, 200, 'a cursor of an older epoch: 200');
 }
 
+# a single-partition stream from _first starts with the id _first, which
+# a reconnect sends back (a review: an empty id, "id: ")
+$r = http_get("$url/orders?stream=100&partition=0", $alice, Accept => 'text/event-stream');
+like($r->{content}, qr/^retry: \d+\nid: _first\n\n/, 'an SSE stream of a partition from _first: id _first first');
+$r = http_get("$url/orders?stream=500&partition=0&cursor=_last", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => '_first');
+is($r->{status}, 200, 'Last-Event-ID _first: 200');
+is((sse_changes($r->{content}))[0], "0:" . ($start + 1), 'Last-Event-ID _first: from the beginning');
+
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
 
