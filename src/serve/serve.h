@@ -356,6 +356,9 @@ extern void cfeed_feed_hidden(ServeReq *req, int status, const char *error,
 							  const char *detail);
 extern void cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res);
 extern bool cfeed_feed_look_up(PGconn **conn, ServeReq *req);
+extern long long cfeed_feed_count_positions(PGconn **conn, ServeReq *req,
+											const ServeCursor *cursors, int n,
+											const char *where, const char *extra);
 extern void cfeed_feed_discovery(PGconn **conn, ServeReq *req);
 
 /* serve_feedapi.c */
@@ -383,8 +386,6 @@ extern bool cfeed_sse_admits(ServeReq *req, ServeCursor *c, long long number,
 extern bool cfeed_stream_parse_position(const ServeReq *req, const char *text,
 										ServeCursor *c);
 extern void cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c);
-extern void cfeed_append_positions(const ServeCursor *cursors, int n,
-								   ServeBuf *shards, ServeBuf *numbers);
 extern void cfeed_sse_append_id(ServeReq *req, ServeBuf *b);
 extern bool cfeed_sse_parse_id(ServeReq *req, const char *id);
 

@@ -196,35 +196,14 @@ cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id, const char *feed,
 static bool
 retained(PGconn **conn, ServeReq *req, const ServeCursor *cursors, int n)
 {
-	char		feed_text[16];
-	ServeBuf	shards = {0};
-	ServeBuf	numbers = {0};
-	const char *params[3] = {feed_text, NULL, NULL};
-	PGresult   *res;
-	bool		removed;
+	long long	removed = cfeed_feed_count_positions(conn, req, cursors, n,
+													 "u.n < cfeed.cursor_at($1::int, u.shard, '-infinity')",
+													 NULL);
 
-	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
-	cfeed_append_positions(cursors, n, &shards, &numbers);
-	params[1] = shards.data;
-	params[2] = numbers.data;
-	res = PQexecParams(*conn,
-					   "select count(*) > 0 from rows from (pg_catalog.unnest($2::int[]),"
-					   " pg_catalog.unnest($3::bigint[])) u(shard, n)"
-					   " where u.n < cfeed.cursor_at($1::int, u.shard, '-infinity')",
-					   3, NULL, params, NULL, NULL, 0);
-	free(shards.data);
-	free(numbers.data);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-	{
-		cfeed_feed_db_error(conn, req, res);
-		return false;
-	}
-	removed = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	if (removed)
+	if (removed > 0)
 		cfeed_feedapi_error(req, 410, "gone",
 							"changes after this cursor were removed by the feed's retention; start again from _first");
-	return !removed;
+	return removed == 0;
 }
 
 /*

@@ -62,32 +62,6 @@ cfeed_stream_parse_position(const ServeReq *req, const char *text, ServeCursor *
 }
 
 /*
- * cfeed_append_positions
- *		Append the shards and the numbers of the known ones of the n cursors
- *		at cursors to shards and numbers, as array literals ("{0,3}"): a
- *		query's int[] and bigint[] parameters, to unnest together.
- */
-void
-cfeed_append_positions(const ServeCursor *cursors, int n, ServeBuf *shards,
-					   ServeBuf *numbers)
-{
-	const char *sep = "";
-
-	cfeed_buf_append(shards, "{", 1);
-	cfeed_buf_append(numbers, "{", 1);
-	for (int i = 0; i < n; i++)
-	{
-		if (!cursors[i].known)
-			continue;
-		cfeed_buf_printf(shards, "%s%d", sep, cursors[i].shard);
-		cfeed_buf_printf(numbers, "%s%lld", sep, cursors[i].number);
-		sep = ",";
-	}
-	cfeed_buf_append(shards, "}", 1);
-	cfeed_buf_append(numbers, "}", 1);
-}
-
-/*
  * append_time
  *		Append a round's time to b: microseconds, or _first.
  */
