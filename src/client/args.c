@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -60,17 +61,25 @@ cfeed_no_more_arguments(const char *command, int argc, char **argv)
 
 /*
  * cfeed_parse_int64
- *		Parse a whole decimal integer in [min, max]; false when text is not
- *		one (empty, trailing garbage, out of range).
+ *		Parse a whole decimal integer in [min, max]: digits only, with a
+ *		leading '-' only when min is negative.  False when text is not one
+ *		(empty, a sign or space that strtoll would skip, trailing garbage,
+ *		out of range): "+5", " 5" and "-0" are no partition or cursor, as
+ *		"5 " is not.
  */
 bool
 cfeed_parse_int64(const char *text, long long min, long long max,
 				  long long *result)
 {
+	const char *digits = text;
 	char	   *end;
 	long long	value;
 
-	if (text == NULL || *text == '\0')
+	if (text == NULL)
+		return false;
+	if (*digits == '-' && min < 0)
+		digits++;
+	if (!isdigit((unsigned char) *digits))
 		return false;
 	errno = 0;
 	value = strtoll(text, &end, 10);

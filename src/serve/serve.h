@@ -356,6 +356,9 @@ extern void cfeed_feed_hidden(ServeReq *req, int status, const char *error,
 							  const char *detail);
 extern void cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res);
 extern bool cfeed_feed_look_up(PGconn **conn, ServeReq *req);
+extern long long cfeed_feed_count_positions(PGconn **conn, ServeReq *req,
+											const ServeCursor *cursors, int n,
+											const char *where, const char *extra);
 extern void cfeed_feed_discovery(PGconn **conn, ServeReq *req);
 
 /* serve_feedapi.c */

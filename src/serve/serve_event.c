@@ -62,10 +62,7 @@ cfeed_stream_cursor(ServeReq *req)
 	if (req->kind != REQ_FETCH)
 		return;
 	cfeed_buf_append(&req->out, "{\"cursor\":\"", 11);
-	if (c->known)
-		cfeed_stream_append_position(&req->out, c);
-	else
-		cfeed_buf_append(&req->out, "_first", 6);
+	cfeed_stream_append_position(&req->out, c);
 	cfeed_buf_append(&req->out, "\"}\n", 3);
 }
 

@@ -3,7 +3,8 @@
  *		The feed a request to /feeds/<name> is about, for the pool threads:
  *		looking it up (id, partitions and their layout, heads, epoch,
  *		FeedAPI token), answering the FeedAPI v2 discovery call, the statement that reads a page of
- *		it (with its --payload), and turning errors into answers.
+ *		it (with its --payload), the one query that asks about many of its
+ *		positions at once, and turning errors into answers.
  *
  * What a token learns: a token of every feed (*) may read the feeds the
  * gateway's role may read, so a feed that does not exist and one the role
@@ -167,6 +168,59 @@ cfeed_feed_db_error(PGconn **conn, ServeReq *req, PGresult *res)
 		cfeed_feedapi_error(req, 500, "internal", detail);
 	}
 	PQclear(res);
+}
+
+/*
+ * cfeed_feed_count_positions
+ *		How many of the known ones of the n cursors at cursors meet where, a
+ *		condition on u.shard and u.n (a fixed text of the caller's; $1 is
+ *		req's feed id, $4 extra, when not NULL): one query, however many
+ *		shards.  -1, with the answer set (cfeed_feed_db_error), when the
+ *		query fails.
+ */
+long long
+cfeed_feed_count_positions(PGconn **conn, ServeReq *req, const ServeCursor *cursors,
+						   int n, const char *where, const char *extra)
+{
+	char		feed_text[16];
+	ServeBuf	shards = {0};
+	ServeBuf	numbers = {0};
+	ServeBuf	sql = {0};
+	const char *params[4] = {feed_text, NULL, NULL, extra};
+	const char *sep = "";
+	PGresult   *res;
+	long long	count;
+
+	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
+	cfeed_buf_append(&shards, "{", 1);
+	cfeed_buf_append(&numbers, "{", 1);
+	for (int i = 0; i < n; i++)
+	{
+		if (!cursors[i].known)
+			continue;
+		cfeed_buf_printf(&shards, "%s%d", sep, cursors[i].shard);
+		cfeed_buf_printf(&numbers, "%s%lld", sep, cursors[i].number);
+		sep = ",";
+	}
+	cfeed_buf_append(&shards, "}", 1);
+	cfeed_buf_append(&numbers, "}", 1);
+	params[1] = shards.data;
+	params[2] = numbers.data;
+	cfeed_buf_printf(&sql, "select count(*) from rows from (pg_catalog.unnest($2::int[]),"
+					 " pg_catalog.unnest($3::bigint[])) u(shard, n) where %s", where);
+	/* a parameter the condition does not use would have no type */
+	res = PQexecParams(*conn, sql.data, extra ? 4 : 3, NULL, params, NULL, NULL, 0);
+	free(shards.data);
+	free(numbers.data);
+	free(sql.data);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return -1;
+	}
+	count = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	PQclear(res);
+	return count;
 }
 
 /*

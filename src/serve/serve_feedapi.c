@@ -42,8 +42,9 @@ shard_index(const ServeReq *req, int shard)
 
 /*
  * set_cursor
- *		Position c (of shard index i) from a cursor argument: _first,
- *		_last or a position (number[@epoch]).  False for anything else.
+ *		Position c (of shard index i) from a cursor argument: _last or a
+ *		position (_first or number[@epoch], serve_position.c).  False for
+ *		anything else.
  */
 static bool
 set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
@@ -51,9 +52,7 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 	c->shard = req->feed.shards[i];
 	c->epoch = req->feed.epoch;
 	c->limit = LLONG_MAX;		/* no round (serve_sse.c) */
-	if (strcmp(arg, "_first") == 0)
-		c->known = false;
-	else if (strcmp(arg, "_last") == 0)
+	if (strcmp(arg, "_last") == 0)
 	{
 		c->known = true;
 		c->number = req->feed.heads[i];
@@ -64,32 +63,55 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
 }
 
 /*
- * beyond_head
- *		Whether c is past its shard's head, in the feed's current epoch: no
- *		response sent that position (a corrupted or made-up cursor), and
- *		taking it would skip every change up to it.  A hot standby is not
- *		asked: a position another gateway sent may be ahead of its replay
- *		(docs/serve.md, "Serving from a hot standby").  A position of
- *		another epoch is resumed by the read (cfeed.resume_cursor).
+ * position_sent
+ *		Whether c (what: how the answer names it) may be a position that a
+ *		response sent; if not, the answer is set to 400.  Never sent were a
+ *		position beyond its shard's head in the feed's current epoch
+ *		(taking it would skip every change up to it), and one of an epoch
+ *		after the current one (cfeed.resume_cursor would take that epoch
+ *		for one a failover lost and rewind the position: a full replay and
+ *		a false warning).  A position of an older epoch is resumed by the
+ *		read (cfeed.resume_cursor).  A hot standby is not asked: a position
+ *		another gateway sent may be ahead of its replay, epoch included
+ *		(docs/serve.md, "Serving from a hot standby").
  */
 static bool
-beyond_head(const ServeReq *req, const ServeCursor *c)
+position_sent(ServeReq *req, const ServeCursor *c, const char *what)
 {
-	return !req->feed.on_standby && c->known && c->epoch == req->feed.epoch &&
-		c->number > req->feed.heads[shard_index(req, c->shard)];
+	char		detail[192];
+
+	if (req->feed.on_standby)
+		return true;
+	if (cfeed_serve_epochs && c->epoch > req->feed.epoch)
+		snprintf(detail, sizeof(detail),
+				 "%s is of epoch %lld, after the feed's current epoch %lld: a cursor this feed did not send",
+				 what, c->epoch, req->feed.epoch);
+	else if (c->known && c->epoch == req->feed.epoch &&
+			 c->number > req->feed.heads[shard_index(req, c->shard)])
+		snprintf(detail, sizeof(detail),
+				 "%s %lld of partition %d is beyond its head %lld: not a position this feed sent",
+				 what, c->number, c->shard, req->feed.heads[shard_index(req, c->shard)]);
+	else
+		return true;
+	cfeed_feedapi_error(req, 400, "bad_request", detail);
+	return false;
 }
 
 /*
  * position_request
  *		Fill req->cursors from the cursor argument (and, for SSE, the
  *		Last-Event-ID).  False, with a 400 answer, when they are invalid or
- *		one is beyond its shard's head (beyond_head).
+ *		one was never sent (position_sent): a compact Last-Event-ID is
+ *		checked here too, its epoch and the one position it names (the
+ *		others are found by the times, serve_sse.c).
  */
 static bool
 position_request(ServeReq *req)
 {
 	int			first = 0;
 	int			n = req->feed.nshards;
+	const char *what = req->last_event_id ? "Last-Event-ID position" : "cursor";
+	const ServeSseId *id = &req->resume;
 
 	if (!req->all_shards)
 	{
@@ -115,18 +137,20 @@ position_request(ServeReq *req)
 		return false;
 	}
 	for (int i = 0; i < n; i++)
-		if (beyond_head(req, &req->cursors[i]))
-		{
-			const ServeCursor *c = &req->cursors[i];
-			char		detail[160];
-
-			snprintf(detail, sizeof(detail),
-					 "%s %lld of partition %d is beyond its head %lld: not a position this feed sent",
-					 req->last_event_id ? "Last-Event-ID position" : "cursor", c->number,
-					 c->shard, req->feed.heads[shard_index(req, c->shard)]);
-			cfeed_feedapi_error(req, 400, "bad_request", detail);
+		if (!position_sent(req, &req->cursors[i], what))
 			return false;
-		}
+	if (id->set)
+	{
+		ServeCursor named = {
+			.shard = id->shard,
+			.known = id->mid,
+			.number = id->number,
+			.epoch = id->has_epoch ? id->epoch : req->feed.epoch
+		};
+
+		if (!position_sent(req, &named, what))
+			return false;
+	}
 	return true;
 }
 
@@ -160,35 +184,26 @@ cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id, const char *feed,
 }
 
 /*
- * removed_after
- *		Whether the feed's retention removed changes after c: whether c is
- *		below the shard's retention floor, cfeed.cursor_at at -infinity (the
- *		cursor from which reading returns every change left; it looks at
- *		the rows themselves, so changes the gateway's role is not shown,
- *		such as those of a tracked table it may not SELECT, are not taken
- *		for removed ones).  -1, with the answer set, when the query fails.
+ * retained
+ *		Whether the feed's retention left every change after the n cursors
+ *		at cursors: none is below its shard's retention floor, cfeed.cursor_at
+ *		at -infinity (the cursor from which reading returns every change
+ *		left; it looks at the rows themselves, so changes the gateway's role
+ *		is not shown, such as those of a tracked table it may not SELECT,
+ *		are not taken for removed ones).  False with the answer set: 410,
+ *		or the failure of the query.
  */
-static int
-removed_after(PGconn **conn, ServeReq *req, const ServeCursor *c)
+static bool
+retained(PGconn **conn, ServeReq *req, const ServeCursor *cursors, int n)
 {
-	char		feed_text[16];
-	char		shard_text[16];
-	const char *params[2] = {feed_text, shard_text};
-	PGresult   *res;
-	bool		removed;
+	long long	removed = cfeed_feed_count_positions(conn, req, cursors, n,
+													 "u.n < cfeed.cursor_at($1::int, u.shard, '-infinity')",
+													 NULL);
 
-	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
-	snprintf(shard_text, sizeof(shard_text), "%d", c->shard);
-	res = PQexecParams(*conn, "select cfeed.cursor_at($1::int, $2::int, '-infinity')",
-					   2, NULL, params, NULL, NULL, 0);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-	{
-		cfeed_feed_db_error(conn, req, res);
-		return -1;
-	}
-	removed = c->number < strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	PQclear(res);
-	return removed;
+	if (removed > 0)
+		cfeed_feedapi_error(req, 410, "gone",
+							"changes after this cursor were removed by the feed's retention; start again from _first");
+	return removed == 0;
 }
 
 /*
@@ -322,18 +337,11 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 	rows = PQntuples(res);
 	if (c->known && req->feed.has_retention &&
 		(rows > 0 ? strtoll(PQgetvalue(res, 0, 0), NULL, 10) > c->number + 1 :
-		 c->number < req->feed.heads[shard_index(req, c->shard)]))
+		 c->number < req->feed.heads[shard_index(req, c->shard)]) &&
+		!retained(conn, req, c, 1))
 	{
-		int			removed = removed_after(conn, req, c);
-
-		if (removed != 0)
-		{
-			PQclear(res);
-			if (removed > 0)
-				cfeed_feedapi_error(req, 410, "gone",
-									"changes after this cursor were removed by the feed's retention; start again from _first");
-			return -1;
-		}
+		PQclear(res);
+		return -1;
 	}
 	/* at least one event, and no more once the output holds SERVE_CLIENT_BYTES */
 	for (; sent < rows && (sent == 0 || req->out.len < SERVE_CLIENT_BYTES); sent++)
@@ -414,6 +422,16 @@ start_request(PGconn **conn, ServeReq *req)
 		req->status = 204;		/* the end of a closed partition: done */
 		return;
 	}
+
+	/*
+	 * An SSE stream from a position whose next changes retention removed
+	 * gets 410 before it starts, on which an EventSource stops.  Started,
+	 * its first read would end it with that position as its id, and the
+	 * browser would reconnect with it every second, for ever.
+	 */
+	if (req->kind == REQ_SSE && req->feed.has_retention &&
+		!retained(conn, req, req->cursors, req->ncursors))
+		return;
 	req->status = 200;
 	if (req->kind == REQ_SSE)
 	{

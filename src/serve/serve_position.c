@@ -1,7 +1,8 @@
 /*
  * src/serve/serve_position.c
  *		Positions as text, written and parsed: a shard's position
- *		("number[@epoch]", serve_stream.c's header: FeedAPI cursors and the
+ *		("number[@epoch]", or "_first" before anything was read from the
+ *		beginning; serve_stream.c's header: FeedAPI cursors and the
  *		SSE ids of partition=N) and the compact ids of all-shards SSE
  *		streams (their form and meaning: serve_sse.c's header).
  */
@@ -16,12 +17,15 @@
 
 /*
  * cfeed_stream_append_position
- *		Append a known position (see the file header) to b.
+ *		Append c's position (see the file header) to b: _first while
+ *		nothing was read from the beginning.
  */
 void
 cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c)
 {
-	if (cfeed_serve_epochs)
+	if (!c->known)
+		cfeed_buf_append(b, "_first", 6);
+	else if (cfeed_serve_epochs)
 		cfeed_buf_printf(b, "%lld@%lld", c->number, c->epoch);
 	else
 		cfeed_buf_printf(b, "%lld", c->number);
@@ -30,7 +34,8 @@ cfeed_stream_append_position(ServeBuf *b, const ServeCursor *c)
 /*
  * cfeed_stream_parse_position
  *		Set c from a position "number[@epoch]" of req's feed (a number alone
- *		is of the epoch the feed was looked up in).  False when malformed.
+ *		is of the epoch the feed was looked up in), or _first.  False when
+ *		malformed.
  */
 bool
 cfeed_stream_parse_position(const ServeReq *req, const char *text, ServeCursor *c)
@@ -39,11 +44,16 @@ cfeed_stream_parse_position(const ServeReq *req, const char *text, ServeCursor *
 	const char *at = strchr(text, '@');
 	size_t		len = at ? (size_t) (at - text) : strlen(text);
 
+	c->epoch = req->feed.epoch;
+	if (strcmp(text, "_first") == 0)
+	{
+		c->known = false;
+		return true;
+	}
 	if (len >= sizeof(number))
 		return false;
 	memcpy(number, text, len);
 	number[len] = '\0';
-	c->epoch = req->feed.epoch;
 	if (!cfeed_parse_int64(number, 0, LLONG_MAX, &c->number) ||
 		(at != NULL && !cfeed_parse_int64(at + 1, 0, LLONG_MAX, &c->epoch)))
 		return false;
@@ -73,8 +83,7 @@ cfeed_sse_append_id(ServeReq *req, ServeBuf *b)
 {
 	if (!req->all_shards)
 	{
-		if (req->cursors[0].known)
-			cfeed_stream_append_position(b, &req->cursors[0]);
+		cfeed_stream_append_position(b, &req->cursors[0]);
 		return;
 	}
 	if (req->listed_ids)
@@ -167,7 +176,7 @@ parse_compact(const char *text, ServeSseId *id)
 			return false;
 		memcpy(part, colon + 1, n);
 		part[n] = '\0';
-		if (!cfeed_parse_int64(part, LLONG_MIN, LLONG_MAX, &id->number))
+		if (!cfeed_parse_int64(part, 0, LLONG_MAX, &id->number))
 			return false;
 		id->shard = (int) shard;
 		id->mid = true;

@@ -248,50 +248,22 @@ cfeed_sse_start(PGconn **conn, ServeReq *req)
 static bool
 keep_positions(PGconn **conn, ServeReq *req, long long epoch)
 {
-	char		feed_text[16];
 	char		epoch_text[24];
-	ServeBuf	shards = {0};
-	ServeBuf	numbers = {0};
-	const char *params[4] = {feed_text, NULL, NULL, epoch_text};
-	PGresult   *res;
-	bool		kept;
+	int			status = req->status;
+	long long	moved;
 
-	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
 	snprintf(epoch_text, sizeof(epoch_text), "%lld", req->round_epoch);
-	cfeed_buf_append(&shards, "{", 1);
-	cfeed_buf_append(&numbers, "{", 1);
-	for (int i = 0; i < req->ncursors; i++)
+	moved = cfeed_feed_count_positions(conn, req, req->cursors, req->ncursors,
+									   "cfeed.resume_cursor($1::int, u.shard, u.n, $4::bigint) < u.n",
+									   epoch_text);
+	if (moved < 0)
 	{
-		const ServeCursor *c = &req->cursors[i];
-
-		if (!c->known)
-			continue;
-		cfeed_buf_printf(&shards, "%s%d", shards.len > 1 ? "," : "", c->shard);
-		cfeed_buf_printf(&numbers, "%s%lld", numbers.len > 1 ? "," : "", c->number);
-	}
-	cfeed_buf_append(&shards, "}", 1);
-	cfeed_buf_append(&numbers, "}", 1);
-	params[1] = shards.data;
-	params[2] = numbers.data;
-	res = PQexecParams(*conn,
-					   "select count(*) = 0 from rows from (pg_catalog.unnest($2::int[]),"
-					   " pg_catalog.unnest($3::bigint[])) u(shard, n)"
-					   " where cfeed.resume_cursor($1::int, u.shard, u.n, $4::bigint) < u.n",
-					   4, NULL, params, NULL, NULL, 0);
-	free(shards.data);
-	free(numbers.data);
-	if (!cfeed_result_ok(res, PGRES_TUPLES_OK) || PQntuples(res) != 1)
-	{
-		int			status = req->status;
-
-		cfeed_feed_db_error(conn, req, res);
+		/* mid-stream: the failure is not the answer (the stream ends) */
 		cfeed_buf_reset(&req->out);
 		req->status = status;
 		return false;
 	}
-	kept = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
-	if (!kept)
+	if (moved > 0)
 		return false;
 	req->round_epoch = epoch;
 	for (int i = 0; i < req->ncursors; i++)

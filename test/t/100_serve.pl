@@ -219,7 +219,15 @@ for my $case (
 	[ "$f&partition=0&cursor=_first&pageSizeHint=0", 'bad pageSizeHint' ],
 	[ "$f&partition=0&cursor=_first&stream=soon", 'bad stream' ],
 	[ "$f&partition=0&cursor=_first&stream=100&pageSizeHint=5", 'stream with pageSizeHint' ],
-	[ "$url/orders?cursor0=1", 'FeedAPI v1 arguments' ])
+	[ "$url/orders?cursor0=1", 'FeedAPI v1 arguments' ],
+	# numbers are digits only (a review: strtoll took a sign or leading
+	# spaces, "+0" and "%200" were partition 0, where "0%20" got 400)
+	[ "$f&partition=%2B0&cursor=_first", 'a partition with a plus sign' ],
+	[ "$f&partition=%200&cursor=_first", 'a partition with a leading space' ],
+	[ "$f&partition=-0&cursor=_first", 'a partition with a minus sign' ],
+	[ "$f&partition=0&cursor=%2B$start", 'a cursor with a plus sign' ],
+	[ "$f&partition=0&cursor=%20$start", 'a cursor with a leading space' ],
+	[ "$f&partition=0&cursor=_first&pageSizeHint=%2B5", 'a pageSizeHint with a plus sign' ])
 {
 	$r = http_get($case->[0], $alice);
 	is($r->{status}, 400, "400: $case->[1]");
@@ -239,6 +247,66 @@ is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
 is(http_get("$url/orders?stream=100&cursor=$beyond", $alice, Accept => 'text/event-stream')->{status}, 400,
 	'an SSE cursor beyond the head: 400');
 is(http_get("$f&partition=0&cursor=" . ($beyond - 1), $alice)->{status}, 200, 'a cursor at the head: 200');
+
+# the compact id of an all-shards stream names one position too, within a
+# round (LO.HI.SHARD:NUMBER@EPOCH): beyond its head it gets 400 as well (a
+# review: 200, and the stream skipped every change up to it)
+my $epoch_now = $node->safe_psql('postgres', 'select cfeed.epoch()');
+$r = http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1.2.0:$beyond\@$epoch_now");
+is($r->{status}, 400, 'a compact Last-Event-ID whose position is beyond the head: 400');
+like(eval { decode_json($r->{content})->{detail} } // '', qr/beyond its head/, 'and says so');
+# a position below the shard's start value is in its migration range (0 is
+# below every number): taken by every form, as it is by cfeed.read
+is(http_get("$f&partition=0&cursor=1", $alice)->{status}, 200, 'a cursor below the start value: 200');
+is(http_get("$url/orders?stream=100&partition=0", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1\@$epoch_now")->{status}, 200, 'a Last-Event-ID below the start value: 200');
+is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1.2.0:1\@$epoch_now")->{status}, 200, 'and a compact one: 200');
+is(http_get("$url/orders?stream=100", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => "1.2.0:-1\@$epoch_now")->{status}, 400,
+	'a compact Last-Event-ID with a negative position: 400, as a cursor -1');
+
+# a position of an epoch after the current one was never sent: 400 (a
+# review: cfeed.resume_cursor took it for an epoch a failover lost, and the
+# shard was sent again from its start, with a false warning in the log)
+{
+	my $warnings = () = slurp_file($gw->{log}) =~ /a failover lost stamps/g;
+	my $next = $epoch_now + 1;
+	my $pos = $start + 1;	# above the epoch's first head: a rewind would show
+	for my $case (
+		[ "$f&partition=0&cursor=$pos\@$next", {}, 'a cursor of the next epoch' ],
+		[ "$f&partition=0&cursor=$pos\@99999999999999999", {}, 'a cursor of an epoch far ahead' ],
+		[ "$url/orders?stream=100&partition=0&cursor=$pos\@$next", { Accept => 'text/event-stream' },
+			'an SSE cursor of the next epoch' ],
+		[ "$url/orders?stream=100&partition=0", { Accept => 'text/event-stream', 'Last-Event-ID' => "$pos\@$next" },
+			'a Last-Event-ID of the next epoch' ],
+		[ "$url/orders?stream=100", { Accept => 'text/event-stream', 'Last-Event-ID' => "0:$pos\@$next" },
+			'a listed Last-Event-ID of the next epoch' ],
+		[ "$url/orders?stream=100", { Accept => 'text/event-stream', 'Last-Event-ID' => "1\@$next" },
+			'a compact Last-Event-ID of the next epoch' ],
+		[ "$url/orders?stream=100", { Accept => 'text/event-stream', 'Last-Event-ID' => "1.2.0:$pos\@$next" },
+			'a compact mid-round Last-Event-ID of the next epoch' ])
+	{
+		$r = http_get($case->[0], $alice, %{ $case->[1] });
+		is($r->{status}, 400, "$case->[2]: 400");
+		like(eval { decode_json($r->{content})->{detail} } // '', qr/a cursor this feed did not send/,
+			"$case->[2]: says so");
+	}
+	is(scalar(() = slurp_file($gw->{log}) =~ /a failover lost stamps/g), $warnings,
+		'positions of a later epoch are not taken for rewound ones in the log');
+	# an older epoch is resumed (cfeed.resume_cursor), as "Failover" says
+	is(http_get("$f&partition=0&cursor=$pos\@1", $alice)->{status}, 200, 'a cursor of an older epoch: 200');
+}
+
+# a single-partition stream from _first starts with the id _first, which
+# a reconnect sends back (a review: an empty id, "id: ")
+$r = http_get("$url/orders?stream=100&partition=0", $alice, Accept => 'text/event-stream');
+like($r->{content}, qr/^retry: \d+\nid: _first\n\n/, 'an SSE stream of a partition from _first: id _first first');
+$r = http_get("$url/orders?stream=500&partition=0&cursor=_last", $alice, Accept => 'text/event-stream',
+	'Last-Event-ID' => '_first');
+is($r->{status}, 200, 'Last-Event-ID _first: 200');
+is((sse_changes($r->{content}))[0], "0:" . ($start + 1), 'Last-Event-ID _first: from the beginning');
 
 is(http_get("$url/nosuch", 'x' x 0 || $alice)->{status}, 403, 'unknown feed not granted: 403');
 is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404');
@@ -415,6 +483,26 @@ $r = http_get("$url/old?token=$tok3&partition=0&cursor=$start", $alice);
 is($r->{status}, 410, 'cursor whose next changes retention removed: 410');
 $r = http_get("$url/old?token=$tok3&partition=0&cursor=" . ($start + 4), $alice);
 is($r->{status}, 200, 'cursor just below the head row: 200');
+# so does an SSE stream from there, before it starts: a 410 closes an
+# EventSource (a review: 200 with retry: and the same id, the stream ended
+# at its first read, and the browser reconnected every second, for ever)
+{
+	my $epoch = $node->safe_psql('postgres', 'select cfeed.epoch()');
+	for my $case (
+		[ "partition=0&cursor=$start", undef, 'an SSE cursor' ],
+		[ 'partition=0', "$start\@$epoch", 'a Last-Event-ID' ],
+		[ "cursor=$start", undef, 'an all-shards SSE cursor' ],
+		[ '', "0:$start\@$epoch", 'a listed Last-Event-ID' ],
+		[ '', "1.2.0:$start\@$epoch", 'a compact Last-Event-ID' ])
+	{
+		my ($query, $id, $what) = @$case;
+		$r = http_get("$url/old?stream=2000&$query", $alice, Accept => 'text/event-stream',
+			defined $id ? ('Last-Event-ID' => $id) : ());
+		is($r->{status}, 410, "$what whose next changes retention removed: 410");
+	}
+	is(http_get("$url/old?stream=100&partition=0&cursor=" . ($start + 4), $alice,
+		Accept => 'text/event-stream')->{status}, 200, 'an SSE cursor just below the head row: 200');
+}
 
 # --- payload attachment
 $node->safe_psql('postgres', q{
