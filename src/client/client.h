@@ -35,6 +35,7 @@ extern void cfeed_no_more_arguments(const char *command, int argc, char **argv);
 extern bool cfeed_parse_int64(const char *text, long long min, long long max,
 							  long long *result);
 extern long long cfeed_now_us(void);
+extern long long cfeed_wall_us(void);
 extern long long cfeed_now_ms(void);
 extern void cfeed_sleep_ms(int ms);
 

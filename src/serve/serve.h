@@ -118,6 +118,16 @@ extern bool cfeed_serve_layouts;	/* the database's shards have parents
 #define SERVE_EPOCH_COLUMN \
 	(cfeed_serve_epochs ? "(select cfeed.epoch())" : "0::bigint")
 
+/*
+ * How far a position's time (an SSE id's, a feed epoch's: both are
+ * microseconds of a database's clock) may be ahead of the clocks here
+ * before it is taken for one this feed never sent (400: an EventSource
+ * stops) rather than one of a database ahead or not reached yet (a hot
+ * standby behind its primary, a failover to a server whose clock is
+ * behind: retried, resumed).
+ */
+#define SERVE_AHEAD_LIMIT_US	(24LL * 3600 * 1000000)
+
 /* A growable byte buffer. */
 typedef struct ServeBuf
 {

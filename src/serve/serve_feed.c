@@ -191,6 +191,11 @@ cfeed_feed_count_positions(PGconn **conn, ServeReq *req, const ServeCursor *curs
 	PGresult   *res;
 	long long	count;
 
+	for (int i = 0;; i++)
+		if (i == n)
+			return 0;			/* nothing known, nothing to ask */
+		else if (cursors[i].known)
+			break;
 	snprintf(feed_text, sizeof(feed_text), "%d", req->feed.feed_id);
 	cfeed_buf_append(&shards, "{", 1);
 	cfeed_buf_append(&numbers, "{", 1);

@@ -10,8 +10,8 @@
  * feed's shards; a cursor is the last change_sequence_number delivered and
  * the feed epoch it belongs to, "number@epoch" (serve_stream.c; "_first":
  * from the beginning, backfilled history included; "_last": the shard's
- * head; a position beyond the head in the current epoch was never sent
- * and gets 400).  Every read first brings the cursor into the current
+ * head; a position beyond the head in the current epoch, or of an epoch
+ * a day ahead of the clock, was never sent and gets 400: position_sent).  Every read first brings the cursor into the current
  * epoch (cfeed.resume_cursor) and checks the epoch again after reading
  * (client epoch.c): after a failover that lost stamps, the changes now
  * carrying them are sent again, not skipped.  The token is a hash of the
@@ -68,12 +68,15 @@ set_cursor(const ServeReq *req, int i, const char *arg, ServeCursor *c)
  *		response sent; if not, the answer is set to 400.  Never sent were a
  *		position beyond its shard's head in the feed's current epoch
  *		(taking it would skip every change up to it), and one of an epoch
- *		after the current one (cfeed.resume_cursor would take that epoch
- *		for one a failover lost and rewind the position: a full replay and
- *		a false warning).  A position of an older epoch is resumed by the
- *		read (cfeed.resume_cursor).  A hot standby is not asked: a position
- *		another gateway sent may be ahead of its replay, epoch included
- *		(docs/serve.md, "Serving from a hot standby").
+ *		more than SERVE_AHEAD_LIMIT_US ahead of the time of day (no database's
+ *		clock is: cfeed.resume_cursor would take it for an epoch a failover
+ *		lost, and send the shard again with a false warning).  A position of
+ *		another epoch is resumed by the read (cfeed.resume_cursor): an older
+ *		one, and a later one the database does not know, which epoch
+ *		numbers, from each server's clock, cannot order (a failover that
+ *		lost it, a restored backup or dump).  A hot standby is not asked: a
+ *		position another gateway sent may be ahead of its replay, epoch
+ *		included (docs/serve.md, "Serving from a hot standby").
  */
 static bool
 position_sent(ServeReq *req, const ServeCursor *c, const char *what)
@@ -82,10 +85,10 @@ position_sent(ServeReq *req, const ServeCursor *c, const char *what)
 
 	if (req->feed.on_standby)
 		return true;
-	if (cfeed_serve_epochs && c->epoch > req->feed.epoch)
+	if (cfeed_serve_epochs && c->epoch > cfeed_wall_us() + SERVE_AHEAD_LIMIT_US)
 		snprintf(detail, sizeof(detail),
-				 "%s is of epoch %lld, after the feed's current epoch %lld: a cursor this feed did not send",
-				 what, c->epoch, req->feed.epoch);
+				 "%s is of epoch %lld, a day or more ahead of this gateway's clock: a cursor this feed did not send",
+				 what, c->epoch);
 	else if (c->known && c->epoch == req->feed.epoch &&
 			 c->number > req->feed.heads[shard_index(req, c->shard)])
 		snprintf(detail, sizeof(detail),
@@ -190,14 +193,18 @@ cfeed_feedapi_read(PGconn *conn, const char *sql, int feed_id, const char *feed,
  *		at -infinity (the cursor from which reading returns every change
  *		left; it looks at the rows themselves, so changes the gateway's role
  *		is not shown, such as those of a tracked table it may not SELECT,
- *		are not taken for removed ones).  False with the answer set: 410,
- *		or the failure of the query.
+ *		are not taken for removed ones).  A floor at the shard's start value
+ *		is a shard without history from which nothing was removed: a cursor
+ *		below it (0, in the migration range) misses nothing.  False with the
+ *		answer set: 410, or the failure of the query.
  */
 static bool
 retained(PGconn **conn, ServeReq *req, const ServeCursor *cursors, int n)
 {
 	long long	removed = cfeed_feed_count_positions(conn, req, cursors, n,
-													 "u.n < cfeed.cursor_at($1::int, u.shard, '-infinity')",
+													 "u.n < (select nullif(cfeed.cursor_at($1::int, u.shard, '-infinity'),"
+													 " s.start_sequence_number) from cfeed.shard s"
+													 " where s.feed_id = $1::int and s.shard = u.shard)",
 													 NULL);
 
 	if (removed > 0)
@@ -411,7 +418,23 @@ start_request(PGconn **conn, ServeReq *req)
 	}
 	if (!position_request(req))
 		return;
+
+	/*
+	 * An SSE stream from a position whose next changes retention removed
+	 * gets 410 before it starts, on which an EventSource stops.  Started,
+	 * its first read would end it with that position as its id, and the
+	 * browser would reconnect with it every second, for ever.  Asked of
+	 * the positions the request names: its cursors, or the one a compact
+	 * id names within a round (its others are found by their times, at or
+	 * above each shard's floor).
+	 */
+	if (req->kind == REQ_SSE && req->feed.has_retention && !req->resume.set &&
+		!retained(conn, req, req->cursors, req->ncursors))
+		return;
 	if (req->kind == REQ_SSE && req->all_shards && !cfeed_sse_start(conn, req))
+		return;
+	if (req->kind == REQ_SSE && req->feed.has_retention && req->resume.set && req->resume.mid &&
+		!retained(conn, req, &req->cursors[shard_index(req, req->resume.shard)], 1))
 		return;
 	c = &req->cursors[0];
 	i = shard_index(req, c->shard);
@@ -422,16 +445,6 @@ start_request(PGconn **conn, ServeReq *req)
 		req->status = 204;		/* the end of a closed partition: done */
 		return;
 	}
-
-	/*
-	 * An SSE stream from a position whose next changes retention removed
-	 * gets 410 before it starts, on which an EventSource stops.  Started,
-	 * its first read would end it with that position as its id, and the
-	 * browser would reconnect with it every second, for ever.
-	 */
-	if (req->kind == REQ_SSE && req->feed.has_retention &&
-		!retained(conn, req, req->cursors, req->ncursors))
-		return;
 	req->status = 200;
 	if (req->kind == REQ_SSE)
 	{

@@ -176,7 +176,7 @@ parse_compact(const char *text, ServeSseId *id)
 			return false;
 		memcpy(part, colon + 1, n);
 		part[n] = '\0';
-		if (!cfeed_parse_int64(part, 0, LLONG_MAX, &id->number))
+		if (!cfeed_parse_int64(part, LLONG_MIN, LLONG_MAX, &id->number))
 			return false;
 		id->shard = (int) shard;
 		id->mid = true;

@@ -50,12 +50,6 @@
 
 #include "serve.h"
 
-/*
- * How far a Last-Event-ID's time may be ahead of the database's safe time
- * (a hot standby behind the primary that stamped it: 503, retry) before it
- * is taken for an id this feed never sent (400: an EventSource stops).
- */
-#define SSE_ID_AHEAD_LIMIT_US	(24LL * 3600 * 1000000)
 
 #define ROUND_RETRY_MS	50		/* a round that found no later safe time */
 
@@ -197,7 +191,7 @@ cfeed_sse_start(PGconn **conn, ServeReq *req)
 	{
 		long long	needed = id->mid ? id->hi : id->lo;
 
-		if (safe < needed && needed - safe > SSE_ID_AHEAD_LIMIT_US)
+		if (safe < needed && needed - safe > SERVE_AHEAD_LIMIT_US)
 		{
 			/* no database this feed's stamps came from is that far behind */
 			cfeed_feedapi_error(req, 400, "bad_request",
