@@ -111,6 +111,10 @@ SELECT pg_temp.err($$SELECT * FROM cfeed.reshard(1, 4)$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 0)$$);
 SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 0, 0)$$);
 ROLLBACK;
+-- READ UNCOMMITTED is READ COMMITTED: waiting is fine there, in both editions
+BEGIN ISOLATION LEVEL READ UNCOMMITTED;
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 0, 1)$$);
+ROLLBACK;
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.read(1, 0, NULL, 10, 1)$$);

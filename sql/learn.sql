@@ -18,7 +18,8 @@ SELECT count(*) AS stamped FROM cfeed.sweep();
 -- a table-level reader of feed 1; a function-only reader (read grant, no
 -- table privilege); a role with LOGIN only
 CREATE ROLE regress_lr_table_reader;
-GRANT SELECT ON cfeed.change, cfeed.shard TO regress_lr_table_reader;
+GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.lease TO regress_lr_table_reader;
+SELECT count(*) AS leases_of_feed_2 FROM cfeed.acquire('lr_g', 2, 'lr_owner');
 SELECT cfeed.grant_read(1, 'regress_lr_table_reader');
 CREATE ROLE regress_lr_nobody LOGIN;
 
@@ -45,7 +46,8 @@ FROM (VALUES ('change', $$SELECT 1 FROM cfeed.change WHERE feed_id = 2 AND shard
                           AND change_sequence_number > 2000000000000000$$),
              ('shard', $$SELECT 1 FROM cfeed.shard WHERE feed_id = 2$$),
              ('shard, missing feed', $$SELECT 1 FROM cfeed.shard WHERE feed_id = 3$$),
-             ('shard of the reader''s feed', $$SELECT 1 FROM cfeed.shard WHERE feed_id = 1$$)) v(q, cmd)
+             ('shard of the reader''s feed', $$SELECT 1 FROM cfeed.shard WHERE feed_id = 1$$),
+             ('lease', $$SELECT 1 FROM cfeed.lease WHERE group_name = 'lr_g' AND feed_id = 2$$)) v(q, cmd)
 CROSS JOIN LATERAL pg_temp.explain_lines(cmd) l
 GROUP BY q ORDER BY q;
 RESET ROLE;
