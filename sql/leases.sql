@@ -106,6 +106,8 @@ BEGIN;
 INSERT INTO cfeed.change (feed_id, shard, change_id, written_at) VALUES (2, 0, 777, now() + interval '1 hour');
 SELECT pending, oldest_pending_age FROM cfeed.stats WHERE feed_id = 2;
 ROLLBACK;
+-- nothing pending: no age (null, as consumer_lag's with nothing unread)
+SELECT pending, oldest_pending_age IS NULL AS no_age FROM cfeed.stats WHERE feed_id = 2;
 -- checkpointing the same position again is fine; reading to the head leaves nothing unread
 SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000002);
 SELECT cfeed.checkpoint('h', 2, 0, 'x', 1, 2000000000000005);

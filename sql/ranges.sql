@@ -119,6 +119,21 @@ SELECT cfeed.cursor_at(1, 0, '-infinity') - 2000000000000000 AS before_all,
 	   cfeed.cursor_at(1, 0, 'infinity') = cfeed.head(1, 0) AS after_all;
 SELECT cfeed.cursor_at(1, 0, t.stamped_at) = t.first_number - 1 AS at_a_stamp
 FROM cfeed.stamp t WHERE feed_id = 1 AND shard = 0 ORDER BY last_number DESC LIMIT 1;
+-- the clock going back (a failover to a server whose clock is behind): the
+-- head's stamp made a day ahead of this clock; the next sweep's stamp is no
+-- earlier, so stamped_at never decreases with the numbers and cursor_at still
+-- finds every change stamped at or after a time
+SET cfeed.default_storage = ranges;
+SELECT cfeed.create_feed('clock-back', 1, feed_id => 29, sweep_group => 7);
+RESET cfeed.default_storage;
+SELECT count(cfeed.publish(29, 0)) FROM generate_series(1, 2);
+SELECT feed_id, shard, change_count FROM cfeed.sweep(7);
+UPDATE cfeed.stamp SET stamped_at = now() + interval '1 day' WHERE feed_id = 29;
+SELECT count(cfeed.publish(29, 0)) FROM generate_series(1, 3);
+SELECT feed_id, shard, change_count FROM cfeed.sweep(7);
+SELECT count(*) AS stamps, min(stamped_at) = max(stamped_at) AS not_before_head
+FROM cfeed.stamp WHERE feed_id = 29;
+SELECT count(*) FROM cfeed.read(29, 0, cfeed.cursor_at(29, 0, now() + interval '12 hours'));
 
 -- wait and read(wait_ms) return at once when there is something to read
 SELECT cfeed.wait(1, 0, 2000000000000000, 10000) - 2000000000000000 AS waited;

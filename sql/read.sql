@@ -123,6 +123,25 @@ SELECT count(*) FROM cfeed.read(1, 0, cfeed.cursor_at(1, 0, '2001-01-01 12:00:00
 -- an empty shard: the start value
 SELECT cfeed.cursor_at(1, 1, :'t_mid');
 
+-- the clock going back (a failover to a server whose clock is behind): the
+-- head of shard 1 was stamped a day ahead of this clock (copied in, as a
+-- restore does); a later sweep stamps no earlier than it, so stamped_at never
+-- decreases with the numbers and cursor_at still finds every change stamped at
+-- or after a time
+SET session_replication_role = replica;
+INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number, stamped_at, written_at)
+VALUES (1, 1, 4, 2000000000000001, now() + interval '1 day', now() - interval '1 hour');
+RESET session_replication_role;
+SELECT count(cfeed.publish(1, 1)) FROM generate_series(1, 2);
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep();
+SELECT count(*) AS stamps,
+       bool_and(stamped_at = (SELECT stamped_at FROM cfeed.change
+                              WHERE feed_id = 1 AND shard = 1
+                                AND change_sequence_number = 2000000000000001)) AS not_before_head
+FROM cfeed.change WHERE feed_id = 1 AND shard = 1;
+SELECT count(*) FROM cfeed.read(1, 1, cfeed.cursor_at(1, 1, now() + interval '12 hours'));
+SELECT cfeed.cursor_at(1, 1, now() + interval '2 days') = cfeed.head(1, 1) AS after_all;
+
 -- the join pattern: an application table joined by change_id
 CREATE TABLE myevent (change_id bigint PRIMARY KEY, payload text NOT NULL);
 INSERT INTO myevent SELECT cfeed.publish(2, i % 2), 'event ' || i FROM generate_series(1, 2010) i;

@@ -39,6 +39,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/xid8.h"
 
 #include "cache.h"
@@ -237,7 +238,8 @@ cfeed_extension_owner(void)
 /*
  * cfeed_number_probe
  *		First number of a shard in direction dir among those compared with
- *		bound by strategy (as of the snapshot), in *number; with second,
+ *		bound by strategy (as of the snapshot), in *number, and with
+ *		stamped_at its stamped_at (DT_NOBEGIN when null); with second,
  *		whether a second one follows.  Returns whether there was one.  index
  *		is on (feed_id, shard, number) of rel, whose first two columns are
  *		feed_id and shard and whose column number_att the number:
@@ -247,7 +249,8 @@ cfeed_extension_owner(void)
 bool
 cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id, int32 shard,
 				   AttrNumber number_att, StrategyNumber strategy, RegProcedure proc,
-				   int64 bound, ScanDirection dir, int64 *number, bool *second)
+				   int64 bound, ScanDirection dir, int64 *number, TimestampTz *stamped_at,
+				   bool *second)
 {
 	SysScanDesc scan;
 	ScanKeyData keys[3];
@@ -256,6 +259,8 @@ cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_i
 
 	StaticAssertStmt(Anum_change_feed_id == 1 && Anum_change_shard == 2,
 					 "cfeed.change and cfeed.stamp begin with feed_id and shard");
+	StaticAssertStmt(Anum_change_stamped_at == Anum_stamp_stamped_at,
+					 "cfeed.change and cfeed.stamp have stamped_at at the same place");
 	ScanKeyInit(&keys[0], Anum_change_feed_id, BTEqualStrategyNumber,
 				F_INT4EQ, Int32GetDatum(feed_id));
 	ScanKeyInit(&keys[1], Anum_change_shard, BTEqualStrategyNumber,
@@ -268,7 +273,14 @@ cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_i
 	{
 		bool		isnull;
 
+		Datum		at;
+
 		*number = DatumGetInt64(heap_getattr(tup, number_att, RelationGetDescr(rel), &isnull));
+		if (stamped_at != NULL)
+		{
+			at = heap_getattr(tup, Anum_change_stamped_at, RelationGetDescr(rel), &isnull);
+			*stamped_at = isnull ? DT_NOBEGIN : DatumGetTimestampTz(at);
+		}
 		if (second != NULL)
 			*second = HeapTupleIsValid(systable_getnext_ordered(scan, dir));
 	}
@@ -293,7 +305,7 @@ cfeed_shard_has_after(int32 feed_id, int32 shard, int64 bound, Snapshot snapshot
 
 	found = cfeed_number_probe(rel, index, snapshot, feed_id, shard, Anum_change_sequence,
 							   BTGreaterStrategyNumber, F_INT8GT, bound, ForwardScanDirection,
-							   &number, NULL);
+							   &number, NULL, NULL);
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	if (found && first != NULL)
@@ -593,9 +605,12 @@ cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum, const char *attnam
  *		(hundreds of entries, each compared with three keys).  Anything else
  *		(another backend stamped since, the hint's change is gone) falls back
  *		to the backward probe; a wrong hint costs time, never correctness.
+ *
+ *		With head_at, also the head's stamped_at: DT_NOBEGIN when the head is
+ *		the floor (no stamp above it).
  */
 int64
-cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot)
+cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot, TimestampTz *head_at)
 {
 	int32		feed_id = sh->feed_id;
 	int32		shard = sh->shard;
@@ -607,18 +622,21 @@ cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot)
 										 AccessShareLock);
 	int64		head = floor_number;
 	int64		first;
+	TimestampTz at = DT_NOBEGIN;
 	bool		more;
 
 	if (hint > floor_number &&
 		cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
 						   BTGreaterEqualStrategyNumber, F_INT8GE, hint, ForwardScanDirection,
-						   &first, &more) &&
+						   &first, &at, &more) &&
 		first == hint && !more)
 		head = hint;
-	else
-		(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
-								  BTGreaterStrategyNumber, F_INT8GT, floor_number,
-								  BackwardScanDirection, &head, NULL);
+	else if (!cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
+								 BTGreaterStrategyNumber, F_INT8GT, floor_number,
+								 BackwardScanDirection, &head, &at, NULL))
+		at = DT_NOBEGIN;
+	if (head_at != NULL)
+		*head_at = at;
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	/* numbering goes on from the floor or above, never below it */
@@ -686,7 +704,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 	table_close(rel, AccessShareLock);
 
 	if (found && with_head)
-		out->last_number = cfeed_shard_head(out, 0, snapshot);
+		out->last_number = cfeed_shard_head(out, 0, snapshot, NULL);
 	if (own_snapshot)
 		UnregisterSnapshot(snapshot);
 	return found;

@@ -179,11 +179,12 @@ extern Relation cfeed_table_open(const char *relname, LOCKMODE lockmode);
 extern Relation cfeed_index_open(const char *relname, LOCKMODE lockmode);
 extern Oid	cfeed_find_extension_owner(void);
 extern Oid	cfeed_extension_owner(void);
-extern int64 cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot);
+extern int64 cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot,
+							  TimestampTz *head_at);
 extern bool cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_id,
 							   int32 shard, AttrNumber number_att, StrategyNumber strategy,
 							   RegProcedure proc, int64 bound, ScanDirection dir, int64 *number,
-							   bool *second);
+							   TimestampTz *stamped_at, bool *second);
 extern bool cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot,
 							  bool with_head, CfeedShard *out);
 extern void cfeed_shard_get(int32 feed_id, int32 shard, bool check_select,

@@ -144,6 +144,7 @@ typedef struct ShardEntry
 	CfeedShard	shard;
 	int32		count;
 	int64		new_last;
+	TimestampTz head_at;		/* the head's stamped_at as of the snapshot */
 	int64		lag_ms;
 	HeadHint   *hint;
 	int32		held;			/* changes left pending: out of numbers */
@@ -394,10 +395,13 @@ shard_entry(SweepState *s, int32 feed_id, int32 shard)
 	if (e->in_group)
 	{
 		e->hint = head_hint(feed_id, shard);
-		e->shard.last_number = cfeed_shard_head(&e->shard, e->hint->head, s->snapshot);
+		e->shard.last_number = cfeed_shard_head(&e->shard, e->hint->head, s->snapshot,
+											   &e->head_at);
 		Assert(e->shard.last_number >= e->shard.floor_number);
 		e->hint->head = e->shard.last_number;
 	}
+	else
+		e->head_at = DT_NOBEGIN;
 	e->count = 0;
 	e->lag_ms = 0;
 	e->held = 0;
@@ -781,6 +785,12 @@ sweep_tally(SweepState *s)
  *		(hold_change) and leaves the batch; so are the rest of its shard's.
  *		The batch shrinks within changes[0..nbatch-1]; the cut-off part after
  *		it is left untouched.
+ *
+ *		The batch's stamped_at is the clock's time, or the latest stamped_at
+ *		of its shards' heads if that is later (the clock went back, or
+ *		another server's stamps came first: a failover, a restore), so that
+ *		a shard's stamped_at never decreases with its numbers, which
+ *		cursor_at relies on.
  */
 static void
 sweep_number(SweepState *s)
@@ -796,6 +806,7 @@ sweep_number(SweepState *s)
 		int64		last;
 		int64		next;
 
+		s->now = Max(s->now, e->head_at);
 		/* new_last is the shard's last number so far, once count is set */
 		last = e->count > 0 ? e->new_last : e->shard.last_number;
 		if (pg_add_s64_overflow(last, 1, &next))

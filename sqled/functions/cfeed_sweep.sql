@@ -15,8 +15,9 @@
  *     and the statement's snapshot sees (committed, or the sweep's own
  *     transaction's), numbered per shard in change_id order on from the
  *     shard's head (highest stamped number, deleted head, start value),
- *     stamped_at the same clock reading for all.  A change whose row
- *     another transaction has locked (its DELETE or UPDATE of a pending
+ *     stamped_at the same clock reading for all (or the latest stamped_at
+ *     of the heads, if later: it never decreases in a shard).  A change
+ *     whose row another transaction has locked (its DELETE or UPDATE of a pending
  *     change still running) is left, with the rest of its shard, for a
  *     later sweep: the sweep never waits for it, which would hold up every
  *     feed of the group (its writer's xid joins the watermark).  The
@@ -141,22 +142,30 @@ BEGIN
 	), batch AS MATERIALIZED (
 		SELECT k.tid, k.feed_id, k.shard, k.change_id FROM marked k WHERE k.keep
 	), heads AS MATERIALIZED (
-		-- each shard's head once, before the UPDATE adds index entries
+		-- each shard's head once, before the UPDATE adds index entries, with
+		-- its stamped_at
 		SELECT s.feed_id, s.shard,
-			   GREATEST((SELECT x.change_sequence_number FROM cfeed.change x
-						 WHERE x.feed_id = s.feed_id AND x.shard = s.shard
-						   AND x.change_sequence_number > s.start_sequence_number
-						 ORDER BY x.change_sequence_number DESC LIMIT 1),
-						s.deleted_head, s.start_sequence_number) AS head
+			   GREATEST(x.change_sequence_number, s.deleted_head, s.start_sequence_number) AS head,
+			   x.stamped_at AS head_at
 		FROM (SELECT DISTINCT b.feed_id, b.shard FROM batch b) k
 		JOIN cfeed.shard_config s ON s.feed_id = k.feed_id AND s.shard = k.shard
+		LEFT JOIN LATERAL (
+			SELECT x.change_sequence_number, x.stamped_at FROM cfeed.change x
+			WHERE x.feed_id = s.feed_id AND x.shard = s.shard
+			  AND x.change_sequence_number > s.start_sequence_number
+			ORDER BY x.change_sequence_number DESC LIMIT 1) x ON true
 	), numbered AS MATERIALIZED (
 		SELECT b.tid,
 			   h.head + pg_catalog.row_number() OVER (PARTITION BY b.feed_id, b.shard
 													  ORDER BY b.change_id, b.tid) AS number
 		FROM batch b JOIN heads h ON h.feed_id = b.feed_id AND h.shard = b.shard
 	), stamped AS (
-		UPDATE cfeed.change c SET change_sequence_number = n.number, stamped_at = v_now
+		-- stamped_at: the clock, or the latest of the heads' if later (the
+		-- clock went back, a failover, a restore: a shard's stamped_at never
+		-- decreases with its numbers, which cursor_at relies on)
+		UPDATE cfeed.change c
+		SET change_sequence_number = n.number,
+			stamped_at = GREATEST(v_now, (SELECT pg_catalog.max(h.head_at) FROM heads h))
 		FROM numbered n
 		WHERE c.ctid = n.tid AND c.change_sequence_number IS NULL
 		RETURNING c.feed_id, c.shard, c.change_sequence_number, c.written_at

@@ -1178,8 +1178,10 @@ CREATE OR REPLACE VIEW cfeed.stats AS
 	SELECT s.feed_id, f.name AS feed_name, s.shard, s.sweep_group,
 		   s.last_change_sequence_number AS head, s.last_sweep_time,
 		   COALESCE(p.pending, 0) AS pending,
-		   GREATEST(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.oldest_written_at,
-					interval '0') AS oldest_pending_age,
+		   CASE WHEN p.oldest_written_at IS NOT NULL
+				THEN GREATEST(pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) p.oldest_written_at,
+							  interval '0')
+		   END AS oldest_pending_age,
 		   cfeed._retention_held_by(s.feed_id, s.shard) AS retention_held_by
 	FROM cfeed.shard s
 	JOIN cfeed.feed f ON f.feed_id OPERATOR(pg_catalog.=) s.feed_id
