@@ -91,8 +91,11 @@ SELECT cmd, pg_temp.err(cmd) FROM (VALUES
   ($$SELECT cfeed.set_failure_policy('g', 1, 2, -1)$$),
   ($$SELECT cfeed.set_failure_policy('g', 1, 2, 1000, 999)$$),
   ($$SELECT cfeed.set_failure_policy('g', 99)$$),
-  ($$SELECT cfeed.set_failure_policy('g', -2147483648)$$)
+  ($$SELECT cfeed.set_failure_policy('g', -2147483648)$$),
+  ($$SELECT cfeed.set_failure_policy(repeat('g', 201), 1)$$)
 ) AS t(cmd);
+SELECT cfeed.set_failure_policy(repeat('g', 200), 1, 2) IS NOT NULL AS two_hundred_is_fine;
+DELETE FROM cfeed.failure_policy WHERE group_name = repeat('g', 200);
 SELECT cfeed.set_failure_policy('g', 1, max_attempts => 2, backoff_ms => 60000, max_backoff_ms => 600000,
                                 dead_letter => true);
 SELECT group_name, feed_id, max_attempts, backoff_ms, max_backoff_ms, dead_letter FROM cfeed.failure_policy;

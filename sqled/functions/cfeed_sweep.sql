@@ -155,10 +155,14 @@ BEGIN
 			  AND x.change_sequence_number > s.start_sequence_number
 			ORDER BY x.change_sequence_number DESC LIMIT 1) x ON true
 	), numbered AS MATERIALIZED (
-		SELECT b.tid,
-			   h.head + pg_catalog.row_number() OVER (PARTITION BY b.feed_id, b.shard
-													  ORDER BY b.change_id, b.tid) AS number
-		FROM batch b JOIN heads h ON h.feed_id = b.feed_id AND h.shard = b.shard
+		-- a number past 2^63 - 1 fails the sweep, naming its shard
+		SELECT o.tid,
+			   CASE WHEN o.head <= 9223372036854775807 - o.n THEN o.head + o.n
+					ELSE cfeed._sqled_out_of_numbers(o.feed_id, o.shard, v_group) END AS number
+		FROM (SELECT b.tid, b.feed_id, b.shard, h.head,
+					 pg_catalog.row_number() OVER (PARTITION BY b.feed_id, b.shard
+												   ORDER BY b.change_id, b.tid) AS n
+			  FROM batch b JOIN heads h ON h.feed_id = b.feed_id AND h.shard = b.shard) o
 	), stamped AS (
 		-- stamped_at: the clock, or the latest of the heads' if later (the
 		-- clock went back, a failover, a restore: a shard's stamped_at never

@@ -158,6 +158,25 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_shard_closed(int, int) IS 'internal (SQL edition): raises 55000 for a write to a closed shard';
 
 /*
+ * cfeed._sqled_out_of_numbers: 22003 for a sweep whose shard's next number
+ * would pass 2^63 - 1 (cfeed.sweep), naming the shard as src/sweep.c does
+ * for a shard stored in ranges: the SQL edition fails the group's sweep.
+ */
+CREATE FUNCTION cfeed._sqled_out_of_numbers(feed_id int, shard int, sweep_group int) RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	RAISE EXCEPTION 'shard % of feed % has run out of sequence numbers', shard, feed_id
+		USING ERRCODE = '22003',
+			  DETAIL = 'Its next number would pass 9223372036854775807.',
+			  HINT = pg_catalog.format('Delete its pending changes (DELETE FROM cfeed.change WHERE feed_id = %s AND shard = %s AND change_sequence_number IS NULL); sweep group %s cannot be swept until then.',
+									   feed_id, shard, sweep_group);
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_out_of_numbers(int, int, int) IS 'internal (SQL edition): raises 22003 for a shard out of sequence numbers';
+
+/*
  * cfeed._sqled_layout: a feed's layout as src/shards.c reads it, with a new
  * snapshot (VOLATILE, also when called from a STABLE function): its shard
  * count, highest shard, lowest open shard and highest closed one (null

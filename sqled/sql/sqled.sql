@@ -399,6 +399,20 @@ INSERT INTO cfeed.stamp (feed_id, shard, first_number, last_number, stamped_at, 
 VALUES (99, 0, 1, 1, now(), 1, '{0}', '3', '{0}') RETURNING feed_id, shard, last_number;
 DELETE FROM cfeed.stamp WHERE feed_id = 99;
 
+-- a shard out of numbers fails its group's sweep with 22003 naming it, and
+-- nothing of the group is stamped (the C edition's error for a range shard)
+SELECT cfeed.create_feed('nearly-full', 1, feed_id => 96, sweep_group => 6);
+INSERT INTO cfeed.shard (feed_id, shard, sweep_group, last_change_sequence_number)
+VALUES (96, 1, 6, 9223372036854775806);
+SELECT count(cfeed.publish(96, 1)) FROM generate_series(1, 2);
+SELECT count(cfeed.publish(96, 0)) AS other_shard;
+SELECT * FROM cfeed.sweep(6);
+SELECT count(*) FILTER (WHERE change_sequence_number IS NULL) AS pending FROM cfeed.change WHERE feed_id = 96;
+-- the one number left is still issued once the other change is gone
+DELETE FROM cfeed.change WHERE feed_id = 96 AND shard = 1
+  AND change_id = (SELECT max(change_id) FROM cfeed.change WHERE feed_id = 96 AND shard = 1);
+SELECT feed_id, shard, change_count, last_change_sequence_number FROM cfeed.sweep(6) ORDER BY shard;
+
 -- uninstall leaves nothing behind
 DROP TABLE sqled_t;
 DROP SCHEMA cfeed CASCADE;

@@ -1690,3 +1690,26 @@ CREATE FUNCTION cfeed._readable_feeds() RETURNS int[]
 	LANGUAGE c STABLE PARALLEL SAFE
 	AS 'MODULE_PATHNAME', 'cfeed_readable_feeds';
 COMMENT ON FUNCTION cfeed._readable_feeds() IS 'internal: the feeds the caller may read (each feed when it may read every feed), for the index condition of the read policies (cfeed._may_read_support)';
+
+/*
+ * Group names have at most 200 characters in cfeed.failure_policy too, as
+ * in cfeed.lease (cfeed._lease_names): set_failure_policy stored a longer
+ * one, a policy for a group no lease could ever name.
+ */
+CREATE FUNCTION cfeed._failure_policy_name() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF char_length(NEW.group_name) > 200 THEN
+		RAISE EXCEPTION 'group_name must be at most 200 characters, got %',
+			char_length(NEW.group_name)
+			USING ERRCODE = '22023';
+	END IF;
+	RETURN NEW;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._failure_policy_name() IS 'internal: refuses failure policies for group names longer than 200 characters (22023)';
+REVOKE ALL ON FUNCTION cfeed._failure_policy_name() FROM PUBLIC;
+CREATE TRIGGER failure_policy_name BEFORE INSERT OR UPDATE OF group_name ON cfeed.failure_policy
+	FOR EACH ROW EXECUTE FUNCTION cfeed._failure_policy_name();
