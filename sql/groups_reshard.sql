@@ -76,8 +76,10 @@ SELECT shard, cursor - 2000000000000000 AS at FROM cfeed.acquire('n', 1, 'x', st
 -- it), consumed at its last number
 SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
 SELECT cfeed.checkpoint('g', 1, 0, 'a', 1, pg_temp.last(0));
--- a's next acquire frees shard 0 and shares 1, 2 and 4 (1/1/1): a takes 2,
--- c then takes 4, each from its start
+-- a's next acquire frees shard 0 and shares 1, 2 and 4 (1/1/1): a takes 2
+-- and 4 (c, holding nothing, is not a live owner yet: 2 shards for a and b,
+-- the extra share to a by name, as b holds no more than its floor), c then
+-- takes 4 from a (epoch 2), each from its start
 SELECT shard, cursor - 2000000000000000 AS at, epoch FROM cfeed.acquire('g', 1, 'a');
 SELECT shard, cursor - 2000000000000000 AS at, epoch FROM cfeed.acquire('g', 1, 'c');
 SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
@@ -104,7 +106,8 @@ SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 2, 'a', 2, 2000000000000001
 SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
 SELECT array_agg(shard ORDER BY shard) AS c FROM cfeed.acquire('g', 1, 'c');
 SELECT * FROM pg_temp.holdings('g');
--- consumed again: the children come back, cursors kept
+-- consumed again: the children come back, cursors kept, and after one call
+-- each every one of them is held (2/1/1; before 1.9, 1/1/1 and shard 4 free)
 SELECT cfeed.checkpoint('g', 1, 0, l.owner, l.epoch, pg_temp.last(0))
 FROM cfeed.lease l WHERE l.group_name = 'g' AND l.feed_id = 1 AND l.shard = 0;
 SELECT count(*) FROM cfeed.acquire('g', 1, 'a');

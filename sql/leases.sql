@@ -277,5 +277,34 @@ SELECT count(*) FROM cfeed.acquire('g', 5, 'a');
 DELETE FROM cfeed.feed WHERE feed_id = 5;
 SELECT count(*) FROM cfeed.lease WHERE feed_id = 5;
 
+-- one round of calls after a change in membership settles the split, also
+-- while leases are free: x leaves a 5-shard feed where a and b hold one each
+-- (3 free); b then a call once: every shard held, 3/2 (before 1.9's fix, 2/2
+-- and shard 4 left free: each call gave the extra share to the other owner)
+SELECT cfeed.create_feed('settle5', 5, 6);
+SELECT count(*) FROM cfeed.acquire('s', 6, 'x');
+SELECT count(*) FROM cfeed.acquire('s', 6, 'a');
+SELECT count(*) FROM cfeed.acquire('s', 6, 'b');
+SELECT cfeed.release('s', 6, 'a');
+SELECT count(*) FROM cfeed.acquire('s', 6, 'a');
+SELECT cfeed.release('s', 6, 'x');
+SELECT array_agg(shard) AS b FROM cfeed.acquire('s', 6, 'b');
+SELECT array_agg(shard) AS a FROM cfeed.acquire('s', 6, 'a');
+SELECT count(owner) AS held, count(*) - count(owner) AS free FROM cfeed.lease WHERE group_name = 's';
+-- and once settled, calls move nothing (no epoch changes)
+SELECT sum(epoch) AS epochs FROM cfeed.lease WHERE group_name = 's' \gset
+SELECT count(*) FROM cfeed.acquire('s', 6, 'b');
+SELECT count(*) FROM cfeed.acquire('s', 6, 'a');
+SELECT sum(epoch) = :epochs AS nothing_moved FROM cfeed.lease WHERE group_name = 's';
+-- 11 shards: c holds 4, f 3, 4 free; f then c call once: 6/5, none free
+-- (before: f's call gave c the extra share, c's gave it to f, one left free)
+SELECT cfeed.create_feed('settle11', 11, 7);
+SELECT count(*) FROM cfeed.acquire('t', 7, 'c', ttl_ms => 600000);
+UPDATE cfeed.lease SET owner = NULL, expires_at = NULL WHERE group_name = 't' AND shard IN (4, 5, 6, 7, 8, 9, 10);
+UPDATE cfeed.lease SET owner = 'f', expires_at = now() + interval '10 minutes' WHERE group_name = 't' AND shard IN (4, 5, 10);
+SELECT count(*) FROM cfeed.acquire('t', 7, 'f');
+SELECT count(*) FROM cfeed.acquire('t', 7, 'c');
+SELECT owner, count(*) FROM cfeed.lease WHERE group_name = 't' GROUP BY owner ORDER BY owner;
+
 -- leave the database as the next file expects it
 DROP EXTENSION cfeed;

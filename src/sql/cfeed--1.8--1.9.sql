@@ -473,6 +473,26 @@ COMMENT ON FUNCTION cfeed._parked(text, int, int, bool, int) IS 'internal: the g
  * named by constant arrays, which PostgreSQL looks rows up in by hashing
  * (see 1.8).
  */
+/*
+ * cfeed._share_rank: how acquire ranks the live owners for the S mod N
+ * extra shares of a split (owners of n leases, S shards, N owners): by
+ * what they hold when above floor(S/N), most first, then by name.  1.8
+ * ranked every owner by what it held, which changed between the owners'
+ * calls when leases were free and could leave a lease no owner's target
+ * covered after every owner had called (c holding 4 of 11 shards, f 3,
+ * 4 free: f's call gave c the extra and took 2; c's gave it to f, which
+ * now held more, and took 1).  An owner at or below floor(S/N) that
+ * takes its target keeps its place, so one round of calls after a
+ * change in membership settles the split; an owner holding the extra
+ * keeps it, so a settled split stays as it is.
+ */
+CREATE FUNCTION cfeed._share_rank(n int, shards int, owners int) RETURNS int
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $fn$
+	SELECT CASE WHEN $1 OPERATOR(pg_catalog.>) ($2 OPERATOR(pg_catalog./) $3) THEN $1 ELSE 0 END
+$fn$;
+COMMENT ON FUNCTION cfeed._share_rank(int, int, int) IS 'internal: an owner''s rank for the extra shares of a consumer group''s split (cfeed.acquire)';
+
 CREATE OR REPLACE FUNCTION cfeed.acquire(group_name text, feed_id int, owner text,
 										 ttl_ms int DEFAULT 30000, start_at timestamptz DEFAULT NULL)
 	RETURNS TABLE (shard int, cursor bigint, epoch bigint, expires_at timestamptz)
@@ -581,11 +601,15 @@ BEGIN
 		UNION ALL
 		SELECT i.o, 0 FROM pg_catalog.unnest(v_idle OPERATOR(pg_catalog.||) v_owner) i(o)
 	), live AS (
-		SELECT h.o, pg_catalog.sum(h.n)::int AS n FROM held h GROUP BY h.o
+		SELECT h.o, pg_catalog.sum(h.n)::int AS n, pg_catalog.count(*) OVER () AS owners
+		FROM held h GROUP BY h.o
 	), ranked AS (
+		-- the extra shares: to the owners above floor(S/N), most first, then
+		-- by name (cfeed._share_rank)
 		SELECT h.o, h.n,
-			   pg_catalog.row_number() OVER (ORDER BY h.n DESC, h.o) AS rk,
-			   pg_catalog.count(*) OVER () AS owners
+			   pg_catalog.row_number() OVER (ORDER BY cfeed._share_rank(h.n, v_shards, h.owners::int) DESC,
+											 h.o) AS rk,
+			   h.owners
 		FROM live h
 	)
 	SELECT pg_catalog.array_agg(r.o ORDER BY r.rk),
@@ -634,8 +658,10 @@ BEGIN
 				SELECT r.shard
 				FROM (SELECT h.shard, h.o, h.k,
 							 h.n - (v_shards / v_owners
-									+ CASE WHEN pg_catalog.dense_rank() OVER (ORDER BY h.n DESC, h.o)
-												+ CASE WHEN v_have > h.n OR (v_have = h.n AND v_owner < h.o)
+									+ CASE WHEN pg_catalog.dense_rank() OVER (
+													ORDER BY cfeed._share_rank(h.n::int, v_shards, v_owners) DESC, h.o)
+												+ CASE WHEN (cfeed._share_rank(v_have, v_shards, v_owners), h.o)
+															> (cfeed._share_rank(h.n::int, v_shards, v_owners), v_owner)
 													   THEN 1 ELSE 0 END
 												<= v_shards % v_owners
 										   THEN 1 ELSE 0 END) AS excess
