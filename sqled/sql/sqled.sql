@@ -386,6 +386,19 @@ REVOKE :"owner" FROM sqled_rs_admin;
 REVOKE EXECUTE ON FUNCTION cfeed.reshard(int, int, int) FROM sqled_rs_granted;
 DROP ROLE sqled_rs_granted, sqled_rs_admin;
 
+-- create_feed needs SELECT and INSERT on cfeed.feed and cfeed.shard, no more
+-- (before 1.9's fix its LOCK TABLE also needed UPDATE on cfeed.feed)
+CREATE ROLE sqled_creator;
+GRANT SELECT, INSERT ON cfeed.feed, cfeed.shard TO sqled_creator;
+SET ROLE sqled_creator;
+SELECT cfeed.create_feed('made-by-creator', 2) > 0 AS created;
+SELECT pg_temp.err($$SELECT cfeed.create_feed('made-by-creator')$$);
+RESET ROLE;
+SELECT count(*) AS shards FROM cfeed.shard s JOIN cfeed.feed f USING (feed_id) WHERE f.name = 'made-by-creator';
+DELETE FROM cfeed.feed WHERE name = 'made-by-creator';
+REVOKE ALL ON cfeed.feed, cfeed.shard FROM sqled_creator;
+DROP ROLE sqled_creator;
+
 -- every shard is stored in rows, whatever cfeed.default_storage says
 SET cfeed.default_storage = ranges;
 SELECT cfeed.create_feed('stored-in-rows', 1) AS rows_feed \gset
