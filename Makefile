@@ -45,7 +45,8 @@ OBJS = \
 	src/reshard.o \
 	src/splits.o \
 	src/pending.o \
-	src/lock_guard.o
+	src/lock_guard.o \
+	src/persistence_guard.o
 
 DATA = $(wildcard src/sql/cfeed--*.sql)
 

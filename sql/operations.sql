@@ -217,6 +217,21 @@ WHERE i.indrelid = 'cfeed.change'::regclass ORDER BY 1;
 DROP EXTENSION amcheck;
 
 DROP TABLE ops_t, ops_log, ops_ids;
+-- SET UNLOGGED of any table of cfeed is refused (0A000): a crash would empty
+-- it, losing committed changes or numbers readers saw, which the sweeper
+-- would then issue again; SET LOGGED and other tables' are PostgreSQL's
+SELECT c.relname, pg_temp.err(format('ALTER TABLE cfeed.%I SET UNLOGGED', c.relname))
+FROM pg_class c JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'cfeed'
+WHERE c.relkind = 'r' ORDER BY c.relname;
+SELECT pg_temp.err('ALTER TABLE IF EXISTS cfeed.stamp SET UNLOGGED, ADD COLUMN ops_x int');
+SELECT pg_temp.err('ALTER SEQUENCE cfeed.change_id SET UNLOGGED');
+SELECT count(*) AS unlogged FROM pg_class WHERE relnamespace = 'cfeed'::regnamespace AND relpersistence = 'u';
+ALTER SEQUENCE cfeed.change_id SET LOGGED;
+ALTER TABLE cfeed.change SET LOGGED;
+CREATE TABLE ops_scratch (i int);
+ALTER TABLE ops_scratch SET UNLOGGED;
+DROP TABLE ops_scratch;
 DROP VIEW ops_written;
 DROP FUNCTION ops_bump();
 DROP OWNED BY ops_writer;

@@ -274,6 +274,9 @@ extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
 /* lock_guard.c */
 extern PlannedStmt *cfeed_guard_lock_statement(PlannedStmt *pstmt, bool top_level);
 
+/* persistence_guard.c */
+extern void cfeed_guard_alter_table(AlterTableStmt *stmt);
+
 /* stamp.c: a sweep's write step */
 extern bool cfeed_stamp_would_wait(TupleTableSlot *slot);
 extern int	cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,

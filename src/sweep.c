@@ -188,6 +188,7 @@ typedef struct SweepState
 	HTAB	   *shards;			/* ShardEntry by (feed_id, shard) */
 	int			nshards;		/* shards with a change in the batch */
 	TimestampTz now;			/* the batch's stamped_at */
+	TimestampTz clock;			/* the clock's time at numbering (lag_ms) */
 } SweepState;
 
 /* HeadHint by (feed_id, shard): each shard's head as this backend's last sweep left it (cache.h) */
@@ -773,7 +774,7 @@ sweep_tally(SweepState *s)
 		e->new_last = s->changes[i].number;
 		/* an infinite written_at only in a row copied in (guard.c) */
 		if (!TIMESTAMP_NOT_FINITE(s->changes[i].written_at))
-			e->lag_ms = Max(e->lag_ms, (s->now - s->changes[i].written_at) / 1000);
+			e->lag_ms = Max(e->lag_ms, (s->clock - s->changes[i].written_at) / 1000);
 	}
 }
 
@@ -799,7 +800,8 @@ sweep_number(SweepState *s)
 	int			n = 0;
 
 	qsort(s->changes, s->nchanges, sizeof(CfeedPendingChange), compare_shard_change);
-	s->now = GetCurrentTimestamp();
+	s->clock = GetCurrentTimestamp();
+	s->now = s->clock;
 	for (i = 0; i < s->nchanges; i++)
 	{
 		ShardEntry *e = batch_shard(s, &s->changes[i]);

@@ -5,7 +5,8 @@
  *	  sweepers out of the way of DROP DATABASE and friends, tells the
  *	  launcher about CREATE EXTENSION and wakes the sweepers after COMMIT
  *	  PREPARED, runs change_id.c's check (COPY draws change_ids without the
- *	  executor), and lock_guard.c's check of LOCK TABLE.
+ *	  executor), lock_guard.c's check of LOCK TABLE and persistence_guard.c's
+ *	  of ALTER TABLE.
  *
  *	  A database with paused > 0 gets no sweeper (launcher.c): DROP
  *	  DATABASE, CREATE DATABASE ... TEMPLATE, ALTER DATABASE ... RENAME / SET
@@ -273,6 +274,8 @@ cfeed_utility(CFEED_UTILITY_ARGS)
 	Oid			target = utility_target_db(parsetree);
 
 	(void) cfeed_change_ids_check();	/* COPY draws without the executor */
+	if (IsA(parsetree, AlterTableStmt))
+		cfeed_guard_alter_table((AlterTableStmt *) parsetree);
 	if (IsA(parsetree, LockStmt))
 	{
 		ProcessUtility_hook_type lock_hook = guarded_lock;

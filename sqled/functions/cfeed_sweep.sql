@@ -57,6 +57,7 @@ DECLARE
 	v_snap pg_snapshot;
 	v_own xid8;
 	v_now timestamptz;
+	v_unlogged name;
 	v_expected bigint;
 	v_stamped bigint;
 	v_left xid8[];
@@ -89,6 +90,19 @@ BEGIN
 			USING ERRCODE = '55000',
 				  DETAIL = 'The database moved to the C extension while this sweep waited for its locks.',
 				  HINT = 'The extension''s background sweeper sweeps it now.';
+	END IF;
+	-- an unlogged table would lose at a crash the numbers readers have seen
+	-- (the C edition refuses ALTER TABLE ... SET UNLOGGED of its tables; SQL
+	-- cannot)
+	SELECT pg_catalog.min(c.relname) INTO v_unlogged FROM pg_catalog.pg_class c
+	WHERE c.oid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass,
+					'cfeed.lease'::pg_catalog.regclass, 'cfeed.change_id'::pg_catalog.regclass)
+	  AND c.relpersistence = 'u';
+	IF v_unlogged IS NOT NULL THEN
+		RAISE EXCEPTION 'cfeed cannot sweep while cfeed.% is unlogged', v_unlogged
+			USING ERRCODE = '55000',
+				  DETAIL = 'A crash empties an unlogged table: cfeed would lose committed changes, or the numbers readers have seen and issue them again.',
+				  HINT = pg_catalog.format('ALTER TABLE cfeed.%s SET LOGGED', v_unlogged);
 	END IF;
 	IF pg_catalog.current_setting('synchronous_commit') IN ('off', 'local') THEN
 		PERFORM pg_catalog.set_config('synchronous_commit', 'on', true);

@@ -184,13 +184,13 @@ COMMENT ON FUNCTION cfeed._sqled_out_of_numbers(int, int, int) IS 'internal (SQL
  * mode until the transaction ends, so that the layout read is the one the
  * transaction's writes are checked against (cfeed.shard_for where the
  * transaction can write and the caller may write the feed).  For
- * cfeed.shard_for, which has the caller's privileges, and cfeed.reshard:
- * SECURITY DEFINER, and any role's (the layout is no secret, and any role
- * can take an advisory lock).
+ * cfeed.shard_for, cfeed.reshard, set_storage, track and backfill, as the
+ * caller, of a feed it may read or write (cfeed._sqled_known_shards: any
+ * other feed does not exist, as the C functions tell no more of it).
  */
 CREATE FUNCTION cfeed._sqled_layout(feed_id int, lock bool,
 									OUT shard_count int, OUT max_shard int, OUT first_open int, OUT max_closed int)
-	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
@@ -201,10 +201,10 @@ BEGIN
 		   pg_catalog.min(s.shard) FILTER (WHERE NOT s.closed),
 		   pg_catalog.max(s.shard) FILTER (WHERE s.closed)
 	INTO shard_count, max_shard, first_open, max_closed
-	FROM cfeed.shard_config s WHERE s.feed_id = _sqled_layout.feed_id;
+	FROM cfeed._sqled_known_shards s WHERE s.feed_id = _sqled_layout.feed_id;
 	IF shard_count = 0 THEN
 		RAISE EXCEPTION USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().',
-			MESSAGE = pg_catalog.format(CASE WHEN EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = _sqled_layout.feed_id)
+			MESSAGE = pg_catalog.format(CASE WHEN cfeed._sqled_feed_exists(_sqled_layout.feed_id)
 											 THEN 'feed %s has no shards' ELSE 'feed %s does not exist' END,
 										_sqled_layout.feed_id);
 	END IF;
@@ -255,18 +255,20 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_read_to_end(int, int, bigint) IS 'internal (SQL edition): cfeed._read_to_end below the read policy, for a caller that may read the feed';
 
 /*
- * cfeed._sqled_check_shard: 42704 for an unknown feed or shard.
+ * cfeed._sqled_check_shard: 42704 for an unknown feed or shard, as the
+ * caller, of the feeds it may read or write (the functions that call it
+ * refuse the others first, 42501).
  */
 CREATE FUNCTION cfeed._sqled_check_shard(feed_id int, shard int) RETURNS void
-	LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
 BEGIN
-	IF EXISTS (SELECT FROM cfeed.shard_config s
+	IF EXISTS (SELECT FROM cfeed._sqled_known_shards s
 			   WHERE s.feed_id = _sqled_check_shard.feed_id AND s.shard = _sqled_check_shard.shard) THEN
 		RETURN;
 	END IF;
-	IF NOT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id = _sqled_check_shard.feed_id) THEN
+	IF NOT cfeed._sqled_feed_exists(_sqled_check_shard.feed_id) THEN
 		RAISE EXCEPTION 'feed % does not exist', feed_id
 			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
 	END IF;
@@ -422,15 +424,19 @@ COMMENT ON FUNCTION cfeed._sqled_wait_for_head(int, int, bigint, int) IS 'intern
  * privileges while current_user stays the caller's: a role sees only the
  * grants it holds or has the privileges of, and needs no privilege on the
  * grants tables (cfeed._may_read and cfeed._may_write read these).
+ * Every view of the SQL edition that any role may read filters rows for
+ * the caller, so each is a security barrier: else a condition of the
+ * caller's own, a cheap function, would run before the filter and see
+ * every row (other roles' grants, every feed's shards and start values).
  */
-CREATE VIEW cfeed._sqled_read_grants AS
+CREATE VIEW cfeed._sqled_read_grants WITH (security_barrier = true) AS
 	SELECT g.feed_id FROM cfeed.read_grant g
 	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
 	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
 COMMENT ON VIEW cfeed._sqled_read_grants IS 'internal (SQL edition): the feeds the current user holds a read grant of (null: every feed)';
 GRANT SELECT ON cfeed._sqled_read_grants TO PUBLIC;
 
-CREATE VIEW cfeed._sqled_write_grants AS
+CREATE VIEW cfeed._sqled_write_grants WITH (security_barrier = true) AS
 	SELECT g.feed_id FROM cfeed.write_grant g
 	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
 	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
@@ -494,11 +500,41 @@ COMMENT ON FUNCTION cfeed._sqled_check_number(int, int, bigint, bool) IS 'intern
  * The start values of the shards the current user may write (for the
  * guards' number checks), whatever its privileges on cfeed.shard_config.
  */
-CREATE VIEW cfeed._sqled_shard_starts AS
+CREATE VIEW cfeed._sqled_shard_starts WITH (security_barrier = true) AS
 	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s
 	WHERE cfeed._may_write(s.feed_id);
 COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
+
+/*
+ * The feeds and shards the caller may know of: those of the feeds it may
+ * read or write, as the C functions that name a feed tell them (42501 for
+ * the others, whose existence and layout they do not tell).  The shards'
+ * view tests each feed once, not each shard.
+ */
+CREATE VIEW cfeed._sqled_known_feeds WITH (security_barrier = true) AS
+	SELECT f.feed_id FROM cfeed.feed f
+	WHERE cfeed._may_read(f.feed_id) OR cfeed._may_write(f.feed_id);
+COMMENT ON VIEW cfeed._sqled_known_feeds IS 'internal (SQL edition): the feeds the current user may read or write';
+GRANT SELECT ON cfeed._sqled_known_feeds TO PUBLIC;
+
+CREATE VIEW cfeed._sqled_known_shards WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard, s.closed FROM cfeed.shard_config s
+	JOIN cfeed._sqled_known_feeds k ON k.feed_id OPERATOR(pg_catalog.=) s.feed_id;
+COMMENT ON VIEW cfeed._sqled_known_shards IS 'internal (SQL edition): the shards of the feeds the current user may read or write, and whether they are closed';
+GRANT SELECT ON cfeed._sqled_known_shards TO PUBLIC;
+
+/*
+ * cfeed._sqled_feed_exists: whether a feed exists, for a writer's missing
+ * shard (as src/catalog.c reads it: "feed %d does not exist" or "shard %d
+ * of feed %d does not exist"), of the feeds the caller may know of.
+ */
+CREATE FUNCTION cfeed._sqled_feed_exists(feed_id int) RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE
+	AS $fn$
+	SELECT EXISTS (SELECT FROM cfeed._sqled_known_feeds f WHERE f.feed_id OPERATOR(pg_catalog.=) $1)
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_feed_exists(int) IS 'internal (SQL edition): whether a feed the current user may read or write exists';
 
 /*
  * Where a group's new lease of each shard of the feeds the current user

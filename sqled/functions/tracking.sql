@@ -20,19 +20,6 @@
  * cannot hold where the writer could not set it.
  */
 
-/*
- * cfeed._sqled_feed_exists: whether a feed exists, whoever asks (as
- * src/catalog.c reads it for a writer's missing shard: "feed %d does not
- * exist" or "shard %d of feed %d does not exist"; cfeed.shard_for tells
- * any role as much).
- */
-CREATE FUNCTION cfeed._sqled_feed_exists(feed_id int) RETURNS bool
-	LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-	SELECT EXISTS (SELECT FROM cfeed.feed f WHERE f.feed_id OPERATOR(pg_catalog.=) $1)
-$fn$;
-COMMENT ON FUNCTION cfeed._sqled_feed_exists(int) IS 'internal (SQL edition): whether a feed exists, whoever asks';
 
 /*
  * cfeed._sqled_track_table: the checks of src/tracked.c on the table a

@@ -386,6 +386,46 @@ REVOKE :"owner" FROM sqled_rs_admin;
 REVOKE EXECUTE ON FUNCTION cfeed.reshard(int, int, int) FROM sqled_rs_granted;
 DROP ROLE sqled_rs_granted, sqled_rs_admin;
 
+-- an unlogged cfeed.change (a crash would empty it): no sweep stamps into it
+ALTER TABLE cfeed.change SET UNLOGGED;
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep()');
+ALTER TABLE cfeed.change SET LOGGED;
+SELECT count(*) >= 0 AS swept FROM cfeed.sweep();
+
+-- a role with nothing but LOGIN learns nothing of feeds through the SQL
+-- edition's helpers any role may call: an existing feed and a missing one
+-- look alike (before 1.9's fix _sqled_layout gave the layout, and
+-- _sqled_check_shard and _sqled_feed_exists told them apart), and a cheap
+-- function of its own in a query of a view sees only the rows the view
+-- shows it (before, _sqled_shard_starts showed it every feed's shards)
+SELECT feed_id AS orders_id FROM cfeed.feed WHERE name = 'orders' \gset
+SELECT cfeed.grant_read(:orders_id, 'sqled_reader');
+SELECT cfeed.grant_write(:orders_id, 'sqled_writer');
+CREATE ROLE sqled_login;
+SET ROLE sqled_login;
+CREATE FUNCTION pg_temp.peek(VARIADIC v text[]) RETURNS bool LANGUAGE plpgsql COST 0.0000001
+	AS $$ BEGIN RAISE NOTICE 'saw %', v; RETURN true; END $$;
+SELECT pg_temp.err(format('SELECT * FROM cfeed._sqled_layout(%s, false)', :orders_id)) AS existing,
+	   pg_temp.err('SELECT * FROM cfeed._sqled_layout(99999, false)') AS missing;
+SELECT pg_temp.err(format('SELECT cfeed._sqled_check_shard(%s, 0)', :orders_id)) AS existing,
+	   pg_temp.err('SELECT cfeed._sqled_check_shard(99999, 0)') AS missing;
+SELECT cfeed._sqled_feed_exists(:orders_id) AS existing, cfeed._sqled_feed_exists(99999) AS missing;
+SELECT count(*) FROM cfeed._sqled_shard_starts WHERE pg_temp.peek(feed_id::text, shard::text, start_sequence_number::text);
+SELECT count(*) FROM cfeed._sqled_known_shards WHERE pg_temp.peek(feed_id::text, shard::text);
+SELECT count(*) FROM cfeed._sqled_known_feeds WHERE pg_temp.peek(feed_id::text);
+SELECT count(*) FROM cfeed._sqled_read_grants WHERE pg_temp.peek(feed_id::text);
+SELECT count(*) FROM cfeed._sqled_write_grants WHERE pg_temp.peek(feed_id::text);
+RESET ROLE;
+-- a reader and a writer of the feed know it
+SET ROLE sqled_reader;
+SELECT shard_count > 0 AS reader_knows FROM cfeed._sqled_layout(:orders_id, false);
+SET ROLE sqled_writer;
+SELECT cfeed._sqled_feed_exists(:orders_id) AS writer_knows;
+RESET ROLE;
+SELECT cfeed.revoke_read(:orders_id, 'sqled_reader');
+SELECT cfeed.revoke_write(:orders_id, 'sqled_writer');
+DROP ROLE sqled_login;
+
 -- create_feed needs SELECT and INSERT on cfeed.feed and cfeed.shard, no more
 -- (before 1.9's fix its LOCK TABLE also needed UPDATE on cfeed.feed)
 CREATE ROLE sqled_creator;

@@ -733,7 +733,7 @@ BEGIN
 			RAISE EXCEPTION 'shard % of feed % cannot move to sweep group % while it has unstamped changes', OLD.shard, OLD.feed_id, NEW.sweep_group
 				USING ERRCODE = '55000',
 					  DETAIL = pg_catalog.format('Sweep group %s has a shard stored in ranges: its mark records which writers are stamped.', NEW.sweep_group),
-					  HINT = pg_catalog.format('Sweep group %s in the same READ COMMITTED transaction first (SELECT cfeed.sweep(%s)), then move the shard.', OLD.sweep_group, OLD.sweep_group);
+					  HINT = pg_catalog.format('Stop writing to the shard, then sweep group %s and move the shard in one READ COMMITTED transaction (SELECT cfeed.sweep(%s) first): a change committed between the sweep and the move keeps it from moving.', OLD.sweep_group, OLD.sweep_group);
 		END IF;
 		IF NEW.storage = 'ranges' AND (NEW.feed_id, NEW.shard) IS DISTINCT FROM (OLD.feed_id, OLD.shard)
 		   AND EXISTS (SELECT FROM cfeed.stamp t
