@@ -232,6 +232,17 @@ ALTER TABLE cfeed.change SET LOGGED;
 CREATE TABLE ops_scratch (i int);
 ALTER TABLE ops_scratch SET UNLOGGED;
 DROP TABLE ops_scratch;
+-- a table made unlogged past the guard (taken out of the extension for a
+-- moment, as an operator could, or on a server without the preload, whose
+-- hook refuses it): no sweep stamps into it (55000), and once it is logged
+-- again the sweep stamps
+ALTER EXTENSION cfeed DROP TABLE cfeed.change;
+ALTER TABLE cfeed.change SET UNLOGGED;
+ALTER EXTENSION cfeed ADD TABLE cfeed.change;
+SELECT count(cfeed.publish(71, 0)) FROM generate_series(1, 2);
+SELECT pg_temp.err('SELECT * FROM cfeed.sweep()');
+ALTER TABLE cfeed.change SET LOGGED;
+SELECT feed_id, shard, change_count FROM cfeed.sweep();
 DROP VIEW ops_written;
 DROP FUNCTION ops_bump();
 DROP OWNED BY ops_writer;

@@ -141,6 +141,15 @@ SELECT count(*) AS stamps,
 FROM cfeed.change WHERE feed_id = 1 AND shard = 1;
 SELECT count(*) FROM cfeed.read(1, 1, cfeed.cursor_at(1, 1, now() + interval '12 hours'));
 SELECT cfeed.cursor_at(1, 1, now() + interval '2 days') = cfeed.head(1, 1) AS after_all;
+-- each shard by its own head: shard 0, swept with shard 1, keeps the clock's
+-- time; shard 1's head deleted, its highest stamp left still holds it back
+DELETE FROM cfeed.change WHERE feed_id = 1 AND shard = 1 AND change_sequence_number = cfeed.head(1, 1);
+SELECT count(cfeed.publish(1, s)) FROM generate_series(0, 1) s;
+SELECT feed_id, shard, change_count FROM cfeed.sweep() ORDER BY shard;
+SELECT shard, max(stamped_at) > now() + interval '12 hours' AS a_day_ahead
+FROM cfeed.change WHERE feed_id = 1 AND change_sequence_number > 2000000000000000
+GROUP BY shard ORDER BY shard;
+SELECT count(*) FROM cfeed.read(1, 1, cfeed.cursor_at(1, 1, now() + interval '12 hours'));
 
 -- the join pattern: an application table joined by change_id
 CREATE TABLE myevent (change_id bigint PRIMARY KEY, payload text NOT NULL);

@@ -272,7 +272,6 @@ cfeed_number_probe(Relation rel, Relation index, Snapshot snapshot, int32 feed_i
 	if (found)
 	{
 		bool		isnull;
-
 		Datum		at;
 
 		*number = DatumGetInt64(heap_getattr(tup, number_att, RelationGetDescr(rel), &isnull));
@@ -606,8 +605,11 @@ cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum, const char *attnam
  *		(another backend stamped since, the hint's change is gone) falls back
  *		to the backward probe; a wrong hint costs time, never correctness.
  *
- *		With head_at, also the head's stamped_at: DT_NOBEGIN when the head is
- *		the floor (no stamp above it).
+ *		With head_at, also the latest stamped_at of the shard's stamps above
+ *		its start: the head's, or when the head is a deleted number (the
+ *		floor), the highest stamp left's (one more probe); DT_NOBEGIN when
+ *		there is none, or when it is not finite (a row copied in: no clock
+ *		reading, which a sweep would follow for ever).
  */
 int64
 cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot, TimestampTz *head_at)
@@ -633,10 +635,14 @@ cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot, TimestampT
 		head = hint;
 	else if (!cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
 								 BTGreaterStrategyNumber, F_INT8GT, floor_number,
-								 BackwardScanDirection, &head, &at, NULL))
+								 BackwardScanDirection, &head, &at, NULL) &&
+			 (head_at == NULL || floor_number == sh->start_number ||
+			  !cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
+								  BTGreaterStrategyNumber, F_INT8GT, sh->start_number,
+								  BackwardScanDirection, &first, &at, NULL)))
 		at = DT_NOBEGIN;
 	if (head_at != NULL)
-		*head_at = at;
+		*head_at = TIMESTAMP_NOT_FINITE(at) ? DT_NOBEGIN : at;
 	index_close(index, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	/* numbering goes on from the floor or above, never below it */

@@ -215,6 +215,7 @@ typedef struct CfeedPendingChange
 	TimestampTz written_at;
 	FullTransactionId writer_xid;
 	int64		number;			/* assigned sequence number */
+	TimestampTz stamped_at;		/* and stamped_at (its shard's, sweep.c) */
 	bool		ranges;			/* of a shard stored in ranges */
 	bool		locked;			/* another transaction holds its row lock */
 	bool		image;			/* it has a row image (tbl is not null) */
@@ -265,7 +266,7 @@ extern bool cfeed_mark_load_any(int32 sweep_group, Snapshot snapshot, CfeedMark 
 								bool *foreign);
 extern void cfeed_mark_store(int32 sweep_group, const CfeedMark *mark,
 							 FullTransactionId prev);
-extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now);
+extern void cfeed_ranges_stamp(const CfeedPendingChange *changes, int n);
 extern int	cfeed_stamp_entries(HeapTuple tup, TupleDesc desc, int64 **ids,
 								FullTransactionId **xids);
 extern int64 cfeed_ranges_cursor_at(int32 feed_id, int32 shard, TimestampTz at,
@@ -276,11 +277,12 @@ extern PlannedStmt *cfeed_guard_lock_statement(PlannedStmt *pstmt, bool top_leve
 
 /* persistence_guard.c */
 extern void cfeed_guard_alter_table(AlterTableStmt *stmt);
+extern void cfeed_check_logged(Oid relid);
 
 /* stamp.c: a sweep's write step */
 extern bool cfeed_stamp_would_wait(TupleTableSlot *slot);
 extern int	cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n,
-						TimestampTz now, Snapshot snapshot);
+						Snapshot snapshot);
 extern void cfeed_stamp_commit_level(void);
 extern bool cfeed_stamping(void);
 

@@ -15,6 +15,12 @@
  *	  extension's owner and superusers are the only roles PostgreSQL lets
  *	  ALTER them).  SET LOGGED, and every other ALTER TABLE, go ahead.
  *
+ *	  Without the preload there is no hook, and a table made unlogged then
+ *	  (or before 1.9) stays so: sweeps refuse (55000) to stamp into
+ *	  cfeed.change, cfeed.stamp or cfeed.sweep_mark while it is unlogged
+ *	  (cfeed_check_logged), so that no reader sees a stamp a crash would
+ *	  take back.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -28,6 +34,14 @@
 #include "utils/lsyscache.h"
 
 #include "cfeed.h"
+
+/* The relation's schema-qualified name, quoted as needed. */
+static const char *
+qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
 
 /*
  * cfeed_guard_alter_table
@@ -54,10 +68,25 @@ cfeed_guard_alter_table(AlterTableStmt *stmt)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("relation %s of extension cfeed cannot be made unlogged",
-							quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-													   get_rel_name(relid))),
+							qualified_name(relid)),
 					 errdetail("A crash empties an unlogged table: cfeed would lose committed changes, or the numbers readers have seen and issue them again."),
 					 errhint("Keep the tables of cfeed logged; to write less WAL, see the storage in ranges (cfeed.default_storage).")));
 		return;
 	}
+}
+
+/*
+ * cfeed_check_logged
+ *		55000 when the relation is unlogged (the file header); a sweep asks
+ *		before it writes its stamps.
+ */
+void
+cfeed_check_logged(Oid relid)
+{
+	if (get_rel_persistence(relid) == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cfeed cannot stamp changes while %s is unlogged", qualified_name(relid)),
+				 errdetail("A crash empties an unlogged table: the numbers readers have seen would be issued again."),
+				 errhint("Make it logged again: ALTER TABLE %s SET LOGGED.", qualified_name(relid))));
 }

@@ -448,7 +448,7 @@ image_tables(const CfeedPendingChange *changes, int n)
  */
 static void
 insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
-			 Datum *xid_deltas, TimestampTz now)
+			 Datum *xid_deltas)
 {
 	Oid			types[10] = {INT4OID, INT4OID, INT8OID, INT8OID, TIMESTAMPTZOID,
 	INT8OID, INT4ARRAYOID, XID8OID, INT4ARRAYOID, INT4ARRAYOID};
@@ -459,7 +459,7 @@ insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
 	values[1] = Int32GetDatum(changes[0].shard);
 	values[2] = Int64GetDatum(changes[0].number);
 	values[3] = Int64GetDatum(changes[n - 1].number);
-	values[4] = TimestampTzGetDatum(now);
+	values[4] = TimestampTzGetDatum(changes[0].stamped_at);	/* its shard's */
 	values[5] = Int64GetDatum(changes[0].change_id);
 	values[6] = PointerGetDatum(construct_array(id_deltas, n, INT4OID, sizeof(int32),
 												true, TYPALIGN_INT));
@@ -487,7 +487,7 @@ insert_stamp(const CfeedPendingChange *changes, int n, Datum *id_deltas,
  *		(cfeed_spi_connect).
  */
 void
-cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
+cfeed_ranges_stamp(const CfeedPendingChange *changes, int n)
 {
 	Datum	   *id_deltas = palloc(sizeof(Datum) * Min(Max(n, 1), STAMP_ROW_MAX));
 	Datum	   *xid_deltas = palloc(sizeof(Datum) * Min(Max(n, 1), STAMP_ROW_MAX));
@@ -511,7 +511,7 @@ cfeed_ranges_stamp(const CfeedPendingChange *changes, int n, TimestampTz now)
 			xid_deltas[count] = Int32GetDatum(xid_delta);
 			count++;
 		}
-		insert_stamp(first, count, id_deltas, xid_deltas, now);
+		insert_stamp(first, count, id_deltas, xid_deltas);
 		start += count;
 	}
 	pfree(id_deltas);

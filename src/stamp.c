@@ -389,12 +389,13 @@ pin_plan_shapes(void)
  *		made some invisible).
  */
 static void
-stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now)
+stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n)
 {
 	Datum	   *tids = palloc(sizeof(Datum) * n);
 	Datum	   *numbers = palloc(sizeof(Datum) * n);
+	Datum	   *times = palloc(sizeof(Datum) * n);
 	Datum		args[3];
-	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+	Oid			types[3] = {TIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID};
 	int			i;
 	int			nestlevel;
 	int			nwrite = 0;
@@ -416,19 +417,21 @@ stamp_with_sql(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now
 		if (changes[i].locked)
 			continue;
 		tids[nwrite] = PointerGetDatum(&changes[i].tid);
+		times[nwrite] = TimestampTzGetDatum(changes[i].stamped_at);
 		numbers[nwrite++] = Int64GetDatum(changes[i].number);
 	}
 
 	nestlevel = pin_plan_shapes();
 	args[0] = PointerGetDatum(construct_array(tids, nwrite, TIDOID, sizeof(ItemPointerData), false, TYPALIGN_SHORT));
 	args[1] = build_array(numbers, nwrite, INT8OID);
-	args[2] = TimestampTzGetDatum(now);
+	args[2] = build_array(times, nwrite, TIMESTAMPTZOID);
 	stamping_with_sql = true;
 	PG_TRY();
 	{
 		int			rc = SPI_execute_plan(cfeed_spi_plan(&update_changes_plan,
-														 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = $3 "
-														 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(tid, number) "
+														 "UPDATE cfeed.change c SET change_sequence_number = u.number, stamped_at = u.at "
+														 "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+														 "pg_catalog.unnest($3)) AS u(tid, number, at) "
 														 "WHERE c.ctid = u.tid",
 														 3, types),
 										  args, NULL, false, 0);
@@ -470,7 +473,7 @@ cfeed_stamping(void)
  *		until its transaction ends.
  */
 static bool
-stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, Snapshot snapshot)
+stamp_direct(Relation rel, CfeedPendingChange *changes, int n, Snapshot snapshot)
 {
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
@@ -512,7 +515,7 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
 		memcpy(newslot->tts_isnull, oldslot->tts_isnull, sizeof(bool) * CHANGE_NATTS);
 		newslot->tts_values[Anum_change_sequence - 1] = Int64GetDatum(changes[i].number);
 		newslot->tts_isnull[Anum_change_sequence - 1] = false;
-		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(now);
+		newslot->tts_values[Anum_change_stamped_at - 1] = TimestampTzGetDatum(changes[i].stamped_at);
 		newslot->tts_isnull[Anum_change_stamped_at - 1] = false;
 		ExecStoreVirtualTuple(newslot);
 		if (!cfeed_direct_update(rel, &changes[i].tid, newslot, snapshot))
@@ -526,7 +529,7 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
 
 /*
  * cfeed_stamp
- *		Write the numbers of changes[0..n-1] (and stamped_at now) into
+ *		Write the numbers and stamped_at of changes[0..n-1] into
  *		cfeed.change, rel, opened by the caller; snapshot is the sweep's.
  *		Directly when direct.c allows it, else with one SQL update, each
  *		change locked first (lock_batch).  A change another transaction
@@ -535,8 +538,7 @@ stamp_direct(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now, 
  *		number is returned, for the caller to leave them.
  */
 int
-cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
-			Snapshot snapshot)
+cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, Snapshot snapshot)
 {
 	int			nleft;
 #ifdef USE_ASSERT_CHECKING
@@ -565,8 +567,8 @@ cfeed_stamp(Relation rel, CfeedPendingChange *changes, int n, TimestampTz now,
 #endif
 
 	nleft = others_may_lock(rel) ? lock_batch(rel, changes, n, snapshot) : 0;
-	if (nleft < n && !stamp_direct(rel, changes, n, now, snapshot))
-		stamp_with_sql(rel, changes, n, now);
+	if (nleft < n && !stamp_direct(rel, changes, n, snapshot))
+		stamp_with_sql(rel, changes, n);
 	return nleft;
 }
 

@@ -187,8 +187,7 @@ typedef struct SweepState
 	int			nexhausted;		/* shards with changes held back */
 	HTAB	   *shards;			/* ShardEntry by (feed_id, shard) */
 	int			nshards;		/* shards with a change in the batch */
-	TimestampTz now;			/* the batch's stamped_at */
-	TimestampTz clock;			/* the clock's time at numbering (lag_ms) */
+	TimestampTz clock;			/* the clock's time at numbering */
 } SweepState;
 
 /* HeadHint by (feed_id, shard): each shard's head as this backend's last sweep left it (cache.h) */
@@ -787,11 +786,12 @@ sweep_tally(SweepState *s)
  *		The batch shrinks within changes[0..nbatch-1]; the cut-off part after
  *		it is left untouched.
  *
- *		The batch's stamped_at is the clock's time, or the latest stamped_at
- *		of its shards' heads if that is later (the clock went back, or
- *		another server's stamps came first: a failover, a restore), so that
- *		a shard's stamped_at never decreases with its numbers, which
- *		cursor_at relies on.
+ *		A shard's changes get the clock's time as their stamped_at, or its
+ *		head's stamped_at if that is later (the clock went back, or another
+ *		server's stamps came first: a failover, a restore), so that a
+ *		shard's stamped_at never decreases with its numbers, which cursor_at
+ *		relies on.  Each shard's own: another shard's head far ahead (a row
+ *		copied in) does not move it.
  */
 static void
 sweep_number(SweepState *s)
@@ -801,14 +801,12 @@ sweep_number(SweepState *s)
 
 	qsort(s->changes, s->nchanges, sizeof(CfeedPendingChange), compare_shard_change);
 	s->clock = GetCurrentTimestamp();
-	s->now = s->clock;
 	for (i = 0; i < s->nchanges; i++)
 	{
 		ShardEntry *e = batch_shard(s, &s->changes[i]);
 		int64		last;
 		int64		next;
 
-		s->now = Max(s->now, e->head_at);
 		/* new_last is the shard's last number so far, once count is set */
 		last = e->count > 0 ? e->new_last : e->shard.last_number;
 		if (pg_add_s64_overflow(last, 1, &next))
@@ -819,6 +817,7 @@ sweep_number(SweepState *s)
 		e->count++;
 		e->new_last = next;
 		s->changes[n] = s->changes[i];
+		s->changes[n].stamped_at = Max(s->clock, e->head_at);
 		s->changes[n++].number = next;
 	}
 	s->nchanges = n;
@@ -887,7 +886,7 @@ write_rows(SweepState *s)
 			at[nrows] = i;
 			rows[nrows++] = s->changes[i];
 		}
-	if (nrows == 0 || (nleft = cfeed_stamp(s->changerel, rows, nrows, s->now, s->snapshot)) == 0)
+	if (nrows == 0 || (nleft = cfeed_stamp(s->changerel, rows, nrows, s->snapshot)) == 0)
 		return;
 	for (i = 0; i < nrows; i++)
 		s->changes[at[i]].locked = rows[i].locked;
@@ -911,7 +910,8 @@ write_rows(SweepState *s)
  *		in the order of the number step; and, when it stamped a range change,
  *		the group's new mark, its proposed watermark (a sweep that stamped
  *		none leaves the stored mark as it is: still true, if older).  The
- *		commit is forced synchronous.
+ *		commit is forced synchronous.  Never into an unlogged table
+ *		(persistence_guard.c: one made so without the preload).
  */
 static void
 sweep_write(SweepState *s)
@@ -920,6 +920,7 @@ sweep_write(SweepState *s)
 	int			nranged = 0;
 	int			i;
 
+	cfeed_check_logged(RelationGetRelid(s->changerel));
 	cfeed_epoch_begin();
 	write_rows(s);
 	for (i = 0; i < s->nchanges; i++)
@@ -931,7 +932,9 @@ sweep_write(SweepState *s)
 		int			spi_level = cfeed_spi_connect();
 
 		Assert(s->marked);		/* else range_change_unstamped refused it */
-		cfeed_ranges_stamp(ranged, nranged, s->now);
+		cfeed_check_logged(cfeed_relid("stamp"));
+		cfeed_check_logged(cfeed_relid("sweep_mark"));
+		cfeed_ranges_stamp(ranged, nranged);
 		cfeed_watermark_proposal(s->watermark, &mark);
 		cfeed_mark_store(s->sweep_group, &mark, s->mark_xmax);
 		cfeed_spi_finish(spi_level);

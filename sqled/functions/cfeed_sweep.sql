@@ -15,8 +15,8 @@
  *     and the statement's snapshot sees (committed, or the sweep's own
  *     transaction's), numbered per shard in change_id order on from the
  *     shard's head (highest stamped number, deleted head, start value),
- *     stamped_at the same clock reading for all (or the latest stamped_at
- *     of the heads, if later: it never decreases in a shard).  A change
+ *     stamped_at the same clock reading for all (or, per shard, its
+ *     head's stamped_at, if later: it never decreases in a shard).  A change
  *     whose row another transaction has locked (its DELETE or UPDATE of a pending
  *     change still running) is left, with the rest of its shard, for a
  *     later sweep: the sweep never waits for it, which would hold up every
@@ -95,8 +95,10 @@ BEGIN
 	-- (the C edition refuses ALTER TABLE ... SET UNLOGGED of its tables; SQL
 	-- cannot)
 	SELECT pg_catalog.min(c.relname) INTO v_unlogged FROM pg_catalog.pg_class c
-	WHERE c.oid IN ('cfeed.change'::pg_catalog.regclass, 'cfeed.shard_config'::pg_catalog.regclass,
-					'cfeed.lease'::pg_catalog.regclass, 'cfeed.change_id'::pg_catalog.regclass)
+	WHERE c.relnamespace = 'cfeed'::pg_catalog.regnamespace
+	  AND c.relname IN ('change', 'shard_config', 'feed', 'lease', 'change_id', 'row_image',
+						'failure_policy', 'failed_change', 'epoch', 'epoch_head', 'tracked_table',
+						'read_grant', 'write_grant', 'stamp', 'sweep_mark')
 	  AND c.relpersistence = 'u';
 	IF v_unlogged IS NOT NULL THEN
 		RAISE EXCEPTION 'cfeed cannot sweep while cfeed.% is unlogged', v_unlogged
@@ -172,18 +174,20 @@ BEGIN
 		-- a number past 2^63 - 1 fails the sweep, naming its shard
 		SELECT o.tid,
 			   CASE WHEN o.head <= 9223372036854775807 - o.n THEN o.head + o.n
-					ELSE cfeed._sqled_out_of_numbers(o.feed_id, o.shard, v_group) END AS number
-		FROM (SELECT b.tid, b.feed_id, b.shard, h.head,
+					ELSE cfeed._sqled_out_of_numbers(o.feed_id, o.shard, v_group) END AS number,
+			   o.head_at
+		FROM (SELECT b.tid, b.feed_id, b.shard, h.head, h.head_at,
 					 pg_catalog.row_number() OVER (PARTITION BY b.feed_id, b.shard
 												   ORDER BY b.change_id, b.tid) AS n
 			  FROM batch b JOIN heads h ON h.feed_id = b.feed_id AND h.shard = b.shard) o
 	), stamped AS (
-		-- stamped_at: the clock, or the latest of the heads' if later (the
-		-- clock went back, a failover, a restore: a shard's stamped_at never
-		-- decreases with its numbers, which cursor_at relies on)
+		-- stamped_at: the clock, or the shard's head's if later (the clock
+		-- went back, a failover, a restore: a shard's stamped_at never
+		-- decreases with its numbers, which cursor_at relies on; a head's
+		-- that is not finite, copied in, is no clock reading)
 		UPDATE cfeed.change c
 		SET change_sequence_number = n.number,
-			stamped_at = GREATEST(v_now, (SELECT pg_catalog.max(h.head_at) FROM heads h))
+			stamped_at = GREATEST(v_now, CASE WHEN pg_catalog.isfinite(n.head_at) THEN n.head_at END)
 		FROM numbered n
 		WHERE c.ctid = n.tid AND c.change_sequence_number IS NULL
 		RETURNING c.feed_id, c.shard, c.change_sequence_number, c.written_at

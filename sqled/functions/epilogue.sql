@@ -175,6 +175,7 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_out_of_numbers(int, int, int) IS 'internal (SQL edition): raises 22003 for a shard out of sequence numbers';
+REVOKE ALL ON FUNCTION cfeed._sqled_out_of_numbers(int, int, int) FROM PUBLIC;
 
 /*
  * cfeed._sqled_layout: a feed's layout as src/shards.c reads it, with a new

@@ -440,6 +440,26 @@ $fn$;
 COMMENT ON FUNCTION cfeed._parked(text, int, int, bool, int) IS 'internal: the group''s lease on the shard is parked: a closed shard consumed, or a child of a parent not consumed (cfeed.acquire)';
 
 /*
+ * cfeed._share_rank: how acquire ranks the live owners for the S mod N
+ * extra shares of a split (owners of n leases, S shards, N owners): by
+ * what they hold when above floor(S/N), most first, then by name.  1.8
+ * ranked every owner by what it held, which changed between the owners'
+ * calls when leases were free and could leave a lease no owner's target
+ * covered after every owner had called (c holding 4 of 11 shards, f 3,
+ * 4 free: f's call gave c the extra and took 2; c's gave it to f, which
+ * now held more, and took 1).  An owner at or below floor(S/N) that
+ * takes its target keeps its place, so one round of calls after a
+ * change in membership settles the split; an owner holding the extra
+ * keeps it, so a settled split stays as it is.
+ */
+CREATE FUNCTION cfeed._share_rank(n int, shards int, owners int) RETURNS int
+	LANGUAGE sql IMMUTABLE PARALLEL SAFE
+	AS $fn$
+	SELECT CASE WHEN $1 OPERATOR(pg_catalog.>) ($2 OPERATOR(pg_catalog./) $3) THEN $1 ELSE 0 END
+$fn$;
+COMMENT ON FUNCTION cfeed._share_rank(int, int, int) IS 'internal: an owner''s rank for the extra shares of a consumer group''s split (cfeed.acquire)';
+
+/*
  * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
  * *parked* when its shard is closed and consumed by the group
  * (cfeed._consumed: nothing is left to read on it), or when its shard is
@@ -473,26 +493,6 @@ COMMENT ON FUNCTION cfeed._parked(text, int, int, bool, int) IS 'internal: the g
  * named by constant arrays, which PostgreSQL looks rows up in by hashing
  * (see 1.8).
  */
-/*
- * cfeed._share_rank: how acquire ranks the live owners for the S mod N
- * extra shares of a split (owners of n leases, S shards, N owners): by
- * what they hold when above floor(S/N), most first, then by name.  1.8
- * ranked every owner by what it held, which changed between the owners'
- * calls when leases were free and could leave a lease no owner's target
- * covered after every owner had called (c holding 4 of 11 shards, f 3,
- * 4 free: f's call gave c the extra and took 2; c's gave it to f, which
- * now held more, and took 1).  An owner at or below floor(S/N) that
- * takes its target keeps its place, so one round of calls after a
- * change in membership settles the split; an owner holding the extra
- * keeps it, so a settled split stays as it is.
- */
-CREATE FUNCTION cfeed._share_rank(n int, shards int, owners int) RETURNS int
-	LANGUAGE sql IMMUTABLE PARALLEL SAFE
-	AS $fn$
-	SELECT CASE WHEN $1 OPERATOR(pg_catalog.>) ($2 OPERATOR(pg_catalog./) $3) THEN $1 ELSE 0 END
-$fn$;
-COMMENT ON FUNCTION cfeed._share_rank(int, int, int) IS 'internal: an owner''s rank for the extra shares of a consumer group''s split (cfeed.acquire)';
-
 CREATE OR REPLACE FUNCTION cfeed.acquire(group_name text, feed_id int, owner text,
 										 ttl_ms int DEFAULT 30000, start_at timestamptz DEFAULT NULL)
 	RETURNS TABLE (shard int, cursor bigint, epoch bigint, expires_at timestamptz)
@@ -1737,5 +1737,8 @@ END
 $fn$;
 COMMENT ON FUNCTION cfeed._failure_policy_name() IS 'internal: refuses failure policies for group names longer than 200 characters (22023)';
 REVOKE ALL ON FUNCTION cfeed._failure_policy_name() FROM PUBLIC;
+-- a policy 1.8 stored for a longer name applied to no group: gone, so that
+-- a dump of the updated database restores
+DELETE FROM cfeed.failure_policy WHERE char_length(group_name) > 200;
 CREATE TRIGGER failure_policy_name BEFORE INSERT OR UPDATE OF group_name ON cfeed.failure_policy
 	FOR EACH ROW EXECUTE FUNCTION cfeed._failure_policy_name();

@@ -105,9 +105,18 @@ $node->safe_psql('v15', q{INSERT INTO cfeed.change (feed_id, shard, change_id) S
 $node->safe_psql('v15', q{
 	SELECT cfeed.checkpoint('g15', 1, 0, 'a', l.epoch, l.cursor + 30)
 	FROM cfeed.acquire('g15', 1, 'a', 600000) l WHERE l.shard = 0});
+# at 1.8, failure policies, one for a group name no lease can have (over
+# 200 characters, which 1.8 stored): 1.9 drops it, so that a dump restores
+# (its guard refuses the name)
+$node->safe_psql('v15', q{ALTER EXTENSION cfeed UPDATE TO '1.8';
+	SELECT cfeed.set_failure_policy('g15', 1, 3);
+	SELECT cfeed.set_failure_policy(repeat('g', 250), 1, 3)});
 $node->safe_psql('v15', 'ALTER EXTENSION cfeed UPDATE');
 is($node->safe_psql('v15', q{SELECT extversion FROM pg_extension WHERE extname = 'cfeed'}), '1.9',
-	'ALTER EXTENSION cfeed UPDATE takes 1.5 to 1.9');
+	'ALTER EXTENSION cfeed UPDATE takes 1.5 (by 1.8) to 1.9');
+is($node->safe_psql('v15', q{SELECT string_agg(left(group_name, 10) || ':' || char_length(group_name), ',')
+	FROM cfeed.failure_policy}), 'g15:3',
+	'1.9: the failure policy of a name over 200 characters is gone, the other kept');
 ok(wait_all_stamped($node, 'v15'), 'the changes written at 1.5 are stamped at 1.9');
 check_shard_guarantees('v15', 1, '1.5 updated to 1.9');
 check_invariants($node, 'v15', '1.5 updated to 1.9');
