@@ -144,7 +144,7 @@ typedef struct ShardEntry
 	CfeedShard	shard;
 	int32		count;
 	int64		new_last;
-	TimestampTz head_at;		/* the head's stamped_at as of the snapshot */
+	TimestampTz head_at;		/* its latest stamped_at (cfeed_shard_head) */
 	int64		lag_ms;
 	HeadHint   *hint;
 	int32		held;			/* changes left pending: out of numbers */
@@ -933,7 +933,7 @@ sweep_write(SweepState *s)
 
 		Assert(s->marked);		/* else range_change_unstamped refused it */
 		cfeed_check_logged(cfeed_relid("stamp"));
-		cfeed_check_logged(cfeed_relid("sweep_mark"));
+		cfeed_check_logged(cfeed_relid_locked("sweep_mark", RowExclusiveLock));
 		cfeed_ranges_stamp(ranged, nranged);
 		cfeed_watermark_proposal(s->watermark, &mark);
 		cfeed_mark_store(s->sweep_group, &mark, s->mark_xmax);

@@ -15,8 +15,8 @@
  *     and the statement's snapshot sees (committed, or the sweep's own
  *     transaction's), numbered per shard in change_id order on from the
  *     shard's head (highest stamped number, deleted head, start value),
- *     stamped_at the same clock reading for all (or, per shard, its
- *     head's stamped_at, if later: it never decreases in a shard).  A change
+ *     stamped_at the same clock reading for all (or, per shard, its latest
+ *     stamped_at, if later: it never decreases in a shard).  A change
  *     whose row another transaction has locked (its DELETE or UPDATE of a pending
  *     change still running) is left, with the rest of its shard, for a
  *     later sweep: the sweep never waits for it, which would hold up every
@@ -98,7 +98,7 @@ BEGIN
 	WHERE c.relnamespace = 'cfeed'::pg_catalog.regnamespace
 	  AND c.relname IN ('change', 'shard_config', 'feed', 'lease', 'change_id', 'row_image',
 						'failure_policy', 'failed_change', 'epoch', 'epoch_head', 'tracked_table',
-						'read_grant', 'write_grant', 'stamp', 'sweep_mark')
+						'read_grant', 'write_grant', 'stamp', 'sweep_mark', 'change_id_timeline')
 	  AND c.relpersistence = 'u';
 	IF v_unlogged IS NOT NULL THEN
 		RAISE EXCEPTION 'cfeed cannot sweep while cfeed.% is unlogged', v_unlogged
