@@ -1718,27 +1718,38 @@ CREATE FUNCTION cfeed._readable_feeds() RETURNS int[]
 COMMENT ON FUNCTION cfeed._readable_feeds() IS 'internal: the feeds the caller may read (each feed when it may read every feed), for the index condition of the read policies (cfeed._may_read_support)';
 
 /*
- * Group names have at most 200 characters in cfeed.failure_policy too, as
- * in cfeed.lease (cfeed._lease_names): set_failure_policy stored a longer
- * one, a policy for a group no lease could ever name.
+ * Names have at most 200 characters: cfeed._name_lengths checks the
+ * columns its trigger names.  It takes over from cfeed._lease_names (1.1)
+ * on cfeed.lease, and checks cfeed.failure_policy's group names too:
+ * set_failure_policy stored a longer one, a policy for a group no lease
+ * could ever name.
  */
-CREATE FUNCTION cfeed._failure_policy_name() RETURNS trigger
+CREATE FUNCTION cfeed._name_lengths() RETURNS trigger
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $fn$
+DECLARE
+	v_column text;
+	v_length int;
 BEGIN
-	IF char_length(NEW.group_name) > 200 THEN
-		RAISE EXCEPTION 'group_name must be at most 200 characters, got %',
-			char_length(NEW.group_name)
-			USING ERRCODE = '22023';
-	END IF;
+	FOREACH v_column IN ARRAY TG_ARGV LOOP
+		v_length := char_length(to_jsonb(NEW) ->> v_column);
+		IF v_length > 200 THEN
+			RAISE EXCEPTION '% must be at most 200 characters, got %', v_column, v_length
+				USING ERRCODE = '22023';
+		END IF;
+	END LOOP;
 	RETURN NEW;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._failure_policy_name() IS 'internal: refuses failure policies for group names longer than 200 characters (22023)';
-REVOKE ALL ON FUNCTION cfeed._failure_policy_name() FROM PUBLIC;
+COMMENT ON FUNCTION cfeed._name_lengths() IS 'internal: refuses names longer than 200 characters in the columns its trigger names (22023)';
+REVOKE ALL ON FUNCTION cfeed._name_lengths() FROM PUBLIC;
+DROP TRIGGER lease_names ON cfeed.lease;
+CREATE TRIGGER lease_names BEFORE INSERT OR UPDATE OF group_name, owner ON cfeed.lease
+	FOR EACH ROW EXECUTE FUNCTION cfeed._name_lengths('group_name', 'owner');
+DROP FUNCTION cfeed._lease_names();
 -- a policy 1.8 stored for a longer name applied to no group: gone, so that
 -- a dump of the updated database restores
 DELETE FROM cfeed.failure_policy WHERE char_length(group_name) > 200;
 CREATE TRIGGER failure_policy_name BEFORE INSERT OR UPDATE OF group_name ON cfeed.failure_policy
-	FOR EACH ROW EXECUTE FUNCTION cfeed._failure_policy_name();
+	FOR EACH ROW EXECUTE FUNCTION cfeed._name_lengths('group_name');
