@@ -114,6 +114,11 @@ SELECT pg_temp.err($$SELECT cfeed.track('t_acct', 601, key => 'nope')$$);
 SELECT pg_temp.err($$SELECT cfeed.track('t_acct', 601, key => '')$$);
 SELECT pg_temp.err($$SELECT cfeed.track('t_badcid', 601)$$);
 SELECT pg_temp.err($$SELECT cfeed.track('v_acct', 601)$$);
+-- a temporary table is dropped without the event trigger that forgets a
+-- tracked table, and its OID may later name another table: refused
+CREATE TEMP TABLE t_temp (id int PRIMARY KEY);
+SELECT pg_temp.err($$SELECT cfeed.track('t_temp', 601)$$);
+DROP TABLE t_temp;
 SELECT pg_temp.err($$SELECT cfeed.untrack('t_acct')$$);
 SELECT pg_temp.err($$SELECT cfeed.untrack(NULL)$$);
 SELECT pg_temp.err($$SELECT * FROM cfeed.read_rows(NULL, 0)$$);

@@ -415,6 +415,7 @@ SELECT count(*) FROM cfeed._sqled_known_shards WHERE pg_temp.peek(feed_id::text,
 SELECT count(*) FROM cfeed._sqled_known_feeds WHERE pg_temp.peek(feed_id::text);
 SELECT count(*) FROM cfeed._sqled_read_grants WHERE pg_temp.peek(feed_id::text);
 SELECT count(*) FROM cfeed._sqled_write_grants WHERE pg_temp.peek(feed_id::text);
+DROP FUNCTION pg_temp.peek(text[]);
 RESET ROLE;
 -- a reader and a writer of the feed know it
 SET ROLE sqled_reader;
