@@ -635,12 +635,15 @@ cfeed_shard_head(const CfeedShard *sh, int64 hint, Snapshot snapshot, TimestampT
 		head = hint;
 	else if (!cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
 								 BTGreaterStrategyNumber, F_INT8GT, floor_number,
-								 BackwardScanDirection, &head, &at, NULL) &&
-			 (head_at == NULL || floor_number == sh->start_number ||
-			  !cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
-								  BTGreaterStrategyNumber, F_INT8GT, sh->start_number,
-								  BackwardScanDirection, &first, &at, NULL)))
+								 BackwardScanDirection, &head, &at, NULL))
+	{
+		/* the head is the floor: the start, or a deleted number */
 		at = DT_NOBEGIN;
+		if (head_at != NULL && floor_number > sh->start_number)
+			(void) cfeed_number_probe(rel, index, snapshot, feed_id, shard, number_att,
+									  BTGreaterStrategyNumber, F_INT8GT, sh->start_number,
+									  BackwardScanDirection, &first, &at, NULL);
+	}
 	if (head_at != NULL)
 		*head_at = TIMESTAMP_NOT_FINITE(at) ? DT_NOBEGIN : at;
 	index_close(index, AccessShareLock);
