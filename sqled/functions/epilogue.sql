@@ -233,27 +233,27 @@ COMMENT ON FUNCTION cfeed._sqled_layout(int, bool) IS 'internal (SQL edition): a
 GRANT EXECUTE ON FUNCTION cfeed._sqled_layout(int, bool) TO PUBLIC;
 
 /*
- * cfeed._sqled_read_to_end: cfeed._read_to_end's answer for a caller that
- * may read the feed (cfeed._read_to_end checks that first, as the caller),
- * looked up below the read policy (SECURITY DEFINER): the shard is closed,
- * no stamped change is after cursor (not "the cursor is at the head": the
- * head may be a number whose change was deleted) and no unstamped change
- * is left.  Only a boolean comes out; any role may call it, as it may
- * cfeed.shard_for (whether a closed shard has changes after a number is
- * all it tells of a feed).
+ * cfeed._sqled_shard_ends: of the shards of the feeds the current user may
+ * read, whether each is closed, its highest stamped number and whether a
+ * change of it is left to stamp, looked up below the read policy (the view
+ * reads cfeed.change as its owner): cfeed._read_to_end's answer, which a
+ * member that does not see a parent's last changes must not get wrong.
+ * Tells a reader of a feed only what cfeed.head and cfeed.stats tell it
+ * (before 1.9's fix a SECURITY DEFINER function answered any role of any
+ * feed).
  */
-CREATE FUNCTION cfeed._sqled_read_to_end(feed_id int, shard int, cursor bigint) RETURNS bool
-	LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-	SELECT EXISTS (SELECT FROM cfeed.shard_config s
-				   WHERE s.feed_id OPERATOR(pg_catalog.=) $1 AND s.shard OPERATOR(pg_catalog.=) $2 AND s.closed)
-	   AND NOT EXISTS (SELECT FROM cfeed.change c
-					   WHERE c.feed_id OPERATOR(pg_catalog.=) $1 AND c.shard OPERATOR(pg_catalog.=) $2
-						 AND (c.change_sequence_number OPERATOR(pg_catalog.>) $3
-							  OR c.change_sequence_number IS NULL))
-$fn$;
-COMMENT ON FUNCTION cfeed._sqled_read_to_end(int, int, bigint) IS 'internal (SQL edition): cfeed._read_to_end below the read policy, for a caller that may read the feed';
+CREATE VIEW cfeed._sqled_shard_ends WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard, s.closed,
+		   (SELECT pg_catalog.max(c.change_sequence_number) FROM cfeed.change c
+			WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+			  AND c.change_sequence_number IS NOT NULL) AS last_number,
+		   EXISTS (SELECT FROM cfeed.change c
+				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+					 AND c.change_sequence_number IS NULL) AS pending
+	FROM cfeed.shard_config s
+	WHERE cfeed._may_read(s.feed_id);
+COMMENT ON VIEW cfeed._sqled_shard_ends IS 'internal (SQL edition): of the shards of the feeds the current user may read, whether closed, the highest stamped number and whether a change is left to stamp, whoever may see the changes';
+GRANT SELECT ON cfeed._sqled_shard_ends TO PUBLIC;
 
 /*
  * cfeed._sqled_check_shard: 42704 for an unknown feed or shard, as the

@@ -543,7 +543,7 @@ COMMENT ON FUNCTION cfeed._sqled_order_by(oid, text) IS 'internal (SQL edition):
  * 0..count-1 for backfill, as the caller (cfeed._sqled_shard_starts: the
  * feeds it may write), 55000 for a shard that has history already: any
  * change numbered at or below its start, whoever may see it
- * (cfeed._sqled_has_history).
+ * (cfeed._sqled_shard_history).
  */
 CREATE FUNCTION cfeed._sqled_backfill_starts(feed_id int, count int) RETURNS bigint[]
 	LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -560,7 +560,8 @@ BEGIN
 		IF NOT FOUND THEN
 			PERFORM cfeed._sqled_check_shard(_sqled_backfill_starts.feed_id, s);
 		END IF;
-		IF cfeed._sqled_has_history(_sqled_backfill_starts.feed_id, s, v_start) THEN
+		IF (SELECT h.history FROM cfeed._sqled_shard_history h
+			WHERE h.feed_id = _sqled_backfill_starts.feed_id AND h.shard = s) THEN
 			RAISE EXCEPTION 'shard % of feed % already has history', s, feed_id
 				USING ERRCODE = '55000',
 					  DETAIL = pg_catalog.format('Changes numbered at or below the shard''s start value %s exist; a shard''s history is written once.', v_start),
@@ -574,18 +575,20 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_backfill_starts(int, int) IS 'internal (SQL edition): the start values of a feed''s shards for backfill, which none may have history';
 
 /*
- * cfeed._sqled_has_history: whether a shard has a change numbered at or
- * below a number, below the read policy (SECURITY DEFINER): backfill's
- * caller may write the feed, not read it.  Only a boolean comes out; any
- * role may call it (whether a shard has history is all it tells of a
- * feed).
+ * cfeed._sqled_shard_history: of the shards of the feeds the current user
+ * may write, whether each has history: a change numbered at or below its
+ * start value, looked up below the read policy (the view reads
+ * cfeed.change as its owner: backfill's caller may write the feed, not
+ * read it).  Before 1.9's fix a SECURITY DEFINER function answered any
+ * role of any shard and number.
  */
-CREATE FUNCTION cfeed._sqled_has_history(feed_id int, shard int, number bigint) RETURNS bool
-	LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-	SELECT EXISTS (SELECT FROM cfeed.change c
-				   WHERE c.feed_id OPERATOR(pg_catalog.=) $1 AND c.shard OPERATOR(pg_catalog.=) $2
-					 AND c.change_sequence_number OPERATOR(pg_catalog.<=) $3)
-$fn$;
-COMMENT ON FUNCTION cfeed._sqled_has_history(int, int, bigint) IS 'internal (SQL edition): whether a shard has a change numbered at or below a number, whoever may read it';
+CREATE VIEW cfeed._sqled_shard_history WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard,
+		   EXISTS (SELECT FROM cfeed.change c
+				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+					 AND c.change_sequence_number OPERATOR(pg_catalog.<=) s.start_sequence_number) AS history
+	FROM cfeed.shard_config s
+	WHERE cfeed._may_write(s.feed_id);
+COMMENT ON VIEW cfeed._sqled_shard_history IS 'internal (SQL edition): of the shards of the feeds the current user may write, whether each has a change numbered at or below its start value, whoever may see it';
+GRANT SELECT ON cfeed._sqled_shard_history TO PUBLIC;
+

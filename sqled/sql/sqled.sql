@@ -415,13 +415,26 @@ SELECT count(*) FROM cfeed._sqled_known_shards WHERE pg_temp.peek(feed_id::text,
 SELECT count(*) FROM cfeed._sqled_known_feeds WHERE pg_temp.peek(feed_id::text);
 SELECT count(*) FROM cfeed._sqled_read_grants WHERE pg_temp.peek(feed_id::text);
 SELECT count(*) FROM cfeed._sqled_write_grants WHERE pg_temp.peek(feed_id::text);
+SELECT count(*) FROM cfeed._sqled_shard_ends WHERE pg_temp.peek(feed_id::text, shard::text, last_number::text);
+SELECT count(*) FROM cfeed._sqled_shard_history WHERE pg_temp.peek(feed_id::text, shard::text, history::text);
+SELECT cfeed._read_to_end(:orders_id, 0, 0) AS read_to_end;
 DROP FUNCTION pg_temp.peek(text[]);
 RESET ROLE;
+-- the SECURITY DEFINER functions any role may call (before 1.9's fix also
+-- _sqled_has_history and _sqled_read_to_end, which answered of any feed)
+SELECT p.oid::regprocedure AS definer_any_role_may_call FROM pg_proc p
+WHERE p.pronamespace = 'cfeed'::regnamespace AND p.prosecdef
+  AND has_function_privilege('sqled_login', p.oid, 'EXECUTE')
+ORDER BY 1::text;
 -- a reader and a writer of the feed know it
 SET ROLE sqled_reader;
 SELECT shard_count > 0 AS reader_knows FROM cfeed._sqled_layout(:orders_id, false);
+SELECT count(*) AS reader_ends FROM cfeed._sqled_shard_ends WHERE feed_id = :orders_id;
+SELECT count(*) AS reader_history FROM cfeed._sqled_shard_history WHERE feed_id = :orders_id;
 SET ROLE sqled_writer;
 SELECT cfeed._sqled_feed_exists(:orders_id) AS writer_knows;
+SELECT count(*) AS writer_history FROM cfeed._sqled_shard_history WHERE feed_id = :orders_id;
+SELECT count(*) AS writer_ends FROM cfeed._sqled_shard_ends WHERE feed_id = :orders_id;
 RESET ROLE;
 SELECT cfeed.revoke_read(:orders_id, 'sqled_reader');
 SELECT cfeed.revoke_write(:orders_id, 'sqled_writer');
