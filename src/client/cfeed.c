@@ -31,14 +31,15 @@ print_help(FILE *out)
 			"  cfeed help [COMMAND]                    show help for a command\n"
 			"\n"
 			"Options:\n"
-			"  -h, --help       show this help, then exit\n"
+			"  -?, --help       show this help, then exit\n"
 			"  -V, --version    output version information, then exit\n"
 			"\n"
 			"The database comes from --dbname (a connection string or URI) or from\n"
 			"the usual PG* environment variables.\n"
 			"\n"
 			"Exit codes: 0 done or interrupted, 1 connection or server error,\n"
-			"2 bad arguments or unknown feed, 3 gap in a shard's numbers.\n");
+			"2 bad arguments or unknown feed, 3 gap in a shard's numbers,\n"
+			"4 the role may not read the feed.\n");
 }
 
 /*

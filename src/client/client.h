@@ -75,6 +75,7 @@ extern PGconn *cfeed_connect(const char *dsn, bool report);
 extern PGconn *cfeed_connect_as(const char *dsn, const char *appname, bool report);
 extern void cfeed_set_cancel(PGconn *conn);
 extern void cfeed_install_signal_handlers(void);
+extern bool cfeed_behind_pooler(PGconn *conn, bool *pooled, PGresult **failed);
 extern bool cfeed_result_ok(const PGresult *res, ExecStatusType expected);
 extern bool cfeed_connection_lost(PGconn *conn, const PGresult *res);
 extern const char *cfeed_sqlstate(const PGresult *res);

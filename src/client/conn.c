@@ -210,6 +210,30 @@ cfeed_connect(const char *dsn, bool report)
 }
 
 /*
+ * cfeed_behind_pooler
+ *		Whether conn goes through a pooler or proxy (pgbouncer, say): the
+ *		backend that answers a query is not the one whose process id the
+ *		connection's start-up announced.  A LISTEN there would stay on a
+ *		pooled server connection, whose notifications would go to other
+ *		clients of the pool.  Sets *pooled and returns true, or returns false
+ *		with the failed result in *failed.
+ */
+bool
+cfeed_behind_pooler(PGconn *conn, bool *pooled, PGresult **failed)
+{
+	PGresult   *res = PQexec(conn, "select pg_catalog.pg_backend_pid()");
+
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		*failed = res;
+		return false;
+	}
+	*pooled = atoi(PQgetvalue(res, 0, 0)) != PQbackendPID(conn);
+	PQclear(res);
+	return true;
+}
+
+/*
  * cfeed_result_ok
  *		Whether res exists and has the expected status.
  */

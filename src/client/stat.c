@@ -189,6 +189,16 @@ cfeed_stat_main(int argc, char **argv)
 		PQfinish(conn);
 		return missing ? CFEED_EXIT_USAGE : CFEED_EXIT_ERROR;
 	}
+	if (params[0] != NULL && PQntuples(res) == 0)
+	{
+		/* the view shows the feeds the role may read (docs/security.md) */
+		fprintf(stderr, "cfeed stat: feed \"%s\" does not exist, or this role may not read it\n"
+				"List the feeds with \"cfeed stat\".\n", params[0]);
+		PQclear(res);
+		cfeed_set_cancel(NULL);
+		PQfinish(conn);
+		return CFEED_EXIT_USAGE;
+	}
 	print_table(res);
 	PQclear(res);
 	cfeed_set_cancel(NULL);

@@ -87,13 +87,14 @@ print_tail_help(void)
 		   "  {\"feed_id\":1,\"shard\":0,\"change_sequence_number\":2000000000000001,\n"
 		   "   \"change_id\":1000000000000000,\"stamped_at\":\"2024-05-01T12:00:00.1+00:00\"}\n"
 		   "and a change of a tracked table also what changed:\n"
-		   "   ..., \"tbl\":\"public.item\",\"op\":\"update\",\"row\":{\"id\":1,...}}\n"
+		   "   ..., \"tbl\":\"item\",\"op\":\"update\",\"row\":{\"id\":1,...}}\n"
 		   "A dead letter (--dead-letters) is one line:\n"
 		   "  {\"group\":\"billing\",\"feed_id\":1,\"shard\":0,\"change_sequence_number\":...,\n"
 		   "   \"change_id\":...,\"attempts\":3,\"last_error\":\"...\",\"dead_lettered_at\":\"...\"}\n"
 		   "\n"
 		   "Exit codes: 0 done (--max, --idle-exit-ms, SIGINT, SIGTERM), 1 connection\n"
-		   "or server error, 2 bad arguments or unknown feed, 3 gap in a shard's numbers.\n",
+		   "or server error, 2 bad arguments or unknown feed, 3 gap in a shard's numbers,\n"
+		   "4 the role may not read the feed.\n",
 		   DEFAULT_WAIT_MS, DEFAULT_TTL_MS);
 }
 
@@ -274,16 +275,20 @@ parse_options(Tail *t, int argc, char **argv)
  * resolve_feed
  *		Find the feed named by --feed: by feed_id when it is a number (then
  *		by name), else by name.  Exits 2 when there is no such feed or no
- *		cfeed in the database, 1 on other errors.
+ *		cfeed in the database, 1 on other errors.  A reader without SELECT
+ *		on cfeed.feed (docs/security.md's reader) names its feed by number,
+ *		taken as it is (reading the layout then tells 42501 from a missing
+ *		feed); by name it exits 4.
  */
 static void
 resolve_feed(Tail *t)
 {
 	const char *params[1] = {t->feed_arg};
 	long long	id;
+	bool		numeric = cfeed_parse_int64(t->feed_arg, INT_MIN, INT_MAX, &id);
 	PGresult   *res = NULL;
 
-	if (cfeed_parse_int64(t->feed_arg, INT_MIN, INT_MAX, &id))
+	if (numeric)
 	{
 		res = cfeed_tail_exec_params(t, "select feed_id from cfeed.feed where feed_id = $1::int", 1, params);
 		if (cfeed_result_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 0)
@@ -304,9 +309,17 @@ resolve_feed(Tail *t)
 					"Run CREATE EXTENSION cfeed first.\n");
 			exit(CFEED_EXIT_USAGE);
 		}
-		fprintf(stderr, "cfeed tail: could not look up feed \"%s\": %s",
-				t->feed_arg, cfeed_error_text(t->conn, res));
-		exit(CFEED_EXIT_ERROR);
+		if (strcmp(state, "42501") == 0 && numeric)
+		{
+			PQclear(res);
+			t->feed_id = (int) id;
+			snprintf(t->feed_id_text, sizeof(t->feed_id_text), "%d", t->feed_id);
+			return;
+		}
+		fprintf(stderr, "cfeed tail: could not look up feed \"%s\": %s%s",
+				t->feed_arg, cfeed_error_text(t->conn, res),
+				strcmp(state, "42501") == 0 ? "Name the feed by its number (feed_id), or grant SELECT on cfeed.feed.\n" : "");
+		exit(strcmp(state, "42501") == 0 ? CFEED_EXIT_DENIED : CFEED_EXIT_ERROR);
 	}
 	if (PQntuples(res) == 0)
 	{

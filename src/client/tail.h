@@ -81,7 +81,8 @@ typedef struct Tail
 	char		feed_id_text[16];
 	TailShard  *shards;
 	int			nshards;
-	bool		listening;		/* false on a hot standby: poll instead */
+	bool		listening;		/* false on a hot standby or behind a pooler:
+								 * poll instead */
 	bool		epochs;			/* the database has feed epochs (1.5) */
 	bool		rows;			/* read with cfeed.read_rows: print row images */
 	bool		group_read;		/* group mode with cfeed.read_group (1.8): no

@@ -19,7 +19,7 @@
  * cfeed_tail_listen_shard
  *		LISTEN on the shard's channel.  On a hot standby, where LISTEN is
  *		refused, note it and fall back to polling (nothing is listened to
- *		then).
+ *		then), as behind a pooler (listen_all).
  */
 TailStep
 cfeed_tail_listen_shard(Tail *t, TailShard *s)
@@ -63,14 +63,22 @@ cfeed_tail_listen_shard(Tail *t, TailShard *s)
 
 /*
  * listen_all
- *		LISTEN on the channel of every shard (or on none, on a hot standby).
+ *		LISTEN on the channel of every shard (or on none, on a hot standby
+ *		or behind a pooler: cfeed_behind_pooler).
  */
 static TailStep
 listen_all(Tail *t)
 {
+	bool		pooled = false;
+	PGresult   *failed = NULL;
 	TailStep	step = STEP_OK;
 
-	t->listening = true;
+	if (!cfeed_behind_pooler(t->conn, &pooled, &failed))
+		return cfeed_tail_fail(t, failed, "asking for the backend's process id");
+	if (pooled)
+		fprintf(stderr, "cfeed tail: the connection goes through a pooler (its process id is not the "
+				"server's); waiting with cfeed.wait or polling instead of LISTEN\n");
+	t->listening = !pooled;
 	for (int i = 0; i < t->nshards && step == STEP_OK; i++)
 		step = cfeed_tail_listen_shard(t, &t->shards[i]);
 	return step;

@@ -309,8 +309,13 @@ reconnect(int *backoff)
 		*backoff = *backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *backoff * 2;
 		return NULL;
 	}
+	if (!cfeed_hub_standby_reset(conn))
+	{
+		PQfinish(conn);
+		back_off(*backoff);
+		return NULL;
+	}
 	*backoff = BACKOFF_MIN_MS;
-	cfeed_hub_standby_reset();
 	cfeed_hub_connection_reset();
 	atomic_store(&hub_connected, true);
 	return conn;

@@ -92,7 +92,7 @@ extern void cfeed_hub_heads_reset(void);
 extern long long cfeed_hub_heads_retry_ms(void);
 
 /* serve_hub_standby.c */
-extern void cfeed_hub_standby_reset(void);
+extern bool cfeed_hub_standby_reset(PGconn *conn);
 extern bool cfeed_hub_on_standby(void);
 extern bool cfeed_hub_standby_refused(PGresult *res);
 extern bool cfeed_hub_standby_wait(PGconn *conn, long long timeout);

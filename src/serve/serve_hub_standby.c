@@ -13,7 +13,8 @@
  * Once a second the hub asks whether the standby was promoted (its
  * sessions live on): then it LISTENs and reads every followed shard, as
  * on a new connection.  The state belongs to the hub thread: it is set on
- * a refused LISTEN and cleared on each new connection or a promotion.
+ * a refused LISTEN and cleared on each new connection or a promotion; a
+ * connection through a pooler has it from its start to its end.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -23,16 +24,32 @@
 #include "serve_hub.h"
 
 static bool standby;
+static bool pooled;
 static long long next_promoted_check;	/* cfeed_now_ms */
 
 /*
  * cfeed_hub_standby_reset
  *		A new connection: not known to be a standby until LISTEN is refused.
+ *		One through a pooler or proxy (cfeed_behind_pooler: pgbouncer, say)
+ *		waits as on a standby for as long as it lasts, without LISTEN, which
+ *		would stay on a pooled server connection.  False when the question
+ *		failed (logged, res cleared).
  */
-void
-cfeed_hub_standby_reset(void)
+bool
+cfeed_hub_standby_reset(PGconn *conn)
 {
-	standby = false;
+	PGresult   *failed = NULL;
+
+	if (!cfeed_behind_pooler(conn, &pooled, &failed))
+	{
+		(void) cfeed_hub_lost(conn, failed, "asking for the backend's process id");
+		return false;
+	}
+	standby = pooled;
+	if (pooled)
+		cfeed_serve_log(LOG_INFO, "hub: the connection goes through a pooler (its process id is not the "
+						"server's): waiting with cfeed.wait instead of LISTEN");
+	return true;
 }
 
 /*
@@ -74,7 +91,7 @@ promoted(PGconn *conn)
 	PGresult   *res;
 	bool		in_recovery;
 
-	if (cfeed_now_ms() < next_promoted_check)
+	if (pooled || cfeed_now_ms() < next_promoted_check)
 		return true;
 	next_promoted_check = cfeed_now_ms() + SERVE_PROMOTED_CHECK_MS;
 	res = PQexec(conn, "select pg_is_in_recovery()");

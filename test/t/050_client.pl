@@ -255,6 +255,33 @@ for my $feed ('orders', '1')
 	is($? >> 8, 4, "a feed the role may not read ($feed): exit 4");
 	like($err, qr/permission denied for feed 1/, "a feed the role may not read ($feed): the server's message");
 }
+# a reader granted as docs/security.md says (no SELECT on cfeed.feed) names
+# its feed by number (before 1.9's fix: "permission denied for table feed",
+# exit 1); by name it cannot look the feed up (exit 4, with a hint); a role
+# with the same table privileges but no read grant gets the server's 42501
+$node->safe_psql('postgres', q{
+	create role tail_reader login;
+	create role tail_nogrant login;
+	grant select on cfeed.change, cfeed.shard to tail_reader, tail_nogrant;
+	select cfeed.grant_read(1, 'tail_reader');
+});
+{
+	my ($out, $err) = ('', '');
+	my $stamped = $node->safe_psql('postgres',
+		'select count(*) from cfeed.change where feed_id = 1 and change_sequence_number is not null');
+	run [ $cfeed, 'tail', '--dbname', $node->connstr('postgres') . ' user=tail_reader', '--feed', '1',
+		'--idle-exit-ms', '300' ], '>', \$out, '2>', \$err, timeout($timeout);
+	is($? >> 8, 0, 'a reader without SELECT on cfeed.feed, its feed by number: exit 0');
+	is(scalar(parse_lines($out)), $stamped, 'a reader without SELECT on cfeed.feed: every change of its feed');
+	run [ $cfeed, 'tail', '--dbname', $node->connstr('postgres') . ' user=tail_reader', '--feed', 'orders' ],
+	  '>', \$out, '2>', \$err, timeout($timeout);
+	is($? >> 8, 4, 'a reader without SELECT on cfeed.feed, its feed by name: exit 4');
+	like($err, qr/permission denied for table feed.*Name the feed by its number/s, '... with a hint');
+	run [ $cfeed, 'tail', '--dbname', $node->connstr('postgres') . ' user=tail_nogrant', '--feed', '1' ],
+	  '>', \$out, '2>', \$err, timeout($timeout);
+	is($? >> 8, 4, 'no read grant, the feed by number: exit 4');
+	like($err, qr/permission denied for feed 1/, "no read grant, the feed by number: the server's message");
+}
 expect_exit2([ 'frobnicate' ], qr/unknown command/, 'unknown command');
 expect_exit2([], qr/no command given/, 'no command');
 
@@ -326,6 +353,18 @@ expect_exit2([ 'tail', '--dbname', $dsn, '--feed', 'orders', '--group', 'g' ],
 		$control, 'the installed extension has it');
 	like(slurp_file("$tree/META.json"), qr/"version": "\Q$control\E\.0"/, 'META.json has it');
 	like(slurp_file("$tree/docs/reference.md"), qr/\(version \Q$control\E\)/, 'docs/reference.md has it');
+
+	# its first line says it documents every table, view, function and
+	# procedure CREATE EXTENSION installs (before 1.9's fix twelve internal
+	# functions were missing)
+	my $reference = slurp_file("$tree/docs/reference.md");
+	my @missing = grep { $reference !~ /[`.]\Q$_\E[`(\s]/ } split /\n/, $node->safe_psql('postgres', q{
+		SELECT DISTINCT (regexp_match(pg_describe_object(classid, objid, 0),
+			'^(?:function|procedure|table|view|sequence) cfeed\.([a-z_0-9]+)'))[1]
+		FROM pg_depend WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+		  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'cfeed')
+		  AND classid IN ('pg_proc'::regclass, 'pg_class'::regclass)});
+	is(join(', ', @missing), '', 'docs/reference.md names every table, view, sequence and function of the extension');
 }
 
 # --- cfeed stat: one row per shard -------------------------------------------
@@ -348,6 +387,13 @@ expect_exit2([ 'tail', '--dbname', $dsn, '--feed', 'orders', '--group', 'g' ],
 	is($?, 0, 'stat from PG* variables: exit 0');
 	like($out, qr/^\s+2 \| recon\s+\|\s+0 \|\s+0 \| +2000000000000007 \|/m, 'stat --feed: the head');
 	like($out, qr/\(1 row\)/, 'stat --feed: one row');
+
+	# an unknown feed, or one the role may not read: exit 2, no empty table
+	# (before 1.9's fix: "(0 rows)", exit 0)
+	run [ $cfeed, 'stat', '--feed', 'nosuch' ], '>', \$out, '2>', \$err, timeout($timeout);
+	is($? >> 8, 2, 'stat --feed of an unknown feed: exit 2');
+	like($err, qr/feed "nosuch" does not exist, or this role may not read it/, 'stat --feed of an unknown feed: message');
+	is($out, '', 'stat --feed of an unknown feed: no table');
 }
 
 $node->stop;

@@ -8,7 +8,8 @@
 # every change once, in order, and every committed change is stamped once.
 # Then the pooler's limit: readers waiting in read(wait_ms) hold a server
 # connection each, so with as many waiters as the pool has connections a
-# writer waits for a waiter to return.
+# writer waits for a waiter to return.  Last, `cfeed tail` and `cfeed
+# serve` through the pooler: they see it and wait without LISTEN.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -19,6 +20,8 @@ use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
 use CfeedCheck;
+use ServeHelper qw(cfeed_binary start_gateway stop_gateway http_get ndjson write_tokens start_stream);
+use JSON::PP;
 
 my ($pgbouncer) = grep { -x $_ } map { "$_/pgbouncer" } split(/:/, $ENV{PATH}), '/usr/sbin';
 plan skip_all => 'pgbouncer is not installed (Debian package pgbouncer)' unless $pgbouncer;
@@ -27,7 +30,8 @@ my $node = cfeed_node('pooled');
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION cfeed;
 	SELECT cfeed.create_feed('f', 1);
-	SELECT cfeed.create_feed('quiet', 1);});
+	SELECT cfeed.create_feed('quiet', 1);
+	SELECT cfeed.create_feed('tailed', 1);});
 setup_truth($node, 'postgres');
 
 my $POOL = 3;
@@ -38,6 +42,7 @@ open my $fh, '>', $ini or die $!;
 print $fh <<"INI";
 [databases]
 postgres = host=@{[ $node->host ]} port=@{[ $node->port ]} dbname=postgres
+one = host=@{[ $node->host ]} port=@{[ $node->port ]} dbname=postgres pool_size=1
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = $port
@@ -121,6 +126,52 @@ my $blocked = time - $started;
 $_->finish for @waiters;
 ok($blocked > 2, sprintf('with %d waiters on a pool of %d, a writer waited %.1f s for a connection',
 	$POOL, $POOL, $blocked));
+
+# cfeed tail through the pooler, on a pool of one server connection: it
+# tells the pooler from the server (the process id its connection announced
+# is not the backend's), waits in cfeed.wait and leaves no LISTEN on the
+# pooled connection (before 1.9's fix it did: other clients of the pool got
+# its notifications, and it woke only every --wait-ms); directly, it LISTENs
+my $cfeed = cfeed_binary();
+my $tail = IPC::Run::start([ $cfeed, 'tail', '--dbname', "host=127.0.0.1 port=$port dbname=one",
+	'--feed', 'tailed', '--from', 'now', '--max', '3' ], '>', \my $tout, '2>', \my $terr);
+$node->poll_query_until('postgres', q{
+	SELECT count(*) > 0 FROM pg_stat_activity
+	WHERE query LIKE '%cfeed.wait(%' AND state = 'active' AND pid <> pg_backend_pid()})
+  or die 'the tail does not wait';
+$node->safe_psql('postgres', 'SELECT cfeed.publish(3, 0) FROM generate_series(1, 3)');
+$tail->finish;
+is($tail->result(0), 0, 'cfeed tail through the pooler: exit 0');
+is(scalar(grep { /"change_sequence_number"/ } split /\n/, $tout), 3, 'cfeed tail through the pooler: the 3 changes');
+like($terr, qr/goes through a pooler/, 'cfeed tail through the pooler: says it polls');
+is(`psql -X -At -h 127.0.0.1 -p $port -d one -c 'SELECT count(*) FROM pg_listening_channels()'`, "0\n",
+	'cfeed tail through the pooler: no LISTEN left on the pooled connection');
+IPC::Run::run([ $cfeed, 'tail', '--dbname', $node->connstr('postgres'), '--feed', 'tailed',
+	'--idle-exit-ms', '300' ], '>', \my $dout, '2>', \my $derr);
+unlike($derr, qr/pooler/, 'cfeed tail connected directly: no pooler seen');
+is(scalar(grep { /"change_sequence_number"/ } split /\n/, $dout), 3, 'cfeed tail connected directly: the 3 changes');
+
+# cfeed serve through the pooler, on the pool of one: its hub waits in
+# cfeed.wait and leaves no LISTEN behind (before 1.9's fix it LISTENed
+# there); a FeedAPI stream gets changes committed while it waits
+if (-x $cfeed && `$cfeed serve --help 2>&1` =~ /--tokens/)
+{
+	my $gw = start_gateway(dsn => "host=127.0.0.1 port=$port dbname=one",
+		tokens => write_tokens("$dir/tokens", "pooled-token-0123456789 tailed pooled"), args => [ '--readers', '1' ]);
+	my $disc = decode_json(http_get("$gw->{url}/feeds/tailed", 'pooled-token-0123456789')->{content});
+	my $head = $node->safe_psql('postgres', 'SELECT cfeed.head(3, 0)');
+	my $stream = start_stream("$gw->{url}/feeds/tailed/events?token=$disc->{token}&partition=0&cursor=$head&stream=4000",
+		'pooled-token-0123456789', \my $sout);
+	usleep(500_000);
+	$node->safe_psql('postgres', 'SELECT cfeed.publish(3, 0) FROM generate_series(1, 3)');
+	$stream->finish;
+	my @events = grep { $_->{data} } ndjson($sout);
+	is(scalar @events, 3, 'cfeed serve through the pooler: a stream got the 3 changes committed while it waited');
+	stop_gateway($gw);
+	like(slurp_file($gw->{log}), qr/goes through a pooler/, 'cfeed serve through the pooler: its log says so');
+	is(`psql -X -At -h 127.0.0.1 -p $port -d one -c 'SELECT count(*) FROM pg_listening_channels()'`, "0\n",
+		'cfeed serve through the pooler: no LISTEN left on the pooled connection');
+}
 
 $bouncer->kill_kill;
 done_testing();
