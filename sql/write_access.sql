@@ -162,6 +162,46 @@ SELECT pg_temp.err($$SELECT cfeed.grant_write(1, 'regress_wa_writer')$$) AS not_
        pg_temp.err($$SELECT cfeed.grant_write_all('regress_wa_writer')$$) AS not_owner_all;
 RESET ROLE;
 
+-- the view cfeed.shard's writes take a write grant of the feed (1.9): a
+-- role with what create_feed needs (SELECT, INSERT on cfeed.feed and
+-- cfeed.shard) makes feeds with their shards, but adds no shard to
+-- another feed (before the fix it did, as the owner: its keys moved and
+-- its writers waited on the shards lock) and cannot tell an existing feed
+-- or shard from a missing one; with a write grant it may
+CREATE ROLE regress_wa_creator;
+GRANT SELECT, INSERT ON cfeed.feed, cfeed.shard TO regress_wa_creator;
+GRANT UPDATE, DELETE ON cfeed.shard TO regress_wa_creator;
+SET ROLE regress_wa_creator;
+SELECT cfeed.create_feed('wa_created', 2) AS created_id \gset
+BEGIN;
+SELECT cfeed.create_feed('wa_created_here', 1) AS here_id \gset
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (:here_id, 1);
+ROLLBACK;
+SELECT pg_temp.err($$INSERT INTO cfeed.shard (feed_id, shard) VALUES (1, 5)$$) AS other_feed_new_shard,
+       pg_temp.err($$INSERT INTO cfeed.shard (feed_id, shard) VALUES (1, 0)$$) AS other_feed_existing_shard,
+       pg_temp.err($$INSERT INTO cfeed.shard (feed_id, shard) VALUES (99, 0)$$) AS missing_feed,
+       pg_temp.err(format($$INSERT INTO cfeed.shard (feed_id, shard) VALUES (%s, 2)$$, :created_id)) AS own_feed_later;
+SELECT pg_locks_held FROM (SELECT count(*) AS pg_locks_held FROM pg_locks
+	WHERE locktype = 'advisory' AND pid = pg_backend_pid()) l;
+RESET ROLE;
+SELECT count(*) AS shards_of_feed1 FROM cfeed.shard WHERE feed_id = 1;
+SELECT cfeed.grant_write(:created_id, 'regress_wa_creator');
+SET ROLE regress_wa_creator;
+INSERT INTO cfeed.shard (feed_id, shard) VALUES (:created_id, 2);
+UPDATE cfeed.shard SET longpoll = false WHERE feed_id = :created_id AND shard = 2;
+DELETE FROM cfeed.shard WHERE feed_id = :created_id AND shard = 2;
+RESET ROLE;
+SELECT cfeed.revoke_write(:created_id, 'regress_wa_creator');
+SELECT cfeed.grant_read(:created_id, 'regress_wa_creator');
+SET ROLE regress_wa_creator;
+-- a reader sees the feed's shards in the view, and changes none
+SELECT pg_temp.err(format($$UPDATE cfeed.shard SET longpoll = false WHERE feed_id = %s$$, :created_id)) AS reader_update,
+       pg_temp.err(format($$DELETE FROM cfeed.shard WHERE feed_id = %s AND shard = 1$$, :created_id)) AS reader_delete;
+RESET ROLE;
+SELECT cfeed.revoke_read(:created_id, 'regress_wa_creator');
+DELETE FROM cfeed.shard WHERE feed_id = :created_id;
+DELETE FROM cfeed.feed WHERE feed_id = :created_id;
+
 -- a feed's write grants go with it
 SELECT cfeed.grant_write(2, 'regress_wa_writer');
 SELECT cfeed.untrack('public.wa_secrets'), cfeed.untrack('public.wa_mine');
@@ -171,5 +211,5 @@ DELETE FROM cfeed.feed WHERE feed_id = 2;
 SELECT count(*) AS grants_of_feed2 FROM cfeed.write_grant WHERE feed_id = 2;
 
 DROP TABLE public.wa_secrets, public.wa_mine;
-DROP OWNED BY regress_wa_writer, regress_wa_reader, regress_wa_editor;
-DROP ROLE regress_wa_writer, regress_wa_reader, regress_wa_editor;
+DROP OWNED BY regress_wa_writer, regress_wa_reader, regress_wa_editor, regress_wa_creator;
+DROP ROLE regress_wa_writer, regress_wa_reader, regress_wa_editor, regress_wa_creator;

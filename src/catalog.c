@@ -720,16 +720,19 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
 }
 
 /*
- * cfeed_feed_exists
- *		Whether cfeed.feed has a row for feed_id (fresh snapshot).
+ * feed_row
+ *		Whether cfeed.feed has a row for feed_id (fresh snapshot); and, with
+ *		mine, whether this transaction (or a subtransaction of it) inserted
+ *		that row.
  */
-bool
-cfeed_feed_exists(int32 feed_id)
+static bool
+feed_row(int32 feed_id, bool *mine)
 {
 	Relation	rel;
 	SysScanDesc scan;
 	ScanKeyData key;
 	Oid			pkey;
+	HeapTuple	tuple;
 	bool		found;
 	Snapshot	snapshot = cfeed_fresh_snapshot();
 
@@ -738,12 +741,38 @@ cfeed_feed_exists(int32 feed_id)
 				Int32GetDatum(feed_id));
 	pkey = cfeed_relid_locked("feed_pkey", AccessShareLock);
 	scan = systable_beginscan(rel, pkey, true, snapshot, 1, &key);
-	found = HeapTupleIsValid(systable_getnext(scan));
+	tuple = systable_getnext(scan);
+	found = HeapTupleIsValid(tuple);
+	if (found && mine != NULL)
+		*mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
 	systable_endscan(scan);
 	UnlockRelationOid(pkey, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	UnregisterSnapshot(snapshot);
 	return found;
+}
+
+/*
+ * cfeed_feed_exists
+ *		Whether cfeed.feed has a row for feed_id (fresh snapshot).
+ */
+bool
+cfeed_feed_exists(int32 feed_id)
+{
+	return feed_row(feed_id, NULL);
+}
+
+/*
+ * cfeed_feed_mine
+ *		Whether this transaction created the feed (inserted its row of
+ *		cfeed.feed, in a subtransaction of it too).
+ */
+bool
+cfeed_feed_mine(int32 feed_id)
+{
+	bool		mine = false;
+
+	return feed_row(feed_id, &mine) && mine;
 }
 
 /*

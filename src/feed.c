@@ -3,7 +3,9 @@
  * feed.c
  *	  The SQL entry points of the write side: cfeed.create_feed,
  *	  cfeed.publish (written by append.c), cfeed.shard_for (the hash of
- *	  shards.c, part of the public contract) and cfeed.channel.
+ *	  shards.c, part of the public contract), cfeed.channel, and
+ *	  cfeed._feed_created_here (the shards of a feed its transaction
+ *	  created may be added through the view cfeed.shard).
  *
  *	  create_feed locks cfeed.feed in SHARE ROW EXCLUSIVE mode, so that
  *	  concurrent calls pick feed ids and names one at a time.
@@ -27,6 +29,7 @@ PG_FUNCTION_INFO_V1(cfeed_create_feed);
 PG_FUNCTION_INFO_V1(cfeed_publish);
 PG_FUNCTION_INFO_V1(cfeed_shard_for);
 PG_FUNCTION_INFO_V1(cfeed_channel);
+PG_FUNCTION_INFO_V1(cfeed_feed_created_here);
 
 /*
  * check_feed_name
@@ -233,4 +236,21 @@ cfeed_channel(PG_FUNCTION_ARGS)
 	cfeed_shard_get(PG_GETARG_INT32(0), PG_GETARG_INT32(1), false, &sh);
 	PG_RETURN_TEXT_P(cstring_to_text(psprintf(CFEED_CHANNEL_PREFIX "%d_%d",
 											  sh.feed_id, sh.shard)));
+}
+
+/*
+ * cfeed_feed_created_here
+ *		SQL: cfeed._feed_created_here(feed_id) returns bool (since 1.9):
+ *		whether this transaction created the feed.  The trigger shard_access
+ *		of the view cfeed.shard lets the caller add the shards of such a
+ *		feed without a write grant of it (cfeed.create_feed adds them through
+ *		the view, as the caller).  False for null; of other transactions'
+ *		feeds it tells nothing.
+ */
+Datum
+cfeed_feed_created_here(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(cfeed_feed_mine(PG_GETARG_INT32(0)));
 }

@@ -302,6 +302,44 @@ END
 $$;
 
 /*
+ * The view's writes per feed: INSERT, UPDATE and DELETE through cfeed.shard
+ * take, beyond the privilege on the view, a write grant of the feed, or a
+ * feed the same transaction created (cfeed.create_feed adds its shards
+ * through the view, as the caller).  A trigger that runs as the caller,
+ * before shard_write (SECURITY DEFINER, which writes shard_config as the
+ * owner and so cannot ask who called): before this, a role with INSERT on
+ * the view (what create_feed needs) added shards to any feed, which moved
+ * its keys and held its writers on the shards lock, and told from the
+ * errors which feeds and shards exist.  A feed it may not write and one
+ * that does not exist get the same error.
+ */
+CREATE FUNCTION cfeed._feed_created_here(feed_id int) RETURNS bool
+	LANGUAGE c VOLATILE PARALLEL UNSAFE
+	AS 'MODULE_PATHNAME', 'cfeed_feed_created_here';
+COMMENT ON FUNCTION cfeed._feed_created_here(int) IS 'internal: whether this transaction created the feed (its shards may be added through cfeed.shard)';
+
+CREATE FUNCTION cfeed._shard_access() RETURNS trigger
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+DECLARE
+	v_feed int := CASE WHEN TG_OP = 'INSERT' THEN NEW.feed_id ELSE OLD.feed_id END;
+BEGIN
+	IF NOT cfeed._may_write(v_feed) AND NOT cfeed._feed_created_here(v_feed) THEN
+		RAISE EXCEPTION 'permission denied to write feed %', v_feed
+			USING ERRCODE = '42501',
+				  DETAIL = 'Adding, changing or removing a shard through cfeed.shard takes a write grant on its feed.',
+				  HINT = format('The extension''s owner grants it with cfeed.grant_write(%s, role).', v_feed);
+	END IF;
+	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END
+$$;
+COMMENT ON FUNCTION cfeed._shard_access() IS 'internal: trigger of the view cfeed.shard, as the caller: its writes take a write grant of the feed (or a feed created by the same transaction)';
+REVOKE ALL ON FUNCTION cfeed._shard_access() FROM PUBLIC;
+CREATE TRIGGER shard_access INSTEAD OF INSERT OR UPDATE OR DELETE ON cfeed.shard
+	FOR EACH ROW EXECUTE FUNCTION cfeed._shard_access();
+
+/*
  * Closing a shard (or opening it again by hand) changes where keys go:
  * the guard trigger takes the feed's shards lock in exclusive mode for it
  * and sends shard_config's invalidation, as for a shard that goes away.
@@ -1690,9 +1728,13 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._lease_skip_dead_letters() IS 'internal: moves a lease''s cursor over the dead letters of its group (and the deleted numbers among them) after it: on a forward move up to the first stored change that is not one, on a move back only when no stored change follows them';
+-- not for a row moved to another feed, which only the owner may do (the
+-- lease's policy refuses the new row to others, but after this trigger: it
+-- timed another feed's dead letters, and waited for their locks, for them)
 DROP TRIGGER lease_skip_dead_letters ON cfeed.lease;
 CREATE TRIGGER lease_skip_dead_letters BEFORE UPDATE OF cursor ON cfeed.lease
-	FOR EACH ROW WHEN (NEW.cursor <> OLD.cursor) EXECUTE FUNCTION cfeed._lease_skip_dead_letters();
+	FOR EACH ROW WHEN (NEW.cursor <> OLD.cursor AND NEW.feed_id = OLD.feed_id)
+	EXECUTE FUNCTION cfeed._lease_skip_dead_letters();
 
 /*
  * The guards of cfeed.change: PUBLIC may not make triggers with them.  A
