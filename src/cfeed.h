@@ -231,6 +231,8 @@ extern void cfeed_check_sweep_isolation(void);
 
 /* notify.c */
 extern void cfeed_notify_head(const CfeedShard *shard, int64 head);
+extern void cfeed_notify_defer_sync(void);
+extern void cfeed_notify_send_owed(void);
 
 /* sweep_report.c */
 extern char *cfeed_sweep_exhausted_message(CfeedSweepResult *result);

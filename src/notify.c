@@ -45,6 +45,18 @@
  *				What a process owes when it exits is lost (docs/
  *				operations.md: a LISTENer should also wait with a timeout)
  *
+ * A synchronous standby
+ * ---------------------
+ * PreCommit_Notify holds the queue's cluster-wide lock until the commit
+ * has ended, and a stamping commit waits for the synchronous standby
+ * (cfeed.sweep_synchronous_commit): were its NOTIFYs in it, every NOTIFY of
+ * the cluster, in any database, would wait as long, and with the standby
+ * gone until it is back.  So the background sweeper, whose commits would
+ * wait for one (cfeed_notify_defer_sync), owes its notifications instead
+ * and sends them right after the commit, in a transaction of its own that
+ * waits for no standby (cfeed_notify_send_owed).  cfeed.sweep() and
+ * sweep_loop(), whose commits are their callers', NOTIFY as before.
+ *
  * The sweep itself never waits for the queue: its stamps commit, and the
  * readers in cfeed.wait and read(wait_ms) are woken, however full it is.
  * A transaction with cfeed's notifications cannot be prepared: at
@@ -60,6 +72,8 @@
 #include "commands/async.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
 #include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -105,6 +119,12 @@ static HTAB *owed = NULL;
 
 /* This transaction queued what was owed: drop it when it commits. */
 static bool owed_queued = false;
+
+/* What is owed was skipped for a full queue (say so when it is sent). */
+static bool owed_for_queue = false;
+
+/* This process owes its notifications at a commit that waits for a standby. */
+static bool defer_sync = false;
 
 /* When this process last warned of a full queue. */
 static TimestampTz last_warning = 0;
@@ -182,6 +202,15 @@ notify_pre_commit(void)
 	if (n == 0)
 		return;
 
+	/* a commit that waits for a synchronous standby: see the file header */
+	if (defer_sync && pending != NIL && SyncRepRequested() &&
+		SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
+	{
+		foreach(lc, pending)
+			owe(lfirst(lc));
+		return;
+	}
+
 	/*
 	 * Without PreCommit_Notify's lock, which would be held while the
 	 * callbacks after this one run (postgres_fdw's remote COMMIT, whose
@@ -205,10 +234,11 @@ notify_pre_commit(void)
 			HASH_SEQ_STATUS status;
 			OwedNotify *o;
 
-			ereport(LOG,
-					(errmsg_plural("cfeed: PostgreSQL's notification queue has room again (%.0f%% full): notifying the %ld longpoll shard not notified while it was full",
-								   "cfeed: PostgreSQL's notification queue has room again (%.0f%% full): notifying the %ld longpoll shards not notified while it was full",
-								   (unsigned long) nowed, usage * 100, nowed)));
+			if (owed_for_queue)
+				ereport(LOG,
+						(errmsg_plural("cfeed: PostgreSQL's notification queue has room again (%.0f%% full): notifying the %ld longpoll shard not notified while it was full",
+									   "cfeed: PostgreSQL's notification queue has room again (%.0f%% full): notifying the %ld longpoll shards not notified while it was full",
+									   (unsigned long) nowed, usage * 100, nowed)));
 			hash_seq_init(&status, owed);
 			while ((o = hash_seq_search(&status)) != NULL)
 				queue_notify(o->key[0], o->key[1], o->head);
@@ -227,6 +257,7 @@ notify_pre_commit(void)
 		return;
 	foreach(lc, pending)
 		owe(lfirst(lc));
+	owed_for_queue = true;
 	if (TimestampDifferenceExceeds(last_warning, GetCurrentTimestamp(), NOTIFY_WARN_MS))
 	{
 		ereport(WARNING,
@@ -272,6 +303,7 @@ notify_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 			{
 				hash_destroy(owed);
 				owed = NULL;
+				owed_for_queue = false;
 			}
 			pending = NIL;
 			owed_queued = false;
@@ -354,4 +386,35 @@ cfeed_notify_head(const CfeedShard *shard, int64 head)
 	p->level = GetCurrentTransactionNestLevel();
 	pending = lappend(pending, p);
 	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * cfeed_notify_defer_sync
+ *		The background sweeper: owe the notifications of a commit that waits
+ *		for a synchronous standby, to send with cfeed_notify_send_owed (see
+ *		the file header).
+ */
+void
+cfeed_notify_defer_sync(void)
+{
+	defer_sync = true;
+}
+
+/*
+ * cfeed_notify_send_owed
+ *		Outside a transaction, after a commit: send what this process owes
+ *		(its deferred notifications, or those a full queue made it skip, if
+ *		the queue has room now) in a transaction of its own, whose commit
+ *		waits for no standby.  Nothing when nothing is owed.
+ */
+void
+cfeed_notify_send_owed(void)
+{
+	if (owed == NULL)
+		return;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	(void) set_config_option("synchronous_commit", "local", PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+	CommitTransactionCommand();
 }

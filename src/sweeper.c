@@ -431,6 +431,7 @@ sweep_pass(Oid dboid, int32 sweep_group, bool *several_writers)
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	cfeed_notify_send_owed();
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	my_slot->sweeps++;
@@ -555,6 +556,7 @@ cfeed_sweeper_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	claim_slot(dboid, sweep_group);
+	cfeed_notify_defer_sync();
 	snprintf(appname, sizeof(appname), "cfeed sweeper group %d", sweep_group);
 	pgstat_report_appname(appname);
 
