@@ -201,6 +201,19 @@ RESET ROLE;
 SELECT cfeed.revoke_read(:created_id, 'regress_wa_creator');
 DELETE FROM cfeed.shard WHERE feed_id = :created_id;
 DELETE FROM cfeed.feed WHERE feed_id = :created_id;
+-- a new sweep group is the owner's to start (1.9): each has a background
+-- sweeper from the cluster's cfeed.max_workers (before, a feed creator in
+-- one database took every slot of the cluster with feeds in new groups);
+-- a group in use, and group 0, are anyone's
+SET ROLE regress_wa_creator;
+SELECT pg_temp.err($$SELECT cfeed.create_feed('wa_grouped', 1, sweep_group => 7)$$) AS new_group;
+RESET ROLE;
+SELECT cfeed.create_feed('wa_owner_grouped', 1, sweep_group => 7) > 0 AS owner_new_group;
+SET ROLE regress_wa_creator;
+SELECT cfeed.create_feed('wa_grouped', 1, sweep_group => 7) > 0 AS group_in_use;
+RESET ROLE;
+DELETE FROM cfeed.shard WHERE sweep_group = 7;
+DELETE FROM cfeed.feed WHERE name IN ('wa_grouped', 'wa_owner_grouped');
 
 -- a feed's write grants go with it
 SELECT cfeed.grant_write(2, 'regress_wa_writer');

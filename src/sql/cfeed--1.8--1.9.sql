@@ -318,18 +318,46 @@ CREATE FUNCTION cfeed._feed_created_here(feed_id int) RETURNS bool
 	AS 'MODULE_PATHNAME', 'cfeed_feed_created_here';
 COMMENT ON FUNCTION cfeed._feed_created_here(int) IS 'internal: whether this transaction created the feed (its shards may be added through cfeed.shard)';
 
+/*
+ * A sweep group in use: one with a shard.  Each sweep group of each
+ * database has a background sweeper of its own, from the cluster's
+ * cfeed.max_workers and max_worker_processes, so a new one is the
+ * extension owner's to start (shard_access): before, a role that may
+ * create feeds in one database took every sweeper slot of the cluster
+ * with feeds in new groups, and another database's groups went unswept.
+ * SECURITY DEFINER: it tells any role whether a group number is in use,
+ * and nothing of feeds.
+ */
+CREATE FUNCTION cfeed._sweep_group_in_use(sweep_group int) RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $$
+	SELECT $1 OPERATOR(pg_catalog.=) 0
+	    OR EXISTS (SELECT FROM cfeed.shard_config s WHERE s.sweep_group OPERATOR(pg_catalog.=) $1)
+$$;
+COMMENT ON FUNCTION cfeed._sweep_group_in_use(int) IS 'internal: whether a sweep group has shards (0 always counts): only the extension''s owner starts a new one';
+
 CREATE FUNCTION cfeed._shard_access() RETURNS trigger
 	LANGUAGE plpgsql
 	SET search_path = pg_catalog, pg_temp
 	AS $$
 DECLARE
 	v_feed int := CASE WHEN TG_OP = 'INSERT' THEN NEW.feed_id ELSE OLD.feed_id END;
+	v_group int := CASE WHEN TG_OP = 'INSERT' THEN COALESCE(NEW.sweep_group, 0)
+						WHEN TG_OP = 'UPDATE' AND NEW.sweep_group IS DISTINCT FROM OLD.sweep_group THEN NEW.sweep_group END;
 BEGIN
 	IF NOT cfeed._may_write(v_feed) AND NOT cfeed._feed_created_here(v_feed) THEN
 		RAISE EXCEPTION 'permission denied to write feed %', v_feed
 			USING ERRCODE = '42501',
 				  DETAIL = 'Adding, changing or removing a shard through cfeed.shard takes a write grant on its feed.',
 				  HINT = format('The extension''s owner grants it with cfeed.grant_write(%s, role).', v_feed);
+	END IF;
+	IF v_group IS NOT NULL AND NOT cfeed._sweep_group_in_use(v_group)
+	   AND NOT pg_has_role(CURRENT_USER, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'cfeed.shard_config'::regclass), 'USAGE') THEN
+		RAISE EXCEPTION 'permission denied to start sweep group %', v_group
+			USING ERRCODE = '42501',
+				  DETAIL = 'Each sweep group of each database has a background sweeper of its own, from the cluster''s cfeed.max_workers; only the extension''s owner starts a new group.',
+				  HINT = 'Use a sweep group that has shards (group 0 always), or have the extension''s owner create the first shard of the new group.';
 	END IF;
 	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
 END
