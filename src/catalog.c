@@ -723,7 +723,7 @@ cfeed_shard_fetch(int32 feed_id, int32 shard, Snapshot snapshot, bool with_head,
  * feed_row
  *		Whether cfeed.feed has a row for feed_id (fresh snapshot); and, with
  *		mine, whether this transaction (or a subtransaction of it) inserted
- *		that row.
+ *		that row (a version it updated does not count: the feed is not new).
  */
 static bool
 feed_row(int32 feed_id, bool *mine)
@@ -744,7 +744,8 @@ feed_row(int32 feed_id, bool *mine)
 	tuple = systable_getnext(scan);
 	found = HeapTupleIsValid(tuple);
 	if (found && mine != NULL)
-		*mine = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
+		*mine = !(tuple->t_data->t_infomask & HEAP_UPDATED) &&
+			TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data));
 	systable_endscan(scan);
 	UnlockRelationOid(pkey, AccessShareLock);
 	table_close(rel, AccessShareLock);
@@ -773,6 +774,35 @@ cfeed_feed_mine(int32 feed_id)
 	bool		mine = false;
 
 	return feed_row(feed_id, &mine) && mine;
+}
+
+/*
+ * cfeed_sweep_group_in_use
+ *		Whether a shard of cfeed.shard_config is in the sweep group (fresh
+ *		snapshot; group 0 always counts).  A scan of the table, which holds
+ *		a row per shard.
+ */
+bool
+cfeed_sweep_group_in_use(int32 sweep_group)
+{
+	Relation	rel;
+	SysScanDesc scan;
+	ScanKeyData key;
+	bool		found;
+	Snapshot	snapshot;
+
+	if (sweep_group == 0)
+		return true;
+	snapshot = cfeed_fresh_snapshot();
+	rel = cfeed_table_open("shard_config", AccessShareLock);
+	ScanKeyInit(&key, get_attnum(RelationGetRelid(rel), "sweep_group"), BTEqualStrategyNumber,
+				F_INT4EQ, Int32GetDatum(sweep_group));
+	scan = systable_beginscan(rel, InvalidOid, false, snapshot, 1, &key);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	UnregisterSnapshot(snapshot);
+	return found;
 }
 
 /*

@@ -203,6 +203,7 @@ extern bool cfeed_shard_column(TupleDesc desc, HeapTuple tup, int attnum,
 							   const char *attname, Datum *value);
 extern bool cfeed_feed_exists(int32 feed_id);
 extern bool cfeed_feed_mine(int32 feed_id);
+extern bool cfeed_sweep_group_in_use(int32 sweep_group);
 extern Snapshot cfeed_fresh_snapshot(void);
 extern void cfeed_check_select(const char *relname);
 

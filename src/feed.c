@@ -4,8 +4,8 @@
  *	  The SQL entry points of the write side: cfeed.create_feed,
  *	  cfeed.publish (written by append.c), cfeed.shard_for (the hash of
  *	  shards.c, part of the public contract), cfeed.channel, and
- *	  cfeed._feed_created_here (the shards of a feed its transaction
- *	  created may be added through the view cfeed.shard).
+ *	  cfeed._feed_created_here and cfeed._sweep_group_in_use (what the
+ *	  view cfeed.shard's trigger shard_access asks).
  *
  *	  create_feed locks cfeed.feed in SHARE ROW EXCLUSIVE mode, so that
  *	  concurrent calls pick feed ids and names one at a time.
@@ -30,6 +30,7 @@ PG_FUNCTION_INFO_V1(cfeed_publish);
 PG_FUNCTION_INFO_V1(cfeed_shard_for);
 PG_FUNCTION_INFO_V1(cfeed_channel);
 PG_FUNCTION_INFO_V1(cfeed_feed_created_here);
+PG_FUNCTION_INFO_V1(cfeed_sweep_group_in_use_sql);
 
 /*
  * check_feed_name
@@ -253,4 +254,21 @@ cfeed_feed_created_here(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(cfeed_feed_mine(PG_GETARG_INT32(0)));
+}
+
+/*
+ * cfeed_sweep_group_in_use_sql
+ *		SQL: cfeed._sweep_group_in_use(sweep_group) returns bool (since 1.9):
+ *		whether a shard is in the sweep group (0 always counts).  A new group
+ *		takes a background sweeper from the cluster's cfeed.max_workers, so
+ *		shard_access lets only the extension's owner start one.  Read
+ *		without the caller's privileges (any role may ask; a group number in
+ *		use is all it tells); false for null.
+ */
+Datum
+cfeed_sweep_group_in_use_sql(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(cfeed_sweep_group_in_use(PG_GETARG_INT32(0)));
 }

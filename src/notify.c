@@ -202,8 +202,11 @@ notify_pre_commit(void)
 	if (n == 0)
 		return;
 
-	/* a commit that waits for a synchronous standby: see the file header */
-	if (defer_sync && pending != NIL && SyncRepRequested() &&
+	/*
+	 * A commit that waits for a synchronous standby (see the file header):
+	 * nothing goes to the queue in it, what was owed before included.
+	 */
+	if (defer_sync && SyncRepRequested() &&
 		SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0')
 	{
 		foreach(lc, pending)
@@ -253,8 +256,6 @@ notify_pre_commit(void)
 		return;
 	}
 
-	if (pending == NIL)
-		return;
 	foreach(lc, pending)
 		owe(lfirst(lc));
 	owed_for_queue = true;
@@ -405,16 +406,39 @@ cfeed_notify_defer_sync(void)
  *		Outside a transaction, after a commit: send what this process owes
  *		(its deferred notifications, or those a full queue made it skip, if
  *		the queue has room now) in a transaction of its own, whose commit
- *		waits for no standby.  Nothing when nothing is owed.
+ *		waits for no standby.  Nothing when nothing is owed.  A failure is
+ *		logged, not raised: the stamps are committed, and what is owed stays
+ *		owed.
  */
 void
 cfeed_notify_send_owed(void)
 {
+	MemoryContext oldcxt = CurrentMemoryContext;
+
 	if (owed == NULL)
 		return;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	(void) set_config_option("synchronous_commit", "local", PGC_SUSET, PGC_S_SESSION,
-							 GUC_ACTION_LOCAL, true, 0, false);
-	CommitTransactionCommand();
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		(void) set_config_option("synchronous_commit", "local", PGC_SUSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		/* the stamps are committed: no failed sweep; what is owed stays owed */
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("cfeed: sending the notifications of a sweep failed: %s", edata->message),
+				 errdetail("They are sent at a later commit of this sweeper.")));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(oldcxt);
 }

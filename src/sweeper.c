@@ -431,13 +431,13 @@ sweep_pass(Oid dboid, int32 sweep_group, bool *several_writers)
 
 	PopActiveSnapshot();
 	CommitTransactionCommand();
-	cfeed_notify_send_owed();
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	my_slot->sweeps++;
 	my_slot->changes_stamped += stamped;
 	if (stamped > 0)
 		my_slot->last_sweep_time = GetCurrentTimestamp();
+	cfeed_notify_send_owed();
 	return stamped;
 }
 
@@ -471,6 +471,7 @@ retention_pass(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	pgstat_report_activity(STATE_IDLE, NULL);
+	cfeed_notify_send_owed();
 }
 
 /*

@@ -303,16 +303,15 @@ reconnect(int *backoff)
 {
 	PGconn	   *conn = cfeed_serve_connect("hub");
 
+	if (conn != NULL && !cfeed_hub_standby_reset(conn))
+	{
+		PQfinish(conn);
+		conn = NULL;
+	}
 	if (conn == NULL)
 	{
 		back_off(*backoff);
 		*backoff = *backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : *backoff * 2;
-		return NULL;
-	}
-	if (!cfeed_hub_standby_reset(conn))
-	{
-		PQfinish(conn);
-		back_off(*backoff);
 		return NULL;
 	}
 	*backoff = BACKOFF_MIN_MS;

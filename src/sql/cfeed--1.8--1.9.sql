@@ -325,16 +325,12 @@ COMMENT ON FUNCTION cfeed._feed_created_here(int) IS 'internal: whether this tra
  * extension owner's to start (shard_access): before, a role that may
  * create feeds in one database took every sweeper slot of the cluster
  * with feeds in new groups, and another database's groups went unswept.
- * SECURITY DEFINER: it tells any role whether a group number is in use,
- * and nothing of feeds.
+ * In C: it reads shard_config without the caller's privileges, and tells
+ * any role whether a group number is in use, nothing of feeds.
  */
 CREATE FUNCTION cfeed._sweep_group_in_use(sweep_group int) RETURNS bool
-	LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $$
-	SELECT $1 OPERATOR(pg_catalog.=) 0
-	    OR EXISTS (SELECT FROM cfeed.shard_config s WHERE s.sweep_group OPERATOR(pg_catalog.=) $1)
-$$;
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_sweep_group_in_use_sql';
 COMMENT ON FUNCTION cfeed._sweep_group_in_use(int) IS 'internal: whether a sweep group has shards (0 always counts): only the extension''s owner starts a new one';
 
 CREATE FUNCTION cfeed._shard_access() RETURNS trigger
