@@ -184,6 +184,15 @@ SELECT pg_temp.err($$INSERT INTO cfeed.shard (feed_id, shard) VALUES (1, 5)$$) A
 SELECT pg_locks_held FROM (SELECT count(*) AS pg_locks_held FROM pg_locks
 	WHERE locktype = 'advisory' AND pid = pg_backend_pid()) l;
 RESET ROLE;
+-- a feed row this transaction only updated is not a feed it created
+GRANT UPDATE (comment) ON cfeed.feed TO regress_wa_creator;
+SET ROLE regress_wa_creator;
+BEGIN;
+UPDATE cfeed.feed SET comment = comment WHERE feed_id = 1;
+SELECT pg_temp.err($$INSERT INTO cfeed.shard (feed_id, shard) VALUES (1, 5)$$) AS updated_feed;
+ROLLBACK;
+RESET ROLE;
+REVOKE UPDATE (comment) ON cfeed.feed FROM regress_wa_creator;
 SELECT count(*) AS shards_of_feed1 FROM cfeed.shard WHERE feed_id = 1;
 SELECT cfeed.grant_write(:created_id, 'regress_wa_creator');
 SET ROLE regress_wa_creator;
