@@ -348,8 +348,10 @@ BEGIN
 				  DETAIL = 'Adding, changing or removing a shard through cfeed.shard takes a write grant on its feed.',
 				  HINT = format('The extension''s owner grants it with cfeed.grant_write(%s, role).', v_feed);
 	END IF;
-	IF v_group IS NOT NULL AND NOT cfeed._sweep_group_in_use(v_group)
-	   AND NOT pg_has_role(CURRENT_USER, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'cfeed.shard_config'::regclass), 'USAGE') THEN
+	-- the owner first: the group's look is a scan of shard_config
+	IF v_group IS NOT NULL
+	   AND NOT pg_has_role(CURRENT_USER, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'cfeed.shard_config'::regclass), 'USAGE')
+	   AND NOT cfeed._sweep_group_in_use(v_group) THEN
 		RAISE EXCEPTION 'permission denied to start sweep group %', v_group
 			USING ERRCODE = '42501',
 				  DETAIL = 'Each sweep group of each database has a background sweeper of its own, from the cluster''s cfeed.max_workers; only the extension''s owner starts a new group.',
