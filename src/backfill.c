@@ -20,8 +20,10 @@
  *
  *	  Locking: the table is held in SHARE mode (writers wait), so history
  *	  and the changes the triggers publish after it meet exactly; its
- *	  triggers are silenced in this backend while the statement runs, which
- *	  writes the rows' change_id itself.  The caller must own the table.
+ *	  tracking triggers are silenced in this backend for the rows of the
+ *	  statement, which writes their change_id itself (a row that one of the
+ *	  table's other triggers writes meanwhile is published as live).  The
+ *	  caller must own the table.
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +31,7 @@
 
 #include "access/genam.h"
 #include "access/table.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -55,6 +58,7 @@ PG_FUNCTION_INFO_V1(cfeed_backfill);
 #define BACKFILL_FULL_SHARD		6	/* int: the shard of the lowest */
 #define BACKFILL_FULL_ROWS		7	/* bigint: its row count */
 #define BACKFILL_FULL_START		8	/* bigint: its start value */
+#define BACKFILL_KEPT			9	/* bool: every row updated, on its shard */
 
 /* The changes inserted by one statement (their images held in memory). */
 #define BACKFILL_BATCH			1000
@@ -174,13 +178,19 @@ read_starts(int32 feed_id, int32 count)
 /*
  * backfill_statement
  *		The statement that numbers the rows (see the file header), $1 the
- *		feed, $2 the table, whose quoted name is qname, $3 the start values of
- *		the feed's shards 0..n-1 (read_starts); has_cid when it has a
- *		change_id column, which it sets.  It returns the changes to insert in
- *		order_by order, the BACKFILL_* columns.
+ *		feed, $2 the table, read and written as target (its quoted name,
+ *		after ONLY unless it is partitioned: an inheritance parent's triggers
+ *		do not fire for its children's rows), $3 the start values of the
+ *		feed's shards 0..n-1 (read_starts); has_cid when it has a change_id
+ *		column, which it sets.  Such a row's image is the row that UPDATE
+ *		wrote, after the table's other BEFORE triggers (an updated_at column
+ *		set by one, say), so that history shows the row as it is; and
+ *		BACKFILL_KEPT tells whether every row was updated and kept its shard.
+ *		It returns the changes to insert in order_by order, the BACKFILL_*
+ *		columns.
  */
 static char *
-backfill_statement(const char *order, const char *qname, bool has_cid)
+backfill_statement(const char *order, const char *target, bool has_cid)
 {
 	StringInfoData sql;
 
@@ -200,20 +210,25 @@ backfill_statement(const char *order, const char *qname, bool has_cid)
 					 "  $3[n.shard + 1] - pg_catalog.count(*) OVER (PARTITION BY n.shard)"
 					 "   + pg_catalog.row_number() OVER (PARTITION BY n.shard ORDER BY n.o) AS seq"
 					 " FROM n)",
-					 order, qname);
+					 order, target);
 	if (has_cid)
 		appendStringInfo(&sql,
 						 ", u AS (UPDATE %s t SET change_id = s.cid FROM s"
-						 " WHERE t.tableoid = s.toid AND t.ctid = s.tid)",
-						 qname);
+						 " WHERE t.tableoid = s.toid AND t.ctid = s.tid"
+						 " RETURNING s.o, pg_catalog.to_jsonb(t) AS j,"
+						 "  cfeed.shard_for($1, cfeed._track_key($2, t)) AS shard)",
+						 target);
 	appendStringInfo(&sql,
 					 " SELECT s.shard, s.cid, s.seq, %s AS image,"
 					 "  pg_catalog.min(s.seq) OVER w, pg_catalog.first_value(s.shard) OVER w,"
-					 "  pg_catalog.first_value(s.k) OVER w, pg_catalog.first_value(s.start) OVER w"
-					 " FROM s"
+					 "  pg_catalog.first_value(s.k) OVER w, pg_catalog.first_value(s.start) OVER w,"
+					 "  %s"
+					 " FROM s%s"
 					 " WINDOW w AS (ORDER BY s.seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
 					 " ORDER BY s.o",
-					 has_cid ? "s.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('change_id', s.cid)" : "s.j");
+					 has_cid ? "u.j" : "s.j",
+					 has_cid ? "pg_catalog.bool_and(u.shard IS NOT DISTINCT FROM s.shard) OVER w" : "true",
+					 has_cid ? " LEFT JOIN u ON u.o = s.o" : "");
 	return sql.data;
 }
 
@@ -256,19 +271,26 @@ result_column(int attnum, bool *isnull)
 }
 
 /*
- * check_room
- *		Raise "no room" when the statement's lowest number (the columns of
- *		the fetched row in SPI_tuptable) is below 1: its shard's migration
- *		range is too small for its rows.
+ * check_first_row
+ *		From the first fetched row in SPI_tuptable, whose window columns speak
+ *		of all: raise 55000 when a trigger skipped or moved a row
+ *		(BACKFILL_KEPT), or "no room" when the lowest number is below 1 (its
+ *		shard's migration range is too small for its rows).
  */
 static void
-check_room(int32 feed_id)
+check_first_row(int32 feed_id)
 {
 	bool		isnull;
 	int32		shard;
 	int64		k;
 	int64		start;
 
+	if (!DatumGetBool(result_column(BACKFILL_KEPT, &isnull)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("a trigger skipped or moved a row that backfill numbered"),
+				 errdetail("backfill() sets each row's change_id with an UPDATE, which fires the table's other triggers; a BEFORE UPDATE trigger returned no row, or changed the row's key so that it belongs to another shard."),
+				 errhint("Let the table's triggers pass an UPDATE that sets change_id alone, then backfill again.")));
 	if (DatumGetInt64(result_column(BACKFILL_LOWEST, &isnull)) >= 1)
 		return;
 	shard = DatumGetInt32(result_column(BACKFILL_FULL_SHARD, &isnull));
@@ -386,7 +408,7 @@ number_and_insert(const char *sql, int32 feed_id, Oid relid, Datum starts)
 		if (SPI_processed == 0)
 			break;
 		if (rows == 0)
-			check_room(feed_id);
+			check_first_row(feed_id);
 		rows += SPI_processed;
 		insert_batch(insert, values, feed_id, batch);
 		MemoryContextReset(batch);
@@ -438,7 +460,7 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	Relation	rel;
 	Trigger    *trig;
 	char	   *order;
-	char	   *qname;
+	char	   *target;
 	char	   *sql;
 	int			spi_level;
 	int64		rows;
@@ -456,13 +478,15 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	else
 		order = cfeed_order_by_clause(relid, text_to_cstring(PG_GETARG_TEXT_PP(2)));
 	starts = read_starts(feed_id, count);
-	qname = cfeed_qualified_name(relid);
-	sql = backfill_statement(order, qname,
+	target = cfeed_qualified_name(relid);
+	if (rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
+		target = psprintf("ONLY %s", target);
+	sql = backfill_statement(order, target,
 							 get_attnum(relid, CFEED_CHANGE_ID_COLUMN) > 0);
 	table_close(rel, NoLock);
 
 	spi_level = cfeed_spi_connect();
-	cfeed_spi_exec(psprintf("LOCK TABLE %s IN SHARE MODE", qname), 0, NULL, NULL, NULL,
+	cfeed_spi_exec(psprintf("LOCK TABLE %s IN SHARE MODE", target), 0, NULL, NULL, NULL,
 				   SPI_OK_UTILITY);
 	rows = run_statement(sql, feed_id, relid, starts);
 	cfeed_spi_finish(spi_level);

@@ -90,6 +90,7 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "cache.h"
 #include "cfeed.h"
@@ -430,10 +431,36 @@ cfeed_check_write(int32 feed_id)
 }
 
 /*
+ * has_dropped_column
+ *		Whether relation relid has a dropped column.
+ */
+static bool
+has_dropped_column(Oid relid)
+{
+	AttrNumber	att;
+
+	/* a relation's columns are numbered 1 .. relnatts, dropped ones too */
+	for (att = 1;; att++)
+	{
+		HeapTuple	tuple = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(att));
+		bool		dropped;
+
+		if (!HeapTupleIsValid(tuple))
+			return false;
+		dropped = ((Form_pg_attribute) GETSTRUCT(tuple))->attisdropped;
+		ReleaseSysCache(tuple);
+		if (dropped)
+			return true;
+	}
+}
+
+/*
  * table_decide
  *		Whether the current user may see the row images of relation relid:
- *		it exists, the user may SELECT all its columns, and its row-level
- *		security does not apply to the user.
+ *		it exists, the user may SELECT it (or every column of it, when it has
+ *		never dropped one: older images still hold a dropped column's values,
+ *		which no column grant of today tells who could read), and its
+ *		row-level security does not apply to the user.
  */
 static bool
 table_decide(uint32 relid)
@@ -442,7 +469,7 @@ table_decide(uint32 relid)
 
 	if (pg_class_aclcheck_ext(relid, access_user, ACL_SELECT, &missing) != ACLCHECK_OK)
 	{
-		if (missing ||
+		if (missing || has_dropped_column(relid) ||
 			pg_attribute_aclcheck_all(relid, access_user, ACL_SELECT, ACLMASK_ALL) != ACLCHECK_OK)
 			return false;
 	}

@@ -42,6 +42,7 @@ extern char *cfeed_track_key_text(CfeedTrackKey *key, HeapTuple tuple,
 								  TupleDesc desc, int *len);
 extern Relation cfeed_track_open_table(Oid relid, LOCKMODE lockmode);
 extern void cfeed_track_check_owner(Relation rel);
+extern void cfeed_track_check_permanent(Relation rel);
 extern char *cfeed_qualified_name(Oid relid);
 
 /* track_trigger.c */

@@ -185,17 +185,7 @@ cfeed_track(PG_FUNCTION_ARGS)
 	/* before the lookup: the same words whether the feed exists or not */
 	cfeed_check_write(feed_id);
 
-	/*
-	 * A temporary table is dropped at commit or at the session's end without
-	 * the event trigger that forgets a dropped tracked table: its number
-	 * would go on naming its OID, which a later table may get.
-	 */
-	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot track temporary table \"%s\"", RelationGetRelationName(rel)),
-				 errdetail("PostgreSQL drops a temporary table without the event trigger by which cfeed forgets a dropped tracked table."),
-				 errhint("Track a permanent table.")));
+	cfeed_track_check_permanent(rel);
 	(void) cfeed_feed_shard_count(feed_id);
 
 	existing = cfeed_track_trigger(rel);

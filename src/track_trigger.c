@@ -34,8 +34,9 @@
  * directly, with the writer's privileges.
  *
  * While cfeed.backfill numbers a table's existing rows it silences the
- * table's triggers in its backend (cfeed_track_silence): its own statement
- * writes the rows' change_id column.
+ * table's triggers in its backend for its own statement's rows
+ * (cfeed_track_silence), which writes their change_id column; rows that
+ * the table's other triggers write meanwhile are published.
  *
  * Locking: the triggers run under the writer's locks on the table; a
  * change's shard is locked by append.c (the feed's shards lock).
@@ -53,6 +54,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -103,18 +105,47 @@ static HTAB *track_cache = NULL;
 static HTAB *keychange_map = NULL;
 static LocalTransactionId keychange_lxid = InvalidLocalTransactionId;
 
-/* The tracked table whose triggers backfill() silences in this backend. */
+/*
+ * The tracked table whose triggers backfill() silences in this backend, and
+ * the trigger depth of the statement whose rows they silence.
+ */
 static Oid	backfill_relid = InvalidOid;
+static int	backfill_depth;
+
+/*
+ * trigger_depth
+ *		pg_trigger_depth(): how many triggers are running in this backend,
+ *		the one calling it included.
+ */
+static int
+trigger_depth(void)
+{
+	return DatumGetInt32(OidFunctionCall0Coll(F_PG_TRIGGER_DEPTH, InvalidOid));
+}
 
 /*
  * cfeed_track_silence
  *		Make the tracking triggers of tracked table relid do nothing in this
- *		backend (InvalidOid: end that).  The caller resets it on error too.
+ *		backend for the rows of the statements the caller runs (InvalidOid:
+ *		end that).  Only theirs: a row that one of the table's other
+ *		triggers writes meanwhile fires them one level deeper, and is
+ *		published as any other.  The caller resets it on error too.
  */
 void
 cfeed_track_silence(Oid relid)
 {
 	backfill_relid = relid;
+	backfill_depth = OidIsValid(relid) ? trigger_depth() : 0;
+}
+
+/*
+ * silenced
+ *		Whether backfill() silences this firing of a trigger of tr.
+ */
+static bool
+silenced(CfeedTrackRel *tr)
+{
+	return tr->tracked == backfill_relid && trigger_depth() == backfill_depth + 1;
 }
 
 /*
@@ -174,6 +205,7 @@ track_rel_get(Relation rel, Trigger *trig)
 		if (trig->tgnargs != 2)
 			elog(ERROR, "cfeed: trigger \"%s\" on \"%s\" needs 2 arguments",
 				 trig->tgname, RelationGetRelationName(rel));
+		cfeed_track_check_permanent(rel);
 		tr->feed_id = cfeed_track_feed_arg(trig);
 		cfeed_track_resolve_key(rel, trig->tgargs[1], &tr->key, TopMemoryContext);
 
@@ -340,7 +372,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
 	tr = track_rel_get(rel, trigdata->tg_trigger);
-	if (tr->tracked == backfill_relid)
+	if (silenced(tr))
 		return PointerGetDatum(NULL);
 
 	if (TRIGGER_FIRED_BY_INSERT(ev))
@@ -437,7 +469,7 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 			return PointerGetDatum(newtup);
 		tr = track_rel_get(rel, after);
 	}
-	if (tr->tracked == backfill_relid || tr->change_id_att == 0)
+	if (tr->change_id_att == 0 || silenced(tr))
 		return PointerGetDatum(newtup);
 
 	/* A DELETE: draw its change_id now, before a moved row's INSERT draws one. */

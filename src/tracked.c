@@ -249,6 +249,27 @@ cfeed_track_check_owner(Relation rel)
 }
 
 /*
+ * cfeed_track_check_permanent
+ *		0A000 for a temporary table: PostgreSQL drops it at commit or at the
+ *		session's end without the event trigger by which cfeed forgets a
+ *		dropped tracked table, so its number (or, in a schema before table
+ *		numbers, its OID in cfeed.change.tbl) would go on naming its OID,
+ *		which a later table may get, and that table would seem to have
+ *		written the temporary table's rows.  cfeed.track refuses it, and so
+ *		do the triggers when attached to one by hand.
+ */
+void
+cfeed_track_check_permanent(Relation rel)
+{
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot track temporary table \"%s\"", RelationGetRelationName(rel)),
+				 errdetail("PostgreSQL drops a temporary table without the event trigger by which cfeed forgets a dropped tracked table."),
+				 errhint("Track a permanent table.")));
+}
+
+/*
  * cfeed_qualified_name
  *		The relation's schema-qualified, quoted name, for SQL text.
  */

@@ -4,15 +4,19 @@
  * range (start-k+1 .. start for a shard with k rows), in order_by order
  * (cfeed._sqled_order_by; the primary key's, else the tracking key's, when
  * null), drawing their change_ids in that order, with 'insert' images
- * (and the change_id column set, the image showing it), and returns the
- * number of rows.  42501 unless the caller may write the feed and owns the
+ * (and the change_id column set, the image showing the row that UPDATE
+ * wrote, after the table's other BEFORE triggers), and returns the number
+ * of rows.  42501 unless the caller may write the feed and owns the
  * table; 55000 when the feed does not track it, a shard has history
- * already, or a shard has no room (then nothing is written).  The table is
- * held in SHARE ROW EXCLUSIVE mode (the C edition: SHARE; this one must
- * also disable its triggers, below), so writers wait and history and the
- * live changes meet exactly.  Its tracking triggers are disabled (ALTER
- * TABLE ... DISABLE TRIGGER, in this transaction only) while its change_id
- * column is set: the C edition silences them in its backend.
+ * already, a shard has no room, or a trigger skipped or moved a row (then
+ * nothing is written).  An inheritance parent's rows only (ONLY: its
+ * triggers do not fire for its children's rows).  The table is held in
+ * SHARE ROW EXCLUSIVE mode (the C edition: SHARE), so writers wait and
+ * history and the live changes meet exactly.  Its tracking triggers pass
+ * the rows of backfill's own UPDATE of the change_id column
+ * (cfeed_sqled.backfill: the table and the trigger depth of that UPDATE;
+ * the C edition silences them in its backend), and publish those that the
+ * table's other triggers write meanwhile, one level deeper.
  */
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
@@ -33,9 +37,8 @@ DECLARE
 	v_toids oid[];
 	v_tids tid[];
 	v_full record;
-	v_trig record;
-	v_enable text[] := '{}';
-	v_sql text;
+	v_target text;
+	v_kept bool;
 BEGIN
 	IF backfill.tbl IS NULL THEN PERFORM cfeed._null_arg('tbl'); END IF;
 	IF backfill.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
@@ -60,6 +63,8 @@ BEGIN
 	END IF;
 	v_starts := cfeed._sqled_backfill_starts(backfill.feed_id, v_count);
 	v_cid := cfeed._sqled_change_id_column(backfill.tbl);
+	v_target := CASE WHEN (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = backfill.tbl) = 'p'
+					 THEN v_qname ELSE 'ONLY ' || v_qname END;
 
 	-- the rows in order, their shards and images; change_ids drawn in order
 	EXECUTE pg_catalog.format(
@@ -72,7 +77,7 @@ BEGIN
 		'   FROM %s t ORDER BY o) r) n',
 		CASE WHEN v_cid THEN 'n.j OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(''change_id'', n.cid)' ELSE 'n.j' END,
 		cfeed._sqled_key_expr(cfeed._sqled_key_columns(backfill.tbl, v_args[2]), 't'),
-		v_order, v_qname)
+		v_order, v_target)
 		INTO v_shards, v_ids, v_rows, v_toids, v_tids
 		USING backfill.feed_id;
 	IF v_ids IS NULL THEN
@@ -96,29 +101,33 @@ BEGIN
 				  HINT = 'Use more shards, or create the shard with a higher start value.';
 	END IF;
 
+	IF v_cid THEN
+		-- the rows' change_id, their tracking triggers passing this UPDATE's
+		-- rows; the images become the rows it wrote
+		PERFORM pg_catalog.set_config('cfeed_sqled.backfill',
+									  backfill.tbl::pg_catalog.oid || ':' || pg_catalog.pg_trigger_depth(), true);
+		EXECUTE pg_catalog.format(
+			'WITH w AS (UPDATE %s t SET change_id = u.cid'
+			'  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),'
+			'   pg_catalog.unnest($4)) WITH ORDINALITY u(toid, tid, cid, shard, o)'
+			'  WHERE t.tableoid = u.toid AND t.ctid = u.tid'
+			'  RETURNING u.o, pg_catalog.to_jsonb(t) AS j, u.shard = cfeed.shard_for($5, %s) AS kept)'
+			' SELECT pg_catalog.array_agg(w.j ORDER BY w.o),'
+			'  pg_catalog.count(*) = $6 AND pg_catalog.bool_and(w.kept) FROM w',
+			v_target, cfeed._sqled_key_expr(cfeed._sqled_key_columns(backfill.tbl, v_args[2]), 't'))
+			INTO v_rows, v_kept
+			USING v_toids, v_tids, v_ids, v_shards, backfill.feed_id, pg_catalog.cardinality(v_ids);
+		PERFORM pg_catalog.set_config('cfeed_sqled.backfill', '', true);
+		IF NOT v_kept THEN
+			RAISE EXCEPTION 'a trigger skipped or moved a row that backfill numbered'
+				USING ERRCODE = '55000',
+					  DETAIL = 'backfill() sets each row''s change_id with an UPDATE, which fires the table''s other triggers; a BEFORE UPDATE trigger returned no row, or changed the row''s key so that it belongs to another shard.',
+					  HINT = 'Let the table''s triggers pass an UPDATE that sets change_id alone, then backfill again.';
+		END IF;
+	END IF;
+
 	v_no := cfeed._sqled_table_number(backfill.tbl, false);
 	INSERT INTO cfeed.change (feed_id, shard, change_id, change_sequence_number, tbl, op, "row") SELECT backfill.feed_id, h.shard, h.change_id, h.number, v_no, 'insert', h."row" FROM ROWS FROM (pg_catalog.unnest(v_shards), pg_catalog.unnest(v_ids), pg_catalog.unnest(v_numbers), pg_catalog.unnest(v_rows)) h(shard, change_id, number, "row") ORDER BY h.change_id;
-
-	IF v_cid THEN
-		-- the rows' change_id, with the tracking triggers off meanwhile
-		FOR v_trig IN
-			SELECT g.tgrelid, g.tgname, g.tgenabled FROM pg_catalog.pg_trigger g
-			WHERE g.tgname IN ('cfeed_track', 'cfeed_track_change_id') AND g.tgenabled <> 'D'
-			  AND (g.tgrelid = backfill.tbl
-				   OR g.tgrelid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree(backfill.tbl) p)) LOOP
-			EXECUTE pg_catalog.format('ALTER TABLE ONLY %s DISABLE TRIGGER %I',
-									  cfeed._sqled_qualified(v_trig.tgrelid), v_trig.tgname);
-			v_enable := v_enable || pg_catalog.format('ALTER TABLE ONLY %s ENABLE %s TRIGGER %I',
-				cfeed._sqled_qualified(v_trig.tgrelid),
-				CASE v_trig.tgenabled WHEN 'A' THEN 'ALWAYS' WHEN 'R' THEN 'REPLICA' ELSE '' END, v_trig.tgname);
-		END LOOP;
-		EXECUTE pg_catalog.format('UPDATE %s t SET change_id = u.cid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) u(toid, tid, cid)'
-								  ' WHERE t.tableoid = u.toid AND t.ctid = u.tid', v_qname)
-			USING v_toids, v_tids, v_ids;
-		FOREACH v_sql IN ARRAY v_enable LOOP
-			EXECUTE v_sql;
-		END LOOP;
-	END IF;
 	RETURN pg_catalog.cardinality(v_ids);
 END
 $fn$;

@@ -27,15 +27,7 @@ BEGIN
 	IF track.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
 	v_name := cfeed._sqled_track_table(track.tbl, 'SHARE ROW EXCLUSIVE');
 	PERFORM cfeed._sqled_check_write(track.feed_id);
-	-- a temporary table is dropped without the event trigger that forgets a
-	-- dropped tracked table (src/track_ddl.c)
-	IF EXISTS (SELECT FROM pg_catalog.pg_class c
-			   WHERE c.oid = track.tbl::pg_catalog.oid AND c.relpersistence = 't') THEN
-		RAISE EXCEPTION 'cannot track temporary table "%"', v_name
-			USING ERRCODE = '0A000',
-				  DETAIL = 'PostgreSQL drops a temporary table without the event trigger by which cfeed forgets a dropped tracked table.',
-				  HINT = 'Track a permanent table.';
-	END IF;
+	PERFORM cfeed._sqled_check_permanent(track.tbl);
 	PERFORM cfeed._sqled_layout(track.feed_id, false);
 
 	v_args := cfeed._sqled_track_args(track.tbl);

@@ -243,6 +243,63 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_change_id_column(oid) IS 'internal (SQL edition): whether a table has a bigint change_id column';
 
 /*
+ * cfeed._sqled_backfilling: whether a tracking trigger of relation rel
+ * fired for a row of cfeed.backfill's own UPDATE of the change_id column,
+ * which it passes (src/track_trigger.c, silenced): cfeed_sqled.backfill
+ * names rel or a partition ancestor of it and the trigger depth of that
+ * UPDATE, one less than the trigger's; a row that another trigger writes
+ * meanwhile fires it deeper.  Any role may set the setting, so it counts
+ * only for a user with the privileges of the table's owner, who may
+ * disable its triggers anyway: a writer that may only UPDATE it silences
+ * nothing.
+ */
+CREATE FUNCTION cfeed._sqled_backfilling(rel oid) RETURNS bool
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_set text := pg_catalog.current_setting('cfeed_sqled.backfill', true);
+	v_tbl oid;
+BEGIN
+	IF v_set IS NULL OR v_set = '' THEN
+		RETURN false;
+	END IF;
+	v_tbl := pg_catalog.split_part(v_set, ':', 1)::oid;
+	RETURN pg_catalog.split_part(v_set, ':', 2)::int = pg_catalog.pg_trigger_depth() - 1
+	   AND (v_tbl = _sqled_backfilling.rel
+			OR v_tbl IN (SELECT a.relid FROM pg_catalog.pg_partition_ancestors(_sqled_backfilling.rel) a))
+	   AND EXISTS (SELECT FROM pg_catalog.pg_class c
+				   WHERE c.oid = v_tbl AND pg_catalog.pg_has_role(c.relowner, 'USAGE'));
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_backfilling(oid) IS 'internal (SQL edition): whether a tracking trigger fired for a row of cfeed.backfill''s own UPDATE';
+
+/*
+ * cfeed._sqled_check_permanent: 0A000 for a temporary table (src/tracked.c,
+ * cfeed_track_check_permanent): PostgreSQL drops it without the event
+ * trigger by which cfeed forgets a dropped tracked table, so its number
+ * would go on naming its OID, which a later table may get.
+ */
+CREATE FUNCTION cfeed._sqled_check_permanent(tbl oid) RETURNS void
+	LANGUAGE plpgsql STABLE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_name name;
+BEGIN
+	SELECT c.relname INTO v_name FROM pg_catalog.pg_class c
+	WHERE c.oid = _sqled_check_permanent.tbl AND c.relpersistence = 't';
+	IF FOUND THEN
+		RAISE EXCEPTION 'cannot track temporary table "%"', v_name
+			USING ERRCODE = '0A000',
+				  DETAIL = 'PostgreSQL drops a temporary table without the event trigger by which cfeed forgets a dropped tracked table.',
+				  HINT = 'Track a permanent table.';
+	END IF;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_check_permanent(oid) IS 'internal (SQL edition): 0A000 for a temporary table, which cfeed does not track';
+
+/*
  * cfeed._sqled_table_number: the number (cfeed.change.tbl) of the tracked
  * table whose trigger fired on relation tbl: tbl itself, or for a
  * partition the highest of its ancestors up to which each is tracked (row
@@ -286,6 +343,8 @@ BEGIN
 			USING ERRCODE = '55000';
 	END IF;
 	v_name := cfeed._sqled_qualified(v_root);
+	-- a trigger attached to a temporary table by hand (src/tracked.c)
+	PERFORM cfeed._sqled_check_permanent(v_root);
 	PERFORM pg_catalog.pg_advisory_xact_lock(1667655015, v_root::pg_catalog.int4);
 	SELECT t.table_no INTO v_no FROM cfeed.tracked_table t WHERE t.tbl = v_root::pg_catalog.regclass LIMIT 1;
 	IF FOUND THEN
@@ -402,8 +461,9 @@ COMMENT ON FUNCTION cfeed._sqled_from_tracking(text) IS 'internal (SQL edition):
 /*
  * cfeed._sqled_may_read_table: whether the current user may see the row
  * images of a table (src/read_access.c): it exists, the user may SELECT
- * it (or every column of it), and its row-level security does not apply
- * to the user.
+ * it (or every column of it, when it has never dropped one: older images
+ * hold a dropped column's values), and its row-level security does not
+ * apply to the user.
  */
 CREATE FUNCTION cfeed._sqled_may_read_table(tbl regclass) RETURNS bool
 	LANGUAGE sql STABLE PARALLEL SAFE
@@ -413,8 +473,8 @@ CREATE FUNCTION cfeed._sqled_may_read_table(tbl regclass) RETURNS bool
 	   AND EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = $1::pg_catalog.oid)
 	   AND (pg_catalog.has_table_privilege($1, 'SELECT')
 			OR NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
-						   WHERE a.attrelid = $1::pg_catalog.oid AND a.attnum > 0 AND NOT a.attisdropped
-							 AND NOT pg_catalog.has_column_privilege($1, a.attnum, 'SELECT')))
+						   WHERE a.attrelid = $1::pg_catalog.oid AND a.attnum > 0
+							 AND (a.attisdropped OR NOT pg_catalog.has_column_privilege($1, a.attnum, 'SELECT'))))
 	   AND NOT pg_catalog.row_security_active($1)
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_may_read_table(regclass) IS 'internal (SQL edition): whether the current user may see the row images of a table';
@@ -435,8 +495,8 @@ CREATE FUNCTION cfeed._sqled_may_read_table_as(reader oid, tbl regclass) RETURNS
 				   WHERE c.oid = $2::pg_catalog.oid AND r.oid = $1
 					 AND (pg_catalog.has_table_privilege($1, c.oid, 'SELECT')
 						  OR NOT EXISTS (SELECT FROM pg_catalog.pg_attribute a
-										 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-										   AND NOT pg_catalog.has_column_privilege($1, c.oid, a.attnum, 'SELECT')))
+										 WHERE a.attrelid = c.oid AND a.attnum > 0
+										   AND (a.attisdropped OR NOT pg_catalog.has_column_privilege($1, c.oid, a.attnum, 'SELECT'))))
 					 AND (NOT c.relrowsecurity OR r.rolsuper OR r.rolbypassrls
 						  OR (NOT c.relforcerowsecurity AND pg_catalog.pg_has_role($1, c.relowner, 'USAGE'))))
 $fn$;

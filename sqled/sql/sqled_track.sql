@@ -110,8 +110,15 @@ END $$;
 SELECT pg_temp.err(format('SELECT pg_temp.forge3(%s)', :trk_no)) AS backfill_statement;
 -- a trigger of its own on a table of its own: its own table's rows, to a
 -- feed it may write, as in the C edition (EXECUTE on cfeed._track_row is
--- PUBLIC there too)
-CREATE TEMP TABLE forger_t (id int PRIMARY KEY, v text);
+-- PUBLIC there too); not a temporary table's, whose OID a later table may get
+CREATE TEMP TABLE forger_tmp (id int PRIMARY KEY, v text);
+CREATE TRIGGER cfeed_track AFTER INSERT ON forger_tmp FOR EACH ROW EXECUTE FUNCTION cfeed._track_row('1', '');
+SELECT pg_temp.err($$INSERT INTO forger_tmp VALUES (8, 'temporary table')$$) AS temp_table;
+DROP TABLE forger_tmp;
+RESET ROLE;
+CREATE TABLE public.forger_t (id int PRIMARY KEY, v text);
+ALTER TABLE public.forger_t OWNER TO trk_forger;
+SET ROLE trk_forger;
 CREATE TRIGGER cfeed_track AFTER INSERT ON forger_t FOR EACH ROW EXECUTE FUNCTION cfeed._track_row('1', '');
 SELECT pg_temp.err($$INSERT INTO forger_t VALUES (9, 'own table')$$) AS own_table;
 DROP TRIGGER cfeed_track ON forger_t;
@@ -181,7 +188,7 @@ DELETE FROM public.trk_p;
 SELECT op, count(*), count(DISTINCT change_id) AS ids FROM cfeed.change WHERE feed_id = 2 GROUP BY op ORDER BY op;
 SELECT count(*) AS settings_left FROM pg_settings WHERE name LIKE 'cfeed_sqled.pending%' AND setting <> '';
 
-DROP TABLE public.trk_t, public.trk_h, public.trk_p, forger_t;
+DROP TABLE public.trk_t, public.trk_h, public.trk_p, public.forger_t;
 DROP FUNCTION pg_temp.forge(int), pg_temp.forge2(int), pg_temp.forge3(int);
 SET client_min_messages = warning;
 DROP SCHEMA cfeed CASCADE;
