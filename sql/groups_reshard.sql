@@ -98,11 +98,16 @@ SELECT shard, owner, behind FROM cfeed.consumer_lag WHERE group_name = 'g' ORDER
 SELECT shards, held, owners, behind FROM cfeed.groups WHERE group_name = 'g';
 
 -- a seek back on the consumed parent 0 (a replay) parks its children 2 and 4
--- again at the next acquire: their holders' checkpoints are refused; shard 0
--- is shared again and taken
+-- again at once: their holders' checkpoints and fails are refused (since
+-- 1.9: before, until a member's next acquire); shard 0 is shared again and
+-- taken at the next acquire
+SELECT * FROM pg_temp.holdings('g');
 SELECT cfeed.seek('g', 1, 0, 2000000000000001);
-SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
 SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 2, 'a', 2, 2000000000000001)$$);
+SELECT pg_temp.err(format($$SELECT * FROM cfeed.fail('g', 1, 4, 'c', %s, 2000000000000001, 'x')$$,
+	(SELECT l.epoch FROM cfeed.lease l WHERE l.group_name = 'g' AND l.feed_id = 1 AND l.shard = 4)));
+SELECT * FROM pg_temp.holdings('g');
+SELECT array_agg(shard ORDER BY shard) AS b FROM cfeed.acquire('g', 1, 'b');
 SELECT array_agg(shard ORDER BY shard) AS a FROM cfeed.acquire('g', 1, 'a');
 SELECT array_agg(shard ORDER BY shard) AS c FROM cfeed.acquire('g', 1, 'c');
 SELECT * FROM pg_temp.holdings('g');

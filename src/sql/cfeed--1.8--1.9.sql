@@ -780,6 +780,67 @@ END
 $fn$;
 
 /*
+ * cfeed.seek: as in 1.8; since 1.9 a seek that leaves a closed shard not
+ * consumed by the group (a replay of a parent) frees the group's leases on
+ * its children at once, as the next acquire would (cfeed._parked): their
+ * holders' checkpoints and fails are refused from the seek on, so that no
+ * child's change is processed or set aside before the parent's replay.
+ * Before, the holder of a child could go on until a member's acquire.
+ */
+CREATE OR REPLACE FUNCTION cfeed.seek(group_name text, feed_id int, shard int, cursor bigint)
+	RETURNS bigint
+	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+#variable_conflict use_column
+DECLARE
+	v_head bigint;
+	v_lowest bigint;
+	v_epoch bigint;
+BEGIN
+	IF seek.group_name IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
+	IF seek.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
+	IF seek.shard IS NULL THEN PERFORM cfeed._null_arg('shard'); END IF;
+	IF seek.cursor IS NULL THEN PERFORM cfeed._null_arg('cursor'); END IF;
+	IF seek.group_name = '' THEN
+		RAISE EXCEPTION 'group_name must not be empty' USING ERRCODE = '22023';
+	END IF;
+	v_head := cfeed.head(seek.feed_id, seek.shard);	-- 42704 for an unknown feed or shard
+	IF seek.cursor > v_head THEN
+		RAISE EXCEPTION 'cursor % is beyond the head % of shard % of feed %',
+			seek.cursor, v_head, seek.shard, seek.feed_id
+			USING ERRCODE = '22023',
+				  HINT = 'To skip everything written so far, seek to cfeed.head().';
+	END IF;
+	SELECT cfeed._lowest_cursor(s.start_sequence_number) INTO v_lowest
+	FROM cfeed.shard s WHERE s.feed_id = seek.feed_id AND s.shard = seek.shard;
+	IF seek.cursor < v_lowest THEN
+		RAISE EXCEPTION 'cursor % is below the lowest cursor % of shard % of feed %',
+			seek.cursor, v_lowest, seek.shard, seek.feed_id
+			USING ERRCODE = '22023',
+				  HINT = pg_catalog.format('To replay everything the shard still has, seek to %s.', v_lowest);
+	END IF;
+
+	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch, expires_at,
+								  updated_at)
+	VALUES (seek.group_name, seek.feed_id, seek.shard, NULL, seek.cursor, 0, NULL,
+			pg_catalog.clock_timestamp())
+	ON CONFLICT ON CONSTRAINT lease_pkey DO UPDATE
+		SET cursor = EXCLUDED.cursor, epoch = l.epoch + 1, updated_at = EXCLUDED.updated_at
+	RETURNING l.epoch INTO v_epoch;
+
+	-- the children of a parent the group has not consumed now are parked
+	IF NOT cfeed._consumed(seek.group_name, seek.feed_id, seek.shard) THEN
+		UPDATE cfeed.lease l SET owner = NULL, expires_at = NULL, updated_at = pg_catalog.clock_timestamp()
+		WHERE l.group_name = seek.group_name AND l.feed_id = seek.feed_id AND l.owner IS NOT NULL
+		  AND l.shard IN (SELECT s.shard FROM cfeed.shard s
+						  WHERE s.feed_id = seek.feed_id AND s.parent = seek.shard);
+	END IF;
+	RETURN v_epoch;
+END
+$fn$;
+
+/*
  * A range shard's storage is fixed, and so is its sweep group: the group's
  * mark says which of its changes are stamped, so moving it to another
  * group's mark is refused.  The first range shard of a group gives the
