@@ -96,6 +96,7 @@ typedef struct ServeOptions
 	int			max_age_s;
 	int			shutdown_ms;
 	unsigned int max_clients;
+	unsigned int idle_timeout_s;	/* libmicrohttpd's connection timeout */
 	ServeMetricsAccess metrics;
 	ServePayload *payloads;
 	int			npayloads;
@@ -234,6 +235,7 @@ typedef struct ServeReq
 	int			partition;
 	int			page_size;
 	bool		stream;
+	bool		head;			/* a HEAD request: headers only */
 	long long	stream_ms;		/* 0 = forever (stream=y) */
 	bool		immutable_ok;	/* a fixed page: may be cached */
 	bool		told_to_retry;	/* SSE answered with retry only (the

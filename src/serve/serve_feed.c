@@ -229,6 +229,40 @@ cfeed_feed_count_positions(PGconn **conn, ServeReq *req, const ServeCursor *curs
 }
 
 /*
+ * feed_not_readable
+ *		Answer a feed the look-up did not find among those the gateway's role
+ *		may read.  A token of every feed gets its 403 at once: a feed that
+ *		exists and one that does not cost it the same one query, so that not
+ *		even the answer's time tells them apart.  A token that names the
+ *		feed (the operator's choice) learns which it is, by a second query.
+ */
+static void
+feed_not_readable(PGconn **conn, ServeReq *req)
+{
+	const char *params[1] = {req->feed_name};
+	PGresult   *res;
+
+	if (req->grant.all_feeds)
+	{
+		cfeed_feed_hidden(req, 403, "forbidden", CFEED_SERVE_FORBIDDEN);
+		return;
+	}
+	res = PQexecParams(*conn, "select from cfeed.feed f where f.name = $1", 1, NULL, params,
+					   NULL, NULL, 0);
+	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return;
+	}
+	if (PQntuples(res) == 0)
+		cfeed_feed_hidden(req, 404, "not_found", "no such feed");
+	else
+		cfeed_feed_hidden(req, 403, "forbidden",
+						  "the gateway's database role may not read this feed (cfeed.grant_read)");
+	PQclear(res);
+}
+
+/*
  * cfeed_feed_look_up
  *		Fill req->feed (id, retention, partitions with their parents,
  *		heads, start values and whether they ended, token, and the epoch of
@@ -236,7 +270,7 @@ cfeed_feed_count_positions(PGconn **conn, ServeReq *req, const ServeCursor *curs
  *		shards with ids in [0..32767], FeedAPI's partition ids
  *		(docs/serve.md), can be partitions, and of those the ones
  *		serve_layout.c lists.  False, with the answer set
- *		(cfeed_feed_hidden), for an unknown feed, one the gateway's role may
+ *		(feed_not_readable), for an unknown feed, one the gateway's role may
  *		not read, or a database failure.
  */
 bool
@@ -260,7 +294,8 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 			 " pg_catalog.pg_is_in_recovery(), s.start_sequence_number, %s, %s"
 			 " from cfeed.feed f left join lateral (select * from cfeed.shard s"
 			 " where s.feed_id = f.feed_id and s.shard <= 32767 offset 0) s on true"
-			 " where f.name = $1 order by s.shard", SERVE_LAYOUT_COLUMNS, SERVE_EPOCH_COLUMN);
+			 " where f.name = $1 and cfeed._may_read(f.feed_id) order by s.shard",
+			 SERVE_LAYOUT_COLUMNS, SERVE_EPOCH_COLUMN);
 	res = PQexecParams(*conn, sql, 1, NULL, params, NULL, NULL, 0);
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
@@ -268,17 +303,10 @@ cfeed_feed_look_up(PGconn **conn, ServeReq *req)
 		return false;
 	}
 	n = PQntuples(res);
-	if (n == 0)
+	if (n == 0 || PQgetisnull(res, 0, 2))
 	{
 		PQclear(res);
-		cfeed_feed_hidden(req, 404, "not_found", "no such feed");
-		return false;
-	}
-	if (PQgetisnull(res, 0, 2))
-	{
-		PQclear(res);
-		cfeed_feed_hidden(req, 403, "forbidden",
-						  "the gateway's database role may not read this feed (cfeed.grant_read)");
+		feed_not_readable(conn, req);
 		return false;
 	}
 	snprintf(f->name, sizeof(f->name), "%s", req->feed_name);

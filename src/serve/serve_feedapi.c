@@ -469,9 +469,12 @@ start_request(PGconn **conn, ServeReq *req)
 	 * be cached: its cursor line carries the epoch the request's cursor
 	 * named, not the one it was read in (a restart begins an epoch).  A
 	 * bare number is taken as of the current epoch, so its page, whose
-	 * cursor carries that epoch, is not.
+	 * cursor carries that epoch, is not; nor is a page that starts in the
+	 * shard's history (at or below its start value), which a backfill may
+	 * still add to.
 	 */
-	req->cacheable = !req->stream && c->known && c->number + req->page_size <= head &&
+	req->cacheable = !req->stream && c->known && c->number >= req->feed.starts[i] &&
+		c->number + req->page_size <= head &&
 		(!cfeed_serve_epochs || strchr(req->cursor_arg, '@') != NULL) &&
 		cfeed_serve_payload(req->feed.name) == NULL;
 	if (read_page(conn, req, c, req->stream ? cfeed_stream_page_limit(req) : req->page_size) < 0)

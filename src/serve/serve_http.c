@@ -196,7 +196,7 @@ parse_request(struct MHD_Connection *conn, ServeReq *req, bool events)
  *		the request to the pool.
  */
 static enum MHD_Result
-start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
+start_feed_request(struct MHD_Connection *conn, const char *name, bool events, bool head,
 				   void **con_cls)
 {
 	const char *secret = bearer_secret(conn);
@@ -212,6 +212,7 @@ start_feed_request(struct MHD_Connection *conn, const char *name, bool events,
 	req->conn = conn;
 	req->grant = grant;
 	req->started_ms = cfeed_now_ms();
+	req->head = head;
 	snprintf(req->feed_name, sizeof(req->feed_name), "%s", name);
 	bad = parse_request(conn, req, events);
 	if (bad != NULL || atomic_load(&cfeed_serve_stopping))
@@ -254,10 +255,12 @@ answer_feed_request(struct MHD_Connection *conn, ServeReq *req)
 		return cfeed_answer_sse_retry(conn, req->retry_why ? req->retry_why :
 									  "the database is not reachable");
 	}
-	if (req->status != 200 || !req->stream)
+	/* HEAD of a stream: its headers, and no body (not even a last chunk) */
+	if (req->status != 200 || !req->stream || req->head)
 	{
-		const char *type = req->status == 200 && req->kind == REQ_FETCH ?
-			"application/x-ndjson" : "application/json";
+		const char *type = req->status != 200 ? "application/json" :
+			req->kind == REQ_SSE ? "text/event-stream" :
+			req->kind == REQ_FETCH ? "application/x-ndjson" : "application/json";
 
 		if (req->cacheable)
 			snprintf(cache, sizeof(cache), "%s, max-age=%d, immutable",
@@ -325,15 +328,13 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 		ServeBuf	b = {0};
 		enum MHD_Result ret;
 
-		if (cfeed_serve_opts.metrics == METRICS_TOKEN)
-		{
-			const char *secret = bearer_secret(conn);
-			ServeAuth	auth = cfeed_auth_check_all_feeds(secret);
+		const char *secret = bearer_secret(conn);
+		ServeAuth	auth = cfeed_auth_check_all_feeds(secret);
 
-			if (auth != AUTH_OK)
-				return answer_refused(conn, auth, secret, "/metrics needs a token of every feed (*)");
-		}
-		cfeed_metrics_render(&b, cfeed_hub_metrics);
+		if (cfeed_serve_opts.metrics == METRICS_TOKEN && auth != AUTH_OK)
+			return answer_refused(conn, auth, secret, "/metrics needs a token of every feed (*)");
+		/* the feeds' and groups' series name feeds: a token of every feed only */
+		cfeed_metrics_render(&b, auth == AUTH_OK ? cfeed_hub_metrics : NULL);
 		ret = cfeed_answer_buffer(conn, 200, "text/plain; version=0.0.4", b.data, b.len, "no-store");
 		free(b.data);
 		return ret;
@@ -351,7 +352,7 @@ handle_request(void *cls, struct MHD_Connection *conn, const char *url,
 		return cfeed_answer_error(conn, 404, "not_found", "no such feed");
 	memcpy(name, url + 7, len);
 	name[len] = '\0';
-	return start_feed_request(conn, name, events, con_cls);
+	return start_feed_request(conn, name, events, strcmp(method, "HEAD") == 0, con_cls);
 }
 
 /*
@@ -497,7 +498,7 @@ cfeed_http_start(void)
 							handle_request, NULL,
 							MHD_OPTION_SOCK_ADDR, addr,
 							MHD_OPTION_CONNECTION_LIMIT, o->max_clients,
-							MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) 120,
+							MHD_OPTION_CONNECTION_TIMEOUT, o->idle_timeout_s,
 							MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 							MHD_OPTION_NOTIFY_CONNECTION, connection_event, NULL,
 							MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,

@@ -128,7 +128,8 @@ cfeed_metrics_refresh_groups(PGconn *conn)
 /*
  * cfeed_metrics_render
  *		Append the /metrics page to b; more appends the figures of the layer
- *		above (cfeed_hub_metrics) before the consumer groups'.
+ *		above (cfeed_hub_metrics) before the consumer groups'.  Without more
+ *		(NULL), the gateway's own figures only, which name no feed.
  */
 void
 cfeed_metrics_render(ServeBuf *b, ServeMetricsMore more)
@@ -163,6 +164,8 @@ cfeed_metrics_render(ServeBuf *b, ServeMetricsMore more)
 					 atomic_load(&latency_count),
 					 (double) atomic_load(&latency_sum_us) / 1e6,
 					 atomic_load(&latency_count));
+	if (more == NULL)
+		return;
 	more(b);
 	pthread_mutex_lock(&groups_lock);
 	if (groups_lines.len > 0)

@@ -43,6 +43,7 @@ print_serve_help(void)
 		   "      --refresh-ms=N       how often shard lists are checked (default: 2000)\n"
 		   "      --max-age=SECONDS    Cache-Control max-age of full pages (default: 31536000)\n"
 		   "      --max-clients=N      concurrent connections (default: 10000)\n"
+		   "      --idle-timeout-s=N   close a connection idle or stalled this long (default: 30)\n"
 		   "      --shutdown-ms=N      how long SIGTERM waits for streams (default: 5000)\n"
 		   "      --metrics=WHO        who may GET /metrics: open (anyone, the default),\n"
 		   "                           token (a token of every feed, *) or off\n"
@@ -105,6 +106,7 @@ set_defaults(ServeOptions *o)
 	o->refresh_ms = 2000;
 	o->max_age_s = 31536000;
 	o->max_clients = 10000;
+	o->idle_timeout_s = 30;
 	o->shutdown_ms = 5000;
 }
 
@@ -160,6 +162,9 @@ set_option(ServeOptions *o, int c, char *arg)
 		case 's':
 			o->shutdown_ms = (int) parse_int_option("shutdown-ms", arg, 0, INT_MAX);
 			break;
+		case 'i':
+			o->idle_timeout_s = (unsigned int) parse_int_option("idle-timeout-s", arg, 1, 86400);
+			break;
 		case 'L':
 			cfeed_serve_set_log_level(arg);
 			break;
@@ -204,6 +209,7 @@ cfeed_serve_parse_options(int argc, char **argv)
 		{"max-age", required_argument, NULL, 'a'},
 		{"max-clients", required_argument, NULL, 'm'},
 		{"shutdown-ms", required_argument, NULL, 's'},
+		{"idle-timeout-s", required_argument, NULL, 'i'},
 		{"log-level", required_argument, NULL, 'L'},
 		{"metrics", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},

@@ -13,6 +13,7 @@ use strict;
 use warnings;
 
 use HTTP::Tiny;
+use IO::Select;
 use IO::Socket::INET;
 use IO::Uncompress::Gunzip ();
 use JSON::PP;
@@ -209,6 +210,9 @@ is(http_get("$f&partition=0&cursor=$start&pageSizeHint=1", $alice)->{headers}{'c
 	'but not for a bare number (its cursor carries the epoch it is read in)');
 $r = http_get("$f&partition=0&cursor=" . ($start + $n0 - 1) . "&pageSizeHint=5", $alice);
 is($r->{headers}{'cache-control'}, 'no-store', 'a page reaching the head is not cached');
+$r = http_get("$f&partition=0&cursor=" . ($start - 1) . "\@$epoch0&pageSizeHint=1", $alice);
+is($r->{status}, 200, 'a page from a cursor in the shard\'s history');
+is($r->{headers}{'cache-control'}, 'no-store', 'is not cached: a backfill may still add to the history');
 
 # --- errors
 for my $case (
@@ -335,6 +339,26 @@ is(http_get("$gw->{url}/elsewhere", $alice)->{status}, 404, 'unknown path: 404')
 		sysread($sock, $body, $len - length $body, length $body) || last while defined $len && length $body < $len;
 	}
 	is("@status", '200 403 200 200', 'keep-alive: four answers on one connection');
+
+	# HEAD of a stream: its headers and no body, not even a last chunk, so
+	# the next answer on the connection is read as one
+	for my $head ("/feeds/orders?token=$token&partition=0&cursor=_last&stream=300", '/feeds/orders?cursor=_last')
+	{
+		print $sock "HEAD $head HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer $alice\r\nAccept: "
+		  . ($head =~ /stream=/ ? 'application/x-ndjson' : 'text/event-stream') . "\r\n\r\n";
+		my $got = '';
+		sysread($sock, $got, 1, length $got) || last while $got !~ /\r\n\r\n/;
+		like($got, qr{^HTTP/1\.1 200}, 'HEAD of a stream: 200');
+		print $sock "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n";
+		my $next = '';
+		sysread($sock, $next, 9, length $next) || last while length $next < 9;
+		is($next, 'HTTP/1.1 ', 'HEAD of a stream sends no body: the next answer follows it');
+		$got = '';
+		sysread($sock, $got, 1, length $got) || last while $got !~ /\r\n\r\n/;
+		my ($len) = $got =~ /^Content-Length: *(\d+)/mi;
+		my $body = '';
+		sysread($sock, $body, $len - length $body, length $body) || last while defined $len && length $body < $len;
+	}
 }
 $r = HTTP::Tiny->new->request('POST', "$gw->{url}/healthz");
 is($r->{status}, 405, 'POST: 405');
@@ -458,7 +482,7 @@ is($r->{content}, http_get("$url/nosuch", $bob)->{content}, 'the answer of a fee
 	});
 	my $metric = sub {
 		my ($name) = @_;
-		http_get("$gw->{url}/metrics")->{content} =~ /^cfeed_serve_shard_${name}\{feed="huge",shard="0"\} (\d+)$/m ? $1 : -1;
+		http_get("$gw->{url}/metrics", $all)->{content} =~ /^cfeed_serve_shard_${name}\{feed="huge",shard="0"\} (\d+)$/m ? $1 : -1;
 	};
 	my $sse = '';
 	my $client = start_stream("$url/huge?cursor=_last", $all, \$sse, Accept => 'text/event-stream');
@@ -657,10 +681,17 @@ is(http_get("$url/orders", $alice, Accept => 'text/event-stream', 'Last-Event-ID
 		400, 'a mid-round Last-Event-ID whose round ends before it begins: 400');
 }
 
-# --- metrics and health
+# --- metrics and health: the gateway's own series to anyone (--metrics
+# open), the series that name feeds to a token of every feed only
+my $all_token = 'all-0123456789abcdefgh';
 $r = http_get("$gw->{url}/metrics");
 like($r->{content}, qr/^cfeed_serve_events_sent_total \d+$/m, 'metrics: events sent');
 like($r->{content}, qr/^cfeed_serve_delivery_seconds_bucket\{le="\+Inf"\} \d+$/m, 'metrics: latency histogram');
+unlike($r->{content}, qr/feed=/, 'metrics without a token: no series names a feed');
+unlike(http_get("$gw->{url}/metrics", $alice)->{content}, qr/feed=/,
+	'metrics for a token of some feeds: no series names a feed');
+like(http_get("$gw->{url}/metrics", $all_token)->{content}, qr/^cfeed_serve_shard_head\{feed="orders",shard="0"\} \d+$/m,
+	'metrics for a token of every feed: the shards\' series');
 # a consumer group's dead letters and failing shards (cfeed.groups), read by
 # the hub every --refresh-ms; the group name escaped as a label value
 $node->safe_psql('postgres', q{
@@ -671,11 +702,11 @@ $node->safe_psql('postgres', q{
 	where l.group_name = 'dl"q\' and l.shard <= 1 order by l.shard;});
 my $labels = qr/\{group="dl\\"q\\\\",feed="orders"\}/;
 $deadline = time + 10;
-$r = http_get("$gw->{url}/metrics");
+$r = http_get("$gw->{url}/metrics", $all_token);
 while ($r->{content} !~ /^cfeed_serve_group_dead_letters$labels 1$/m && time < $deadline)
 {
 	usleep(50_000);
-	$r = http_get("$gw->{url}/metrics");
+	$r = http_get("$gw->{url}/metrics", $all_token);
 }
 like($r->{content}, qr/^cfeed_serve_group_dead_letters$labels 1$/m,
 	'metrics: a group\'s dead letters (shard 0: its next change, set aside)');
@@ -814,6 +845,36 @@ is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 1), $all)->
 	'retention removed changes after the cursor (one the gateway role may not read): 410');
 is(http_get("$url/mixed?token=$tok5&partition=0&cursor=" . ($start + 2), $all)->{status}, 200,
 	'a cursor at the retention floor: 200');
+stop_gateway($gw);
+
+# --- --idle-timeout-s: a connection that sends nothing, or stops halfway
+# through its request's headers, is closed after it (they held one of
+# --max-clients for 120 s, and could keep everyone out, /healthz included);
+# a stream waiting for changes is not, though its heartbeats are further apart
+$gw = start_gateway(dsn => $dsn, tokens => "$dir/tokens", port => $gw->{port},
+	args => [ '--idle-timeout-s', '2', '--heartbeat-ms', '8000' ]);
+{
+	my @socks = map {
+		IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $gw->{port}, Timeout => 10) or die "connect: $!"
+	} 1 .. 2;
+	print { $socks[1] } "GET /healthz HTTP/1.1\r\nHost: t\r\n";
+	my $stream_out = '';
+	my $stream = start_stream("$url/orders?cursor=_last", $alice, \$stream_out, Accept => 'text/event-stream');
+	sleep 4;
+	for my $i (0, 1)
+	{
+		my $sel = IO::Select->new($socks[$i]);
+		my $got = '';
+		my $closed = $sel->can_read(5) && !sysread($socks[$i], $got, 4096);
+		ok($closed, ('a connection that sent nothing', 'a connection that stopped within its headers')[$i]
+			  . ' is closed after --idle-timeout-s');
+	}
+	ok($stream->pumpable, 'a stream waiting longer than --idle-timeout-s is still open');
+	$node->safe_psql('postgres', 'select cfeed.publish(1, 0)');
+	is(pump_events($stream, \$stream_out, 1), 1, 'and gets the next change');
+	$stream->kill_kill;
+	close $_ for @socks;
+}
 stop_gateway($gw);
 
 # --- --metrics token: /metrics, which names every feed the gateway follows,

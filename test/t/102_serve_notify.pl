@@ -33,7 +33,8 @@ $node->safe_psql('postgres', 'create role nobody login');
 
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $token = 'flood-0123456789abcdef';
-write_tokens("$dir/tokens", "$token orders t");
+my $all_token = 'all-0123456789abcdefgh';
+write_tokens("$dir/tokens", "$token orders t", "$all_token * ops");
 my $gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
 my $url = "$gw->{url}/feeds/orders";
 
@@ -111,7 +112,7 @@ for my $s (0, 1)
 }
 ok($ordered, 'each shard in order, up to its head');
 
-my $metrics = http_get("$gw->{url}/metrics")->{content};
+my $metrics = http_get("$gw->{url}/metrics", $all_token)->{content};
 my ($mhead) = $metrics =~ /cfeed_serve_shard_head\{feed="orders",shard="0"\} (\d+)/;
 is($mhead, $node->safe_psql('postgres', 'select cfeed.head(1, 0)'),
 	'/metrics shows the real head, not a payload');
