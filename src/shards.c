@@ -126,8 +126,6 @@
 #include "cfeed.h"
 #include "shmem.h"
 
-PG_FUNCTION_INFO_V1(cfeed_hold_layout);
-
 #define SHARD_GUARD_TRIGGER			"shard_config_guard"
 
 /* The layout of a feed, valid while gen is shard_counts_gen. */
@@ -537,25 +535,4 @@ cfeed_shard_check(int32 feed_id, int32 shard)
 							"Every change of cfeed.change belongs to a shard of cfeed.shard_config.");
 	if (sh.closed && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 		cfeed_shard_closed(feed_id, shard);
-}
-
-/*
- * cfeed_hold_layout
- *		SQL: cfeed._hold_layout(feed_id int) returns void.  Holds the feed's
- *		shards lock in share mode until the transaction ends, as a writer
- *		does: a reshard in progress commits first, and a reshard to come
- *		waits for this transaction (cfeed.acquire, once it made a group's
- *		leases).  42501 unless the caller may read the feed, before it is
- *		looked at.
- */
-Datum
-cfeed_hold_layout(PG_FUNCTION_ARGS)
-{
-	int32		feed_id;
-
-	cfeed_require_arg(fcinfo, 0, "feed_id");
-	feed_id = PG_GETARG_INT32(0);
-	cfeed_check_read(feed_id);
-	(void) cfeed_shards_lock(feed_id, AccessShareLock);
-	PG_RETURN_VOID();
 }

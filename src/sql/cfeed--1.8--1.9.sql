@@ -524,20 +524,6 @@ $fn$;
 COMMENT ON FUNCTION cfeed._share_rank(int, int, int) IS 'internal: an owner''s rank for the extra shares of a consumer group''s split (cfeed.acquire)';
 
 /*
- * cfeed._hold_layout: the feed's shards lock in share mode until the
- * transaction ends, as its writers hold it (42501 unless the caller may
- * read the feed): a reshard in progress commits first, and one to come
- * waits for this transaction.  cfeed.acquire takes it once it made a
- * group's leases, so that a split gives the group its leases on the
- * children (cfeed._child_leases), which it could not while they were not
- * committed.
- */
-CREATE FUNCTION cfeed._hold_layout(feed_id int) RETURNS void
-	LANGUAGE c VOLATILE PARALLEL UNSAFE
-	AS 'MODULE_PATHNAME', 'cfeed_hold_layout';
-COMMENT ON FUNCTION cfeed._hold_layout(int) IS 'internal: holds the feed''s shards lock in share mode until the transaction ends (cfeed.acquire)';
-
-/*
  * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
  * *parked* when its shard is closed and consumed by the group
  * (cfeed._consumed: nothing is left to read on it), or when its shard is
@@ -594,7 +580,6 @@ DECLARE
 	v_parked int[];
 	v_idle text[] := '{}';
 	v_take int[];
-	v_made bigint;
 BEGIN
 	IF v_group IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
 	IF v_feed IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
@@ -614,34 +599,30 @@ BEGIN
 
 	-- Missing leases: free, positioned just before the shard's first
 	-- stored change, whoever may read it (cfeed._lease_start), or at its
-	-- head.  Once it made some, it holds the feed's shards lock as a
-	-- writer does (cfeed._hold_layout) and looks again: a split that was
-	-- in progress has committed, and its children get their leases here
-	-- (a group that began while the feed was resharded); a split to come
-	-- waits for this transaction and gives the group its children's
-	-- leases.  Without it, a split that committed while the new group's
-	-- leases were not, made no lease of the group on the children, whose
-	-- changes the group then never read (a later acquire made their leases
-	-- at its start_at) and retention could delete before it did.
-	FOR i IN 1 .. 2 LOOP
-		INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
-									  expires_at, updated_at)
-		SELECT v_group, s.feed_id, s.shard, NULL,
-			   CASE WHEN acquire.start_at IS NULL THEN
-					COALESCE(cfeed._lease_start(s.feed_id, s.shard), s.last_change_sequence_number)
-			   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
-			   0, NULL, v_now
-		FROM cfeed.shard s
-		WHERE s.feed_id = v_feed
-		  AND NOT EXISTS (SELECT FROM cfeed.lease x
-						  WHERE x.group_name = v_group AND x.feed_id = s.feed_id
-							AND x.shard = s.shard)
-		ORDER BY s.shard
-		ON CONFLICT DO NOTHING;
-		GET DIAGNOSTICS v_made = ROW_COUNT;
-		EXIT WHEN v_made = 0 OR i = 2;
-		PERFORM cfeed._hold_layout(v_feed);
-	END LOOP;
+	-- head; a child's whose parent the group leases, at the child's start,
+	-- as the split would have made it (cfeed._child_leases): a split that
+	-- committed while the group's first leases did not made none of the
+	-- group's on the children, whose changes the group must read from
+	-- there, whatever start_at its members pass (and retention kept them
+	-- for it meanwhile: cfeed._apply_retention).
+	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
+								  expires_at, updated_at)
+	SELECT v_group, s.feed_id, s.shard, NULL,
+		   CASE WHEN s.parent IS NOT NULL
+					 AND EXISTS (SELECT FROM cfeed.lease p
+								 WHERE p.group_name = v_group AND p.feed_id = s.feed_id
+								   AND p.shard = s.parent) THEN s.start_sequence_number
+				WHEN acquire.start_at IS NULL THEN
+				COALESCE(cfeed._lease_start(s.feed_id, s.shard), s.last_change_sequence_number)
+		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
+		   0, NULL, v_now
+	FROM cfeed.shard s
+	WHERE s.feed_id = v_feed
+	  AND NOT EXISTS (SELECT FROM cfeed.lease x
+					  WHERE x.group_name = v_group AND x.feed_id = s.feed_id
+						AND x.shard = s.shard)
+	ORDER BY s.shard
+	ON CONFLICT DO NOTHING;
 
 	-- Serialize with every other acquire of this (group, feed).
 	PERFORM FROM cfeed.lease l
@@ -1460,8 +1441,14 @@ BEGIN
 
 	FOR r IN
 		SELECT s.feed_id, s.shard, s.storage, s.sweep_group, s.last_change_sequence_number AS head, f.retention,
-			   (SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
-				WHERE l.feed_id = s.feed_id AND l.shard = s.shard) AS held,
+			   LEAST((SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
+					  WHERE l.feed_id = s.feed_id AND l.shard = s.shard),
+					 (SELECT s.start_sequence_number FROM cfeed.lease p
+					  WHERE s.parent IS NOT NULL AND p.feed_id = s.feed_id AND p.shard = s.parent
+						AND NOT EXISTS (SELECT FROM cfeed.lease c
+										WHERE c.group_name = p.group_name AND c.feed_id = s.feed_id
+										  AND c.shard = s.shard)
+					  LIMIT 1)) AS held,
 			   (SELECT GREATEST(d.change_sequence_number, -9223372036854775807) - 1
 				FROM cfeed.failed_change d
 				WHERE d.feed_id = s.feed_id AND d.shard = s.shard AND d.dead_lettered_at IS NOT NULL
@@ -1593,6 +1580,14 @@ CREATE OR REPLACE FUNCTION cfeed._retention_held_by(feed_id int, shard int) RETU
 		  FROM ((SELECT x.group_name, x.cursor FROM cfeed.lease x
 				 WHERE x.feed_id = $1 AND x.shard = $2
 				 ORDER BY x.cursor, x.group_name LIMIT 1)
+				UNION ALL
+				(SELECT p.group_name, c.start_sequence_number
+				 FROM cfeed.shard_config c JOIN cfeed.lease p
+				   ON p.feed_id = c.feed_id AND p.shard = c.parent
+				 WHERE c.feed_id = $1 AND c.shard = $2
+				   AND NOT EXISTS (SELECT FROM cfeed.lease y
+								   WHERE y.group_name = p.group_name AND y.feed_id = $1 AND y.shard = $2)
+				 ORDER BY p.group_name LIMIT 1)
 				UNION ALL
 				(SELECT d.group_name, GREATEST(d.change_sequence_number, -9223372036854775807) - 1
 				 FROM cfeed.failed_change d
