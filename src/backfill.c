@@ -185,7 +185,8 @@ read_starts(int32 feed_id, int32 count)
  *		column, which it sets.  Such a row's image is the row that UPDATE
  *		wrote, after the table's other BEFORE triggers (an updated_at column
  *		set by one, say), so that history shows the row as it is; and
- *		BACKFILL_KEPT tells whether every row was updated and kept its shard.
+ *		BACKFILL_KEPT tells whether every row was updated, kept the change_id
+ *		set and stayed on its shard.
  *		It returns the changes to insert in order_by order, the BACKFILL_*
  *		columns.
  */
@@ -216,7 +217,8 @@ backfill_statement(const char *order, const char *target, bool has_cid)
 						 ", u AS (UPDATE %s t SET change_id = s.cid FROM s"
 						 " WHERE t.tableoid = s.toid AND t.ctid = s.tid"
 						 " RETURNING s.o, pg_catalog.to_jsonb(t) AS j,"
-						 "  cfeed.shard_for($1, cfeed._track_key($2, t)) AS shard)",
+						 "  t.change_id = s.cid"
+						 "  AND cfeed.shard_for($1, cfeed._track_key($2, t)) = s.shard AS kept)",
 						 target);
 	appendStringInfo(&sql,
 					 " SELECT s.shard, s.cid, s.seq, %s AS image,"
@@ -227,7 +229,7 @@ backfill_statement(const char *order, const char *target, bool has_cid)
 					 " WINDOW w AS (ORDER BY s.seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)"
 					 " ORDER BY s.o",
 					 has_cid ? "u.j" : "s.j",
-					 has_cid ? "pg_catalog.bool_and(u.shard IS NOT DISTINCT FROM s.shard) OVER w" : "true",
+					 has_cid ? "pg_catalog.bool_and(u.kept IS TRUE) OVER w" : "true",
 					 has_cid ? " LEFT JOIN u ON u.o = s.o" : "");
 	return sql.data;
 }
@@ -289,7 +291,7 @@ check_first_row(int32 feed_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("a trigger skipped or moved a row that backfill numbered"),
-				 errdetail("backfill() sets each row's change_id with an UPDATE, which fires the table's other triggers; a BEFORE UPDATE trigger returned no row, or changed the row's key so that it belongs to another shard."),
+				 errdetail("backfill() sets each row's change_id with an UPDATE, which fires the table's other triggers; a BEFORE UPDATE trigger returned no row, set change_id to another value, or changed the row's key so that it belongs to another shard."),
 				 errhint("Let the table's triggers pass an UPDATE that sets change_id alone, then backfill again.")));
 	if (DatumGetInt64(result_column(BACKFILL_LOWEST, &isnull)) >= 1)
 		return;
@@ -427,15 +429,15 @@ static int64
 run_statement(const char *sql, int32 feed_id, Oid relid, Datum starts)
 {
 	volatile int64 rows;
+	CfeedTrackSilence previous = cfeed_track_silence(relid);
 
-	cfeed_track_silence(relid);
 	PG_TRY();
 	{
 		rows = number_and_insert(sql, feed_id, relid, starts);
 	}
 	PG_FINALLY();
 	{
-		cfeed_track_silence(InvalidOid);
+		cfeed_track_unsilence(previous);
 	}
 	PG_END_TRY();
 	return rows;

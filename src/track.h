@@ -45,7 +45,14 @@ extern void cfeed_track_check_owner(Relation rel);
 extern void cfeed_track_check_permanent(Relation rel);
 extern char *cfeed_qualified_name(Oid relid);
 
-/* track_trigger.c */
-extern void cfeed_track_silence(Oid relid);
+/* track_trigger.c: what backfill() silences (cfeed_track_silence) */
+typedef struct CfeedTrackSilence
+{
+	Oid			relid;
+	int			depth;
+} CfeedTrackSilence;
+
+extern CfeedTrackSilence cfeed_track_silence(Oid relid);
+extern void cfeed_track_unsilence(CfeedTrackSilence previous);
 
 #endif							/* CFEED_TRACK_H */

@@ -106,11 +106,11 @@ static HTAB *keychange_map = NULL;
 static LocalTransactionId keychange_lxid = InvalidLocalTransactionId;
 
 /*
- * The tracked table whose triggers backfill() silences in this backend, and
- * the trigger depth of the statement whose rows they silence.
+ * The table whose tracking triggers backfill() silences in this backend (a
+ * tracked table or one of its partitions), and the trigger depth of the
+ * statement whose rows they silence.
  */
-static Oid	backfill_relid = InvalidOid;
-static int	backfill_depth;
+static CfeedTrackSilence silence = {InvalidOid, 0};
 
 /*
  * trigger_depth
@@ -125,27 +125,46 @@ trigger_depth(void)
 
 /*
  * cfeed_track_silence
- *		Make the tracking triggers of tracked table relid do nothing in this
- *		backend for the rows of the statements the caller runs (InvalidOid:
- *		end that).  Only theirs: a row that one of the table's other
+ *		Make the tracking triggers of table relid do nothing in this backend
+ *		for the rows the caller's statements update, and return what was
+ *		silenced before (a backfill run by a trigger of another backfill's
+ *		table), which the caller puts back with cfeed_track_unsilence, on
+ *		error too.  Only those rows: a row that one of the table's other
  *		triggers writes meanwhile fires them one level deeper, and is
- *		published as any other.  The caller resets it on error too.
+ *		published as any other.
  */
-void
+CfeedTrackSilence
 cfeed_track_silence(Oid relid)
 {
-	backfill_relid = relid;
-	backfill_depth = OidIsValid(relid) ? trigger_depth() : 0;
+	CfeedTrackSilence previous = silence;
+
+	silence.relid = relid;
+	silence.depth = trigger_depth();
+	return previous;
+}
+
+/*
+ * cfeed_track_unsilence
+ *		Put back what cfeed_track_silence returned.
+ */
+void
+cfeed_track_unsilence(CfeedTrackSilence previous)
+{
+	silence = previous;
 }
 
 /*
  * silenced
- *		Whether backfill() silences this firing of a trigger of tr.
+ *		Whether backfill() silences this firing, for an UPDATE, of a trigger
+ *		of tr: backfill's statement updates the table it names (the tracked
+ *		table, or a partition of it) at its depth.
  */
 static bool
-silenced(CfeedTrackRel *tr)
+silenced(CfeedTrackRel *tr, TriggerEvent ev)
 {
-	return tr->tracked == backfill_relid && trigger_depth() == backfill_depth + 1;
+	return OidIsValid(silence.relid) && TRIGGER_FIRED_BY_UPDATE(ev) &&
+		(tr->tracked == silence.relid || tr->relid == silence.relid) &&
+		trigger_depth() == silence.depth + 1;
 }
 
 /*
@@ -372,7 +391,7 @@ cfeed_track_row(PG_FUNCTION_ARGS)
 	rel = trigdata->tg_relation;
 	desc = RelationGetDescr(rel);
 	tr = track_rel_get(rel, trigdata->tg_trigger);
-	if (silenced(tr))
+	if (silenced(tr, ev))
 		return PointerGetDatum(NULL);
 
 	if (TRIGGER_FIRED_BY_INSERT(ev))
@@ -469,7 +488,7 @@ cfeed_track_change_id(PG_FUNCTION_ARGS)
 			return PointerGetDatum(newtup);
 		tr = track_rel_get(rel, after);
 	}
-	if (tr->change_id_att == 0 || silenced(tr))
+	if (tr->change_id_att == 0 || silenced(tr, trigdata->tg_event))
 		return PointerGetDatum(newtup);
 
 	/* A DELETE: draw its change_id now, before a moved row's INSERT draws one. */

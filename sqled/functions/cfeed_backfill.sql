@@ -8,15 +8,18 @@
  * wrote, after the table's other BEFORE triggers), and returns the number
  * of rows.  42501 unless the caller may write the feed and owns the
  * table; 55000 when the feed does not track it, a shard has history
- * already, a shard has no room, or a trigger skipped or moved a row (then
- * nothing is written).  An inheritance parent's rows only (ONLY: its
- * triggers do not fire for its children's rows).  The table is held in
- * SHARE ROW EXCLUSIVE mode (the C edition: SHARE), so writers wait and
- * history and the live changes meet exactly.  Its tracking triggers pass
- * the rows of backfill's own UPDATE of the change_id column
- * (cfeed_sqled.backfill: the table and the trigger depth of that UPDATE;
- * the C edition silences them in its backend), and publish those that the
- * table's other triggers write meanwhile, one level deeper.
+ * already, a shard has no room, or a trigger skipped, moved or rewrote a
+ * row or wrote the table meanwhile (then nothing is written).  An
+ * inheritance parent's rows only (ONLY: its triggers do not fire for its
+ * children's rows).  The table is held in SHARE ROW EXCLUSIVE mode (the C
+ * edition: SHARE; this one must also disable its triggers, below), so
+ * writers wait and history and the live changes meet exactly.  Its
+ * tracking triggers are disabled (ALTER TABLE ... DISABLE TRIGGER, in this
+ * transaction only) while its change_id column is set: the C edition
+ * silences them in its backend for the UPDATE's rows only, and publishes
+ * what the table's other triggers write meanwhile, which this edition
+ * refuses instead (a setting any role could set would let a role silence
+ * the triggers as the owner's SECURITY DEFINER functions run).
  */
 	LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 	SET search_path = pg_catalog, pg_temp
@@ -39,6 +42,9 @@ DECLARE
 	v_full record;
 	v_target text;
 	v_kept bool;
+	v_trig record;
+	v_enable text[] := '{}';
+	v_sql text;
 BEGIN
 	IF backfill.tbl IS NULL THEN PERFORM cfeed._null_arg('tbl'); END IF;
 	IF backfill.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
@@ -102,26 +108,53 @@ BEGIN
 	END IF;
 
 	IF v_cid THEN
-		-- the rows' change_id, their tracking triggers passing this UPDATE's
-		-- rows; the images become the rows it wrote
-		PERFORM pg_catalog.set_config('cfeed_sqled.backfill',
-									  backfill.tbl::pg_catalog.oid || ':' || pg_catalog.pg_trigger_depth(), true);
+		-- the rows' change_id, with the tracking triggers off meanwhile; the
+		-- images become the rows the UPDATE wrote
+		FOR v_trig IN
+			SELECT g.tgrelid, g.tgname, g.tgenabled FROM pg_catalog.pg_trigger g
+			WHERE g.tgname IN ('cfeed_track', 'cfeed_track_change_id') AND g.tgenabled <> 'D'
+			  AND (g.tgrelid = backfill.tbl
+				   OR g.tgrelid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree(backfill.tbl) p)) LOOP
+			EXECUTE pg_catalog.format('ALTER TABLE ONLY %s DISABLE TRIGGER %I',
+									  cfeed._sqled_qualified(v_trig.tgrelid), v_trig.tgname);
+			v_enable := v_enable || pg_catalog.format('ALTER TABLE ONLY %s ENABLE %s TRIGGER %I',
+				cfeed._sqled_qualified(v_trig.tgrelid),
+				CASE v_trig.tgenabled WHEN 'A' THEN 'ALWAYS' WHEN 'R' THEN 'REPLICA' ELSE '' END, v_trig.tgname);
+		END LOOP;
 		EXECUTE pg_catalog.format(
 			'WITH w AS (UPDATE %s t SET change_id = u.cid'
 			'  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),'
 			'   pg_catalog.unnest($4)) WITH ORDINALITY u(toid, tid, cid, shard, o)'
 			'  WHERE t.tableoid = u.toid AND t.ctid = u.tid'
-			'  RETURNING u.o, pg_catalog.to_jsonb(t) AS j, u.shard = cfeed.shard_for($5, %s) AS kept)'
+			'  RETURNING u.o, pg_catalog.to_jsonb(t) AS j,'
+			'   t.change_id = u.cid AND u.shard = cfeed.shard_for($5, %s) AS kept)'
 			' SELECT pg_catalog.array_agg(w.j ORDER BY w.o),'
-			'  pg_catalog.count(*) = $6 AND pg_catalog.bool_and(w.kept) FROM w',
+			'  pg_catalog.count(*) = $6 AND pg_catalog.bool_and(w.kept IS TRUE) FROM w',
 			v_target, cfeed._sqled_key_expr(cfeed._sqled_key_columns(backfill.tbl, v_args[2]), 't'))
 			INTO v_rows, v_kept
 			USING v_toids, v_tids, v_ids, v_shards, backfill.feed_id, pg_catalog.cardinality(v_ids);
-		PERFORM pg_catalog.set_config('cfeed_sqled.backfill', '', true);
+		FOREACH v_sql IN ARRAY v_enable LOOP
+			EXECUTE v_sql;
+		END LOOP;
 		IF NOT v_kept THEN
 			RAISE EXCEPTION 'a trigger skipped or moved a row that backfill numbered'
 				USING ERRCODE = '55000',
-					  DETAIL = 'backfill() sets each row''s change_id with an UPDATE, which fires the table''s other triggers; a BEFORE UPDATE trigger returned no row, or changed the row''s key so that it belongs to another shard.',
+					  DETAIL = 'backfill() sets each row''s change_id with an UPDATE, which fires the table''s other triggers; a BEFORE UPDATE trigger returned no row, set change_id to another value, or changed the row''s key so that it belongs to another shard.',
+					  HINT = 'Let the table''s triggers pass an UPDATE that sets change_id alone, then backfill again.';
+		END IF;
+		-- a row the table's other triggers wrote meanwhile (its tracking
+		-- triggers off): the C edition publishes it, this one refuses
+		EXECUTE pg_catalog.format(
+			'SELECT (SELECT pg_catalog.count(*) FROM %1$s t) = $3'
+			' AND (SELECT pg_catalog.count(*) FROM %1$s t'
+			'  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) u(cid, j)'
+			'  ON t.change_id = u.cid AND pg_catalog.to_jsonb(t) = u.j) = $3', v_target)
+			INTO v_kept
+			USING v_ids, v_rows, pg_catalog.cardinality(v_ids);
+		IF NOT v_kept THEN
+			RAISE EXCEPTION 'a trigger wrote the table while backfill numbered its rows'
+				USING ERRCODE = '55000',
+					  DETAIL = 'The table''s tracking triggers are off while backfill() sets the rows'' change_id in the SQL edition, so that write would not be published.',
 					  HINT = 'Let the table''s triggers pass an UPDATE that sets change_id alone, then backfill again.';
 		END IF;
 	END IF;

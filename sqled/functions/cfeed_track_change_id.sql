@@ -27,7 +27,7 @@ BEGIN
 			USING ERRCODE = '39P01';
 	END IF;
 	v_args := cfeed._sqled_track_args(TG_RELID);
-	IF v_args IS NULL OR NOT cfeed._sqled_change_id_column(TG_RELID) OR cfeed._sqled_backfilling(TG_RELID) THEN
+	IF v_args IS NULL OR NOT cfeed._sqled_change_id_column(TG_RELID) THEN
 		IF TG_OP = 'DELETE' THEN
 			RETURN OLD;
 		END IF;

@@ -38,9 +38,6 @@ BEGIN
 	IF TG_NARGS <> 2 THEN
 		RAISE EXCEPTION 'cfeed: trigger "%" on "%" needs 2 arguments', TG_NAME, TG_TABLE_NAME;
 	END IF;
-	IF cfeed._sqled_backfilling(TG_RELID) THEN
-		RETURN NULL;
-	END IF;
 	v_feed := TG_ARGV[0]::int;
 	v_cols := cfeed._sqled_key_columns(TG_RELID, TG_ARGV[1]);
 	v_cid := cfeed._sqled_change_id_column(TG_RELID);

@@ -243,38 +243,6 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_change_id_column(oid) IS 'internal (SQL edition): whether a table has a bigint change_id column';
 
 /*
- * cfeed._sqled_backfilling: whether a tracking trigger of relation rel
- * fired for a row of cfeed.backfill's own UPDATE of the change_id column,
- * which it passes (src/track_trigger.c, silenced): cfeed_sqled.backfill
- * names rel or a partition ancestor of it and the trigger depth of that
- * UPDATE, one less than the trigger's; a row that another trigger writes
- * meanwhile fires it deeper.  Any role may set the setting, so it counts
- * only for a user with the privileges of the table's owner, who may
- * disable its triggers anyway: a writer that may only UPDATE it silences
- * nothing.
- */
-CREATE FUNCTION cfeed._sqled_backfilling(rel oid) RETURNS bool
-	LANGUAGE plpgsql STABLE
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-DECLARE
-	v_set text := pg_catalog.current_setting('cfeed_sqled.backfill', true);
-	v_tbl oid;
-BEGIN
-	IF v_set IS NULL OR v_set = '' THEN
-		RETURN false;
-	END IF;
-	v_tbl := pg_catalog.split_part(v_set, ':', 1)::oid;
-	RETURN pg_catalog.split_part(v_set, ':', 2)::int = pg_catalog.pg_trigger_depth() - 1
-	   AND (v_tbl = _sqled_backfilling.rel
-			OR v_tbl IN (SELECT a.relid FROM pg_catalog.pg_partition_ancestors(_sqled_backfilling.rel) a))
-	   AND EXISTS (SELECT FROM pg_catalog.pg_class c
-				   WHERE c.oid = v_tbl AND pg_catalog.pg_has_role(c.relowner, 'USAGE'));
-END
-$fn$;
-COMMENT ON FUNCTION cfeed._sqled_backfilling(oid) IS 'internal (SQL edition): whether a tracking trigger fired for a row of cfeed.backfill''s own UPDATE';
-
-/*
  * cfeed._sqled_check_permanent: 0A000 for a temporary table (src/tracked.c,
  * cfeed_track_check_permanent): PostgreSQL drops it without the event
  * trigger by which cfeed forgets a dropped tracked table, so its number
@@ -332,6 +300,9 @@ BEGIN
 			v_root := v_anc;
 		END LOOP;
 	END IF;
+	-- a trigger attached to a temporary table by hand (src/tracked.c), even
+	-- one whose OID a dropped tracked table's number still names
+	PERFORM cfeed._sqled_check_permanent(v_root);
 	IF NOT refresh THEN
 		SELECT t.table_no INTO v_no FROM cfeed.tracked_table t WHERE t.tbl = v_root::pg_catalog.regclass LIMIT 1;
 		IF FOUND THEN
@@ -343,8 +314,6 @@ BEGIN
 			USING ERRCODE = '55000';
 	END IF;
 	v_name := cfeed._sqled_qualified(v_root);
-	-- a trigger attached to a temporary table by hand (src/tracked.c)
-	PERFORM cfeed._sqled_check_permanent(v_root);
 	PERFORM pg_catalog.pg_advisory_xact_lock(1667655015, v_root::pg_catalog.int4);
 	SELECT t.table_no INTO v_no FROM cfeed.tracked_table t WHERE t.tbl = v_root::pg_catalog.regclass LIMIT 1;
 	IF FOUND THEN
