@@ -205,6 +205,14 @@ SELECT shard, count(*) AS left FROM cfeed.change WHERE feed_id = 4 GROUP BY shar
 SELECT l.shard, l.cursor - s.start_sequence_number AS at
 FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)
 WHERE l.group_name = 'r' AND l.feed_id = 4 ORDER BY l.shard;
+-- a second split: the children of 2 (4 and 6) get no lease of r either
+-- (it has none on 2), and are kept for r all the same (it leases 0)
+SELECT count(*) FROM cfeed.reshard(4, 4);
+SELECT count(cfeed.publish(4, s)) FROM generate_series(3, 6) s, generate_series(1, 2);
+SELECT pg_temp.stamped();
+SELECT pg_sleep(0.05);
+SELECT cfeed._apply_retention() AS deleted;
+SELECT shard, count(*) AS left FROM cfeed.change WHERE feed_id = 4 AND shard > 2 GROUP BY shard ORDER BY shard;
 SELECT count(*) FROM cfeed.acquire('r', 4, 'a', start_at => now());
 SELECT l.shard, l.cursor - s.start_sequence_number AS at
 FROM cfeed.lease l JOIN cfeed.shard s USING (feed_id, shard)

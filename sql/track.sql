@@ -365,6 +365,33 @@ SELECT cfeed.untrack('t_trig'), cfeed.untrack('t_write'), cfeed.untrack('t_outer
 DROP TABLE t_trig, t_write, t_skip, t_outer, t_inner;
 DROP FUNCTION t_trig_touch(), t_write_more(), t_skip_two(), t_skip_cid(), t_outer_inner();
 
+-- backfill as a role the table's own row-level security applies to would
+-- number only the rows it may see: refused (42501)
+CREATE ROLE track_rls_owner;
+GRANT USAGE ON SCHEMA public TO track_rls_owner;
+GRANT INSERT ON cfeed.change TO track_rls_owner;
+GRANT USAGE ON SEQUENCE cfeed.change_id TO track_rls_owner;
+SELECT cfeed.create_feed('track-rls', 1, feed_id => 614);
+SELECT cfeed.grant_write(614, 'track_rls_owner');
+CREATE TABLE t_rls (id int PRIMARY KEY, change_id bigint);
+INSERT INTO t_rls VALUES (1), (2);
+ALTER TABLE t_rls OWNER TO track_rls_owner;
+ALTER TABLE t_rls ENABLE ROW LEVEL SECURITY;
+ALTER TABLE t_rls FORCE ROW LEVEL SECURITY;
+CREATE POLICY t_rls_one ON t_rls USING (id = 1);
+SET ROLE track_rls_owner;
+BEGIN;
+SELECT cfeed.track('public.t_rls', 614);
+SELECT pg_temp.err($$SELECT cfeed.backfill('public.t_rls', 614)$$);
+ROLLBACK;
+RESET ROLE;
+DROP TABLE t_rls;
+SELECT cfeed.revoke_write(614, 'track_rls_owner');
+REVOKE INSERT ON cfeed.change FROM track_rls_owner;
+REVOKE USAGE ON SEQUENCE cfeed.change_id FROM track_rls_owner;
+REVOKE USAGE ON SCHEMA public FROM track_rls_owner;
+DROP ROLE track_rls_owner;
+
 -- an inheritance parent's backfill is of its own rows: its triggers do not
 -- fire for its children's
 SELECT cfeed.create_feed('track-inh', 1, feed_id => 609);
@@ -379,6 +406,20 @@ COMMIT;
 SELECT shard, n, op, "row" FROM pg_temp.rows(609);
 SELECT id, change_id IS NOT NULL AS numbered FROM t_inh ORDER BY id;
 DROP TABLE t_inh_child, t_inh;
+-- a partition of a tracked table, partitioned itself, backfilled by itself:
+-- its leaves' tracking triggers are silenced for backfill's rows too
+SELECT cfeed.create_feed('track-part', 1, feed_id => 615);
+CREATE TABLE t_sub (id int, r text, change_id bigint, PRIMARY KEY (id, r)) PARTITION BY LIST (r);
+CREATE TABLE t_sub_a PARTITION OF t_sub FOR VALUES IN ('a') PARTITION BY RANGE (id);
+CREATE TABLE t_sub_a1 PARTITION OF t_sub_a FOR VALUES FROM (0) TO (100);
+INSERT INTO t_sub VALUES (1, 'a'), (2, 'a');
+BEGIN;
+SELECT cfeed.track('t_sub', 615);
+SELECT cfeed.backfill('t_sub_a', 615) AS history_rows;
+COMMIT;
+SELECT shard, n, op, "row" FROM pg_temp.rows(615);
+SELECT cfeed.untrack('t_sub');
+DROP TABLE t_sub;
 
 -- an image holds the columns its table had then: once a column is dropped,
 -- column grants no longer show the table's images (older ones hold the

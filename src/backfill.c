@@ -42,6 +42,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/rls.h"
 #include "utils/snapmgr.h"
 
 #include "cfeed.h"
@@ -475,6 +476,18 @@ cfeed_backfill(PG_FUNCTION_ARGS)
 	cfeed_check_write(feed_id);
 
 	rel = open_tracked_table(relid, feed_id, &trig, &count);
+
+	/*
+	 * The table's own row-level security would hide rows from the numbering
+	 * statement: history would silently miss them, and a second backfill
+	 * is refused.
+	 */
+	if (check_enable_rls(relid, InvalidOid, false) == RLS_ENABLED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("row-level security of table \"%s\" applies to backfill()", RelationGetRelationName(rel)),
+				 errdetail("It would number only the rows the policies let you see."),
+				 errhint("Run backfill() as a role the table's row-level security does not apply to (its owner, unless FORCE ROW LEVEL SECURITY is set; a role with BYPASSRLS).")));
 	if (PG_ARGISNULL(2))
 		order = default_order(rel, trig);
 	else

@@ -157,14 +157,18 @@ cfeed_track_unsilence(CfeedTrackSilence previous)
  * silenced
  *		Whether backfill() silences this firing, for an UPDATE, of a trigger
  *		of tr: backfill's statement updates the table it names (the tracked
- *		table, or a partition of it) at its depth.
+ *		table, or a partition of it, perhaps partitioned itself) at its depth.
  */
 static bool
 silenced(CfeedTrackRel *tr, TriggerEvent ev)
 {
-	return OidIsValid(silence.relid) && TRIGGER_FIRED_BY_UPDATE(ev) &&
-		(tr->tracked == silence.relid || tr->relid == silence.relid) &&
-		trigger_depth() == silence.depth + 1;
+	if (!OidIsValid(silence.relid) || !TRIGGER_FIRED_BY_UPDATE(ev) ||
+		trigger_depth() != silence.depth + 1)
+		return false;
+	if (tr->tracked == silence.relid || tr->relid == silence.relid)
+		return true;
+	return get_rel_relispartition(tr->relid) &&
+		list_member_oid(get_partition_ancestors(tr->relid), silence.relid);
 }
 
 /*

@@ -58,6 +58,13 @@ BEGIN
 				  DETAIL = 'backfill() shards the rows by the key the table is tracked with.',
 				  HINT = 'Run cfeed.track() and cfeed.backfill() in one transaction, so that history and live changes meet exactly.';
 	END IF;
+	-- the table's own row-level security would hide rows from the numbering
+	IF pg_catalog.row_security_active(backfill.tbl) THEN
+		RAISE EXCEPTION 'row-level security of table "%" applies to backfill()', v_name
+			USING ERRCODE = '42501',
+				  DETAIL = 'It would number only the rows the policies let you see.',
+				  HINT = 'Run backfill() as a role the table''s row-level security does not apply to (its owner, unless FORCE ROW LEVEL SECURITY is set; a role with BYPASSRLS).';
+	END IF;
 	IF backfill.order_by IS NULL THEN
 		SELECT pg_catalog.string_agg(pg_catalog.format('t.%I', c), ', ' ORDER BY o) INTO v_order
 		FROM pg_catalog.unnest(cfeed._sqled_key_columns(backfill.tbl,
@@ -126,12 +133,13 @@ BEGIN
 			'  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),'
 			'   pg_catalog.unnest($4)) WITH ORDINALITY u(toid, tid, cid, shard, o)'
 			'  WHERE t.tableoid = u.toid AND t.ctid = u.tid'
-			'  RETURNING u.o, pg_catalog.to_jsonb(t) AS j,'
+			'  RETURNING u.o, pg_catalog.to_jsonb(t) AS j, t.tableoid AS toid, t.ctid AS tid,'
 			'   t.change_id = u.cid AND u.shard = cfeed.shard_for($5, %s) AS kept)'
-			' SELECT pg_catalog.array_agg(w.j ORDER BY w.o),'
+			' SELECT pg_catalog.array_agg(w.j ORDER BY w.o), pg_catalog.array_agg(w.toid ORDER BY w.o),'
+			'  pg_catalog.array_agg(w.tid ORDER BY w.o),'
 			'  pg_catalog.count(*) = $6 AND pg_catalog.bool_and(w.kept IS TRUE) FROM w',
 			v_target, cfeed._sqled_key_expr(cfeed._sqled_key_columns(backfill.tbl, v_args[2]), 't'))
-			INTO v_rows, v_kept
+			INTO v_rows, v_toids, v_tids, v_kept
 			USING v_toids, v_tids, v_ids, v_shards, backfill.feed_id, pg_catalog.cardinality(v_ids);
 		FOREACH v_sql IN ARRAY v_enable LOOP
 			EXECUTE v_sql;
@@ -143,14 +151,17 @@ BEGIN
 					  HINT = 'Let the table''s triggers pass an UPDATE that sets change_id alone, then backfill again.';
 		END IF;
 		-- a row the table's other triggers wrote meanwhile (its tracking
-		-- triggers off): the C edition publishes it, this one refuses
+		-- triggers off): the C edition publishes it, this one refuses.  The
+		-- table must hold exactly the row versions the UPDATE wrote: a later
+		-- write makes a new version (tableoid and ctid), an insert or a
+		-- delete changes the count.
 		EXECUTE pg_catalog.format(
 			'SELECT (SELECT pg_catalog.count(*) FROM %1$s t) = $3'
 			' AND (SELECT pg_catalog.count(*) FROM %1$s t'
-			'  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) u(cid, j)'
-			'  ON t.change_id = u.cid AND pg_catalog.to_jsonb(t) = u.j) = $3', v_target)
+			'  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) u(toid, tid)'
+			'  ON t.tableoid = u.toid AND t.ctid = u.tid) = $3', v_target)
 			INTO v_kept
-			USING v_ids, v_rows, pg_catalog.cardinality(v_ids);
+			USING v_toids, v_tids, pg_catalog.cardinality(v_ids);
 		IF NOT v_kept THEN
 			RAISE EXCEPTION 'a trigger wrote the table while backfill numbered its rows'
 				USING ERRCODE = '55000',

@@ -524,6 +524,45 @@ $fn$;
 COMMENT ON FUNCTION cfeed._share_rank(int, int, int) IS 'internal: an owner''s rank for the extra shares of a consumer group''s split (cfeed.acquire)';
 
 /*
+ * cfeed._ancestors: a shard's parent, its parent's parent, and so on (a
+ * feed split more than once).  cfeed._held_for_ancestors: the first (by
+ * name) of the groups that lease an ancestor of a shard but not the shard:
+ * a split that committed while such a group's leases on the parents did
+ * not gave it none on the children (cfeed._child_leases could not see
+ * them), nor a later split on theirs; its next acquire makes them at the
+ * shard's start, and until then retention keeps the shard's changes for
+ * it (cfeed._apply_retention, cfeed._retention_held_by).  Null when there
+ * is none, as for a shard never split off.  With the caller's privileges:
+ * the shards of the feeds it may read (cfeed.shard).
+ */
+CREATE FUNCTION cfeed._ancestors(feed_id int, shard int) RETURNS TABLE (shard int)
+	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	WITH RECURSIVE a(shard) AS (
+		SELECT c.parent FROM cfeed.shard c
+		WHERE c.feed_id = $1 AND c.shard = $2 AND c.parent IS NOT NULL
+		UNION ALL
+		SELECT c.parent FROM a JOIN cfeed.shard c ON c.feed_id = $1 AND c.shard = a.shard
+		WHERE c.parent IS NOT NULL)
+	SELECT a.shard FROM a
+$fn$;
+COMMENT ON FUNCTION cfeed._ancestors(int, int) IS 'internal: the shards a shard was split off from, its parent first (cfeed.acquire, retention)';
+
+CREATE FUNCTION cfeed._held_for_ancestors(feed_id int, shard int) RETURNS text
+	LANGUAGE sql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+	SELECT p.group_name
+	FROM cfeed._ancestors($1, $2) a
+	JOIN cfeed.lease p ON p.feed_id = $1 AND p.shard = a.shard
+	WHERE NOT EXISTS (SELECT FROM cfeed.lease y
+					  WHERE y.group_name = p.group_name AND y.feed_id = $1 AND y.shard = $2)
+	ORDER BY p.group_name LIMIT 1
+$fn$;
+COMMENT ON FUNCTION cfeed._held_for_ancestors(int, int) IS 'internal: a group that leases an ancestor of the shard but not the shard, whose changes retention keeps for it (null: none)';
+
+/*
  * cfeed.acquire: as in 1.8, following splits (cfeed.reshard).  A lease is
  * *parked* when its shard is closed and consumed by the group
  * (cfeed._consumed: nothing is left to read on it), or when its shard is
@@ -599,19 +638,20 @@ BEGIN
 
 	-- Missing leases: free, positioned just before the shard's first
 	-- stored change, whoever may read it (cfeed._lease_start), or at its
-	-- head; a child's whose parent the group leases, at the child's start,
-	-- as the split would have made it (cfeed._child_leases): a split that
-	-- committed while the group's first leases did not made none of the
-	-- group's on the children, whose changes the group must read from
-	-- there, whatever start_at its members pass (and retention kept them
-	-- for it meanwhile: cfeed._apply_retention).
+	-- head; a descendant's of a shard the group leased before this call,
+	-- at its start, as a split would have made it (cfeed._child_leases): a
+	-- split that committed while the group's first leases did not made
+	-- none of the group's on the children (nor a later split on theirs),
+	-- whose changes the group must read from there, whatever start_at its
+	-- members pass (and retention kept them for it meanwhile:
+	-- cfeed._held_for_ancestors).
 	INSERT INTO cfeed.lease AS l (group_name, feed_id, shard, owner, cursor, epoch,
 								  expires_at, updated_at)
 	SELECT v_group, s.feed_id, s.shard, NULL,
 		   CASE WHEN s.parent IS NOT NULL
-					 AND EXISTS (SELECT FROM cfeed.lease p
-								 WHERE p.group_name = v_group AND p.feed_id = s.feed_id
-								   AND p.shard = s.parent) THEN s.start_sequence_number
+					 AND EXISTS (SELECT FROM cfeed._ancestors(s.feed_id, s.shard) a
+								 JOIN cfeed.lease p ON p.group_name = v_group AND p.feed_id = s.feed_id
+													AND p.shard = a.shard) THEN s.start_sequence_number
 				WHEN acquire.start_at IS NULL THEN
 				COALESCE(cfeed._lease_start(s.feed_id, s.shard), s.last_change_sequence_number)
 		   ELSE cfeed.cursor_at(s.feed_id, s.shard, acquire.start_at) END,
@@ -1443,12 +1483,9 @@ BEGIN
 		SELECT s.feed_id, s.shard, s.storage, s.sweep_group, s.last_change_sequence_number AS head, f.retention,
 			   LEAST((SELECT pg_catalog.min(l.cursor) FROM cfeed.lease l
 					  WHERE l.feed_id = s.feed_id AND l.shard = s.shard),
-					 (SELECT s.start_sequence_number FROM cfeed.lease p
-					  WHERE s.parent IS NOT NULL AND p.feed_id = s.feed_id AND p.shard = s.parent
-						AND NOT EXISTS (SELECT FROM cfeed.lease c
-										WHERE c.group_name = p.group_name AND c.feed_id = s.feed_id
-										  AND c.shard = s.shard)
-					  LIMIT 1)) AS held,
+					 CASE WHEN s.parent IS NOT NULL
+							   AND cfeed._held_for_ancestors(s.feed_id, s.shard) IS NOT NULL
+						  THEN s.start_sequence_number END) AS held,
 			   (SELECT GREATEST(d.change_sequence_number, -9223372036854775807) - 1
 				FROM cfeed.failed_change d
 				WHERE d.feed_id = s.feed_id AND d.shard = s.shard AND d.dead_lettered_at IS NOT NULL
@@ -1581,13 +1618,10 @@ CREATE OR REPLACE FUNCTION cfeed._retention_held_by(feed_id int, shard int) RETU
 				 WHERE x.feed_id = $1 AND x.shard = $2
 				 ORDER BY x.cursor, x.group_name LIMIT 1)
 				UNION ALL
-				(SELECT p.group_name, c.start_sequence_number
-				 FROM cfeed.shard_config c JOIN cfeed.lease p
-				   ON p.feed_id = c.feed_id AND p.shard = c.parent
-				 WHERE c.feed_id = $1 AND c.shard = $2
-				   AND NOT EXISTS (SELECT FROM cfeed.lease y
-								   WHERE y.group_name = p.group_name AND y.feed_id = $1 AND y.shard = $2)
-				 ORDER BY p.group_name LIMIT 1)
+				(SELECT cfeed._held_for_ancestors($1, $2), c.start_sequence_number
+				 FROM cfeed.shard_config c
+				 WHERE c.feed_id = $1 AND c.shard = $2 AND c.parent IS NOT NULL
+				   AND cfeed._held_for_ancestors($1, $2) IS NOT NULL)
 				UNION ALL
 				(SELECT d.group_name, GREATEST(d.change_sequence_number, -9223372036854775807) - 1
 				 FROM cfeed.failed_change d
