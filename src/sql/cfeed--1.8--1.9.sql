@@ -818,6 +818,7 @@ DECLARE
 	v_head bigint;
 	v_lowest bigint;
 	v_epoch bigint;
+	v_children int[];
 BEGIN
 	IF seek.group_name IS NULL THEN PERFORM cfeed._null_arg('group_name'); END IF;
 	IF seek.feed_id IS NULL THEN PERFORM cfeed._null_arg('feed_id'); END IF;
@@ -851,11 +852,17 @@ BEGIN
 	RETURNING l.epoch INTO v_epoch;
 
 	-- the children of a parent the group has not consumed now are parked
-	IF NOT cfeed._consumed(seek.group_name, seek.feed_id, seek.shard) THEN
-		UPDATE cfeed.lease l SET owner = NULL, expires_at = NULL, updated_at = pg_catalog.clock_timestamp()
-		WHERE l.group_name = seek.group_name AND l.feed_id = seek.feed_id AND l.owner IS NOT NULL
-		  AND l.shard IN (SELECT s.shard FROM cfeed.shard s
-						  WHERE s.feed_id = seek.feed_id AND s.parent = seek.shard);
+	-- (named by a constant array, which PostgreSQL looks rows up in by
+	-- hashing: see acquire)
+	v_children := ARRAY(SELECT s.shard FROM cfeed.shard s
+						WHERE s.feed_id = seek.feed_id AND s.parent = seek.shard);
+	IF pg_catalog.cardinality(v_children) > 0
+	   AND NOT cfeed._consumed(seek.group_name, seek.feed_id, seek.shard) THEN
+		EXECUTE pg_catalog.format(
+			'UPDATE cfeed.lease l SET owner = NULL, expires_at = NULL, updated_at = $1 '
+			'WHERE l.group_name = $2 AND l.feed_id = $3 AND l.owner IS NOT NULL '
+			'AND l.shard = ANY (%L::pg_catalog.int4[])', v_children)
+		USING pg_catalog.clock_timestamp(), seek.group_name, seek.feed_id;
 	END IF;
 	RETURN v_epoch;
 END
