@@ -53,7 +53,7 @@ DATA = $(wildcard src/sql/cfeed--*.sql)
 REGRESS = catalogs publish sweep read errors security leases track track_write operations read_access hardening_input hardening_privileges hardening_path hardening_rls hardening_locks write_access numbers learn dead_letters reshard groups_reshard ranges
 REGRESS_OPTS = --inputdir=. --temp-instance=tmp_regress --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
-ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation sweep_notify acquire_race steal_vs_checkpoint expiry_vs_renew track_same_key track_fk sweep_moved_shard sweep_rewrite read_revoke read_truncate sweep_own_xact head_snapshot insert_fk fail_vs_steal resolve_vs_seek seek_dead_letters table_number reshard consume_vs_acquire acquire_vs_split adopt_marks_writers ranges ranges_first_mark ranges_delete reshard_ranges update_vs_sweep locked_pending locked_race lock_guard lease_forged_feed acquire_new_group_split
+ISOLATION = skip_uncommitted aborted_never_stamped double_sweep commit_order sweep_isolation sweep_notify acquire_race steal_vs_checkpoint expiry_vs_renew track_same_key track_fk sweep_moved_shard sweep_rewrite read_revoke read_truncate sweep_own_xact head_snapshot insert_fk fail_vs_steal resolve_vs_seek seek_dead_letters table_number reshard consume_vs_acquire acquire_vs_split adopt_marks_writers ranges ranges_first_mark ranges_delete reshard_ranges update_vs_sweep locked_pending locked_race lock_guard lease_forged_feed acquire_new_group_split reference_race
 ISOLATION_OPTS = --inputdir=test --outputdir=output_iso --temp-instance=tmp_iso --temp-config=test/cfeed.conf --port=$(CFEED_TEST_PORT)
 
 TAP_TESTS = 1

@@ -1946,3 +1946,176 @@ DROP FUNCTION cfeed._lease_names();
 DELETE FROM cfeed.failure_policy WHERE char_length(group_name) > 200;
 CREATE TRIGGER failure_policy_name BEFORE INSERT OR UPDATE OF group_name ON cfeed.failure_policy
 	FOR EACH ROW EXECUTE FUNCTION cfeed._name_lengths('group_name');
+
+/*
+ * 1.9: cfeed's tables reference each other by triggers, not by foreign
+ * keys, so that a parallel pg_restore (-j) restores a dump.
+ *
+ * pg_dump orders the data of an extension's tables by their foreign keys,
+ * but its archive records no dependency between them: the workers of a
+ * parallel pg_restore copied them in any order, and the foreign keys
+ * refused cfeed.shard_config's rows before cfeed.feed's, cfeed.lease's
+ * before cfeed.shard_config's (the database came out without shards or
+ * leases).  Each foreign key is now five triggers that keep its name and
+ * behaviour (MATCH SIMPLE, ON DELETE CASCADE, ON UPDATE NO ACTION), and,
+ * as its triggers did, fire in origin mode only (not in logical
+ * replication's apply):
+ *
+ *  - <name> on the referencing table, after each INSERT statement, and
+ *    <name>_update after an UPDATE of a row's key: the referenced rows
+ *    must exist; they are locked FOR KEY SHARE until the transaction ends,
+ *    so that a concurrent DELETE waits for it and then cascades to the new
+ *    rows (23503 otherwise, in the foreign key's words).  A restore's
+ *    INSERT (check_function_bodies off, as every pg_dump script and
+ *    pg_restore session sets it) is not refused a missing row: the
+ *    referenced table's data may come later.
+ *  - <name>_cascade on the referenced table, after each DELETE statement:
+ *    deletes the rows that referenced the deleted ones;
+ *  - <name>_restrict after an UPDATE of a referenced row's key, and
+ *    <name>_truncate after a TRUNCATE of the referenced table: refused
+ *    while rows still reference it (23503, and 0A000 for TRUNCATE).
+ *
+ * Only the extension's owner writes these tables directly; cfeed's
+ * functions write them as their owner.
+ */
+CREATE FUNCTION cfeed._reference_check() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	-- TG_ARGV: the reference's name, the referenced table, the key's columns
+	v_name text := TG_ARGV[0];
+	v_parent text := TG_ARGV[1];
+	v_columns text[] := TG_ARGV[2:TG_NARGS - 1];
+	v_source text;
+	v_missing text;
+BEGIN
+	IF TG_TABLE_SCHEMA <> 'cfeed' THEN
+		RAISE EXCEPTION 'function cfeed._reference_check() must be fired on a table of cfeed' USING ERRCODE = '39P01';
+	END IF;
+	IF TG_LEVEL = 'ROW' THEN
+		v_source := format('SELECT %s WHERE %s',
+						   (SELECT string_agg(format('$1.%I', c), ', ') FROM unnest(v_columns) c),
+						   (SELECT string_agg(format('$1.%I IS NOT NULL', c), ' AND ') FROM unnest(v_columns) c));
+	ELSE
+		v_source := format('SELECT DISTINCT %s FROM new_rows WHERE %s',
+						   (SELECT string_agg(format('%I', c), ', ') FROM unnest(v_columns) c),
+						   (SELECT string_agg(format('%I IS NOT NULL', c), ' AND ') FROM unnest(v_columns) c));
+	END IF;
+	EXECUTE format('SELECT concat_ws(%L, %s) FROM (%s) n WHERE NOT EXISTS (SELECT FROM cfeed.%I p WHERE %s FOR KEY SHARE) LIMIT 1',
+				   ', ',
+				   (SELECT string_agg(format('n.%I', c), ', ') FROM unnest(v_columns) c),
+				   v_source, v_parent,
+				   (SELECT string_agg(format('p.%1$I = n.%1$I', c), ' AND ') FROM unnest(v_columns) c))
+		INTO v_missing USING NEW;
+	IF v_missing IS NOT NULL
+	   AND NOT (TG_OP = 'INSERT' AND pg_catalog.current_setting('check_function_bodies') = 'off') THEN
+		RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, v_name
+			USING ERRCODE = '23503', SCHEMA = 'cfeed', TABLE = TG_TABLE_NAME, CONSTRAINT = v_name,
+				  DETAIL = format('Key (%s)=(%s) is not present in table "%s".',
+								  array_to_string(v_columns, ', '), v_missing, v_parent);
+	END IF;
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._reference_check() IS 'internal: the foreign key of a cfeed table, its referencing side: the referenced rows exist (23503) and are locked FOR KEY SHARE; a restore''s INSERT is not checked';
+REVOKE ALL ON FUNCTION cfeed._reference_check() FROM PUBLIC;
+
+CREATE FUNCTION cfeed._reference_cascade() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	-- TG_ARGV: the reference's name, the referencing table, the key's columns
+	v_child text := TG_ARGV[1];
+	v_columns text[] := TG_ARGV[2:TG_NARGS - 1];
+BEGIN
+	IF TG_TABLE_SCHEMA <> 'cfeed' THEN
+		RAISE EXCEPTION 'function cfeed._reference_cascade() must be fired on a table of cfeed' USING ERRCODE = '39P01';
+	END IF;
+	EXECUTE format('DELETE FROM cfeed.%I c USING old_rows o WHERE %s', v_child,
+				   (SELECT string_agg(format('c.%1$I = o.%1$I', c), ' AND ') FROM unnest(v_columns) c));
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._reference_cascade() IS 'internal: the foreign key of a cfeed table, ON DELETE CASCADE: deletes the rows that referenced the deleted ones';
+REVOKE ALL ON FUNCTION cfeed._reference_cascade() FROM PUBLIC;
+
+CREATE FUNCTION cfeed._reference_restrict() RETURNS trigger
+	LANGUAGE plpgsql SECURITY DEFINER
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	-- TG_ARGV: the reference's name, the referencing table, the key's columns
+	v_name text := TG_ARGV[0];
+	v_child text := TG_ARGV[1];
+	v_columns text[] := TG_ARGV[2:TG_NARGS - 1];
+	v_key text;
+BEGIN
+	IF TG_TABLE_SCHEMA <> 'cfeed' THEN
+		RAISE EXCEPTION 'function cfeed._reference_restrict() must be fired on a table of cfeed' USING ERRCODE = '39P01';
+	END IF;
+	IF TG_OP = 'TRUNCATE' THEN
+		EXECUTE format('SELECT %L FROM cfeed.%I LIMIT 1', '', v_child) INTO v_key;
+		IF v_key IS NOT NULL THEN
+			RAISE EXCEPTION 'cannot truncate a table referenced in a foreign key constraint'
+				USING ERRCODE = '0A000',
+					  DETAIL = format('Table "%s" references "%s".', v_child, TG_TABLE_NAME),
+					  HINT = format('Truncate table "%s" at the same time.', v_child);
+		END IF;
+		RETURN NULL;
+	END IF;
+	EXECUTE format('SELECT concat_ws(%L, %s) FROM cfeed.%I c WHERE %s LIMIT 1 FOR KEY SHARE',
+				   ', ', (SELECT string_agg(format('c.%I', c), ', ') FROM unnest(v_columns) c), v_child,
+				   (SELECT string_agg(format('c.%1$I = $1.%1$I', c), ' AND ') FROM unnest(v_columns) c))
+		INTO v_key USING OLD;
+	IF v_key IS NOT NULL THEN
+		RAISE EXCEPTION 'update or delete on table "%" violates foreign key constraint "%" on table "%"',
+						TG_TABLE_NAME, v_name, v_child
+			USING ERRCODE = '23503', SCHEMA = 'cfeed', TABLE = v_child, CONSTRAINT = v_name,
+				  DETAIL = format('Key (%s)=(%s) is still referenced from table "%s".',
+								  array_to_string(v_columns, ', '), v_key, v_child);
+	END IF;
+	RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION cfeed._reference_restrict() IS 'internal: the foreign key of a cfeed table, ON UPDATE NO ACTION: a referenced key does not change, nor is its table truncated, while rows reference it (23503, 0A000)';
+REVOKE ALL ON FUNCTION cfeed._reference_restrict() FROM PUBLIC;
+
+/*
+ * cfeed._reference: replaces the foreign key name of child (its columns,
+ * the same names in parent) by the triggers above.
+ */
+CREATE FUNCTION cfeed._reference(name text, child text, parent text, columns text[]) RETURNS void
+	LANGUAGE plpgsql
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+DECLARE
+	v_args text := format('%L, %L, %s', name, parent,
+						  (SELECT string_agg(format('%L', c), ', ') FROM unnest(columns) c));
+	v_child_args text := format('%L, %L, %s', name, child,
+								(SELECT string_agg(format('%L', c), ', ') FROM unnest(columns) c));
+	v_list text := (SELECT string_agg(format('%I', c), ', ') FROM unnest(columns) c);
+	v_changed text := (SELECT string_agg(format('OLD.%1$I IS DISTINCT FROM NEW.%1$I', c), ' OR ') FROM unnest(columns) c);
+BEGIN
+	EXECUTE format('ALTER TABLE cfeed.%I DROP CONSTRAINT IF EXISTS %I', child, name);
+	EXECUTE format('CREATE TRIGGER %I AFTER INSERT ON cfeed.%I REFERENCING NEW TABLE AS new_rows'
+				   ' FOR EACH STATEMENT EXECUTE FUNCTION cfeed._reference_check(%s)', name, child, v_args);
+	EXECUTE format('CREATE TRIGGER %I AFTER UPDATE OF %s ON cfeed.%I FOR EACH ROW WHEN (%s)'
+				   ' EXECUTE FUNCTION cfeed._reference_check(%s)', name || '_update', v_list, child, v_changed, v_args);
+	EXECUTE format('CREATE TRIGGER %I AFTER DELETE ON cfeed.%I REFERENCING OLD TABLE AS old_rows'
+				   ' FOR EACH STATEMENT EXECUTE FUNCTION cfeed._reference_cascade(%s)', name || '_cascade', parent, v_child_args);
+	EXECUTE format('CREATE TRIGGER %I AFTER UPDATE OF %s ON cfeed.%I FOR EACH ROW WHEN (%s)'
+				   ' EXECUTE FUNCTION cfeed._reference_restrict(%s)', name || '_restrict', v_list, parent, v_changed, v_child_args);
+	EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON cfeed.%I'
+				   ' FOR EACH STATEMENT EXECUTE FUNCTION cfeed._reference_restrict(%s)', name || '_truncate', parent, v_child_args);
+END
+$fn$;
+SELECT cfeed._reference('shard_config_feed_id_fkey', 'shard_config', 'feed', '{feed_id}');
+SELECT cfeed._reference('read_grant_feed_id_fkey', 'read_grant', 'feed', '{feed_id}');
+SELECT cfeed._reference('write_grant_feed_id_fkey', 'write_grant', 'feed', '{feed_id}');
+SELECT cfeed._reference('failure_policy_feed_id_fkey', 'failure_policy', 'feed', '{feed_id}');
+SELECT cfeed._reference('lease_shard_fkey', 'lease', 'shard_config', '{feed_id,shard}');
+SELECT cfeed._reference('failed_change_lease_fkey', 'failed_change', 'lease', '{group_name,feed_id,shard}');
+SELECT cfeed._reference('epoch_head_epoch_fkey', 'epoch_head', 'epoch', '{epoch}');
+DROP FUNCTION cfeed._reference(text, text, text, text[]);
