@@ -223,6 +223,24 @@ SELECT cfeed.create_feed('wa_grouped', 1, sweep_group => 7) > 0 AS group_in_use;
 RESET ROLE;
 DELETE FROM cfeed.shard WHERE sweep_group = 7;
 DELETE FROM cfeed.feed WHERE name IN ('wa_grouped', 'wa_owner_grouped');
+-- a shard that starts near the end of the numbers is the owner's to add
+-- (1.9): one that runs out of numbers stops its sweep group's sweeps (a
+-- range shard's here, any shard's in the SQL edition), so a writer of one
+-- feed could stop the stamping of every feed of its group
+SET ROLE regress_wa_creator;
+BEGIN;
+SELECT cfeed.create_feed('wa_high', 1) AS high_id \gset
+SELECT pg_temp.err(format($$INSERT INTO cfeed.shard (feed_id, shard, last_change_sequence_number)
+						   VALUES (%s, 1, 9223372036854775806)$$, :high_id)) AS near_the_end,
+	   pg_temp.err(format($$INSERT INTO cfeed.shard (feed_id, shard, last_change_sequence_number)
+						   VALUES (%s, 1, 4611686018427387904)$$, :high_id)) AS above_2_62;
+INSERT INTO cfeed.shard (feed_id, shard, last_change_sequence_number) VALUES (:high_id, 1, 4611686018427387903);
+COMMIT;
+RESET ROLE;
+INSERT INTO cfeed.shard (feed_id, shard, last_change_sequence_number) VALUES (:high_id, 2, 9223372036854775806);
+SELECT shard, last_change_sequence_number FROM cfeed.shard WHERE feed_id = :high_id ORDER BY shard;
+DELETE FROM cfeed.shard WHERE feed_id = :high_id;
+DELETE FROM cfeed.feed WHERE feed_id = :high_id;
 
 -- a feed's write grants go with it
 SELECT cfeed.grant_write(2, 'regress_wa_writer');

@@ -348,16 +348,29 @@ BEGIN
 				  DETAIL = 'Adding, changing or removing a shard through cfeed.shard takes a write grant on its feed.',
 				  HINT = format('The extension''s owner grants it with cfeed.grant_write(%s, role).', v_feed);
 	END IF;
+	IF v_group IS NULL AND NOT (TG_OP = 'INSERT' AND NEW.last_change_sequence_number > 4611686018427387903) THEN
+		RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+	END IF;
 	-- the owner first: the group's look is a scan of shard_config
-	IF v_group IS NOT NULL
-	   AND NOT pg_has_role(CURRENT_USER, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'cfeed.shard_config'::regclass), 'USAGE')
-	   AND NOT cfeed._sweep_group_in_use(v_group) THEN
+	IF pg_has_role(CURRENT_USER, (SELECT c.relowner FROM pg_class c WHERE c.oid = 'cfeed.shard_config'::regclass), 'USAGE') THEN
+		RETURN NEW;
+	END IF;
+	IF v_group IS NOT NULL AND NOT cfeed._sweep_group_in_use(v_group) THEN
 		RAISE EXCEPTION 'permission denied to start sweep group %', v_group
 			USING ERRCODE = '42501',
 				  DETAIL = 'Each sweep group of each database has a background sweeper of its own, from the cluster''s cfeed.max_workers; only the extension''s owner starts a new group.',
 				  HINT = 'Use a sweep group that has shards (group 0 always), or have the extension''s owner create the first shard of the new group.';
 	END IF;
-	RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+	-- a shard that runs out of numbers stops its sweep group's sweeps (a
+	-- range shard's in the C edition, any shard's in the SQL edition): one
+	-- that starts above 2^62 - 1 could, with a few changes
+	IF TG_OP = 'INSERT' AND NEW.last_change_sequence_number > 4611686018427387903 THEN
+		RAISE EXCEPTION 'permission denied to start shard % of feed % at %', NEW.shard, v_feed, NEW.last_change_sequence_number
+			USING ERRCODE = '42501',
+				  DETAIL = 'A shard that starts above 4611686018427387903 (2^62 - 1) can run out of numbers, which stops the sweeps of its whole sweep group; only the extension''s owner starts one there.',
+				  HINT = 'Start the shard lower, or leave last_change_sequence_number to its default.';
+	END IF;
+	RETURN NEW;
 END
 $$;
 COMMENT ON FUNCTION cfeed._shard_access() IS 'internal: trigger of the view cfeed.shard, as the caller: its writes take a write grant of the feed (or a feed created by the same transaction)';
@@ -1970,10 +1983,10 @@ CREATE TRIGGER failure_policy_name BEFORE INSERT OR UPDATE OF group_name ON cfee
  *    pg_restore session sets it) is not refused a missing row: the
  *    referenced table's data may come later.
  *  - <name>_cascade on the referenced table, after each DELETE statement:
- *    deletes the rows that referenced the deleted ones;
- *  - <name>_restrict after an UPDATE of a referenced row's key, and
- *    <name>_truncate after a TRUNCATE of the referenced table: refused
- *    while rows still reference it (23503, and 0A000 for TRUNCATE).
+ *    deletes the rows that referenced the deleted ones; <name>_truncate
+ *    truncates the referencing table with it (as TRUNCATE ... CASCADE);
+ *  - <name>_restrict after an UPDATE of a referenced row's key: refused
+ *    while rows still reference it (23503).
  *
  * Only the extension's owner writes these tables directly; cfeed's
  * functions write them as their owner.
@@ -2033,12 +2046,16 @@ BEGIN
 	IF TG_TABLE_SCHEMA <> 'cfeed' THEN
 		RAISE EXCEPTION 'function cfeed._reference_cascade() must be fired on a table of cfeed' USING ERRCODE = '39P01';
 	END IF;
-	EXECUTE format('DELETE FROM cfeed.%I c USING old_rows o WHERE %s', v_child,
-				   (SELECT string_agg(format('c.%1$I = o.%1$I', c), ' AND ') FROM unnest(v_columns) c));
+	IF TG_OP = 'TRUNCATE' THEN
+		EXECUTE format('TRUNCATE cfeed.%I', v_child);
+	ELSE
+		EXECUTE format('DELETE FROM cfeed.%I c USING old_rows o WHERE %s', v_child,
+					   (SELECT string_agg(format('c.%1$I = o.%1$I', c), ' AND ') FROM unnest(v_columns) c));
+	END IF;
 	RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._reference_cascade() IS 'internal: the foreign key of a cfeed table, ON DELETE CASCADE: deletes the rows that referenced the deleted ones';
+COMMENT ON FUNCTION cfeed._reference_cascade() IS 'internal: the foreign key of a cfeed table, ON DELETE CASCADE: deletes the rows that referenced the deleted ones, truncates the referencing table with the referenced one';
 REVOKE ALL ON FUNCTION cfeed._reference_cascade() FROM PUBLIC;
 
 CREATE FUNCTION cfeed._reference_restrict() RETURNS trigger
@@ -2055,16 +2072,6 @@ BEGIN
 	IF TG_TABLE_SCHEMA <> 'cfeed' THEN
 		RAISE EXCEPTION 'function cfeed._reference_restrict() must be fired on a table of cfeed' USING ERRCODE = '39P01';
 	END IF;
-	IF TG_OP = 'TRUNCATE' THEN
-		EXECUTE format('SELECT %L FROM cfeed.%I LIMIT 1', '', v_child) INTO v_key;
-		IF v_key IS NOT NULL THEN
-			RAISE EXCEPTION 'cannot truncate a table referenced in a foreign key constraint'
-				USING ERRCODE = '0A000',
-					  DETAIL = format('Table "%s" references "%s".', v_child, TG_TABLE_NAME),
-					  HINT = format('Truncate table "%s" at the same time.', v_child);
-		END IF;
-		RETURN NULL;
-	END IF;
 	EXECUTE format('SELECT concat_ws(%L, %s) FROM cfeed.%I c WHERE %s LIMIT 1 FOR KEY SHARE',
 				   ', ', (SELECT string_agg(format('c.%I', c), ', ') FROM unnest(v_columns) c), v_child,
 				   (SELECT string_agg(format('c.%1$I = $1.%1$I', c), ' AND ') FROM unnest(v_columns) c))
@@ -2079,7 +2086,7 @@ BEGIN
 	RETURN NULL;
 END
 $fn$;
-COMMENT ON FUNCTION cfeed._reference_restrict() IS 'internal: the foreign key of a cfeed table, ON UPDATE NO ACTION: a referenced key does not change, nor is its table truncated, while rows reference it (23503, 0A000)';
+COMMENT ON FUNCTION cfeed._reference_restrict() IS 'internal: the foreign key of a cfeed table, ON UPDATE NO ACTION: a referenced key does not change while rows reference it (23503)';
 REVOKE ALL ON FUNCTION cfeed._reference_restrict() FROM PUBLIC;
 
 /*
@@ -2108,7 +2115,7 @@ BEGIN
 	EXECUTE format('CREATE TRIGGER %I AFTER UPDATE OF %s ON cfeed.%I FOR EACH ROW WHEN (%s)'
 				   ' EXECUTE FUNCTION cfeed._reference_restrict(%s)', name || '_restrict', v_list, parent, v_changed, v_child_args);
 	EXECUTE format('CREATE TRIGGER %I AFTER TRUNCATE ON cfeed.%I'
-				   ' FOR EACH STATEMENT EXECUTE FUNCTION cfeed._reference_restrict(%s)', name || '_truncate', parent, v_child_args);
+				   ' FOR EACH STATEMENT EXECUTE FUNCTION cfeed._reference_cascade(%s)', name || '_truncate', parent, v_child_args);
 END
 $fn$;
 SELECT cfeed._reference('shard_config_feed_id_fkey', 'shard_config', 'feed', '{feed_id}');
