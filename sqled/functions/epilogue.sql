@@ -233,6 +233,86 @@ COMMENT ON FUNCTION cfeed._sqled_layout(int, bool) IS 'internal (SQL edition): a
 GRANT EXECUTE ON FUNCTION cfeed._sqled_layout(int, bool) TO PUBLIC;
 
 /*
+ * The caller's own read and write grants.  Views run with their owner's
+ * privileges while current_user stays the caller's: a role sees only the
+ * grants it holds or has the privileges of, and needs no privilege on the
+ * grants tables (cfeed._may_read and cfeed._may_write read these).
+ * Every view of the SQL edition that any role may read filters rows for
+ * the caller, so each is a security barrier: else a condition of the
+ * caller's own, a cheap function, would run before the filter and see
+ * every row (other roles' grants, every feed's shards and start values).
+ */
+CREATE VIEW cfeed._sqled_read_grants WITH (security_barrier = true) AS
+	SELECT g.feed_id FROM cfeed.read_grant g
+	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
+	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
+COMMENT ON VIEW cfeed._sqled_read_grants IS 'internal (SQL edition): the feeds the current user holds a read grant of (null: every feed)';
+GRANT SELECT ON cfeed._sqled_read_grants TO PUBLIC;
+
+CREATE VIEW cfeed._sqled_write_grants WITH (security_barrier = true) AS
+	SELECT g.feed_id FROM cfeed.write_grant g
+	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
+	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
+COMMENT ON VIEW cfeed._sqled_write_grants IS 'internal (SQL edition): the feeds the current user holds a write grant of (null: every feed)';
+GRANT SELECT ON cfeed._sqled_write_grants TO PUBLIC;
+
+/*
+ * cfeed._sqled_privileged: superuser, BYPASSRLS or the privileges of the
+ * owner of cfeed's tables: reads and writes every feed.
+ */
+CREATE FUNCTION cfeed._sqled_privileged() RETURNS bool
+	LANGUAGE sql STABLE PARALLEL SAFE
+	AS $fn$
+	SELECT COALESCE((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
+					 WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER), false)
+		OR cfeed._sqled_owner()
+$fn$;
+COMMENT ON FUNCTION cfeed._sqled_privileged() IS 'internal (SQL edition): whether the current user reads and writes every feed (superuser, BYPASSRLS, the owner''s privileges)';
+
+/*
+ * The feeds the current user may read, and those it may write, as one
+ * array each (every feed for a role that may read or write every feed).
+ * The views below that any role may read give their scans the condition
+ * feed_id = ANY (the array), as the C edition's planner support function
+ * gives the read checks' index scans: a caller's own condition (such as
+ * feed_id = 2, leakproof, so pushed below the security barrier) then
+ * fetches no row of a feed it may not see, and EXPLAIN ANALYZE counts none
+ * ("Rows Removed by Filter" told a role with nothing but LOGIN which feeds
+ * and shards exist, and other feeds' pending changes).
+ */
+CREATE VIEW cfeed._sqled_readable_feeds WITH (security_barrier = true) AS
+	SELECT CASE WHEN cfeed._sqled_privileged() OR EXISTS (SELECT FROM cfeed._sqled_read_grants g WHERE g.feed_id IS NULL)
+				THEN ARRAY(SELECT f.feed_id FROM cfeed.feed f)
+				ELSE ARRAY(SELECT g.feed_id FROM cfeed._sqled_read_grants g) END AS feed_ids;
+COMMENT ON VIEW cfeed._sqled_readable_feeds IS 'internal (SQL edition): the feeds the current user may read, as one array';
+GRANT SELECT ON cfeed._sqled_readable_feeds TO PUBLIC;
+
+CREATE VIEW cfeed._sqled_writable_feeds WITH (security_barrier = true) AS
+	SELECT CASE WHEN cfeed._sqled_privileged() OR EXISTS (SELECT FROM cfeed._sqled_write_grants g WHERE g.feed_id IS NULL)
+				THEN ARRAY(SELECT f.feed_id FROM cfeed.feed f)
+				ELSE ARRAY(SELECT g.feed_id FROM cfeed._sqled_write_grants g) END AS feed_ids;
+COMMENT ON VIEW cfeed._sqled_writable_feeds IS 'internal (SQL edition): the feeds the current user may write, as one array';
+GRANT SELECT ON cfeed._sqled_writable_feeds TO PUBLIC;
+
+/*
+ * cfeed._sqled_shard_history: of the shards of the feeds the current user
+ * may write, whether each has history: a change numbered at or below its
+ * start value, looked up below the read policy (the view reads
+ * cfeed.change as its owner: backfill's caller may write the feed, not
+ * read it).  Before 1.9's fix a SECURITY DEFINER function answered any
+ * role of any shard and number.
+ */
+CREATE VIEW cfeed._sqled_shard_history WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard,
+		   EXISTS (SELECT FROM cfeed.change c
+				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
+					 AND c.change_sequence_number OPERATOR(pg_catalog.<=) s.start_sequence_number) AS history
+	FROM cfeed.shard_config s
+	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[]) AND cfeed._may_write(s.feed_id);
+COMMENT ON VIEW cfeed._sqled_shard_history IS 'internal (SQL edition): of the shards of the feeds the current user may write, whether each has a change numbered at or below its start value, whoever may see it';
+GRANT SELECT ON cfeed._sqled_shard_history TO PUBLIC;
+
+/*
  * cfeed._sqled_shard_ends: of the shards of the feeds the current user may
  * read, whether each is closed, its highest stamped number and whether a
  * change of it is left to stamp, looked up below the read policy (the view
@@ -251,7 +331,7 @@ CREATE VIEW cfeed._sqled_shard_ends WITH (security_barrier = true) AS
 				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
 					 AND c.change_sequence_number IS NULL) AS pending
 	FROM cfeed.shard_config s
-	WHERE cfeed._may_read(s.feed_id);
+	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[]) AND cfeed._may_read(s.feed_id);
 COMMENT ON VIEW cfeed._sqled_shard_ends IS 'internal (SQL edition): of the shards of the feeds the current user may read, whether closed, the highest stamped number and whether a change is left to stamp, whoever may see the changes';
 GRANT SELECT ON cfeed._sqled_shard_ends TO PUBLIC;
 
@@ -421,43 +501,6 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_wait_for_head(int, int, bigint, int) IS 'internal (SQL edition): polls a shard''s head until it passes the cursor, the shard has ended or the time is up';
 
 /*
- * The caller's own read and write grants.  Views run with their owner's
- * privileges while current_user stays the caller's: a role sees only the
- * grants it holds or has the privileges of, and needs no privilege on the
- * grants tables (cfeed._may_read and cfeed._may_write read these).
- * Every view of the SQL edition that any role may read filters rows for
- * the caller, so each is a security barrier: else a condition of the
- * caller's own, a cheap function, would run before the filter and see
- * every row (other roles' grants, every feed's shards and start values).
- */
-CREATE VIEW cfeed._sqled_read_grants WITH (security_barrier = true) AS
-	SELECT g.feed_id FROM cfeed.read_grant g
-	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
-	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
-COMMENT ON VIEW cfeed._sqled_read_grants IS 'internal (SQL edition): the feeds the current user holds a read grant of (null: every feed)';
-GRANT SELECT ON cfeed._sqled_read_grants TO PUBLIC;
-
-CREATE VIEW cfeed._sqled_write_grants WITH (security_barrier = true) AS
-	SELECT g.feed_id FROM cfeed.write_grant g
-	WHERE g.grantee::pg_catalog.oid OPERATOR(pg_catalog.=) 0
-	   OR pg_catalog.pg_has_role(CURRENT_USER, g.grantee::pg_catalog.oid, 'USAGE');
-COMMENT ON VIEW cfeed._sqled_write_grants IS 'internal (SQL edition): the feeds the current user holds a write grant of (null: every feed)';
-GRANT SELECT ON cfeed._sqled_write_grants TO PUBLIC;
-
-/*
- * cfeed._sqled_privileged: superuser, BYPASSRLS or the privileges of the
- * owner of cfeed's tables: reads and writes every feed.
- */
-CREATE FUNCTION cfeed._sqled_privileged() RETURNS bool
-	LANGUAGE sql STABLE PARALLEL SAFE
-	AS $fn$
-	SELECT COALESCE((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
-					 WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER), false)
-		OR cfeed._sqled_owner()
-$fn$;
-COMMENT ON FUNCTION cfeed._sqled_privileged() IS 'internal (SQL edition): whether the current user reads and writes every feed (superuser, BYPASSRLS, the owner''s privileges)';
-
-/*
  * cfeed._sqled_check_number: a writer-set change_sequence_number (history,
  * as src/guard.c): at or below the shard's start value and from 1 (22023
  * otherwise), except the owner's restored rows.  Nothing to check for a
@@ -503,7 +546,7 @@ COMMENT ON FUNCTION cfeed._sqled_check_number(int, int, bigint, bool) IS 'intern
  */
 CREATE VIEW cfeed._sqled_shard_starts WITH (security_barrier = true) AS
 	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s
-	WHERE cfeed._may_write(s.feed_id);
+	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[]) AND cfeed._may_write(s.feed_id);
 COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
 
@@ -515,13 +558,15 @@ GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
  */
 CREATE VIEW cfeed._sqled_known_feeds WITH (security_barrier = true) AS
 	SELECT f.feed_id FROM cfeed.feed f
-	WHERE cfeed._may_read(f.feed_id) OR cfeed._may_write(f.feed_id);
+	WHERE f.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[] OPERATOR(pg_catalog.||) (SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[])
+	  AND (cfeed._may_read(f.feed_id) OR cfeed._may_write(f.feed_id));
 COMMENT ON VIEW cfeed._sqled_known_feeds IS 'internal (SQL edition): the feeds the current user may read or write';
 GRANT SELECT ON cfeed._sqled_known_feeds TO PUBLIC;
 
 CREATE VIEW cfeed._sqled_known_shards WITH (security_barrier = true) AS
 	SELECT s.feed_id, s.shard, s.closed FROM cfeed.shard_config s
-	JOIN cfeed._sqled_known_feeds k ON k.feed_id OPERATOR(pg_catalog.=) s.feed_id;
+	JOIN cfeed._sqled_known_feeds k ON k.feed_id OPERATOR(pg_catalog.=) s.feed_id
+	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[] OPERATOR(pg_catalog.||) (SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[]);
 COMMENT ON VIEW cfeed._sqled_known_shards IS 'internal (SQL edition): the shards of the feeds the current user may read or write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_known_shards TO PUBLIC;
 
@@ -553,7 +598,7 @@ CREATE VIEW cfeed._sqled_lease_starts WITH (security_barrier = true) AS
 			  AND c.change_sequence_number IS NOT NULL
 			ORDER BY c.change_sequence_number LIMIT 1) AS lease_start
 	FROM cfeed.shard_config s
-	WHERE cfeed._may_read(s.feed_id);
+	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[]) AND cfeed._may_read(s.feed_id);
 COMMENT ON VIEW cfeed._sqled_lease_starts IS 'internal (SQL edition): where a group''s new lease of each shard of the feeds the current user may read starts (cfeed._lease_start)';
 GRANT SELECT ON cfeed._sqled_lease_starts TO PUBLIC;
 
@@ -570,6 +615,7 @@ CREATE VIEW cfeed._sqled_unstamped WITH (security_barrier = true) AS
 				 pg_catalog.min(c.written_at) AS oldest_written_at
 		  FROM cfeed.change c
 		  WHERE c.change_sequence_number IS NULL
+			AND c.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[])
 		  GROUP BY c.feed_id, c.shard) p
 	WHERE cfeed._may_read(p.feed_id);
 COMMENT ON VIEW cfeed._sqled_unstamped IS 'internal (SQL edition): each shard''s changes not stamped yet and the oldest one''s written_at, of the feeds the current user may read';
@@ -826,9 +872,11 @@ REVOKE ALL ON FUNCTION cfeed._sqled_epoch_begin(int[], int[], int[]) FROM PUBLIC
  * feeds it may read (the view runs as its owner, cfeed._may_read as the
  * caller), and whether an epoch number is known (no feed's data).
  */
+CREATE INDEX epoch_head_feed_idx ON cfeed.epoch_head (feed_id, shard);
+COMMENT ON INDEX cfeed.epoch_head_feed_idx IS 'internal (SQL edition): the scan of cfeed._sqled_epoch_heads by the caller''s feeds (feed_id = ANY), which fetches no other feed''s heads';
 CREATE VIEW cfeed._sqled_epoch_heads AS
 	SELECT h.epoch, h.feed_id, h.shard, h.head FROM cfeed.epoch_head h
-	WHERE cfeed._may_read(h.feed_id);
+	WHERE h.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[]) AND cfeed._may_read(h.feed_id);
 ALTER VIEW cfeed._sqled_epoch_heads SET (security_barrier = true);
 COMMENT ON VIEW cfeed._sqled_epoch_heads IS 'internal (SQL edition): the epoch heads of the feeds the current user may read';
 GRANT SELECT ON cfeed._sqled_epoch_heads TO PUBLIC;

@@ -20,7 +20,6 @@
  * cannot hold where the writer could not set it.
  */
 
-
 /*
  * cfeed._sqled_track_table: the checks of src/tracked.c on the table a
  * track, untrack or backfill call names (42P01 for an OID that is no
@@ -602,22 +601,4 @@ BEGIN
 END
 $fn$;
 COMMENT ON FUNCTION cfeed._sqled_backfill_starts(int, int) IS 'internal (SQL edition): the start values of a feed''s shards for backfill, which none may have history';
-
-/*
- * cfeed._sqled_shard_history: of the shards of the feeds the current user
- * may write, whether each has history: a change numbered at or below its
- * start value, looked up below the read policy (the view reads
- * cfeed.change as its owner: backfill's caller may write the feed, not
- * read it).  Before 1.9's fix a SECURITY DEFINER function answered any
- * role of any shard and number.
- */
-CREATE VIEW cfeed._sqled_shard_history WITH (security_barrier = true) AS
-	SELECT s.feed_id, s.shard,
-		   EXISTS (SELECT FROM cfeed.change c
-				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
-					 AND c.change_sequence_number OPERATOR(pg_catalog.<=) s.start_sequence_number) AS history
-	FROM cfeed.shard_config s
-	WHERE cfeed._may_write(s.feed_id);
-COMMENT ON VIEW cfeed._sqled_shard_history IS 'internal (SQL edition): of the shards of the feeds the current user may write, whether each has a change numbered at or below its start value, whoever may see it';
-GRANT SELECT ON cfeed._sqled_shard_history TO PUBLIC;
 
