@@ -145,6 +145,17 @@ BEGIN;
 SELECT pg_temp.err($$CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL)$$);
 ROLLBACK;
 SELECT pg_temp.err($$CALL cfeed.sweep_loop(0, 0, 0, 0, NULL, NULL, NULL)$$);
+-- a sweep writes: not in a read-only transaction (25006; before 1.9's fix
+-- sweep() and sweep_loop() stamped and committed there)
+SELECT cfeed.publish(2, 0) > 0 AS published;
+BEGIN READ ONLY;
+SELECT pg_temp.err($$SELECT * FROM cfeed.sweep(1)$$) AS read_only_sweep;
+ROLLBACK;
+SET default_transaction_read_only = on;
+CALL cfeed.sweep_loop(1, 0, 0, 0, NULL, NULL, NULL);
+RESET default_transaction_read_only;
+SELECT count(*) AS still_pending FROM cfeed.change WHERE feed_id = 2 AND change_sequence_number IS NULL;
+SELECT sum(change_count) AS swept FROM cfeed.sweep(1);
 -- everything is stamped, gapless
 SELECT s.feed_id, s.shard, count(c.*) AS stamped,
        max(c.change_sequence_number) - min(c.change_sequence_number) + 1 = count(c.*) AS gapless,

@@ -33,6 +33,21 @@ PG_FUNCTION_INFO_V1(cfeed_sweep);
 PG_FUNCTION_INFO_V1(cfeed_sweep_loop);
 
 /*
+ * check_sql_sweep
+ *		A sweep called from SQL: in a READ COMMITTED transaction, not in
+ *		recovery (cfeed_check_sweep_isolation), and not in a read-only
+ *		transaction (25006), as any write.  The background sweeper writes in
+ *		its own transactions, read-only or not (default_transaction_read_only
+ *		does not stop it).
+ */
+static void
+check_sql_sweep(const char *fn)
+{
+	cfeed_check_sweep_isolation();
+	PreventCommandIfReadOnly(fn);
+}
+
+/*
  * cfeed_sweep
  *		SQL: cfeed.sweep(sweep_group int default 0) returns table(feed_id,
  *		shard, change_count, last_change_sequence_number, lag_ms).
@@ -45,6 +60,7 @@ cfeed_sweep(PG_FUNCTION_ARGS)
 	int			i;
 
 	cfeed_require_arg(fcinfo, 0, "sweep_group");
+	check_sql_sweep("cfeed.sweep()");
 	InitMaterializedSRF(fcinfo, 0);
 	cfeed_sweep_group(PG_GETARG_INT32(0), false, InvalidOid, &result);
 	cfeed_sweep_report_exhausted(&result);
@@ -213,7 +229,7 @@ cfeed_sweep_loop(PG_FUNCTION_ARGS)
 				 errmsg("cfeed.sweep_loop must be called with CALL outside a transaction block"),
 				 errdetail("It commits after every sweep."),
 				 errhint("Use SELECT * FROM cfeed.sweep() inside a transaction.")));
-	cfeed_check_sweep_isolation();
+	check_sql_sweep("cfeed.sweep_loop()");
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "cfeed.sweep_loop: return type must be a row type");
 	tupdesc = BlessTupleDesc(tupdesc);
