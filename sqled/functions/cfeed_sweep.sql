@@ -77,11 +77,22 @@ BEGIN
 				  DETAIL = 'A sweep must see every change committed before it starts, which a transaction snapshot does not.',
 				  HINT = 'Sweep in a READ COMMITTED transaction.';
 	END IF;
+	IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
+		RAISE EXCEPTION 'cannot execute cfeed.sweep() in a read-only transaction'
+			USING ERRCODE = '25006';
+	END IF;
 
 	-- 1. begin
 	PERFORM pg_catalog.pg_advisory_xact_lock(1667655012, v_group);
-	LOCK TABLE cfeed.shard_config IN ACCESS SHARE MODE;
-	LOCK TABLE cfeed.change IN ROW EXCLUSIVE MODE;
+	BEGIN
+		LOCK TABLE cfeed.shard_config IN ACCESS SHARE MODE;
+		LOCK TABLE cfeed.change IN ROW EXCLUSIVE MODE;
+	EXCEPTION WHEN insufficient_privilege THEN
+		-- the names now are the C extension's tables, its owner's
+		IF pg_catalog.to_regprocedure('cfeed._sqled_owner()') IS NOT NULL THEN
+			RAISE;
+		END IF;
+	END;
 	IF pg_catalog.to_regprocedure('cfeed._sqled_owner()') IS NULL THEN
 		-- the tables locked are the C extension's: the database moved while
 		-- this sweep waited (sqled/move/), and the extension's sweeps number

@@ -473,16 +473,31 @@ DECLARE
 	v_end timestamptz := pg_catalog.clock_timestamp()
 		+ pg_catalog.make_interval(secs => timeout_ms / 1000.0);
 	v_setting text := NULLIF(pg_catalog.current_setting('cfeed.poll_interval', true), '');
-	-- milliseconds, or with a unit ('10ms', '0.5s'): as the C edition's
-	-- setting shows itself where cfeed.so is loaded
-	v_poll double precision := CASE
-		WHEN v_setting IS NULL THEN 0.01
-		WHEN v_setting ~ '^\s*[0-9]+(\.[0-9]*)?\s*$' THEN v_setting::double precision / 1000.0
-		ELSE EXTRACT(epoch FROM v_setting::interval) END;
+	v_poll double precision;
 	v_head bigint;
 	v_ended bool;
 	v_left double precision;
 BEGIN
+	-- milliseconds, or with a unit ('10ms', '0.5s'), from 1 to 10000 ms: as
+	-- the C edition's setting (the SQL edition's is a placeholder, which
+	-- PostgreSQL does not check when it is set)
+	IF v_setting IS NULL THEN
+		v_poll := 10;
+	ELSIF v_setting ~ '^\s*[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?\s*$' THEN
+		v_poll := v_setting::double precision;
+	ELSE
+		BEGIN
+			v_poll := EXTRACT(epoch FROM v_setting::interval) * 1000;
+		EXCEPTION WHEN data_exception THEN
+			v_poll := NULL;
+		END;
+	END IF;
+	IF v_poll IS NULL OR v_poll < 1 OR v_poll > 10000 THEN
+		RAISE EXCEPTION 'invalid value for parameter "cfeed.poll_interval": "%"', v_setting
+			USING ERRCODE = '22023',
+				  HINT = 'Set it from 1 to 10000 milliseconds, or with a unit (''10ms'', ''0.5s''), as the C edition''s setting.';
+	END IF;
+	v_poll := v_poll / 1000.0;
 	LOOP
 		SELECT s.last_change_sequence_number, s.ended INTO v_head, v_ended
 		FROM cfeed.shard s

@@ -94,8 +94,22 @@ SET cfeed.poll_interval = '5ms';
 SELECT cfeed.wait(1, 0, 2000000000000003, 20) - 2000000000000000 AS timed_out;
 SET cfeed.poll_interval = '0.01s';
 SELECT cfeed.wait(1, 0, 2000000000000003, 20) - 2000000000000000 AS timed_out;
+SET cfeed.poll_interval = '1e1';
+SELECT cfeed.wait(1, 0, 2000000000000003, 20) - 2000000000000000 AS timed_out;
+-- outside the C edition's 1 to 10000 ms, or no time at all: the wait fails
+-- (22023; the C edition refuses it at SET; before, 0 polled in a busy loop)
+SET cfeed.poll_interval = '0';
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 2000000000000003, 20)$$) AS zero;
+SET cfeed.poll_interval = '-5';
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 2000000000000003, 20)$$) AS negative;
+SET cfeed.poll_interval = 'abc';
+SELECT pg_temp.err($$SELECT cfeed.wait(1, 0, 2000000000000003, 20)$$) AS no_time;
 RESET cfeed.poll_interval;
 SELECT count(*) FROM cfeed.read(1, 0, 2000000000000003, 10, 50);
+-- a sweep writes: not in a read-only transaction (25006, as the C edition)
+BEGIN READ ONLY;
+SELECT pg_temp.err($$SELECT * FROM cfeed.sweep()$$) AS read_only_sweep;
+ROLLBACK;
 
 -- a sweep's own transaction: its changes after the sweep are stamped by the next
 BEGIN;
