@@ -341,8 +341,9 @@ SELECT count(*) FROM cfeed.failed_change WHERE group_name = 'd';
 SELECT count(*) FROM cfeed.failure_policy WHERE group_name = 'd';
 
 -- privileges: the roles have exactly the grants docs/security.md lists.
--- A consumer: reader + SELECT on cfeed.feed, SELECT, INSERT, UPDATE on
--- cfeed.lease (checkpoints as before 1.8, and fail() needs no more), then
+-- A consumer: reader + SELECT, INSERT, UPDATE on cfeed.lease (checkpoints
+-- as before 1.8, and fail() needs no more; since 1.9 no SELECT on
+-- cfeed.feed, which showed every feed's name), then
 -- SELECT on cfeed.failed_change for read_group.  A dead-letter operator:
 -- reader + SELECT on cfeed.feed and cfeed.lease, SELECT, DELETE on
 -- cfeed.failed_change, SELECT, INSERT, UPDATE on cfeed.failure_policy,
@@ -351,7 +352,8 @@ SELECT count(*) FROM cfeed.failure_policy WHERE group_name = 'd';
 CREATE ROLE dl_consumer;
 CREATE ROLE dl_operator;
 CREATE ROLE dl_stranger;
-GRANT SELECT ON cfeed.change, cfeed.shard, cfeed.feed TO dl_consumer, dl_operator, dl_stranger;
+GRANT SELECT ON cfeed.change, cfeed.shard TO dl_consumer, dl_operator, dl_stranger;
+GRANT SELECT ON cfeed.feed TO dl_operator, dl_stranger;
 GRANT SELECT, INSERT, UPDATE ON cfeed.lease TO dl_consumer, dl_stranger;
 GRANT SELECT ON cfeed.lease TO dl_operator;
 GRANT SELECT, DELETE ON cfeed.failed_change TO dl_operator, dl_stranger;
@@ -364,6 +366,8 @@ SELECT cfeed.set_failure_policy('g', 1, max_attempts => 1, dead_letter => true);
 SELECT cfeed.release('g', 1, 'a');
 SET ROLE dl_consumer;
 SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'c', 600000) ORDER BY shard;
+SELECT pg_temp.err($$SELECT count(*) FROM cfeed.feed$$) AS feeds_not_shown,
+	   pg_temp.err($$SELECT * FROM cfeed.acquire('g', 99, 'c')$$) AS missing_feed;
 SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 0, 'c', 5, 2000000000000010)$$);
 -- read_group needs SELECT on cfeed.failed_change
 SELECT pg_temp.err($$SELECT * FROM cfeed.read_group('g', 1, 0)$$);

@@ -30,6 +30,7 @@ PG_FUNCTION_INFO_V1(cfeed_publish);
 PG_FUNCTION_INFO_V1(cfeed_shard_for);
 PG_FUNCTION_INFO_V1(cfeed_channel);
 PG_FUNCTION_INFO_V1(cfeed_feed_created_here);
+PG_FUNCTION_INFO_V1(cfeed_feed_exists_sql);
 PG_FUNCTION_INFO_V1(cfeed_sweep_group_in_use_sql);
 
 /*
@@ -254,6 +255,27 @@ cfeed_feed_created_here(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(0))
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(cfeed_feed_mine(PG_GETARG_INT32(0)));
+}
+
+/*
+ * cfeed_feed_exists_sql
+ *		SQL: cfeed._feed_exists(feed_id) returns bool (since 1.9): whether a
+ *		feed the caller may read or write exists, read without the caller's
+ *		privileges on cfeed.feed (so that a consumer needs no SELECT on it,
+ *		which showed every feed's name); false for null and for a feed the
+ *		caller may neither read nor write, whether it exists or not.
+ */
+Datum
+cfeed_feed_exists_sql(PG_FUNCTION_ARGS)
+{
+	int32		feed_id;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	feed_id = PG_GETARG_INT32(0);
+	if (!cfeed_may_read_feed(feed_id) && !cfeed_may_write_feed(feed_id))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(cfeed_feed_exists(feed_id));
 }
 
 /*

@@ -2126,3 +2126,32 @@ SELECT cfeed._reference('lease_shard_fkey', 'lease', 'shard_config', '{feed_id,s
 SELECT cfeed._reference('failed_change_lease_fkey', 'failed_change', 'lease', '{group_name,feed_id,shard}');
 SELECT cfeed._reference('epoch_head_epoch_fkey', 'epoch_head', 'epoch', '{epoch}');
 DROP FUNCTION cfeed._reference(text, text, text, text[]);
+
+/*
+ * 1.9: the consumer-group functions tell whether a feed exists without the
+ * caller's SELECT on cfeed.feed (cfeed._check_feed read it as the caller,
+ * so every consumer needed that privilege, which showed it every feed's
+ * name, comment and retention: SPEC §8 lets no role learn of feeds it was
+ * not granted).
+ */
+CREATE FUNCTION cfeed._feed_exists(feed_id int) RETURNS bool
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_feed_exists_sql';
+COMMENT ON FUNCTION cfeed._feed_exists(int) IS 'internal: whether a feed the caller may read or write exists (false for the others, whether they exist or not)';
+
+CREATE OR REPLACE FUNCTION cfeed._check_feed(feed_id int) RETURNS void
+	LANGUAGE plpgsql STABLE PARALLEL SAFE
+	SET search_path = pg_catalog, pg_temp
+	AS $fn$
+BEGIN
+	IF _check_feed.feed_id IS NOT NULL AND NOT cfeed._may_read(_check_feed.feed_id) THEN
+		RAISE EXCEPTION 'permission denied for feed %', feed_id
+			USING ERRCODE = '42501',
+				  HINT = format('The extension''s owner grants it with cfeed.grant_read(%s, role).', feed_id);
+	END IF;
+	IF NOT cfeed._feed_exists(_check_feed.feed_id) THEN
+		RAISE EXCEPTION 'feed % does not exist', feed_id
+			USING ERRCODE = '42704', HINT = 'Create it with cfeed.create_feed().';
+	END IF;
+END
+$fn$;
