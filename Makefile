@@ -10,6 +10,7 @@ OBJS = \
 	src/guard.o \
 	src/upstream.o \
 	src/feed.o \
+	src/reference.o \
 	src/sweep.o \
 	src/sweep_sql.o \
 	src/sweep_report.o \

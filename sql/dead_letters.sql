@@ -368,6 +368,17 @@ SET ROLE dl_consumer;
 SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'c', 600000) ORDER BY shard;
 SELECT pg_temp.err($$SELECT count(*) FROM cfeed.feed$$) AS feeds_not_shown,
 	   pg_temp.err($$SELECT * FROM cfeed.acquire('g', 99, 'c')$$) AS missing_feed;
+-- a lease of a shard that does not exist is refused (23503), also with
+-- check_function_bodies off, as a restore sets it: only a session user with
+-- the owner's privileges restores rows whose references come later
+RESET ROLE;
+SET SESSION AUTHORIZATION dl_consumer;
+SET check_function_bodies = off;
+SELECT pg_temp.err($$INSERT INTO cfeed.lease (group_name, feed_id, shard, cursor, epoch) VALUES ('g', 1, 77, 0, 0)$$)
+	AS orphan_lease;
+RESET check_function_bodies;
+RESET SESSION AUTHORIZATION;
+SET ROLE dl_consumer;
 SELECT pg_temp.err($$SELECT cfeed.checkpoint('g', 1, 0, 'c', 5, 2000000000000010)$$);
 -- read_group needs SELECT on cfeed.failed_change
 SELECT pg_temp.err($$SELECT * FROM cfeed.read_group('g', 1, 0)$$);

@@ -306,8 +306,9 @@ RESET cfeed.default_storage;
 -- channel: cfeed_<feed_id>_<shard>
 SELECT cfeed.channel(1, 0), cfeed.channel(1, 3), cfeed.channel(3, 6);
 
--- shard_config may be truncated with cfeed.change
-TRUNCATE cfeed.shard_config, cfeed.change CASCADE;
+-- shard_config may be truncated with cfeed.change (and with the tables
+-- that reference it, listed or not)
+TRUNCATE cfeed.shard_config, cfeed.lease, cfeed.change;
 SELECT (SELECT count(*) FROM cfeed.shard) AS shards, (SELECT count(*) FROM cfeed.change) AS changes;
 
 DROP EXTENSION cfeed;

@@ -1980,16 +1980,20 @@ CREATE TRIGGER failure_policy_name BEFORE INSERT OR UPDATE OF group_name ON cfee
  *    so that a concurrent DELETE waits for it and then cascades to the new
  *    rows (23503 otherwise, in the foreign key's words).  A restore's
  *    INSERT (check_function_bodies off, as every pg_dump script and
- *    pg_restore session sets it) is not refused a missing row: the
- *    referenced table's data may come later.
+ *    pg_restore session sets it, by a session user with the privileges of
+ *    the table's owner) is not refused a missing row: the referenced
+ *    table's data may come later.
  *  - <name>_cascade on the referenced table, after each DELETE statement:
- *    deletes the rows that referenced the deleted ones; <name>_truncate
- *    truncates the referencing table with it (as TRUNCATE ... CASCADE);
+ *    deletes the rows that referenced the deleted ones, with the latest
+ *    snapshot and, in REPEATABLE READ and SERIALIZABLE, the transaction's
+ *    as crosscheck (a row committed since fails it with 40001, as a
+ *    foreign key's cascade; src/reference.c); <name>_truncate truncates the
+ *    referencing table with it (as TRUNCATE ... CASCADE);
  *  - <name>_restrict after an UPDATE of a referenced row's key: refused
  *    while rows still reference it (23503).
  *
- * Only the extension's owner writes these tables directly; cfeed's
- * functions write them as their owner.
+ * Roles that write these tables (consumers cfeed.lease, creators cfeed.shard)
+ * get the checks; the restore's exception is the owner's.
  */
 CREATE FUNCTION cfeed._reference_check() RETURNS trigger
 	LANGUAGE plpgsql SECURITY DEFINER
@@ -2021,8 +2025,15 @@ BEGIN
 				   v_source, v_parent,
 				   (SELECT string_agg(format('p.%1$I = n.%1$I', c), ' AND ') FROM unnest(v_columns) c))
 		INTO v_missing USING NEW;
+	-- a restore: pg_dump's scripts and pg_restore turn check_function_bodies
+	-- off, and restore as the tables' owner (any role may turn it off: the
+	-- session's user, which a SECURITY DEFINER function does not change,
+	-- must have the owner's privileges)
 	IF v_missing IS NOT NULL
-	   AND NOT (TG_OP = 'INSERT' AND pg_catalog.current_setting('check_function_bodies') = 'off') THEN
+	   AND NOT (TG_OP = 'INSERT' AND pg_catalog.current_setting('check_function_bodies') = 'off'
+				AND pg_catalog.pg_has_role(SESSION_USER,
+										   (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID),
+										   'USAGE')) THEN
 		RAISE EXCEPTION 'insert or update on table "%" violates foreign key constraint "%"', TG_TABLE_NAME, v_name
 			USING ERRCODE = '23503', SCHEMA = 'cfeed', TABLE = TG_TABLE_NAME, CONSTRAINT = v_name,
 				  DETAIL = format('Key (%s)=(%s) is not present in table "%s".',
@@ -2035,27 +2046,8 @@ COMMENT ON FUNCTION cfeed._reference_check() IS 'internal: the foreign key of a 
 REVOKE ALL ON FUNCTION cfeed._reference_check() FROM PUBLIC;
 
 CREATE FUNCTION cfeed._reference_cascade() RETURNS trigger
-	LANGUAGE plpgsql SECURITY DEFINER
-	SET search_path = pg_catalog, pg_temp
-	AS $fn$
-DECLARE
-	-- TG_ARGV: the reference's name, the referencing table, the key's columns
-	v_child text := TG_ARGV[1];
-	v_columns text[] := TG_ARGV[2:TG_NARGS - 1];
-BEGIN
-	IF TG_TABLE_SCHEMA <> 'cfeed' THEN
-		RAISE EXCEPTION 'function cfeed._reference_cascade() must be fired on a table of cfeed' USING ERRCODE = '39P01';
-	END IF;
-	IF TG_OP = 'TRUNCATE' THEN
-		EXECUTE format('TRUNCATE cfeed.%I', v_child);
-	ELSE
-		EXECUTE format('DELETE FROM cfeed.%I c USING old_rows o WHERE %s', v_child,
-					   (SELECT string_agg(format('c.%1$I = o.%1$I', c), ' AND ') FROM unnest(v_columns) c));
-	END IF;
-	RETURN NULL;
-END
-$fn$;
-COMMENT ON FUNCTION cfeed._reference_cascade() IS 'internal: the foreign key of a cfeed table, ON DELETE CASCADE: deletes the rows that referenced the deleted ones, truncates the referencing table with the referenced one';
+	LANGUAGE c AS 'MODULE_PATHNAME', 'cfeed_reference_cascade';
+COMMENT ON FUNCTION cfeed._reference_cascade() IS 'internal: the foreign key of a cfeed table, ON DELETE CASCADE: deletes the rows that referenced the deleted ones (a serialization failure for one committed since a REPEATABLE READ snapshot), truncates the referencing table with the referenced one';
 REVOKE ALL ON FUNCTION cfeed._reference_cascade() FROM PUBLIC;
 
 CREATE FUNCTION cfeed._reference_restrict() RETURNS trigger
