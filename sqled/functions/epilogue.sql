@@ -270,29 +270,68 @@ $fn$;
 COMMENT ON FUNCTION cfeed._sqled_privileged() IS 'internal (SQL edition): whether the current user reads and writes every feed (superuser, BYPASSRLS, the owner''s privileges)';
 
 /*
- * The feeds the current user may read, and those it may write, as one
- * array each (every feed for a role that may read or write every feed).
- * The views below that any role may read give their scans the condition
- * feed_id = ANY (the array), as the C edition's planner support function
- * gives the read checks' index scans: a caller's own condition (such as
- * feed_id = 2, leakproof, so pushed below the security barrier) then
- * fetches no row of a feed it may not see, and EXPLAIN ANALYZE counts none
- * ("Rows Removed by Filter" told a role with nothing but LOGIN which feeds
- * and shards exist, and other feeds' pending changes).
+ * Which feeds the current user may read, and which it may write: all of
+ * them (all_feeds), or those of feed_ids.  The views below that any role
+ * may read are each a UNION ALL of a branch for a role that may see every
+ * feed, run only for such a role (an InitPlan's one-time filter), and one
+ * whose scan has the condition feed_id = ANY (feed_ids), as the C
+ * edition's planner support function gives the read checks' index scans:
+ * a caller's own condition (such as feed_id = 2, leakproof, so pushed
+ * below the security barrier) then fetches no row of a feed it may not
+ * see, and EXPLAIN ANALYZE counts none ("Rows Removed by Filter" told a
+ * role with nothing but LOGIN which feeds and shards exist, and other
+ * feeds' pending changes).  A role that sees every feed builds no array
+ * of them.
  */
 CREATE VIEW cfeed._sqled_readable_feeds WITH (security_barrier = true) AS
-	SELECT CASE WHEN cfeed._sqled_privileged() OR EXISTS (SELECT FROM cfeed._sqled_read_grants g WHERE g.feed_id IS NULL)
-				THEN ARRAY(SELECT f.feed_id FROM cfeed.feed f)
-				ELSE ARRAY(SELECT g.feed_id FROM cfeed._sqled_read_grants g) END AS feed_ids;
-COMMENT ON VIEW cfeed._sqled_readable_feeds IS 'internal (SQL edition): the feeds the current user may read, as one array';
+	SELECT a.all_feeds,
+		   CASE WHEN a.all_feeds THEN '{}'::int[]
+				ELSE ARRAY(SELECT g.feed_id FROM cfeed._sqled_read_grants g) END AS feed_ids
+	FROM (SELECT cfeed._sqled_privileged()
+				 OR EXISTS (SELECT FROM cfeed._sqled_read_grants g WHERE g.feed_id IS NULL) AS all_feeds) a;
+COMMENT ON VIEW cfeed._sqled_readable_feeds IS 'internal (SQL edition): whether the current user may read every feed, else the feeds it may read';
 GRANT SELECT ON cfeed._sqled_readable_feeds TO PUBLIC;
 
 CREATE VIEW cfeed._sqled_writable_feeds WITH (security_barrier = true) AS
-	SELECT CASE WHEN cfeed._sqled_privileged() OR EXISTS (SELECT FROM cfeed._sqled_write_grants g WHERE g.feed_id IS NULL)
-				THEN ARRAY(SELECT f.feed_id FROM cfeed.feed f)
-				ELSE ARRAY(SELECT g.feed_id FROM cfeed._sqled_write_grants g) END AS feed_ids;
-COMMENT ON VIEW cfeed._sqled_writable_feeds IS 'internal (SQL edition): the feeds the current user may write, as one array';
+	SELECT a.all_feeds,
+		   CASE WHEN a.all_feeds THEN '{}'::int[]
+				ELSE ARRAY(SELECT g.feed_id FROM cfeed._sqled_write_grants g) END AS feed_ids
+	FROM (SELECT cfeed._sqled_privileged()
+				 OR EXISTS (SELECT FROM cfeed._sqled_write_grants g WHERE g.feed_id IS NULL) AS all_feeds) a;
+COMMENT ON VIEW cfeed._sqled_writable_feeds IS 'internal (SQL edition): whether the current user may write every feed, else the feeds it may write';
 GRANT SELECT ON cfeed._sqled_writable_feeds TO PUBLIC;
+
+CREATE VIEW cfeed._sqled_knowable_feeds WITH (security_barrier = true) AS
+	SELECT r.all_feeds OR w.all_feeds AS all_feeds,
+		   CASE WHEN r.all_feeds OR w.all_feeds THEN '{}'::int[]
+				ELSE r.feed_ids OPERATOR(pg_catalog.||) w.feed_ids END AS feed_ids
+	FROM cfeed._sqled_readable_feeds r, cfeed._sqled_writable_feeds w;
+COMMENT ON VIEW cfeed._sqled_knowable_feeds IS 'internal (SQL edition): whether the current user may read or write every feed, else the feeds it may read or write';
+GRANT SELECT ON cfeed._sqled_knowable_feeds TO PUBLIC;
+
+/*
+ * The shards of the feeds the current user may read, and of those it may
+ * write, by the branches above.
+ */
+CREATE VIEW cfeed._sqled_readable_shards WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed
+	FROM cfeed._sqled_readable_feeds a
+	CROSS JOIN LATERAL (
+		SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s WHERE a.all_feeds
+		UNION ALL
+		SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s WHERE s.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) s;
+COMMENT ON VIEW cfeed._sqled_readable_shards IS 'internal (SQL edition): the shards of the feeds the current user may read';
+GRANT SELECT ON cfeed._sqled_readable_shards TO PUBLIC;
+
+CREATE VIEW cfeed._sqled_writable_shards WITH (security_barrier = true) AS
+	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed
+	FROM cfeed._sqled_writable_feeds a
+	CROSS JOIN LATERAL (
+		SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s WHERE a.all_feeds
+		UNION ALL
+		SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s WHERE s.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) s;
+COMMENT ON VIEW cfeed._sqled_writable_shards IS 'internal (SQL edition): the shards of the feeds the current user may write';
+GRANT SELECT ON cfeed._sqled_writable_shards TO PUBLIC;
 
 /*
  * cfeed._sqled_shard_history: of the shards of the feeds the current user
@@ -307,8 +346,7 @@ CREATE VIEW cfeed._sqled_shard_history WITH (security_barrier = true) AS
 		   EXISTS (SELECT FROM cfeed.change c
 				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
 					 AND c.change_sequence_number OPERATOR(pg_catalog.<=) s.start_sequence_number) AS history
-	FROM cfeed.shard_config s
-	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[]) AND cfeed._may_write(s.feed_id);
+	FROM cfeed._sqled_writable_shards s;
 COMMENT ON VIEW cfeed._sqled_shard_history IS 'internal (SQL edition): of the shards of the feeds the current user may write, whether each has a change numbered at or below its start value, whoever may see it';
 GRANT SELECT ON cfeed._sqled_shard_history TO PUBLIC;
 
@@ -330,8 +368,7 @@ CREATE VIEW cfeed._sqled_shard_ends WITH (security_barrier = true) AS
 		   EXISTS (SELECT FROM cfeed.change c
 				   WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
 					 AND c.change_sequence_number IS NULL) AS pending
-	FROM cfeed.shard_config s
-	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[]) AND cfeed._may_read(s.feed_id);
+	FROM cfeed._sqled_readable_shards s;
 COMMENT ON VIEW cfeed._sqled_shard_ends IS 'internal (SQL edition): of the shards of the feeds the current user may read, whether closed, the highest stamped number and whether a change is left to stamp, whoever may see the changes';
 GRANT SELECT ON cfeed._sqled_shard_ends TO PUBLIC;
 
@@ -560,8 +597,7 @@ COMMENT ON FUNCTION cfeed._sqled_check_number(int, int, bigint, bool) IS 'intern
  * guards' number checks), whatever its privileges on cfeed.shard_config.
  */
 CREATE VIEW cfeed._sqled_shard_starts WITH (security_barrier = true) AS
-	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed.shard_config s
-	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[]) AND cfeed._may_write(s.feed_id);
+	SELECT s.feed_id, s.shard, s.start_sequence_number, s.closed FROM cfeed._sqled_writable_shards s;
 COMMENT ON VIEW cfeed._sqled_shard_starts IS 'internal (SQL edition): the start values of the shards the current user may write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
 
@@ -572,16 +608,22 @@ GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
  * view tests each feed once, not each shard.
  */
 CREATE VIEW cfeed._sqled_known_feeds WITH (security_barrier = true) AS
-	SELECT f.feed_id FROM cfeed.feed f
-	WHERE f.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[] OPERATOR(pg_catalog.||) (SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[])
-	  AND (cfeed._may_read(f.feed_id) OR cfeed._may_write(f.feed_id));
+	SELECT f.feed_id
+	FROM cfeed._sqled_knowable_feeds a
+	CROSS JOIN LATERAL (
+		SELECT f.feed_id FROM cfeed.feed f WHERE a.all_feeds
+		UNION ALL
+		SELECT f.feed_id FROM cfeed.feed f WHERE f.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) f;
 COMMENT ON VIEW cfeed._sqled_known_feeds IS 'internal (SQL edition): the feeds the current user may read or write';
 GRANT SELECT ON cfeed._sqled_known_feeds TO PUBLIC;
 
 CREATE VIEW cfeed._sqled_known_shards WITH (security_barrier = true) AS
-	SELECT s.feed_id, s.shard, s.closed FROM cfeed.shard_config s
-	JOIN cfeed._sqled_known_feeds k ON k.feed_id OPERATOR(pg_catalog.=) s.feed_id
-	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[] OPERATOR(pg_catalog.||) (SELECT w.feed_ids FROM cfeed._sqled_writable_feeds w)::int[]);
+	SELECT s.feed_id, s.shard, s.closed
+	FROM cfeed._sqled_knowable_feeds a
+	CROSS JOIN LATERAL (
+		SELECT s.feed_id, s.shard, s.closed FROM cfeed.shard_config s WHERE a.all_feeds
+		UNION ALL
+		SELECT s.feed_id, s.shard, s.closed FROM cfeed.shard_config s WHERE s.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) s;
 COMMENT ON VIEW cfeed._sqled_known_shards IS 'internal (SQL edition): the shards of the feeds the current user may read or write, and whether they are closed';
 GRANT SELECT ON cfeed._sqled_known_shards TO PUBLIC;
 
@@ -612,8 +654,7 @@ CREATE VIEW cfeed._sqled_lease_starts WITH (security_barrier = true) AS
 			WHERE c.feed_id OPERATOR(pg_catalog.=) s.feed_id AND c.shard OPERATOR(pg_catalog.=) s.shard
 			  AND c.change_sequence_number IS NOT NULL
 			ORDER BY c.change_sequence_number LIMIT 1) AS lease_start
-	FROM cfeed.shard_config s
-	WHERE s.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[]) AND cfeed._may_read(s.feed_id);
+	FROM cfeed._sqled_readable_shards s;
 COMMENT ON VIEW cfeed._sqled_lease_starts IS 'internal (SQL edition): where a group''s new lease of each shard of the feeds the current user may read starts (cfeed._lease_start)';
 GRANT SELECT ON cfeed._sqled_lease_starts TO PUBLIC;
 
@@ -628,11 +669,14 @@ CREATE VIEW cfeed._sqled_unstamped WITH (security_barrier = true) AS
 	SELECT p.feed_id, p.shard, p.pending, p.oldest_written_at
 	FROM (SELECT c.feed_id, c.shard, pg_catalog.count(*) AS pending,
 				 pg_catalog.min(c.written_at) AS oldest_written_at
-		  FROM cfeed.change c
-		  WHERE c.change_sequence_number IS NULL
-			AND c.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[])
-		  GROUP BY c.feed_id, c.shard) p
-	WHERE cfeed._may_read(p.feed_id);
+		  FROM cfeed._sqled_readable_feeds a
+		  CROSS JOIN LATERAL (
+			SELECT c.feed_id, c.shard, c.written_at FROM cfeed.change c
+			WHERE a.all_feeds AND c.change_sequence_number IS NULL
+			UNION ALL
+			SELECT c.feed_id, c.shard, c.written_at FROM cfeed.change c
+			WHERE c.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids) AND c.change_sequence_number IS NULL) c
+		  GROUP BY c.feed_id, c.shard) p;
 COMMENT ON VIEW cfeed._sqled_unstamped IS 'internal (SQL edition): each shard''s changes not stamped yet and the oldest one''s written_at, of the feeds the current user may read';
 GRANT SELECT ON cfeed._sqled_unstamped TO PUBLIC;
 
@@ -890,8 +934,12 @@ REVOKE ALL ON FUNCTION cfeed._sqled_epoch_begin(int[], int[], int[]) FROM PUBLIC
 CREATE INDEX epoch_head_feed_idx ON cfeed.epoch_head (feed_id, shard);
 COMMENT ON INDEX cfeed.epoch_head_feed_idx IS 'internal (SQL edition): the scan of cfeed._sqled_epoch_heads by the caller''s feeds (feed_id = ANY), which fetches no other feed''s heads';
 CREATE VIEW cfeed._sqled_epoch_heads AS
-	SELECT h.epoch, h.feed_id, h.shard, h.head FROM cfeed.epoch_head h
-	WHERE h.feed_id OPERATOR(pg_catalog.=) ANY ((SELECT r.feed_ids FROM cfeed._sqled_readable_feeds r)::int[]) AND cfeed._may_read(h.feed_id);
+	SELECT h.epoch, h.feed_id, h.shard, h.head
+	FROM cfeed._sqled_readable_feeds a
+	CROSS JOIN LATERAL (
+		SELECT h.epoch, h.feed_id, h.shard, h.head FROM cfeed.epoch_head h WHERE a.all_feeds
+		UNION ALL
+		SELECT h.epoch, h.feed_id, h.shard, h.head FROM cfeed.epoch_head h WHERE h.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) h;
 ALTER VIEW cfeed._sqled_epoch_heads SET (security_barrier = true);
 COMMENT ON VIEW cfeed._sqled_epoch_heads IS 'internal (SQL edition): the epoch heads of the feeds the current user may read';
 GRANT SELECT ON cfeed._sqled_epoch_heads TO PUBLIC;
