@@ -66,6 +66,7 @@
 #include "catalog/pg_authid.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -556,6 +557,16 @@ cfeed_sweeper_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+
+	/*
+	 * Its own transactions are READ COMMITTED and read-write, whatever the
+	 * server's, the database's or the owner's defaults say: a sweep needs a
+	 * new snapshot per sweep, and writes.  (A database set to
+	 * default_transaction_isolation = 'repeatable read' refused every sweep,
+	 * until the worker restarted even after the setting was reset.)
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
 	claim_slot(dboid, sweep_group);
 	cfeed_notify_defer_sync();
 	snprintf(appname, sizeof(appname), "cfeed sweeper group %d", sweep_group);

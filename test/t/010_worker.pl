@@ -279,6 +279,19 @@ $node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.sweep_gather');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET cfeed.sweep_gather_changes');
 $node->reload;
 
+# The sweeper's transactions are READ COMMITTED and read-write whatever the
+# database's defaults: before, a database set to REPEATABLE READ refused
+# every sweep ("cfeed cannot sweep in a REPEATABLE READ ... transaction")
+# until the worker restarted, even after the setting was reset.
+$node->safe_psql('postgres', q{ALTER DATABASE app SET default_transaction_isolation = 'repeatable read'});
+$node->safe_psql('postgres', q{ALTER DATABASE app SET default_transaction_read_only = on});
+$node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+	WHERE backend_type = 'cfeed sweeper' AND datname = 'app'});
+$node->safe_psql('app', q{SET default_transaction_read_only = off; INSERT INTO truth SELECT cfeed.publish(1, 2)});
+ok(wait_all_stamped($node, 'app'), 'a database whose default isolation is REPEATABLE READ and read-only is swept');
+$node->safe_psql('postgres', 'ALTER DATABASE app RESET default_transaction_isolation');
+$node->safe_psql('postgres', 'ALTER DATABASE app RESET default_transaction_read_only');
+
 # A hot standby runs no sweeper; reads work there; after promotion the new
 # primary sweeps.
 $node->backup('b1');
