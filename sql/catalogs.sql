@@ -48,6 +48,15 @@ SELECT p.oid::regprocedure AS function, prokind, provolatile, proisstrict, prose
        pg_get_function_result(p.oid) AS result
 FROM pg_proc p WHERE pronamespace = 'cfeed'::regnamespace ORDER BY proname, p.oid::regprocedure::text COLLATE "C";
 
+-- the settings functions run with beyond search_path: a function that turns
+-- sequential scans off turns JIT off too (a plan with disable_cost passes
+-- jit_above_cost, and every statement was compiled: apply_retention took
+-- 0.2-1.3 s in a new session with jit on)
+SELECT p.oid::regprocedure AS function, c AS setting
+FROM pg_proc p, unnest(p.proconfig) AS c
+WHERE pronamespace = 'cfeed'::regnamespace AND c NOT LIKE 'search_path=%'
+ORDER BY 1, 2;
+
 -- every public object has a comment
 SELECT c.relname AS undocumented FROM pg_class c
 WHERE relnamespace = 'cfeed'::regnamespace AND relkind IN ('r', 'S', 'v')

@@ -222,7 +222,11 @@ report_absent(Oid dboid)
 
 /*
  * refresh_groups
- *		Group-0 sweeper: publish the database's sweep groups (0 first).
+ *		Group-0 sweeper: publish the database's sweep groups (0 first).  Run
+ *		every second: the groups are found by a walk of
+ *		shard_config_sweep_group_idx, one probe per group (the next group
+ *		above the last), not by a scan of every shard.  One more than fits
+ *		is fetched, to warn of it.
  */
 static void
 refresh_groups(Oid dboid)
@@ -236,8 +240,16 @@ refresh_groups(Oid dboid)
 	groups[0] = 0;
 	spi_level = cfeed_spi_connect();
 	if (SPI_execute_plan(cfeed_spi_plan(&plan,
-										"SELECT DISTINCT sweep_group FROM cfeed.shard_config "
-										"WHERE sweep_group <> 0 ORDER BY 1", 0, NULL),
+										"WITH RECURSIVE g(sweep_group) AS ("
+										" (SELECT s.sweep_group FROM cfeed.shard_config s"
+										"  WHERE s.sweep_group <> 0 ORDER BY 1 LIMIT 1)"
+										" UNION ALL"
+										" SELECT (SELECT s.sweep_group FROM cfeed.shard_config s"
+										"  WHERE s.sweep_group <> 0 AND s.sweep_group > g.sweep_group"
+										"  ORDER BY 1 LIMIT 1)"
+										" FROM g WHERE g.sweep_group IS NOT NULL)"
+										" SELECT sweep_group FROM g WHERE sweep_group IS NOT NULL"
+										" LIMIT " CppAsString2(CFEED_MAX_GROUPS), 0, NULL),
 						 NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: listing sweep groups failed");
 	for (i = 0; i < SPI_processed; i++)

@@ -61,6 +61,27 @@ pass('sweep group 7 has its own sweeper');
 $node->safe_psql('app', 'INSERT INTO truth SELECT cfeed.publish(2, 0)');
 ok(wait_all_stamped($node, 'app'), 'group 7 change stamped');
 
+# A group below 0 is listed too (the walk of shard_config_sweep_group_idx
+# starts at the lowest group), and idle sweepers do not scan every shard:
+# the group-0 sweeper lists the groups every second by that index (a
+# sequential scan of cfeed.shard_config made an idle sweeper's CPU grow
+# with the number of shards).
+$node->safe_psql('app', q{SELECT cfeed.create_feed('below', 1, sweep_group => -3)});
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE application_name = 'cfeed sweeper group -3' AND datname = 'app'}) or die 'no group -3';
+pass('sweep group -3 has its own sweeper');
+my $scans = q{
+	SELECT t.seq_scan || '|' || i.idx_scan
+	FROM pg_stat_user_tables t, pg_stat_user_indexes i
+	WHERE t.relid = 'cfeed.shard_config'::regclass
+	  AND i.indexrelid = 'cfeed.shard_config_sweep_group_idx'::regclass};
+my ($seq0, $idx0) = split /\|/, $node->safe_psql('app', $scans);
+sleep 3;
+my ($seq1, $idx1) = split /\|/, $node->safe_psql('app', $scans);
+is($seq1, $seq0, 'idle sweepers scan no shard sequentially');
+cmp_ok($idx1, '>', $idx0, 'the group-0 sweeper lists the groups by their index');
+
 # cfeed.sweep_delay: after a sweep that stamped changes, the next one begins
 # no sooner than the delay after it, and stamps together what was committed
 # meanwhile (each of those commits would otherwise wake a sweep of its own).
