@@ -153,9 +153,28 @@ cfeed_create_feed(PG_FUNCTION_ARGS)
 	values[5] = PG_GETARG_DATUM(4);
 	cfeed_spi_exec("INSERT INTO cfeed.feed (feed_id, name, comment) VALUES ($1, $2, $3)",
 			 3, types, values, nulls, SPI_OK_INSERT);
-	cfeed_spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) "
-			 "SELECT $1, s, $5, $6 FROM pg_catalog.generate_series(0, $4 - 1) AS s",
-			 6, types, values, nulls, SPI_OK_INSERT);
+
+	/*
+	 * Shard 0 through the view, as the caller: its triggers check the write
+	 * grant (or the feed created here), that a role other than the owner
+	 * starts no new sweep group, and write shard_config as the owner.  The
+	 * other shards are the same but for their number, so what the view let
+	 * through for shard 0 holds for them: they go to shard_config in one
+	 * statement, as the owner.  Through the view each shard was an INSERT
+	 * of its own, whose statement triggers ran per shard (10,000 shards
+	 * took 8-12 s).
+	 */
+	cfeed_spi_exec("INSERT INTO cfeed.shard (feed_id, shard, sweep_group, longpoll) VALUES ($1, 0, $5, $6)",
+				   6, types, values, nulls, SPI_OK_INSERT);
+	if (shards > 1)
+	{
+		CfeedSavedUser saved_user = cfeed_become_owner();
+
+		cfeed_spi_exec("INSERT INTO cfeed.shard_config (feed_id, shard, sweep_group, longpoll) "
+					   "SELECT $1, s, $5, $6 FROM pg_catalog.generate_series(1, $4 - 1) AS s",
+					   6, types, values, nulls, SPI_OK_INSERT);
+		cfeed_restore_user(saved_user);
+	}
 
 	cfeed_spi_finish(spi_level);
 	PG_RETURN_INT32(feed_id);

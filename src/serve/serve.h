@@ -42,7 +42,7 @@
 #define SERVE_TAIL_EVENTS		4096	/* in-memory tail of a shard ... */
 #define SERVE_TAIL_BYTES		(8 * 1024 * 1024)	/* ... and its bytes, but for
 													 * its newest event */
-#define SERVE_NAME_MAX			64
+#define SERVE_NAME_MAX			201	/* a feed name: 200 characters (cfeed.feed) */
 #define SERVE_SAFETY_MS			5000	/* read followed shards anyway */
 #define SERVE_HINT_QUIET_MS		20		/* hints after a read that found
 										 * nothing wait this long */

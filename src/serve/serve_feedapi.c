@@ -392,6 +392,41 @@ read_page(PGconn **conn, ServeReq *req, ServeCursor *c, int limit)
 }
 
 /*
+ * label_asked_epoch
+ *		A cacheable page's cursor line carries the epoch the request's
+ *		cursor named, when its last event is a position of that epoch too:
+ *		at or below the head every later epoch recorded when it began
+ *		(cfeed.resume_cursor leaves it where it is).  A page that reaches
+ *		past such a head (changes stamped after a restart, read from a
+ *		cursor of the epoch before) keeps the epoch it was read in and is
+ *		not cacheable: labelled with the old epoch, its cursor would be
+ *		rewound to that head, and the changes above it sent again.  False,
+ *		with the answer set, when the query fails.
+ */
+static bool
+label_asked_epoch(PGconn **conn, ServeReq *req, ServeCursor *c, long long asked_epoch)
+{
+	long long	number = c->number;
+	long long	epoch = asked_epoch;
+	bool		rewound;
+	PGresult   *res;
+
+	if (c->epoch == asked_epoch)
+		return true;
+	if (!cfeed_epoch_resume(*conn, req->feed.feed_id, c->shard, true, &number,
+							true, &epoch, &rewound, &res))
+	{
+		cfeed_feed_db_error(conn, req, res);
+		return false;
+	}
+	if (rewound)
+		req->cacheable = false;
+	else
+		c->epoch = asked_epoch;
+	return true;
+}
+
+/*
  * start_request
  *		The start job: look up, check, position, and read the first page.
  */
@@ -479,8 +514,8 @@ start_request(PGconn **conn, ServeReq *req)
 		cfeed_serve_payload(req->feed.name) == NULL;
 	if (read_page(conn, req, c, req->stream ? cfeed_stream_page_limit(req) : req->page_size) < 0)
 		return;
-	if (req->cacheable)
-		c->epoch = asked_epoch;	/* not rewound: valid in that epoch */
+	if (req->cacheable && !label_asked_epoch(conn, req, c, asked_epoch))
+		return;
 	cfeed_stream_cursor(req);
 }
 

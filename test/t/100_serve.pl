@@ -420,6 +420,32 @@ is(http_get("$url/orders%00x", $alice)->{status}, 404, '%00 in a path: no such f
 	usleep(50_000) while http_get("$url/other")->{status} != 401 && time < $until;
 }
 
+# --- a feed name of 200 characters, the longest cfeed.feed takes: listed in
+# the token file and served (a helper's test: names of 64 characters and
+# more got 404, and a token file listing one was refused)
+{
+	my $long = 'L' x 200;
+	$node->safe_psql('postgres', "select cfeed.create_feed('$long', 1, 8); select cfeed.publish(8, 0)");
+	my $tokens = slurp_file("$dir/tokens");
+	my $dave = 'dave-0123456789abcdef';
+	write_tokens("$dir/tokens", $tokens . "$dave $long " . ('d' x 200));
+	$gw->{handle}->signal('HUP');
+	my $until = time + 10;
+	usleep(50_000) while http_get("$url/$long", $dave)->{status} != 200 && time < $until;
+	my $r = http_get("$url/$long", $dave);
+	is($r->{status}, 200, 'a feed named with 200 characters: discovery') or diag($r->{content});
+	wait_stamped();
+	my $api = decode_json($r->{content})->{token};
+	$r = http_get("$url/$long?token=$api&partition=0&cursor=_first", $dave);
+	is(scalar(grep { $_->{data} && $_->{data}{feed} eq $long } ndjson($r->{content})), 1,
+		'and its event, named by the feed') or diag($r->{content});
+	write_tokens("$dir/tokens", $tokens);
+	$gw->{handle}->signal('HUP');
+	$until = time + 10;
+	usleep(50_000) while http_get("$url/$long", $dave)->{status} != 401 && time < $until;
+	$node->safe_psql('postgres', "delete from cfeed.change where feed_id = 8; delete from cfeed.feed where feed_id = 8");
+}
+
 is(http_get("$url/gone", $alice)->{status}, 404, 'a feed the token lists that does not exist: 404');
 
 # a token for every feed (*) may read the feeds the gateway's role may read:

@@ -154,6 +154,52 @@ my @expected = split /,/, $node->safe_psql('second',
 is_deeply([ sse_changes($again) ], \@expected,
 	'a resume from the last id sends that change only') or diag($again);
 $resumed->kill_kill;
+stop_gateway($gw);
+
+# --- Part 3: a page that straddles a restart.  A full page below the head
+# is cacheable and its cursor carried the epoch of the request's cursor,
+# also when part of the page was stamped after a restart: that cursor,
+# resumed, was rewound to the head the new epoch recorded, and the changes
+# above it were sent again (a helper's black-box test: 51..60 twice).  Now
+# such a page carries the epoch it was read in and is not cacheable; a
+# page wholly below that head keeps the asked epoch and stays immutable.
+sub fetch_page
+{
+	my ($gw, $cursor, $size) = @_;
+	my $url = "$gw->{url}/feeds/births";
+	my $api = decode_json(http_get($url, $token)->{content})->{token};
+	my $r = http_get("$url?token=$api&partition=0&cursor=$cursor&pageSizeHint=$size", $token);
+	my @lines = ndjson($r->{content});
+	return ($r, [ map { $_->{cursor} } @lines ]);
+}
+$gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+$node->safe_psql('postgres', 'select cfeed.publish(1, 0) from generate_series(1, 4)');
+$node->poll_query_until('postgres', 'select count(*) = 0 from cfeed.change where change_sequence_number is null')
+  or die 'not swept';
+my $old_epoch = $node->safe_psql('postgres', 'select cfeed.epoch()');
+my $old_head = $node->safe_psql('postgres', 'select cfeed.head(1, 0)');
+stop_gateway($gw);
+$node->restart;
+$node->safe_psql('postgres', 'select cfeed.publish(1, 0) from generate_series(1, 4)');
+$node->poll_query_until('postgres', 'select count(*) = 0 from cfeed.change where change_sequence_number is null')
+  or die 'not swept after the restart';
+my $new_epoch = $node->safe_psql('postgres', 'select cfeed.epoch()');
+cmp_ok($new_epoch, '>', $old_epoch, 'the restart began a feed epoch');
+$gw = start_gateway(dsn => $node->connstr('postgres'), tokens => "$dir/tokens");
+
+my ($page, $cursors) = fetch_page($gw, ($old_head - 2) . "\@$old_epoch", 4);
+is($page->{status}, 200, 'a page across the restart') or diag($page->{content});
+is($cursors->[-1], ($old_head + 2) . "\@$new_epoch",
+	'its cursor carries the epoch it was read in') or diag($page->{content});
+like($page->{headers}{'cache-control'}, qr/no-store/, 'and it is not cacheable');
+my ($next, $after) = fetch_page($gw, $cursors->[-1], 4);
+my @sent = grep { $_->{data} } ndjson($next->{content});
+is_deeply([ map { $_->{data}{number} } @sent ], [ $old_head + 3, $old_head + 4 ],
+	'the next page goes on after it: nothing sent again') or diag($next->{content});
+
+($page, $cursors) = fetch_page($gw, ($old_head - 4) . "\@$old_epoch", 4);
+is($cursors->[-1], "$old_head\@$old_epoch", 'a page below the new epoch\'s head keeps the asked epoch');
+like($page->{headers}{'cache-control'}, qr/immutable/, 'and stays immutable');
 
 stop_gateway($gw);
 $node->stop;
