@@ -149,8 +149,8 @@ cfeed_common_option(int c, char **argv, const char **dsn)
 PGconn *
 cfeed_connect_as(const char *dsn, const char *appname, bool report)
 {
-	const char *keywords[6];
-	const char *values[6];
+	const char *keywords[7];
+	const char *values[7];
 	int			n = 0;
 	PGconn	   *conn;
 
@@ -173,6 +173,9 @@ cfeed_connect_as(const char *dsn, const char *appname, bool report)
 	}
 	keywords[n] = "dbname";
 	values[n++] = dsn;
+	/* after dbname, so that no DSN or PGCLIENTENCODING changes it: JSON is UTF-8 */
+	keywords[n] = "client_encoding";
+	values[n++] = "UTF8";
 	keywords[n] = NULL;
 	values[n] = NULL;
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +92,19 @@ wait_standby(Tail *t, long long timeout_ms)
 }
 
 /*
+ * reader_gone
+ *		Whether standard output's reader went away (a pipe whose other end
+ *		was closed: cfeed tail ... | head -3).  A write would fail with
+ *		EPIPE, but an idle tail writes nothing: it would hold its connection,
+ *		and in a group its leases, until the feed's next change.
+ */
+static bool
+reader_gone(const struct pollfd *out)
+{
+	return (out->revents & (POLLERR | POLLHUP)) != 0;
+}
+
+/*
  * cfeed_tail_wait_for_wakeup
  *		Wait until a notification marks a shard dirty, --wait-ms passes (then
  *		all shards are due), a lease renewal is due, --idle-exit-ms passes
@@ -105,10 +119,10 @@ cfeed_tail_wait_for_wakeup(Tail *t)
 	{
 		long long	now;
 		long long	timeout;
-		struct pollfd pfd;
+		struct pollfd pfd[2] = {{.fd = -1}, {.fd = STDOUT_FILENO}};
 		int			rc;
 
-		if (cfeed_interrupted)
+		if (cfeed_interrupted || (poll(&pfd[1], 1, 0) > 0 && reader_gone(&pfd[1])))
 		{
 			t->exit_code = CFEED_EXIT_OK;
 			return STEP_STOP;
@@ -142,19 +156,28 @@ cfeed_tail_wait_for_wakeup(Tail *t)
 		if (!t->listening)
 			return wait_standby(t, timeout);
 
-		pfd.fd = PQsocket(t->conn);
-		pfd.events = POLLIN;
-		pfd.revents = 0;
-		if (pfd.fd < 0)
+		/* the connection's input, and standard output's errors only */
+		pfd[0].fd = PQsocket(t->conn);
+		pfd[0].events = POLLIN;
+		pfd[0].revents = 0;
+		pfd[1].events = 0;
+		pfd[1].revents = 0;
+		if (pfd[0].fd < 0)
 			return cfeed_tail_fail(t, NULL, "waiting");
-		rc = poll(&pfd, 1, (int) (timeout > INT_MAX ? INT_MAX : timeout));
+		rc = poll(pfd, 2, (int) (timeout > INT_MAX ? INT_MAX : timeout));
 		if (rc < 0 && errno != EINTR)
 		{
 			perror("cfeed tail: poll");
 			t->exit_code = CFEED_EXIT_ERROR;
 			return STEP_STOP;
 		}
-		if (rc > 0 && (!PQconsumeInput(t->conn) || PQstatus(t->conn) != CONNECTION_OK))
+		if (rc > 0 && reader_gone(&pfd[1]))
+		{
+			t->exit_code = CFEED_EXIT_OK;
+			return STEP_STOP;
+		}
+		if (rc > 0 && pfd[0].revents != 0 &&
+			(!PQconsumeInput(t->conn) || PQstatus(t->conn) != CONNECTION_OK))
 			return cfeed_tail_fail(t, NULL, "waiting for notifications");
 	}
 }

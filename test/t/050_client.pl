@@ -135,6 +135,19 @@ sub wait_tail_idle
 	is(join(' ', map { "$_->{op}:$_->{row}{id}:" . ($_->{row}{name} // '') . ":$_->{tbl}" } @rows),
 		'insert:1:apple:item insert:2:pear:item update:1:green apple:item delete:2:pear:item',
 		'tail of a tracked table: inserts, updates and deletes with their rows');
+
+	# JSON is UTF-8 whatever the client encoding the environment asks for (a
+	# helper's test: under PGCLIENTENCODING=LATIN1 "caf\xe9" was printed as a
+	# LATIN1 byte, and a character LATIN1 lacks ended the tail with exit 1)
+	$node->safe_psql('postgres', q{insert into item values (3, 'caf' || chr(233) || ' ' || chr(128512))});
+	$node->poll_query_until('postgres', 'select cfeed.head(9, 0) = 2000000000000005');
+	{
+		local $ENV{PGCLIENTENCODING} = 'LATIN1';
+		run [ $cfeed, 'tail', '--dbname', $dsn, '--feed', 'items', '--from', '2000000000000004', '--max', '1' ],
+		  '>', \$out, '2>', \$err, timeout($timeout);
+	}
+	is($?, 0, 'tail under PGCLIENTENCODING=LATIN1: exit 0') or diag($err);
+	is(eval { (parse_lines($out))[0]{row}{name} }, "caf\x{e9} \x{1F600}", '... and its JSON is UTF-8');
 }
 
 # --- tail --from now sees only later changes -----------------------------
@@ -281,6 +294,18 @@ $node->safe_psql('postgres', q{
 	  '>', \$out, '2>', \$err, timeout($timeout);
 	is($? >> 8, 4, 'no read grant, the feed by number: exit 4');
 	like($err, qr/permission denied for feed 1/, "no read grant, the feed by number: the server's message");
+}
+# a closed standard output ends an idle tail at once (a helper's test: it
+# waited for the feed's next change, holding its connection, and in a
+# group its leases): the one change after the cursor, then nothing
+{
+	my $out = '';
+	my $ran = eval {
+		run [ $cfeed, 'tail', '--dbname', $dsn, '--feed', 'items', '--from', '2000000000000004',
+			'--wait-ms', '600000' ], '|', [ 'head', '-n', '1' ], '>', \$out, timeout(60);
+	};
+	ok($ran, 'tail | head -n 1 on an idle feed: both exit 0') or diag($@ || "exit $?");
+	is(scalar(parse_lines($out)), 1, '... once head took its line');
 }
 expect_exit2([ 'frobnicate' ], qr/unknown command/, 'unknown command');
 expect_exit2([], qr/no command given/, 'no command');
