@@ -368,6 +368,15 @@ SET ROLE dl_consumer;
 SELECT shard, cursor - 2000000000000000 AS cursor, epoch FROM cfeed.acquire('g', 1, 'c', 600000) ORDER BY shard;
 SELECT pg_temp.err($$SELECT count(*) FROM cfeed.feed$$) AS feeds_not_shown,
 	   pg_temp.err($$SELECT * FROM cfeed.acquire('g', 99, 'c')$$) AS missing_feed;
+-- its own feed by name all the same (cfeed._feed_id, for cfeed tail --feed
+-- NAME), and null for a name no feed has; so for a role that may not read
+-- the feed: the same answer whether it exists or not
+SELECT cfeed._feed_id('dl') AS own_feed, cfeed._feed_id('no-such-feed') AS missing_name;
+RESET ROLE;
+SET ROLE dl_stranger;
+SELECT cfeed._feed_id('dl') AS not_granted, cfeed._feed_id('no-such-feed') AS missing_name;
+RESET ROLE;
+SET ROLE dl_consumer;
 -- a lease of a shard that does not exist is refused (23503), also with
 -- check_function_bodies off, as a restore sets it: only a session user with
 -- the owner's privileges restores rows whose references come later

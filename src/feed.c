@@ -31,6 +31,7 @@ PG_FUNCTION_INFO_V1(cfeed_shard_for);
 PG_FUNCTION_INFO_V1(cfeed_channel);
 PG_FUNCTION_INFO_V1(cfeed_feed_created_here);
 PG_FUNCTION_INFO_V1(cfeed_feed_exists_sql);
+PG_FUNCTION_INFO_V1(cfeed_feed_id_sql);
 PG_FUNCTION_INFO_V1(cfeed_sweep_group_in_use_sql);
 
 /*
@@ -295,6 +296,46 @@ cfeed_feed_exists_sql(PG_FUNCTION_ARGS)
 	if (!cfeed_may_read_feed(feed_id) && !cfeed_may_write_feed(feed_id))
 		PG_RETURN_BOOL(false);
 	PG_RETURN_BOOL(cfeed_feed_exists(feed_id));
+}
+
+/*
+ * cfeed_feed_id_sql
+ *		SQL: cfeed._feed_id(name) returns int (since 1.9): the id of the feed
+ *		of that name when the caller may read or write it, else null (for
+ *		null, for a name no feed has, and for a feed the caller may neither
+ *		read nor write: the same answer whether it exists or not).  Looked up
+ *		as the extension's owner, so that a reader, who has no SELECT on
+ *		cfeed.feed (it shows every feed's name), can name its own feed
+ *		(cfeed tail --feed NAME).
+ */
+Datum
+cfeed_feed_id_sql(PG_FUNCTION_ARGS)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	int			spi_level;
+	int32		feed_id = 0;
+	bool		found;
+	CfeedSavedUser saved_user;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	values[0] = PG_GETARG_DATUM(0);
+	spi_level = cfeed_spi_connect();
+	saved_user = cfeed_become_owner();
+	cfeed_spi_exec("SELECT feed_id FROM cfeed.feed WHERE name = $1", 1, types, values, NULL, SPI_OK_SELECT);
+	cfeed_restore_user(saved_user);
+	found = SPI_processed == 1;
+	if (found)
+	{
+		bool		isnull;
+
+		feed_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	cfeed_spi_finish(spi_level);
+	if (!found || (!cfeed_may_read_feed(feed_id) && !cfeed_may_write_feed(feed_id)))
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(feed_id);
 }
 
 /*

@@ -608,13 +608,13 @@ GRANT SELECT ON cfeed._sqled_shard_starts TO PUBLIC;
  * view tests each feed once, not each shard.
  */
 CREATE VIEW cfeed._sqled_known_feeds WITH (security_barrier = true) AS
-	SELECT f.feed_id
+	SELECT f.feed_id, f.name
 	FROM cfeed._sqled_knowable_feeds a
 	CROSS JOIN LATERAL (
-		SELECT f.feed_id FROM cfeed.feed f WHERE a.all_feeds
+		SELECT f.feed_id, f.name FROM cfeed.feed f WHERE a.all_feeds
 		UNION ALL
-		SELECT f.feed_id FROM cfeed.feed f WHERE f.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) f;
-COMMENT ON VIEW cfeed._sqled_known_feeds IS 'internal (SQL edition): the feeds the current user may read or write';
+		SELECT f.feed_id, f.name FROM cfeed.feed f WHERE f.feed_id OPERATOR(pg_catalog.=) ANY (a.feed_ids)) f;
+COMMENT ON VIEW cfeed._sqled_known_feeds IS 'internal (SQL edition): the feeds the current user may read or write, with their names';
 GRANT SELECT ON cfeed._sqled_known_feeds TO PUBLIC;
 
 CREATE VIEW cfeed._sqled_known_shards WITH (security_barrier = true) AS

@@ -272,13 +272,30 @@ parse_options(Tail *t, int argc, char **argv)
 }
 
 /*
+ * have_feed_id
+ *		Whether the database's cfeed has cfeed._feed_id (1.9).
+ */
+static bool
+have_feed_id(Tail *t)
+{
+	PGresult   *res = cfeed_tail_exec_params(t, "select pg_catalog.to_regprocedure('cfeed._feed_id(text)') is not null",
+											 0, NULL);
+	bool		have = cfeed_result_ok(res, PGRES_TUPLES_OK) && strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+
+	PQclear(res);
+	return have;
+}
+
+/*
  * resolve_feed
  *		Find the feed named by --feed: by feed_id when it is a number (then
  *		by name), else by name.  Exits 2 when there is no such feed or no
  *		cfeed in the database, 1 on other errors.  A reader without SELECT
  *		on cfeed.feed (docs/security.md's reader) names its feed by number,
  *		taken as it is (reading the layout then tells 42501 from a missing
- *		feed); by name it exits 4.
+ *		feed), or by name, found by cfeed._feed_id (1.9: a feed it may read
+ *		or write; exit 4 with the same words for the others, whether they
+ *		exist or not; before 1.9 it exits 4).
  */
 static void
 resolve_feed(Tail *t)
@@ -299,6 +316,19 @@ resolve_feed(Tail *t)
 	}
 	if (res == NULL)
 		res = cfeed_tail_exec_params(t, "select feed_id from cfeed.feed where name = $1", 1, params);
+	if (!numeric && !cfeed_result_ok(res, PGRES_TUPLES_OK) && strcmp(cfeed_sqlstate(res), "42501") == 0 &&
+		have_feed_id(t))
+	{
+		PQclear(res);
+		res = cfeed_tail_exec_params(t, "select f from cfeed._feed_id($1) f where f is not null",
+									 1, params);
+		if (cfeed_result_ok(res, PGRES_TUPLES_OK) && PQntuples(res) == 0)
+		{
+			fprintf(stderr, "cfeed tail: no feed named \"%s\" that this role may read\n"
+					"Ask the extension's owner for a read grant (cfeed.grant_read).\n", t->feed_arg);
+			exit(CFEED_EXIT_DENIED);
+		}
+	}
 	if (!cfeed_result_ok(res, PGRES_TUPLES_OK))
 	{
 		const char *state = cfeed_sqlstate(res);

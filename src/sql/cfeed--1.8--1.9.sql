@@ -2135,6 +2135,15 @@ CREATE FUNCTION cfeed._feed_exists(feed_id int) RETURNS bool
 	AS 'MODULE_PATHNAME', 'cfeed_feed_exists_sql';
 COMMENT ON FUNCTION cfeed._feed_exists(int) IS 'internal: whether a feed the caller may read or write exists (false for the others, whether they exist or not)';
 
+/*
+ * 1.9: a reader, who has no SELECT on cfeed.feed, names its feed
+ * (cfeed tail --feed NAME).
+ */
+CREATE FUNCTION cfeed._feed_id(name text) RETURNS int
+	LANGUAGE c STABLE PARALLEL SAFE
+	AS 'MODULE_PATHNAME', 'cfeed_feed_id_sql';
+COMMENT ON FUNCTION cfeed._feed_id(text) IS 'internal: the id of the feed of that name when the caller may read or write it (null for the others, whether they exist or not)';
+
 CREATE OR REPLACE FUNCTION cfeed._check_feed(feed_id int) RETURNS void
 	LANGUAGE plpgsql STABLE PARALLEL SAFE
 	SET search_path = pg_catalog, pg_temp
