@@ -63,7 +63,9 @@ check_feed_name(const char *name)
  * cfeed_create_feed
  *		SQL: cfeed.create_feed(name, shards, feed_id, sweep_group, longpoll,
  *		comment) returns int.  Creates the feed and shards 0..shards-1 with the
- *		caller's privileges; feed_id defaults to one above the highest.
+ *		caller's privileges (shard 0 through cfeed.shard, whose checks then
+ *		hold for the others: below); feed_id defaults to one above the
+ *		highest.
  */
 Datum
 cfeed_create_feed(PG_FUNCTION_ARGS)

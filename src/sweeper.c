@@ -67,6 +67,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -224,33 +225,43 @@ report_absent(Oid dboid)
  * refresh_groups
  *		Group-0 sweeper: publish the database's sweep groups (0 first).  Run
  *		every second: the groups are found by a walk of
- *		shard_config_sweep_group_idx, one probe per group (the next group
- *		above the last), not by a scan of every shard.  One more than fits
- *		is fetched, to warn of it.
+ *		shard_config_sweep_group_idx (1.9), one probe per group (the next
+ *		group above the last), not by a scan of every shard.  One more than
+ *		fits is fetched, to warn of it.  A schema not yet updated to 1.9 has
+ *		no such index, and its walk would scan the table once per group: it
+ *		is listed by one scan, as before.
  */
 static void
 refresh_groups(Oid dboid)
 {
-	static SPIPlanPtr plan = NULL;	/* kept: the refresh runs every second */
+	/* kept: the refresh runs every second */
+	static SPIPlanPtr walk = NULL;
+	static SPIPlanPtr scan = NULL;
 	int			spi_level;
 	int32		groups[CFEED_MAX_GROUPS];
 	int			n = 1;
 	uint64		i;
+	SPIPlanPtr	plan;
 
 	groups[0] = 0;
 	spi_level = cfeed_spi_connect();
-	if (SPI_execute_plan(cfeed_spi_plan(&plan,
-										"WITH RECURSIVE g(sweep_group) AS ("
-										" (SELECT s.sweep_group FROM cfeed.shard_config s"
-										"  WHERE s.sweep_group <> 0 ORDER BY 1 LIMIT 1)"
-										" UNION ALL"
-										" SELECT (SELECT s.sweep_group FROM cfeed.shard_config s"
-										"  WHERE s.sweep_group <> 0 AND s.sweep_group > g.sweep_group"
-										"  ORDER BY 1 LIMIT 1)"
-										" FROM g WHERE g.sweep_group IS NOT NULL)"
-										" SELECT sweep_group FROM g WHERE sweep_group IS NOT NULL"
-										" LIMIT " CppAsString2(CFEED_MAX_GROUPS), 0, NULL),
-						 NULL, NULL, true, 0) != SPI_OK_SELECT)
+	if (OidIsValid(get_relname_relid("shard_config_sweep_group_idx", cfeed_schema_oid(false))))
+		plan = cfeed_spi_plan(&walk,
+							  "WITH RECURSIVE g(sweep_group) AS ("
+							  " (SELECT s.sweep_group FROM cfeed.shard_config s"
+							  "  WHERE s.sweep_group <> 0 ORDER BY 1 LIMIT 1)"
+							  " UNION ALL"
+							  " SELECT (SELECT s.sweep_group FROM cfeed.shard_config s"
+							  "  WHERE s.sweep_group <> 0 AND s.sweep_group > g.sweep_group"
+							  "  ORDER BY 1 LIMIT 1)"
+							  " FROM g WHERE g.sweep_group IS NOT NULL)"
+							  " SELECT sweep_group FROM g WHERE sweep_group IS NOT NULL"
+							  " LIMIT " CppAsString2(CFEED_MAX_GROUPS), 0, NULL);
+	else
+		plan = cfeed_spi_plan(&scan,
+							  "SELECT DISTINCT sweep_group FROM cfeed.shard_config "
+							  "WHERE sweep_group <> 0 ORDER BY 1 LIMIT " CppAsString2(CFEED_MAX_GROUPS), 0, NULL);
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "cfeed sweeper: listing sweep groups failed");
 	for (i = 0; i < SPI_processed; i++)
 	{

@@ -73,6 +73,7 @@ typedef enum CfeedOptionKind
 extern CfeedOptionKind cfeed_common_option(int c, char **argv, const char **dsn);
 extern PGconn *cfeed_connect(const char *dsn, bool report);
 extern PGconn *cfeed_connect_as(const char *dsn, const char *appname, bool report);
+extern bool cfeed_args_to_utf8(const char *dsn, const char **args, int n);
 extern void cfeed_set_cancel(PGconn *conn);
 extern void cfeed_install_signal_handlers(void);
 extern bool cfeed_behind_pooler(PGconn *conn, bool *pooled, PGresult **failed);

@@ -146,8 +146,21 @@ cfeed_common_option(int c, char **argv, const char **dsn)
  *		not).  On failure prints the reason when report is true and returns
  *		NULL.  Signals do not cancel its queries.
  */
+static PGconn *connect_with(const char *dsn, const char *appname, bool report, bool utf8);
+
 PGconn *
 cfeed_connect_as(const char *dsn, const char *appname, bool report)
+{
+	return connect_with(dsn, appname, report, true);
+}
+
+/*
+ * connect_with
+ *		cfeed_connect_as; utf8 false leaves the client encoding to the
+ *		connection string and the environment (cfeed_args_to_utf8).
+ */
+static PGconn *
+connect_with(const char *dsn, const char *appname, bool report, bool utf8)
 {
 	const char *keywords[7];
 	const char *values[7];
@@ -174,8 +187,11 @@ cfeed_connect_as(const char *dsn, const char *appname, bool report)
 	keywords[n] = "dbname";
 	values[n++] = dsn;
 	/* after dbname, so that no DSN or PGCLIENTENCODING changes it: JSON is UTF-8 */
-	keywords[n] = "client_encoding";
-	values[n++] = "UTF8";
+	if (utf8)
+	{
+		keywords[n] = "client_encoding";
+		values[n++] = "UTF8";
+	}
 	keywords[n] = NULL;
 	values[n] = NULL;
 
@@ -195,6 +211,70 @@ cfeed_connect_as(const char *dsn, const char *appname, bool report)
 	}
 	PQsetNoticeProcessor(conn, print_notice, NULL);
 	return conn;
+}
+
+/* Whether s is ASCII only: the same bytes in every client encoding. */
+static bool
+plain_ascii(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char) *s >= 0x80)
+			return false;
+	return true;
+}
+
+/*
+ * cfeed_args_to_utf8
+ *		cfeed's connections speak UTF-8 (cfeed_connect_as), but its
+ *		arguments (a group's or an owner's name) come in the client encoding
+ *		the connection string or the environment names (PGCLIENTENCODING):
+ *		each of the n strings *args that is not plain ASCII is replaced by
+ *		its UTF-8 form, converted by the server on a connection in that
+ *		encoding.  False, with the reason printed, when it fails (a byte
+ *		sequence invalid in that encoding, say).
+ */
+bool
+cfeed_args_to_utf8(const char *dsn, const char **args, int n)
+{
+	PGconn	   *conn = NULL;
+	bool		ok = true;
+
+	for (int i = 0; i < n && ok; i++)
+	{
+		const char *params[1] = {args[i]};
+		PGresult   *res;
+		size_t		len;
+		unsigned char *bytes;
+
+		if (args[i] == NULL || plain_ascii(args[i]))
+			continue;
+		if (conn == NULL && (conn = connect_with(dsn, "cfeed", true, false)) == NULL)
+			return false;
+		res = PQexecParams(conn, "select pg_catalog.convert_to($1, 'UTF8')", 1, NULL, params, NULL, NULL, 0);
+		ok = cfeed_result_ok(res, PGRES_TUPLES_OK) &&
+			(bytes = PQunescapeBytea((const unsigned char *) PQgetvalue(res, 0, 0), &len)) != NULL;
+		if (ok)
+		{
+			char	   *utf8 = malloc(len + 1);
+
+			if (utf8 == NULL)
+			{
+				fprintf(stderr, "cfeed: out of memory\n");
+				exit(CFEED_EXIT_ERROR);
+			}
+			memcpy(utf8, bytes, len);
+			utf8[len] = '\0';
+			PQfreemem(bytes);
+			args[i] = utf8;
+		}
+		else
+			fprintf(stderr, "cfeed: could not read argument \"%s\" in the client encoding: %s",
+					args[i], cfeed_error_text(conn, res));
+		PQclear(res);
+	}
+	if (conn != NULL)
+		PQfinish(conn);
+	return ok;
 }
 
 /*

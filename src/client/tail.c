@@ -488,8 +488,15 @@ int
 cfeed_tail_main(int argc, char **argv)
 {
 	Tail		t;
+	const char *names[2];
 
 	parse_options(&t, argc, argv);
+	names[0] = t.group;
+	names[1] = t.owner;
+	if (!cfeed_args_to_utf8(t.dsn, names, 2))
+		return CFEED_EXIT_ERROR;
+	t.group = names[0];
+	t.owner = names[1];
 
 	t.conn = cfeed_connect(t.dsn, true);
 	if (t.conn == NULL)

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,16 +93,32 @@ wait_standby(Tail *t, long long timeout_ms)
 }
 
 /*
+ * stdout_watched
+ *		Whether standard output is a pipe or a socket whose reader may go
+ *		away (cfeed tail ... | head -3): a write would fail with EPIPE, but an
+ *		idle tail writes nothing, and would hold its connection, and in a
+ *		group its leases, until the feed's next change.  Not a terminal or a
+ *		file, and not when standard output was closed and the database
+ *		connection took its descriptor (the connection's end is no reader's).
+ */
+static bool
+stdout_watched(Tail *t)
+{
+	struct stat st;
+
+	return STDOUT_FILENO != PQsocket(t->conn) && fstat(STDOUT_FILENO, &st) == 0 &&
+		(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+
+/*
  * reader_gone
- *		Whether standard output's reader went away (a pipe whose other end
- *		was closed: cfeed tail ... | head -3).  A write would fail with
- *		EPIPE, but an idle tail writes nothing: it would hold its connection,
- *		and in a group its leases, until the feed's next change.
+ *		Whether standard output's reader went away (a watched pipe or socket
+ *		reports an error or a hang-up).
  */
 static bool
 reader_gone(const struct pollfd *out)
 {
-	return (out->revents & (POLLERR | POLLHUP)) != 0;
+	return out->fd >= 0 && (out->revents & (POLLERR | POLLHUP)) != 0;
 }
 
 /*
@@ -119,10 +136,10 @@ cfeed_tail_wait_for_wakeup(Tail *t)
 	{
 		long long	now;
 		long long	timeout;
-		struct pollfd pfd[2] = {{.fd = -1}, {.fd = STDOUT_FILENO}};
+		struct pollfd pfd[2] = {{.fd = -1}, {.fd = stdout_watched(t) ? STDOUT_FILENO : -1}};
 		int			rc;
 
-		if (cfeed_interrupted || (poll(&pfd[1], 1, 0) > 0 && reader_gone(&pfd[1])))
+		if (cfeed_interrupted || (pfd[1].fd >= 0 && poll(&pfd[1], 1, 0) > 0 && reader_gone(&pfd[1])))
 		{
 			t->exit_code = CFEED_EXIT_OK;
 			return STEP_STOP;

@@ -151,7 +151,9 @@ read_set(const char *path, char *err, size_t errsize, char *warn, size_t warnsiz
 {
 	FILE	   *f = fopen(path, "r");
 	TokenSet   *set;
-	char		line[4096];
+	char	   *line = NULL;	/* whole lines, however long (a token may list
+								 * many feeds of 200 characters) */
+	size_t		size = 0;
 	int			lineno = 0;
 	struct stat st;
 
@@ -162,18 +164,20 @@ read_set(const char *path, char *err, size_t errsize, char *warn, size_t warnsiz
 		return NULL;
 	}
 	set = cfeed_serve_alloc(sizeof(TokenSet));
-	while (fgets(line, sizeof(line), f) != NULL)
+	while (getline(&line, &size, f) != -1)
 	{
 		const char *bad = parse_line(set, line, ++lineno);
 
 		if (bad != NULL)
 		{
 			snprintf(err, errsize, "%s:%d: %s", path, lineno, bad);
+			free(line);
 			fclose(f);
 			free_set(set);
 			return NULL;
 		}
 	}
+	free(line);
 	if (fstat(fileno(f), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0)
 		snprintf(warn, warnsize, "token file \"%s\" is readable by others; chmod 600 it", path);
 	if (set->ntokens == 0)

@@ -148,6 +148,19 @@ sub wait_tail_idle
 	}
 	is($?, 0, 'tail under PGCLIENTENCODING=LATIN1: exit 0') or diag($err);
 	is(eval { (parse_lines($out))[0]{row}{name} }, "caf\x{e9} \x{1F600}", '... and its JSON is UTF-8');
+	# and its arguments are read in that encoding (a review: a group named
+	# in LATIN1 failed, "invalid byte sequence for encoding UTF8", or named
+	# another group when its bytes were valid UTF-8)
+	for my $group ("caf\xe9", "\xc3\xa9")
+	{
+		local $ENV{PGCLIENTENCODING} = 'LATIN1';
+		run [ $cfeed, 'tail', '--dbname', $dsn, '--feed', 'items', '--group', $group, '--owner', 'enc',
+			'--max', '1' ], '>', \$out, '2>', \$err, timeout($timeout);
+		is($?, 0, 'a group named in LATIN1: exit 0') or diag($err);
+	}
+	is($node->safe_psql('postgres', q{select count(distinct group_name) from cfeed.lease
+		where group_name in ('caf' || chr(233), chr(195) || chr(169))}), '2',
+		'the groups are named as the environment meant (caf\x{e9}, \x{c3}\x{a9}), not as UTF-8 bytes');
 }
 
 # --- tail --from now sees only later changes -----------------------------
