@@ -216,8 +216,9 @@ forget_stopped(void)
 /*
  * start_sweeper
  *		Start a sweeper for (dboid, sweep_group) unless one is running.
+ *		Returns why none could be started (logged too), or NULL.
  */
-static void
+static const char *
 start_sweeper(Oid dboid, int32 sweep_group)
 {
 	BackgroundWorker worker;
@@ -226,13 +227,13 @@ start_sweeper(Oid dboid, int32 sweep_group)
 
 	for (i = 0; i < nstarted; i++)
 		if (started[i].dboid == dboid && started[i].sweep_group == sweep_group)
-			return;
+			return NULL;
 	if (nstarted >= cfeed_max_workers)
 	{
 		ereport(LOG,
 				(errmsg("cfeed: cannot start a sweeper for group %d of database %u: cfeed.max_workers (%d) reached",
 						sweep_group, dboid, cfeed_max_workers)));
-		return;
+		return "cfeed.max_workers reached";
 	}
 
 	cfeed_worker_init(&worker, "cfeed_sweeper_main", "cfeed sweeper",
@@ -247,12 +248,35 @@ start_sweeper(Oid dboid, int32 sweep_group)
 		ereport(LOG,
 				(errmsg("cfeed: could not start a sweeper for group %d of database %u", sweep_group, dboid),
 				 errhint("Raise max_worker_processes.")));
-		return;
+		return "no background worker slot free (max_worker_processes)";
 	}
 	started[nstarted].dboid = dboid;
 	started[nstarted].sweep_group = sweep_group;
 	started[nstarted].handle = handle;
 	nstarted++;
+	return NULL;
+}
+
+/*
+ * record_unstarted
+ *		Note in the database's entry the groups of this pass that got no
+ *		sweeper, and why (the last reason), for cfeed.sweepers: otherwise
+ *		only the server log told that a database went unswept.
+ */
+static void
+record_unstarted(Oid dboid, const int32 *groups, int n, const char *why)
+{
+	CfeedDatabase *db;
+
+	LWLockAcquire(CfeedShared->lock, LW_EXCLUSIVE);
+	db = cfeed_find_db(dboid, false);
+	if (db != NULL)
+	{
+		db->nunstarted = n;
+		memcpy(db->unstarted, groups, sizeof(int32) * n);
+		strlcpy(db->unstarted_why, why ? why : "", sizeof(db->unstarted_why));
+	}
+	LWLockRelease(CfeedShared->lock);
 }
 
 /*
@@ -274,15 +298,26 @@ ensure_sweepers(void)
 	for (i = 0; i < CFEED_MAX_DATABASES; i++)
 	{
 		CfeedDatabase *db = &dbs[i];
+		int32		unstarted[CFEED_MAX_GROUPS];
+		int			n = 0;
+		const char *why = NULL;
 		int			g;
 
-		if (db->paused > 0)
+		if (db->paused > 0 || (db->state != CFEED_DB_PROBE && db->state != CFEED_DB_ACTIVE))
 			continue;
-		if (db->state == CFEED_DB_PROBE)
-			start_sweeper(db->dboid, 0);
-		else if (db->state == CFEED_DB_ACTIVE)
-			for (g = 0; g < db->ngroups; g++)
-				start_sweeper(db->dboid, db->groups[g]);
+		for (g = 0; g < (db->state == CFEED_DB_PROBE ? 1 : db->ngroups); g++)
+		{
+			int32		group = db->state == CFEED_DB_PROBE ? 0 : db->groups[g];
+			const char *failed = start_sweeper(db->dboid, group);
+
+			if (failed != NULL)
+			{
+				unstarted[n++] = group;
+				why = failed;
+			}
+		}
+		if (n > 0 || db->nunstarted > 0)
+			record_unstarted(db->dboid, unstarted, n, why);
 	}
 }
 

@@ -39,6 +39,10 @@ typedef struct CfeedDatabase
 	char		paused_by[32];	/* and its command, for cfeed.sweepers */
 	int			ngroups;		/* sweep groups with shards (0 always) */
 	int32		groups[CFEED_MAX_GROUPS];
+	/* the groups the launcher could not start a sweeper for, and why */
+	int			nunstarted;
+	int32		unstarted[CFEED_MAX_GROUPS];
+	char		unstarted_why[96];
 } CfeedDatabase;
 
 typedef struct CfeedWorkerSlot

@@ -732,6 +732,51 @@ put_paused_databases(ReturnSetInfo *rsinfo)
 }
 
 /*
+ * put_unstarted_groups
+ *		A row of cfeed._sweepers() for each sweep group the launcher could
+ *		not start a sweeper for (launcher.c: cfeed.max_workers reached, or no
+ *		background worker slot): its changes are not stamped until one
+ *		starts.  pid null, last_error says why (no feed is named).
+ */
+static void
+put_unstarted_groups(ReturnSetInfo *rsinfo)
+{
+	CfeedDatabase *dbs = palloc(sizeof(CfeedDatabase) * CFEED_MAX_DATABASES);
+	int			ndbs = 0;
+
+	LWLockAcquire(CfeedShared->lock, LW_SHARED);
+	for (int i = 0; i < CFEED_MAX_DATABASES; i++)
+		if ((CfeedShared->dbs[i].state == CFEED_DB_PROBE || CfeedShared->dbs[i].state == CFEED_DB_ACTIVE) &&
+			CfeedShared->dbs[i].paused == 0 && CfeedShared->dbs[i].nunstarted > 0)
+			dbs[ndbs++] = CfeedShared->dbs[i];
+	LWLockRelease(CfeedShared->lock);
+
+	for (int i = 0; i < ndbs; i++)
+	{
+		char	   *datname = get_database_name(dbs[i].dboid);
+		NameData	dbname;
+
+		if (datname == NULL)
+			continue;
+		namestrcpy(&dbname, datname);
+		dbs[i].unstarted_why[sizeof(dbs[i].unstarted_why) - 1] = '\0';
+		for (int g = 0; g < dbs[i].nunstarted; g++)
+		{
+			Datum		values[7] = {0};
+			bool		nulls[7] = {true, false, false, false, false, true, false};
+
+			values[1] = NameGetDatum(&dbname);
+			values[2] = Int32GetDatum(dbs[i].unstarted[g]);
+			values[3] = Int64GetDatum(0);
+			values[4] = Int64GetDatum(0);
+			values[6] = CStringGetTextDatum(psprintf("no sweeper could be started: %s; its changes are not stamped until one starts",
+													 dbs[i].unstarted_why));
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+}
+
+/*
  * cfeed_sweepers
  *		SQL: cfeed._sweepers(), behind the cfeed.sweepers view.  Empty
  *		without the preload.  A sweep's error names feeds and shards, so
@@ -791,5 +836,6 @@ cfeed_sweepers(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	put_paused_databases(rsinfo);
+	put_unstarted_groups(rsinfo);
 	return (Datum) 0;
 }
